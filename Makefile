@@ -1,0 +1,38 @@
+# Set-up and everyday commands. `make demo` runs the main job; `make test` runs every test.
+# Both install what they need on a fresh Debian machine (CI runs as root).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch lies on disk on our machines; a loose range would pull a multi-GB CUDA build.
+TORCH_PIN ?= torch==2.13.0
+APT_PACKAGES := fio iproute2 prometheus docker-registry skopeo
+
+.PHONY: demo test deps venv lint bench clean
+
+$(BIN)/fabricguard: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_PIN)"
+	$(BIN)/pip install -q -e '.[dev,probe,controller]' "$(TORCH_PIN)"
+	touch $@
+
+venv: $(BIN)/fabricguard
+
+deps:
+	@if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	else echo "not root or no apt-get: tests that need $(APT_PACKAGES) will say so and skip"; fi
+
+demo: venv
+	$(BIN)/fabricguard validate
+
+test: deps venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/pytest -q
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info
