@@ -1,0 +1,5 @@
+"""Allow ``python -m fabricguard``."""
+
+from fabricguard.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Wire-level helpers shared by every part: YAML with source positions, small I/O adapters."""

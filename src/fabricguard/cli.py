@@ -1,0 +1,48 @@
+"""The ``fabricguard`` command line: one Typer app, each concept contributing its own commands."""
+
+from __future__ import annotations
+
+import typer
+
+from fabricguard import __version__
+from fabricguard.admission import commands as admission_commands
+from fabricguard.doctor import commands as doctor_commands
+from fabricguard.nccl import commands as nccl_commands
+from fabricguard.probes import commands as probe_commands
+from fabricguard.profile import commands as profile_commands
+from fabricguard.storage import commands as storage_commands
+from fabricguard.verdict import commands as verdict_commands
+
+app = typer.Typer(
+    name="fabricguard",
+    help="Prove that multi-node GPU training used the fabric and storage it paid for.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"fabricguard {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """fabricguard: the job ran is not success."""
+
+
+app.add_typer(profile_commands.app, name="profile")
+app.add_typer(nccl_commands.app, name="nccl")
+app.add_typer(storage_commands.app, name="storage")
+verdict_commands.register(app)
+probe_commands.register(app)
+doctor_commands.register(app)
+admission_commands.register(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""probes (see commands.py)."""

@@ -1,0 +1,352 @@
+"""The platform profile: one declarative description of pools, fabrics, storage, queues and baselines.
+
+Every part of fabricguard reads this model: admission injects from it, readiness checks against it, the
+doctor audits against it and job verdicts compare with its baselines. Field names follow Kubernetes
+conventions (camelCase) because platform engineers write it next to their manifests.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+API_VERSION = "fabricguard.io/v1alpha1"
+KIND = "PlatformProfile"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class _Strict(BaseModel):
+    # Unknown keys are rejected: a typo such as `gpuPerNode` must not silently become a default.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+
+class Environment(StrEnum):
+    staging = "staging"
+    production = "production"
+    dev = "dev"
+
+
+class FabricType(StrEnum):
+    infiniband = "infiniband"
+    roce = "roce"
+    efa = "efa"
+    gke_rdma = "gke-rdma"
+    tcpx = "tcpx"
+    none = "none"
+
+
+class Architecture(StrEnum):
+    amd64 = "amd64"
+    arm64 = "arm64"
+
+
+class Transport(StrEnum):
+    """Inter-node transport as the NCCL classifier reports it."""
+
+    ib = "ib"
+    roce = "roce"
+    efa = "efa"
+    tcpx = "tcpx"
+    socket = "socket"
+    none = "none"
+    unknown = "unknown"
+
+
+# What NCCL_NET must be so that NCCL fails at init instead of falling back to sockets.
+DEFAULT_NCCL_NET: dict[FabricType, str | None] = {
+    FabricType.infiniband: "IB",
+    FabricType.roce: "IB",
+    FabricType.efa: "Libfabric",
+    FabricType.gke_rdma: "gIB",
+    FabricType.tcpx: "GPUDirectTCPX",
+    FabricType.none: None,
+}
+
+# Transports a job on this fabric may legitimately report. IB and RoCE both ride IB verbs and an INFO
+# log does not always show the link layer, so an RDMA fabric accepts either; sockets are never accepted.
+EXPECTED_TRANSPORTS: dict[FabricType, frozenset[Transport]] = {
+    FabricType.infiniband: frozenset({Transport.ib}),
+    FabricType.roce: frozenset({Transport.roce, Transport.ib}),
+    FabricType.gke_rdma: frozenset({Transport.roce, Transport.ib}),
+    FabricType.efa: frozenset({Transport.efa}),
+    FabricType.tcpx: frozenset({Transport.tcpx}),
+    FabricType.none: frozenset({Transport.socket, Transport.none}),
+}
+
+
+class Toleration(_Strict):
+    """A Kubernetes toleration, field for field."""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator Exists must not set a value")
+        return self
+
+    def to_k8s(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class DevicePlugin(_Strict):
+    """The DaemonSet that advertises the fabric's extended resources on each node."""
+
+    namespace: str = "kube-system"
+    daemonSet: str
+
+
+class Fabric(_Strict):
+    type: FabricType
+    ncclNet: str | None = Field(
+        default=None,
+        description="NCCL_NET that makes NCCL fail instead of falling back; defaults per fabric type.",
+    )
+    resources: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    networks: list[str] = Field(default_factory=list)
+    hcas: list[str] = Field(default_factory=list)
+    socketIfname: str | None = None
+    devicePlugin: DevicePlugin | None = None
+    topologyLabel: str | None = None
+    networkMapping: dict[str, str] = Field(default_factory=dict)
+    ibGidIndex: int | None = Field(default=None, ge=0, description="NCCL_IB_GID_INDEX for RoCE, when fixed.")
+    netPlugin: str | None = Field(default=None, description="Library the NCCL net plugin ships in.")
+    env: dict[str, str] = Field(default_factory=dict, description="Further NCCL/libfabric variables.")
+
+    @field_validator("resources")
+    @classmethod
+    def _resource_names(cls, v: dict[str, int]) -> dict[str, int]:
+        for name in v:
+            if not _RESOURCE_NAME.match(name) or "/" not in name:
+                raise ValueError(
+                    f"{name!r} is not an extended resource name; use a domain-prefixed name such as "
+                    "'rdma/ib' or 'vpc.amazonaws.com/efa'"
+                )
+        return v
+
+    @field_validator("networks")
+    @classmethod
+    def _network_names(cls, v: list[str]) -> list[str]:
+        for n in v:
+            parts = n.split("/")
+            if len(parts) > 2 or not all(_DNS_LABEL.match(p) for p in parts):
+                raise ValueError(f"{n!r} is not a network name; use 'name' or 'namespace/name'")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_forbids_fallback(cls, v: dict[str, str]) -> dict[str, str]:
+        if v.get("NCCL_IB_DISABLE") == "1":
+            raise ValueError("env NCCL_IB_DISABLE=1 forces the socket fallback this profile exists to prevent")
+        if "NCCL_NET" in v:
+            raise ValueError("set the network with fabric.ncclNet, not env NCCL_NET")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Fabric:
+        if self.type is FabricType.none:
+            if self.resources or self.networks or self.hcas or self.ncclNet:
+                raise ValueError("fabric type 'none' cannot carry resources, networks, hcas or ncclNet")
+        if self.networkMapping and not self.topologyLabel:
+            raise ValueError("networkMapping needs topologyLabel (the node label whose values it maps)")
+        return self
+
+    @property
+    def effective_nccl_net(self) -> str | None:
+        return self.ncclNet if self.ncclNet is not None else DEFAULT_NCCL_NET[self.type]
+
+    @property
+    def expected_transports(self) -> frozenset[Transport]:
+        return EXPECTED_TRANSPORTS[self.type]
+
+    @property
+    def has_fabric(self) -> bool:
+        return self.type is not FabricType.none
+
+    @property
+    def network_annotation_style(self) -> Literal["gke", "multus", "none"]:
+        if not self.networks:
+            return "none"
+        return "gke" if self.type in (FabricType.gke_rdma, FabricType.tcpx) else "multus"
+
+
+class Baseline(_Strict):
+    allReduceBusBwGBps: float | None = Field(default=None, gt=0)
+    floorFraction: float = Field(default=0.8, gt=0, le=1)
+    stepTimeSeconds: float | None = Field(default=None, gt=0, description="Median step time on the fabric.")
+    stepTolerance: float = Field(
+        default=1.2, ge=1, description="A median step time above stepTimeSeconds x this is degraded."
+    )
+    totalTimeSeconds: float | None = Field(default=None, gt=0)
+
+    @property
+    def busbw_floor_gbps(self) -> float | None:
+        if self.allReduceBusBwGBps is None:
+            return None
+        return self.allReduceBusBwGBps * self.floorFraction
+
+
+class QueueTopology(_Strict):
+    level: str
+    mode: Literal["required", "preferred", "unconstrained"] = "preferred"
+    sliceLevel: str | None = None
+    sliceSize: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _slices(self) -> QueueTopology:
+        if (self.sliceLevel is None) != (self.sliceSize is None):
+            raise ValueError("sliceLevel and sliceSize go together (Kueue requires slice-size with slices)")
+        return self
+
+
+class Queue(_Strict):
+    name: str
+    topology: QueueTopology | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a valid LocalQueue name (lowercase DNS label)")
+        return v
+
+
+class Pool(_Strict):
+    name: str
+    nodeSelector: dict[str, str] = Field(min_length=1)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    gpusPerNode: int = Field(ge=1)
+    gpuResource: str = "nvidia.com/gpu"
+    architecture: Architecture = Architecture.amd64
+    fabric: Fabric
+    baseline: Baseline = Field(default_factory=Baseline)
+    queue: Queue | None = None
+    lustre: bool = Field(default=True, description="Mount spec.storage.lustre in this pool's workloads.")
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a valid pool name (lowercase letters, digits and '-')")
+        return v
+
+
+class Lustre(_Strict):
+    claimName: str
+    mountPath: str = "/mnt/lustre"
+    subPath: str = "{namespace}/{job}"
+    logDir: str = ".fabricguard/nccl"
+
+    @field_validator("mountPath")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"mountPath {v!r} must be an absolute path")
+        return v.rstrip("/") or "/"
+
+    @field_validator("subPath")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        unknown = set(re.findall(r"{([^}]*)}", v)) - {"namespace", "job"}
+        if unknown:
+            raise ValueError(f"subPath may use {{namespace}} and {{job}} only, not {sorted(unknown)}")
+        if v.startswith("/") or ".." in v.split("/"):
+            raise ValueError("subPath must be relative and must not contain '..'")
+        return v
+
+
+class Storage(_Strict):
+    lustre: Lustre | None = None
+
+
+class Metadata(_Strict):
+    name: str
+    environment: Environment = Environment.production
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a valid profile name (lowercase letters, digits and '-')")
+        return v
+
+
+class Spec(_Strict):
+    storage: Storage = Field(default_factory=Storage)
+    pools: list[Pool] = Field(min_length=1)
+    defaultPool: str | None = None
+
+    @model_validator(mode="after")
+    def _pools(self) -> Spec:
+        seen: set[str] = set()
+        for p in self.pools:
+            if p.name in seen:
+                raise ValueError(f"pool name {p.name!r} appears twice")
+            seen.add(p.name)
+        if self.defaultPool is not None and self.defaultPool not in seen:
+            raise ValueError(f"defaultPool {self.defaultPool!r} is not a pool; known pools: {sorted(seen)}")
+        return self
+
+
+class PlatformProfile(_Strict):
+    apiVersion: Literal["fabricguard.io/v1alpha1"]
+    kind: Literal["PlatformProfile"]
+    metadata: Metadata
+    spec: Spec
+
+    def pool(self, name: str | None = None) -> Pool:
+        """The named pool, or the default pool; ``UnknownPoolError`` lists the known ones."""
+        wanted = name or self.spec.defaultPool
+        if wanted is None:
+            if len(self.spec.pools) == 1:
+                return self.spec.pools[0]
+            raise UnknownPoolError(None, self.pool_names)
+        for p in self.spec.pools:
+            if p.name == wanted:
+                return p
+        raise UnknownPoolError(wanted, self.pool_names)
+
+    @property
+    def pool_names(self) -> list[str]:
+        return [p.name for p in self.spec.pools]
+
+    def advisories(self) -> list[str]:
+        """Valid but risky choices, worth a warning in ``profile check``."""
+        out: list[str] = []
+        for i, p in enumerate(self.spec.pools):
+            where = f"spec.pools[{i}] ({p.name})"
+            f = p.fabric
+            if f.has_fabric and not f.resources and f.type is not FabricType.gke_rdma:
+                out.append(
+                    f"{where}: fabric {f.type} requests no extended resources; a pod that asks for nothing "
+                    "is never refused, so a broken device plugin goes unnoticed"
+                )
+            if f.has_fabric and f.devicePlugin is None:
+                out.append(f"{where}: no fabric.devicePlugin; the doctor cannot check that it is ever ready")
+            if f.has_fabric and p.baseline.allReduceBusBwGBps is None:
+                out.append(f"{where}: no baseline.allReduceBusBwGBps; bandwidth cannot be judged, only transport")
+        return out
+
+
+class UnknownPoolError(KeyError):
+    def __init__(self, name: str | None, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        if name is None:
+            msg = f"no pool named and the profile has no spec.defaultPool; choose one of: {', '.join(known)}"
+        else:
+            msg = f"unknown pool {name!r}; known pools: {', '.join(known)}"
+        super().__init__(msg)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
