@@ -1,0 +1,133 @@
+"""Findings and the small helpers every doctor rule shares (time parsing, object references, quantities).
+
+A finding is what a person acts on: the rule that raised it, how bad it is, the Kubernetes objects it is
+about, a sentence that explains it, the field paths and values that prove it, and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Severity(StrEnum):
+    critical = "critical"
+    warning = "warning"
+    info = "info"
+
+
+SEVERITY_ORDER = {Severity.critical: 0, Severity.warning: 1, Severity.info: 2}
+
+
+@dataclass(frozen=True)
+class ObjRef:
+    """A Kubernetes object a finding is about; ``namespace`` is None for cluster-scoped objects."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"kind": self.kind}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        out["name"] = self.name
+        return out
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+    @classmethod
+    def of(cls, obj: dict[str, Any]) -> ObjRef:
+        meta = obj.get("metadata") or {}
+        return cls(
+            kind=str(obj.get("kind", "")), name=str(meta.get("name", "")), namespace=meta.get("namespace")
+        )
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: Severity
+    objects: list[ObjRef]
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fix: str = ""
+    # Pools the finding concerns (for the pool x check grid); not part of the JSON contract.
+    pools: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": str(self.severity),
+            "objects": [o.to_dict() for o in self.objects],
+            "message": self.message,
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as the API server writes it (``2025-01-02T03:04:05Z``), as an aware datetime."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def iso(dt: datetime) -> str:
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def human_age(seconds: float) -> str:
+    """``271 days``, ``5 hours``, ``3 minutes``: the unit a person would say."""
+    s = max(0, int(seconds))
+    if s >= 2 * 86400:
+        return f"{s // 86400} days"
+    if s >= 86400:
+        return "1 day"
+    if s >= 7200:
+        return f"{s // 3600} hours"
+    if s >= 120:
+        return f"{s // 60} minutes"
+    return f"{s} seconds"
+
+
+_SUFFIX = {
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity (``8``, ``1k``, ``500m``, ``16Gi``) as a number; unreadable counts as 0."""
+    if value is None:
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip()
+    try:
+        if text.endswith("m") and text[:-1].isdigit():
+            return int(text[:-1]) / 1000
+        for suffix in ("Ki", "Mi", "Gi", "Ti", "k", "M", "G", "T"):
+            if text.endswith(suffix):
+                return float(text[: -len(suffix)]) * _SUFFIX[suffix]
+        return float(text)
+    except ValueError:
+        return 0.0
+
+
+def labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())

@@ -1,0 +1,89 @@
+"""The doctor's rules: pure functions ``(snapshot, profile, now) -> list[Finding]``, each with a stable id.
+
+``RULES`` maps each id to its function and severity; the order is the order of the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from fabricguard.doctor.model import Finding, Severity
+from fabricguard.doctor.rules import daemonsets, fabric, images
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile import PlatformProfile
+
+RuleFn = Callable[[Snapshot, PlatformProfile | None, datetime], list[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: Severity
+    fn: RuleFn
+    summary: str
+    needs_profile: bool = True
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        daemonsets.NEVER_READY,
+        Severity.critical,
+        daemonsets.daemonset_never_ready,
+        "a DaemonSet that wants pods has never had one ready",
+        needs_profile=False,
+    ),
+    Rule(
+        daemonsets.NO_NODES,
+        Severity.critical,
+        daemonsets.daemonset_no_nodes,
+        "the pool's device plugin DaemonSet is missing or runs on none of its nodes",
+    ),
+    Rule(
+        images.RULE,
+        Severity.critical,
+        images.exec_format_error,
+        "an image built for another CPU architecture ('exec format error')",
+        needs_profile=False,
+    ),
+    Rule(
+        fabric.NOT_ADVERTISED,
+        Severity.critical,
+        fabric.fabric_not_advertised,
+        "a fabric-pool node does not advertise the fabric resources",
+    ),
+    Rule(
+        fabric.REQUEST_MISSING,
+        Severity.critical,
+        fabric.fabric_request_missing,
+        "a multi-node GPU workload runs without fabric resources (socket fallback)",
+    ),
+    Rule(
+        fabric.TOPOLOGY,
+        Severity.warning,
+        fabric.topology_mapping_mismatch,
+        "a node's topology label is not in the pool's networkMapping",
+    ),
+    Rule(
+        fabric.NOT_GATED,
+        Severity.warning,
+        fabric.node_not_gated,
+        "a schedulable fabric-pool node without FabricReady=True",
+    ),
+)
+
+RULE_IDS = tuple(r.id for r in RULES)
+# Reported under daemonset-never-ready's check: it worked once, then broke.
+EXTRA_IDS = {daemonsets.REGRESSED: Severity.critical, "drift": Severity.warning}
+
+
+def run_rules(
+    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime, extra: tuple[RuleFn, ...] = ()
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for rule in RULES:
+        findings.extend(rule.fn(snapshot, profile, now))
+    for fn in extra:
+        findings.extend(fn(snapshot, profile, now))
+    return findings

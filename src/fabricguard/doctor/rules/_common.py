@@ -1,0 +1,114 @@
+"""Lookups the rules share: which pool a node belongs to, container statuses, workload identity."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fabricguard.doctor.model import labels_match
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile import PlatformProfile, Pool
+
+# Labels that name the multi-pod workload a pod belongs to, most specific first.
+WORKLOAD_LABELS = (
+    "jobset.sigs.k8s.io/jobset-name",
+    "kueue.x-k8s.io/pod-group-name",
+    "training.kubeflow.org/job-name",
+    "trainer.kubeflow.org/trainjob-name",
+    "leaderworkerset.sigs.k8s.io/name",
+    "batch.kubernetes.io/job-name",
+)
+MAX_EVIDENCE_ITEMS = 20
+
+
+def pool_nodes(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str, list[dict[str, Any]]]:
+    """Nodes of each pool (a node belongs to the first pool whose nodeSelector its labels match)."""
+    if profile is None:
+        return {}
+    key = ("_pool_nodes", id(profile))
+    cached = snapshot.__dict__.get(key)
+    if cached is not None:
+        return cached
+    out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
+    for n in snapshot.nodes:
+        labels = (n.get("metadata") or {}).get("labels") or {}
+        for p in profile.spec.pools:
+            if labels_match(labels, p.nodeSelector):
+                out[p.name].append(n)
+                break
+    snapshot.__dict__[key] = out
+    return out
+
+
+def node_pool(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str, Pool]:
+    """Pool of each node, by node name."""
+    if profile is None:
+        return {}
+    key = ("_node_pool", id(profile))
+    cached = snapshot.__dict__.get(key)
+    if cached is not None:
+        return cached
+    pools = {p.name: p for p in profile.spec.pools}
+    out = {
+        n["metadata"]["name"]: pools[pname] for pname, ns in pool_nodes(snapshot, profile).items() for n in ns
+    }
+    snapshot.__dict__[key] = out
+    return out
+
+
+def fabric_pools(profile: PlatformProfile | None) -> list[Pool]:
+    return [p for p in profile.spec.pools if p.fabric.has_fabric] if profile else []
+
+
+def all_container_statuses(pod: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(``status.containerStatuses[i]``-style field path, status) for init and app containers."""
+    st = pod.get("status") or {}
+    for field in ("initContainerStatuses", "containerStatuses"):
+        for i, cs in enumerate(st.get(field) or ()):
+            yield f"status.{field}[{i}]", cs
+
+
+def pod_condition(pod: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def node_arch(node: dict[str, Any] | None) -> str | None:
+    if not node:
+        return None
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return labels.get("kubernetes.io/arch") or labels.get("beta.kubernetes.io/arch")
+
+
+def owner_key(pod: dict[str, Any]) -> tuple[str, str, str]:
+    """The pod's controller as ``(kind, namespace, name)``, or the pod itself."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller", True):
+            return ref.get("kind", ""), meta.get("namespace", ""), ref.get("name", "")
+    return "Pod", meta.get("namespace", ""), meta.get("name", "")
+
+
+def workload_key(pod: dict[str, Any]) -> tuple[str, str, str]:
+    """The multi-pod workload a pod belongs to: a JobSet, pod group or training job, else its controller."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for label in WORKLOAD_LABELS:
+        value = labels.get(label)
+        if value:
+            return label, meta.get("namespace", ""), value
+    return owner_key(pod)
+
+
+def container_requests(pod: dict[str, Any]) -> dict[str, Any]:
+    """Requests and limits of every container (limits count as requests for extended resources)."""
+    out: dict[str, Any] = {}
+    spec = pod.get("spec") or {}
+    for c in (spec.get("containers") or ()) + (spec.get("initContainers") or ()):
+        res = c.get("resources") or {}
+        for part in ("limits", "requests"):
+            for k, v in (res.get(part) or {}).items():
+                out.setdefault(k, v)
+    return out

@@ -1,0 +1,294 @@
+"""DaemonSet rules: ``daemonset-never-ready`` (its sibling ``daemonset-regressed``), ``daemonset-no-nodes``.
+
+Age is measured from the DaemonSet's ``metadata.creationTimestamp``, never from its pods or restart
+counts: on an autoscaled pool every new node starts a fresh pod, so the youngest pod is minutes old and its
+restart count small even when the DaemonSet has never worked.
+
+What kubectl output shows about the template: ``metadata.generation`` (bumped on every spec change), the
+``deprecated.daemonset.template.generation`` annotation (the generation number of the current pod template;
+its pods carry the same number in the ``pod-template-generation`` label) and, when ControllerRevisions
+are in the snapshot, the ControllerRevision with the highest ``revision`` owned by the DaemonSet, whose
+``creationTimestamp`` is when the current template was first applied. Without ControllerRevisions the
+oldest pod carrying the current ``pod-template-generation`` gives an upper bound ("no later than").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, iso, parse_time
+from fabricguard.doctor.rules._common import (
+    MAX_EVIDENCE_ITEMS,
+    all_container_statuses,
+    fabric_pools,
+    pod_condition,
+    pool_nodes,
+)
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile import PlatformProfile
+
+NEVER_READY = "daemonset-never-ready"
+REGRESSED = "daemonset-regressed"
+NO_NODES = "daemonset-no-nodes"
+
+# A container that stayed up this long before it exited was running (ready, if it has no readiness probe).
+RAN_SECONDS = 600
+# A Ready=False condition that changed this long after the pod was scheduled flipped from True to False.
+FLIP_SECONDS = 120
+_EPOCH_PREFIX = "1970-01-01"
+
+
+def _status_int(status: dict[str, Any], key: str) -> int:
+    # The API server omits these counters when they are zero.
+    v = status.get(key)
+    return int(v) if isinstance(v, int | float) else 0
+
+
+def pod_ready_evidence(pod: dict[str, Any]) -> dict[str, Any]:
+    """Field paths proving the pod has been ready at some point; empty when nothing says it ever was."""
+    ev: dict[str, Any] = {}
+    ready = pod_condition(pod, "Ready")
+    if ready and ready.get("status") == "True":
+        ev["status.conditions[Ready].status"] = "True"
+        return ev
+    for path, cs in all_container_statuses(pod):
+        if cs.get("ready") is True:
+            ev[f"{path}.ready"] = True
+        term = (cs.get("lastState") or {}).get("terminated") or {}
+        started, finished = term.get("startedAt"), term.get("finishedAt")
+        if started and finished and not str(started).startswith(_EPOCH_PREFIX):
+            s, f = parse_time(started), parse_time(finished)
+            if s and f and (f - s).total_seconds() >= RAN_SECONDS:
+                ev[f"{path}.lastState.terminated"] = (
+                    f"ran {human_age((f - s).total_seconds())} ({started} to {finished})"
+                )
+    if ready and ready.get("status") == "False":
+        changed = parse_time(ready.get("lastTransitionTime"))
+        sched = pod_condition(pod, "PodScheduled")
+        since = parse_time((sched or {}).get("lastTransitionTime")) or parse_time(
+            (pod.get("status") or {}).get("startTime")
+        )
+        if changed and since and (changed - since).total_seconds() >= FLIP_SECONDS:
+            ev["status.conditions[Ready].lastTransitionTime"] = (
+                f"{ready.get('lastTransitionTime')} (Ready went False after being True; scheduled "
+                f"{iso(since)})"
+            )
+    return ev
+
+
+def _waiting_reasons(pods: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in pods:
+        for _, cs in all_container_statuses(p):
+            reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
+            if reason:
+                out[reason] = out.get(reason, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def template_since(snapshot: Snapshot, ds: dict[str, Any]) -> tuple[datetime | None, str]:
+    """When the current pod template was applied, and how that was found."""
+    meta = ds.get("metadata") or {}
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    revs = snapshot.revisions_by_owner.get((ns, name))
+    if revs:
+        newest = max(revs, key=lambda r: int(r.get("revision") or 0))
+        t = parse_time((newest.get("metadata") or {}).get("creationTimestamp"))
+        if t:
+            return t, f"ControllerRevision {newest['metadata']['name']} (revision {newest.get('revision')})"
+    gen = (meta.get("annotations") or {}).get("deprecated.daemonset.template.generation")
+    if gen:
+        times = [
+            t
+            for p in snapshot.pods_by_owner.get(("DaemonSet", ns, name), ())
+            if ((p.get("metadata") or {}).get("labels") or {}).get("pod-template-generation") == gen
+            and (t := parse_time(p["metadata"].get("creationTimestamp")))
+        ]
+        if times:
+            return min(times), f"oldest pod with pod-template-generation={gen} (the template is no newer)"
+    return None, ""
+
+
+def daemonset_never_ready(
+    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
+) -> list[Finding]:
+    """DaemonSets that want pods, have none ready and whose pods show no sign of ever having been ready.
+
+    One that shows such a sign (was ready, then broke) is reported as ``daemonset-regressed`` instead.
+    """
+    plugin_pools: dict[tuple[str, str], list[str]] = {}
+    for p in fabric_pools(profile):
+        if p.fabric.devicePlugin:
+            dp = p.fabric.devicePlugin
+            plugin_pools.setdefault((dp.namespace, dp.daemonSet), []).append(p.name)
+    findings: list[Finding] = []
+    for ds in snapshot.daemonsets:
+        meta = ds.get("metadata") or {}
+        status = ds.get("status") or {}
+        desired = _status_int(status, "desiredNumberScheduled")
+        ready = _status_int(status, "numberReady")
+        available = _status_int(status, "numberAvailable")
+        if desired <= 0 or ready > 0 or available > 0:
+            continue
+        ns, name = meta.get("namespace", ""), meta.get("name", "")
+        pods = snapshot.pods_by_owner.get(("DaemonSet", ns, name), [])
+        created = parse_time(meta.get("creationTimestamp"))
+        age = human_age((now - created).total_seconds()) if created else "an unknown time"
+        evidence: dict[str, Any] = {
+            "metadata.creationTimestamp": meta.get("creationTimestamp"),
+            "status.desiredNumberScheduled": desired,
+            "status.numberReady": ready,
+            "status.numberAvailable": available,
+        }
+        ever: dict[str, dict[str, Any]] = {}
+        for p in pods:
+            ev = pod_ready_evidence(p)
+            if ev:
+                ever[p["metadata"]["name"]] = ev
+        reasons = _waiting_reasons(pods)
+        if reasons:
+            evidence["pods: state.waiting.reason"] = reasons
+        pod_times = [t for p in pods if (t := parse_time((p.get("metadata") or {}).get("creationTimestamp")))]
+        restarts = sum(int(cs.get("restartCount") or 0) for p in pods for _, cs in all_container_statuses(p))
+        if pod_times:
+            evidence["youngest pod age (misleading)"] = human_age((now - max(pod_times)).total_seconds())
+            evidence["oldest pod age"] = human_age((now - min(pod_times)).total_seconds())
+        evidence["pods: sum of restartCount (misleading)"] = restarts
+        generation = int(meta.get("generation") or 1)
+        template_note = ""
+        if generation > 1:
+            evidence["metadata.generation"] = generation
+            since, how = template_since(snapshot, ds)
+            if since:
+                evidence["current template since"] = f"{iso(since)} ({how})"
+                template_note = (
+                    f" Its template changed since creation (generation {generation}); the current "
+                    "template has "
+                    f"been in place since {iso(since)} ({human_age((now - since).total_seconds())}), "
+                    f"per the {how}."
+                )
+            else:
+                template_note = (
+                    f" Its template changed since creation (generation {generation}); the snapshot holds no "
+                    "ControllerRevision or current-template pod to tell since when."
+                )
+        pools = plugin_pools.get((ns, name), [])
+        obj = [ObjRef("DaemonSet", name, ns)]
+        if ever:
+            first = dict(list(ever.items())[:MAX_EVIDENCE_ITEMS])
+            evidence["pods that were ready before"] = first
+            findings.append(
+                Finding(
+                    rule=REGRESSED,
+                    severity=Severity.critical,
+                    objects=obj,
+                    message=(
+                        f"DaemonSet {ns}/{name} has 0 of {desired} pods ready now, but {len(ever)} of "
+                        "its pods were "
+                        f"ready before: it worked and regressed (created {age} ago).{template_note}"
+                    ),
+                    evidence=evidence,
+                    fix="Compare the current template with the last one that worked (kubectl rollout history "
+                    f"ds/{name} -n {ns}) and roll back or fix what changed; check the pods' last "
+                    "termination.",
+                    pools=pools,
+                )
+            )
+            continue
+        findings.append(
+            Finding(
+                rule=NEVER_READY,
+                severity=Severity.critical,
+                objects=obj,
+                message=(
+                    f"DaemonSet {ns}/{name} never ready in {age}: it wants {desired} pods, none is "
+                    "ready and none "
+                    f"of its {len(pods)} pods in the snapshot has ever been ready. The age is the "
+                    "DaemonSet's, "
+                    "not its pods': autoscaled nodes start fresh pods, so pod ages and restart counts make a "
+                    f"failure this old look recent.{template_note}"
+                ),
+                evidence=evidence,
+                fix=(
+                    f"Read why the pods fail (kubectl -n {ns} describe pod -l <selector>; look at "
+                    "lastState.terminated.message) and fix the image or configuration; then alert on "
+                    "'desired > 0 and numberReady == 0' so this cannot stay unseen."
+                ),
+                pools=pools,
+            )
+        )
+    return findings
+
+
+def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
+    """The profile's device plugin DaemonSet is missing, desires 0 pods, or has no pod on the pool's nodes."""
+    del now
+    findings: list[Finding] = []
+    members = pool_nodes(snapshot, profile)
+    ds_by_key = {
+        ((d.get("metadata") or {}).get("namespace", ""), (d.get("metadata") or {}).get("name", "")): d
+        for d in snapshot.daemonsets
+    }
+    for pool in fabric_pools(profile):
+        dp = pool.fabric.devicePlugin
+        nodes = members.get(pool.name, [])
+        if dp is None or not nodes:
+            continue
+        ds = ds_by_key.get((dp.namespace, dp.daemonSet))
+        node_names = sorted(n["metadata"]["name"] for n in nodes)
+        objs = [ObjRef("DaemonSet", dp.daemonSet, dp.namespace)]
+        fix_missing = (
+            f"Deploy the {pool.fabric.type} device plugin as DaemonSet {dp.namespace}/{dp.daemonSet} with a "
+            f"nodeSelector/tolerations that match pool {pool.name} ({pool.nodeSelector}), or correct "
+            "fabric.devicePlugin in the profile."
+        )
+        evidence: dict[str, Any] = {
+            "profile: fabric.devicePlugin": f"{dp.namespace}/{dp.daemonSet}",
+            "pool nodes": len(nodes),
+            "pool nodeSelector": pool.nodeSelector,
+        }
+        if ds is None:
+            findings.append(
+                Finding(
+                    NO_NODES,
+                    Severity.critical,
+                    objs,
+                    f"Device plugin DaemonSet {dp.namespace}/{dp.daemonSet} of pool {pool.name} does "
+                    "not exist, "
+                    f"but the pool has {len(nodes)} nodes: nothing can advertise the fabric on them.",
+                    evidence,
+                    fix_missing,
+                    pools=[pool.name],
+                )
+            )
+            continue
+        desired = _status_int(ds.get("status") or {}, "desiredNumberScheduled")
+        on_pool = {
+            (p.get("spec") or {}).get("nodeName")
+            for p in snapshot.pods_by_owner.get(("DaemonSet", dp.namespace, dp.daemonSet), ())
+        } & set(node_names)
+        if desired > 0 and on_pool:
+            continue
+        evidence["status.desiredNumberScheduled"] = desired
+        evidence["spec.template.spec.nodeSelector"] = (
+            ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")
+        )
+        evidence["pool nodes without a plugin pod"] = node_names[:MAX_EVIDENCE_ITEMS]
+        why = (
+            "desires 0 pods" if desired == 0 else f"desires {desired} pods but none runs on the pool's nodes"
+        )
+        findings.append(
+            Finding(
+                NO_NODES,
+                Severity.critical,
+                objs,
+                f"Device plugin DaemonSet {dp.namespace}/{dp.daemonSet} {why} while pool {pool.name} has "
+                f"{len(nodes)} nodes: its nodeSelector, affinity or tolerations exclude the pool.",
+                evidence,
+                "Make the DaemonSet's nodeSelector/affinity match the pool's labels and tolerate its taints "
+                f"({[t.to_k8s() for t in pool.tolerations]}).",
+                pools=[pool.name],
+            )
+        )
+    return findings

@@ -1,0 +1,255 @@
+"""Fabric rules: is the fabric advertised, requested, mapped to the right network, and gated on readiness.
+
+- ``fabric-not-advertised``: a fabric-pool node whose ``status.allocatable`` lacks a fabric resource.
+- ``fabric-request-missing``: running pods of a multi-node GPU workload on a fabric pool that request no
+  fabric resource; NCCL falls back to sockets and the job runs, slowly, without any error.
+- ``topology-mapping-mismatch``: a node whose ``topologyLabel`` value is absent from ``networkMapping``.
+- ``node-not-gated``: a schedulable fabric-pool node without ``FabricReady=True``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from fabricguard.doctor.model import Finding, ObjRef, Severity, quantity
+from fabricguard.doctor.rules._common import (
+    MAX_EVIDENCE_ITEMS,
+    container_requests,
+    fabric_pools,
+    node_pool,
+    pool_nodes,
+    workload_key,
+)
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile import PlatformProfile
+
+NOT_ADVERTISED = "fabric-not-advertised"
+REQUEST_MISSING = "fabric-request-missing"
+TOPOLOGY = "topology-mapping-mismatch"
+NOT_GATED = "node-not-gated"
+UNVERIFIED_TAINT = "fabricguard.io/unverified"
+READY_CONDITION = "FabricReady"
+
+
+def _node_refs(nodes: list[dict[str, Any]]) -> list[ObjRef]:
+    return [ObjRef("Node", n["metadata"]["name"]) for n in nodes]
+
+
+def fabric_not_advertised(
+    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
+) -> list[Finding]:
+    del now
+    findings = []
+    members = pool_nodes(snapshot, profile)
+    for pool in fabric_pools(profile):
+        if not pool.fabric.resources:
+            continue
+        bad: list[dict[str, Any]] = []
+        evidence: dict[str, Any] = {}
+        for n in members.get(pool.name, []):
+            alloc = (n.get("status") or {}).get("allocatable") or {}
+            missing = {r: alloc.get(r) for r in pool.fabric.resources if quantity(alloc.get(r)) < 1}
+            if missing:
+                bad.append(n)
+                if len(evidence) < MAX_EVIDENCE_ITEMS:
+                    for r, v in missing.items():
+                        evidence[f"Node {n['metadata']['name']}: status.allocatable[{r}]"] = (
+                            v if v is not None else "absent"
+                        )
+        if not bad:
+            continue
+        evidence["nodes affected"] = f"{len(bad)} of {len(members.get(pool.name, []))}"
+        dp = pool.fabric.devicePlugin
+        plugin = f"{dp.namespace}/{dp.daemonSet}" if dp else "the fabric device plugin"
+        findings.append(
+            Finding(
+                NOT_ADVERTISED,
+                Severity.critical,
+                _node_refs(bad),
+                f"{len(bad)} node(s) of fabric pool {pool.name} do not advertise "
+                f"{', '.join(sorted(pool.fabric.resources))} in status.allocatable: pods that request "
+                "the fabric "
+                "stay Pending there, and pods that do not request it run over sockets.",
+                evidence,
+                f"Make {plugin} run and become ready on these nodes (see daemonset-* findings); the "
+                "resources "
+                "appear in allocatable once the plugin registers with the kubelet.",
+                pools=[pool.name],
+            )
+        )
+    return findings
+
+
+def fabric_request_missing(
+    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
+) -> list[Finding]:
+    del now
+    where = node_pool(snapshot, profile)
+    if not where:
+        return []
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for pod in snapshot.pods:
+        spec = pod.get("spec") or {}
+        pool = where.get(spec.get("nodeName") or "")
+        if pool is None or not pool.fabric.has_fabric or not pool.fabric.resources:
+            continue
+        if (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        req = container_requests(pod)
+        if quantity(req.get(pool.gpuResource)) < 1:
+            continue
+        g = groups.setdefault(workload_key(pod), {"pods": [], "nodes": set(), "pool": pool, "without": []})
+        g["pods"].append(pod)
+        g["nodes"].add(spec.get("nodeName"))
+        if not any(quantity(req.get(r)) >= 1 for r in pool.fabric.resources):
+            g["without"].append(pod)
+    findings = []
+    for (label, ns, name), g in sorted(groups.items(), key=lambda kv: kv[0]):
+        if len(g["nodes"]) < 2 or not g["without"]:
+            continue
+        pool = g["pool"]
+        kind = {
+            "jobset.sigs.k8s.io/jobset-name": "JobSet",
+            "training.kubeflow.org/job-name": "PyTorchJob",
+            "trainer.kubeflow.org/trainjob-name": "TrainJob",
+            "batch.kubernetes.io/job-name": "Job",
+            "leaderworkerset.sigs.k8s.io/name": "LeaderWorkerSet",
+            "kueue.x-k8s.io/pod-group-name": "Workload",
+        }.get(label, label)
+        without = g["without"]
+        objs = [ObjRef(kind, name, ns)] + [ObjRef("Pod", p["metadata"]["name"], ns) for p in without]
+        first = without[0]
+        evidence = {
+            "workload": f"{label}={name}" if "/" in label else f"{label} {name}",
+            "running pods": len(g["pods"]),
+            "nodes": len(g["nodes"]),
+            "pods without fabric resources": len(without),
+            f"Pod {first['metadata']['name']}: spec.containers[*].resources": {
+                k: v for k, v in container_requests(first).items()
+            },
+            "pool fabric.resources": dict(pool.fabric.resources),
+        }
+        findings.append(
+            Finding(
+                REQUEST_MISSING,
+                Severity.critical,
+                objs,
+                f"{kind} {ns}/{name} runs {len(g['pods'])} GPU pods across {len(g['nodes'])} nodes of "
+                "fabric pool "
+                f"{pool.name}, but {len(without)} of them request none of "
+                f"{', '.join(sorted(pool.fabric.resources))}: "
+                "NCCL has no RDMA device in those pods and falls back to TCP sockets without any error.",
+                evidence,
+                "Submit multi-node jobs through the fabricguard admission webhook (it injects the "
+                "fabric resources, "
+                f"networks and NCCL_NET={pool.fabric.effective_nccl_net or ''} so a missing fabric "
+                "fails loudly), or "
+                "add the resources to the pod template.",
+                pools=[pool.name],
+            )
+        )
+    return findings
+
+
+def topology_mapping_mismatch(
+    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
+) -> list[Finding]:
+    del now
+    findings = []
+    members = pool_nodes(snapshot, profile)
+    for pool in fabric_pools(profile):
+        label, mapping = pool.fabric.topologyLabel, pool.fabric.networkMapping
+        if not label or not mapping:
+            continue
+        by_value: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+        for n in members.get(pool.name, []):
+            value = ((n.get("metadata") or {}).get("labels") or {}).get(label)
+            if value not in mapping:
+                by_value[value].append(n)
+        for value, nodes in sorted(by_value.items(), key=lambda kv: str(kv[0])):
+            what = (
+                f"label {label}={value}, which networkMapping does not list" if value else f"no label {label}"
+            )
+            findings.append(
+                Finding(
+                    TOPOLOGY,
+                    Severity.warning,
+                    _node_refs(nodes),
+                    f"{len(nodes)} node(s) of pool {pool.name} have {what}: pods placed there get the "
+                    "wrong RDMA "
+                    "network or none (reservations move between blocks; the mapping must follow).",
+                    {
+                        f"metadata.labels[{label}]": value if value is not None else "absent",
+                        "profile: fabric.networkMapping": dict(mapping),
+                        "nodes": [n["metadata"]["name"] for n in nodes[:MAX_EVIDENCE_ITEMS]],
+                    },
+                    (
+                        f"Add '{value}: <network>' to spec.pools[{pool.name}].fabric.networkMapping"
+                        if value
+                        else f"Label the nodes with {label} (the provider's topology label) or fix it"
+                    )
+                    + ", or move the workloads to a node pool created for this reservation.",
+                    pools=[pool.name],
+                )
+            )
+    return findings
+
+
+def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
+    del now
+    findings = []
+    members = pool_nodes(snapshot, profile)
+    agent_seen = any(
+        c.get("type") == READY_CONDITION
+        for n in snapshot.nodes
+        for c in ((n.get("status") or {}).get("conditions") or ())
+    )
+    for pool in fabric_pools(profile):
+        bad = []
+        for n in members.get(pool.name, []):
+            spec = n.get("spec") or {}
+            if spec.get("unschedulable"):
+                continue
+            if any(t.get("key") == UNVERIFIED_TAINT for t in spec.get("taints") or ()):
+                continue
+            cond = next(
+                (
+                    c
+                    for c in (n.get("status") or {}).get("conditions") or ()
+                    if c.get("type") == READY_CONDITION
+                ),
+                None,
+            )
+            if cond and cond.get("status") == "True":
+                continue
+            bad.append((n, cond))
+        if not bad:
+            continue
+        evidence: dict[str, Any] = {"readiness agent seen on any node": agent_seen}
+        for n, cond in bad[:MAX_EVIDENCE_ITEMS]:
+            evidence[f"Node {n['metadata']['name']}: status.conditions[{READY_CONDITION}]"] = (
+                f"{cond.get('status')} ({cond.get('reason', '')})" if cond else "absent"
+            )
+        why = (
+            "no node in the cluster has a FabricReady condition: no readiness agent is deployed"
+            if not agent_seen
+            else "their FabricReady condition is not True"
+        )
+        findings.append(
+            Finding(
+                NOT_GATED,
+                Severity.warning,
+                _node_refs([n for n, _ in bad]),
+                f"{len(bad)} schedulable node(s) of fabric pool {pool.name} are not gated on fabric "
+                "readiness "
+                f"({why}); jobs can land on a node whose fabric was never verified.",
+                evidence,
+                "Deploy the fabricguard readiness agent; create nodes with the "
+                f"{UNVERIFIED_TAINT}:NoSchedule "
+                "taint so they become schedulable only after the fabric check passes.",
+                pools=[pool.name],
+            )
+        )
+    return findings

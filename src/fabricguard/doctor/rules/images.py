@@ -1,0 +1,237 @@
+"""``image-arch-mismatch``: an image that cannot run on the architecture of the nodes it lands on.
+
+Two sources: the kubelet's own words (``exec format error`` in container statuses, termination messages or
+events: the binary is for another CPU), and, with a registry client, the image's manifest or index, which
+must list a platform for every ``kubernetes.io/arch`` among the nodes the image runs on or must run on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from fabricguard.doctor.model import Finding, ObjRef, Severity, labels_match
+from fabricguard.doctor.rules._common import (
+    MAX_EVIDENCE_ITEMS,
+    all_container_statuses,
+    fabric_pools,
+    node_arch,
+    owner_key,
+    pool_nodes,
+)
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile import PlatformProfile
+
+RULE = "image-arch-mismatch"
+NEEDLE = "exec format error"
+
+
+def _status_messages(cs: dict[str, Any], path: str) -> list[tuple[str, str]]:
+    out = []
+    for part in ("state", "lastState"):
+        for phase, st in (cs.get(part) or {}).items():
+            msg = (st or {}).get("message")
+            if isinstance(msg, str) and NEEDLE in msg:
+                out.append((f"{path}.{part}.{phase}.message", msg))
+    return out
+
+
+def _plugin_pools(profile: PlatformProfile | None) -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    for p in fabric_pools(profile):
+        if p.fabric.devicePlugin:
+            out.setdefault((p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet), []).append(
+                p.name
+            )
+    return out
+
+
+def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
+    """Containers failing with ``exec format error``, one finding per controller and image."""
+    del now
+    groups: dict[tuple[tuple[str, str, str], str], dict[str, Any]] = {}
+    pods_by_name = {}
+    for pod in snapshot.pods:
+        meta = pod.get("metadata") or {}
+        pods_by_name[(meta.get("namespace", ""), meta.get("name", ""))] = pod
+        spec_images = {
+            c.get("name"): c.get("image")
+            for c in ((pod.get("spec") or {}).get("containers") or [])
+            + ((pod.get("spec") or {}).get("initContainers") or [])
+        }
+        for path, cs in all_container_statuses(pod):
+            hits = _status_messages(cs, path)
+            if not hits:
+                continue
+            image = spec_images.get(cs.get("name")) or cs.get("image", "")
+            g = groups.setdefault(
+                (owner_key(pod), image), {"pods": {}, "arches": set(), "container": cs.get("name")}
+            )
+            node = snapshot.node_by_name.get((pod.get("spec") or {}).get("nodeName", ""))
+            if arch := node_arch(node):
+                g["arches"].add(arch)
+            g["pods"].setdefault(meta.get("name"), dict(hits[:2]))
+            if cs.get("imageID"):
+                g["imageID"] = cs["imageID"]
+    for ev in snapshot.events:
+        msg = ev.get("message") or ev.get("note") or ""
+        if NEEDLE not in msg:
+            continue
+        inv = ev.get("involvedObject") or ev.get("regarding") or {}
+        pod = pods_by_name.get((inv.get("namespace", ""), inv.get("name", "")))
+        key = owner_key(pod) if pod else (inv.get("kind", ""), inv.get("namespace", ""), inv.get("name", ""))
+        image = ""
+        if pod:
+            containers = (pod.get("spec") or {}).get("containers") or []
+            image = containers[0].get("image", "") if containers else ""
+        g = groups.setdefault((key, image), {"pods": {}, "arches": set(), "container": None})
+        g.setdefault("events", []).append(
+            {
+                "reason": ev.get("reason"),
+                "count": ev.get("count", 1),
+                "message": msg,
+                "lastTimestamp": ev.get("lastTimestamp"),
+            }
+        )
+    plugin_pools = _plugin_pools(profile)
+    findings = []
+    for ((kind, ns, name), image), g in sorted(groups.items()):
+        objs = [ObjRef(kind, name, ns or None)]
+        arches = sorted(g["arches"])
+        evidence: dict[str, Any] = {"image": image}
+        if g.get("imageID"):
+            evidence["status.containerStatuses[].imageID"] = g["imageID"]
+        if arches:
+            evidence["nodes: kubernetes.io/arch"] = arches
+        evidence["failing pods"] = len(g["pods"])
+        for pod_name, hits in list(g["pods"].items())[:3]:
+            for k, v in hits.items():
+                evidence[f"pod {pod_name}: {k}"] = v
+        if g.get("events"):
+            evidence["events"] = g["events"][:MAX_EVIDENCE_ITEMS]
+        on = f" on {'/'.join(arches)} nodes" if arches else ""
+        findings.append(
+            Finding(
+                RULE,
+                Severity.critical,
+                objs,
+                f"{kind} {ns + '/' if ns else ''}{name}: image {image or '(unknown)'} fails with 'exec "
+                "format "
+                f"error'{on}: the binary was built for another CPU architecture (typically a mirrored "
+                "image that "
+                "resolved to a single-architecture manifest).",
+                evidence,
+                f"Use an image (or index) that includes linux/{'+'.join(arches) or '<node arch>'}: "
+                "mirror the whole "
+                "index (e.g. crane copy / skopeo copy --all), or pin the per-architecture digest; then "
+                "verify with "
+                "fabricguard doctor --registry.",
+                pools=plugin_pools.get((ns, name), []),
+            )
+        )
+    return findings
+
+
+def _required_arches(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str, dict[str, Any]]:
+    """For each image: the node architectures it runs on or must run on, and the objects that use it."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def add(image: str, arch: str | None, ref: ObjRef) -> None:
+        if not image or not arch:
+            return
+        entry = out.setdefault(image, {"arches": set(), "objects": {}})
+        entry["arches"].add(arch)
+        entry["objects"][ref] = None
+
+    for pod in snapshot.pods:
+        node = snapshot.node_by_name.get((pod.get("spec") or {}).get("nodeName", ""))
+        arch = node_arch(node)
+        if not arch:
+            continue
+        kind, ns, name = owner_key(pod)
+        ref = ObjRef(kind, name, ns or None)
+        spec = pod.get("spec") or {}
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            add(c.get("image", ""), arch, ref)
+    members = pool_nodes(snapshot, profile)
+    for ds in snapshot.daemonsets:
+        tmpl = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        selector = tmpl.get("nodeSelector") or {}
+        meta = ds.get("metadata") or {}
+        ref = ObjRef("DaemonSet", meta.get("name", ""), meta.get("namespace"))
+        arches = {
+            a
+            for n in snapshot.nodes
+            if labels_match(n["metadata"].get("labels") or {}, selector)
+            if (a := node_arch(n))
+        }
+        # A device plugin must also run on its pools' nodes, whatever its selector says today.
+        for p in fabric_pools(profile):
+            dp = p.fabric.devicePlugin
+            if dp and (dp.namespace, dp.daemonSet) == (meta.get("namespace"), meta.get("name")):
+                arches |= {a for n in members.get(p.name, []) if (a := node_arch(n))}
+        for c in (tmpl.get("containers") or []) + (tmpl.get("initContainers") or []):
+            for a in arches:
+                add(c.get("image", ""), a, ref)
+    return out
+
+
+PlatformLookup = Callable[[str], "list[str]"]
+
+
+def registry_rule(
+    lookup: PlatformLookup, hosts: list[str]
+) -> Callable[[Snapshot, PlatformProfile | None, datetime], list[Finding]]:
+    """A rule that asks the registry for each image on ``hosts`` which ``os/arch`` platforms it offers.
+
+    ``lookup(image)`` returns platforms such as ``["linux/amd64"]`` (raising ``RegistryError`` when the
+    registry cannot answer, which becomes a note-like warning-free skip recorded in the evidence).
+    """
+    from fabricguard.doctor.registry import RegistryError, parse_reference
+
+    def registry_image_platforms(
+        snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
+    ) -> list[Finding]:
+        del now
+        findings = []
+        plugin_pools = _plugin_pools(profile)
+        for image, entry in sorted(_required_arches(snapshot, profile).items()):
+            ref = parse_reference(image)
+            if ref.registry not in hosts:
+                continue
+            try:
+                platforms = lookup(image)
+            except RegistryError as exc:
+                snapshot.notes.append(f"registry: {image}: {exc}")
+                continue
+            offered = {p.split("/")[1] for p in platforms if p.startswith("linux/") and "/" in p}
+            missing = sorted(entry["arches"] - offered)
+            if not missing:
+                continue
+            objs = sorted(entry["objects"], key=str)
+            pools = sorted({pn for o in objs for pn in plugin_pools.get((o.namespace or "", o.name), [])})
+            kind = "index" if len(platforms) > 1 else "single-architecture manifest"
+            findings.append(
+                Finding(
+                    RULE,
+                    Severity.critical,
+                    objs,
+                    f"Image {image} resolves to a {kind} offering "
+                    f"{', '.join(platforms) or 'no platform'}, but it "
+                    f"must run on {', '.join('linux/' + a for a in sorted(entry['arches']))} nodes: "
+                    f"linux/{', linux/'.join(missing)} will fail with 'exec format error'.",
+                    {
+                        "image": image,
+                        "registry platforms": platforms,
+                        "nodes: kubernetes.io/arch": sorted(entry["arches"]),
+                    },
+                    "Mirror the complete multi-architecture index (not one platform's manifest), or "
+                    "point the "
+                    f"workload at an image built for linux/{', linux/'.join(missing)}.",
+                    pools=pools,
+                )
+            )
+        return findings
+
+    return registry_image_platforms
