@@ -1,0 +1,254 @@
+"""Pure logic of the collective probe: message sizes, nccl-tests bandwidth formulas, the table, the verdict.
+
+Nothing here starts a process or imports torch, so every rule is unit-tested directly.
+
+Conventions follow nccl-tests (doc/PERFORMANCE.md): ``size`` S is the total array in bytes. For all_reduce
+it is the buffer each rank reduces; for all_gather it is the gathered output (per-rank count x ranks); for
+reduce_scatter the input that is scattered (per-rank count x ranks). ``algbw = S / t`` in GB/s (1e9 bytes)
+and ``busbw = algbw x factor`` with factor 2(n-1)/n for all_reduce and (n-1)/n for all_gather and
+reduce_scatter, so busbw is comparable with the hardware's link rate whatever the number of ranks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fabricguard.probes.result import Check, Status, overall
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8}
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str | int) -> int:
+    """``"64M"`` -> 67108864. Like nccl-tests, K/M/G are powers of 1024; a bare number is bytes."""
+    if isinstance(text, int):
+        if text <= 0:
+            raise ValueError(f"size must be positive, got {text}")
+        return text
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a size; write bytes or a number with K, M or G (e.g. 8, 1M, 64M)")
+    value = float(m.group(1)) * _UNITS[m.group(2).upper()]
+    if value < 1:
+        raise ValueError(f"size {text!r} is below one byte")
+    return int(value)
+
+
+def size_list(begin: int, end: int, factor: float = 2.0, step: int | None = None) -> list[int]:
+    """The sizes nccl-tests would run for ``-b begin -e end -f factor`` (or ``-i step``), end included."""
+    if begin <= 0 or end < begin:
+        raise ValueError(f"need 0 < begin <= end, got begin={begin} end={end}")
+    if step is None and factor <= 1:
+        raise ValueError(f"factor must be > 1, got {factor}")
+    if step is not None and step <= 0:
+        raise ValueError(f"step must be > 0, got {step}")
+    out: list[int] = []
+    s = begin
+    while s <= end:
+        out.append(int(s))
+        s = s + step if step is not None else s * factor
+    return out
+
+
+def bus_factor(collective: str, nranks: int) -> float:
+    """nccl-tests' correction from algorithm to bus bandwidth."""
+    if nranks < 1:
+        raise ValueError("nranks must be >= 1")
+    if collective == "all_reduce":
+        return 2.0 * (nranks - 1) / nranks
+    if collective in ("all_gather", "reduce_scatter"):
+        return (nranks - 1) / nranks
+    raise ValueError(f"unknown collective {collective!r}; choose from {', '.join(COLLECTIVES)}")
+
+
+def element_counts(collective: str, size_bytes: int, dtype_bytes: int, nranks: int) -> tuple[int, int]:
+    """(total elements, elements per rank chunk) for a requested size, rounded down like nccl-tests.
+
+    For all_gather and reduce_scatter the total must split evenly over the ranks; a size too small to give
+    each rank one element returns (0, 0), which the runner skips.
+    """
+    total = size_bytes // dtype_bytes
+    if collective == "all_reduce":
+        return total, total
+    per_rank = total // nranks
+    return per_rank * nranks, per_rank
+
+
+def bandwidths(collective: str, size_bytes: int, seconds: float, nranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s (1e9 bytes per second) for an operation on S = size_bytes."""
+    if seconds <= 0:
+        raise ValueError("time must be positive")
+    algbw = size_bytes / seconds / 1e9
+    return algbw, algbw * bus_factor(collective, nranks)
+
+
+@dataclass
+class Row:
+    """One line of the table: a collective at one size, timed over ``iters`` after the warm-up."""
+
+    collective: str
+    size: int
+    count: int
+    type: str
+    redop: str
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make_row(collective: str, size: int, dtype: str, nranks: int, seconds: float, wrong: int) -> Row:
+    algbw, busbw = bandwidths(collective, size, seconds, nranks)
+    return Row(
+        collective=collective,
+        size=size,
+        count=size // DTYPE_BYTES[dtype],
+        type=dtype,
+        redop="none" if collective == "all_gather" else "sum",
+        time_us=seconds * 1e6,
+        algbw_gbps=algbw,
+        busbw_gbps=busbw,
+        wrong=wrong,
+    )
+
+
+def render_table(rows: Sequence[Row], *, header: str | None = None) -> str:
+    """An nccl-tests style table, one block per collective, with its peak and average busbw."""
+    out: list[str] = []
+    if header:
+        out.append(f"# {header}")
+    for coll in dict.fromkeys(r.collective for r in rows):
+        mine = [r for r in rows if r.collective == coll]
+        out.append(f"# {coll}")
+        out.append(
+            f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'time':>10} {'algbw':>8} {'busbw':>8} "
+            f"{'#wrong':>7}"
+        )
+        out.append(
+            f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}"
+        )
+        for r in mine:
+            out.append(
+                f"{r.size:>12} {r.count:>12} {r.type:>8} {r.redop:>6} {r.time_us:>10.1f} "
+                f"{r.algbw_gbps:>8.3f} {r.busbw_gbps:>8.3f} {r.wrong:>7}"
+            )
+        avg = sum(r.busbw_gbps for r in mine) / len(mine)
+        out.append(f"# Peak bus bandwidth    : {max(r.busbw_gbps for r in mine):.3f} GB/s")
+        out.append(f"# Avg bus bandwidth    : {avg:.3f}")
+        out.append("#")
+    return "\n".join(out)
+
+
+def peak_busbw(rows: Iterable[Row], collective: str = "all_reduce") -> float | None:
+    vals = [r.busbw_gbps for r in rows if r.collective == collective]
+    return max(vals) if vals else None
+
+
+@dataclass
+class Expectation:
+    """What the pool promises: the transports it accepts and the busbw floor (None: not judged)."""
+
+    pool: str
+    expected_transports: list[str]
+    floor_gbps: float | None
+    baseline_gbps: float | None = None
+    floor_fraction: float | None = None
+    nccl_net: str | None = None
+
+
+@dataclass
+class Judgement:
+    status: Status
+    checks: list[Check] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": str(self.status), "checks": [c.to_dict() for c in self.checks]}
+
+
+def judge(
+    rows: Sequence[Row],
+    transport: str,
+    transport_why: str,
+    expect: Expectation,
+    *,
+    failed: bool = False,
+    failure: str | None = None,
+) -> Judgement:
+    """Judge one run: it ran, the results were right, the transport is one the pool accepts, busbw >= floor.
+
+    A run that failed (NCCL init refused the forced network, a rank died) is ``failed``: with NCCL_NET forced
+    that is the loud failure the pool asked for instead of a silent socket fallback. A wrong transport is
+    ``failed``; a busbw below the floor is ``degraded`` (the profile's meaning of floorFraction).
+    """
+    checks: list[Check] = []
+    if failed or not rows:
+        checks.append(
+            Check("collective.ran", Status.failed, failure or "the collective produced no measurement")
+        )
+    else:
+        checks.append(Check("collective.ran", Status.passed, f"{len(rows)} measurements"))
+        wrong = sum(r.wrong for r in rows)
+        checks.append(
+            Check(
+                "collective.correct",
+                Status.failed if wrong else Status.passed,
+                f"{wrong} wrong elements" if wrong else "every result matched the expected values",
+                {"wrong": wrong},
+            )
+        )
+    ok_transport = transport in expect.expected_transports
+    checks.append(
+        Check(
+            "collective.transport",
+            Status.passed if ok_transport else Status.failed,
+            f"inter-node transport {transport} ({transport_why}); pool {expect.pool} accepts "
+            f"{', '.join(sorted(expect.expected_transports))}",
+            {"transport": transport, "expected": sorted(expect.expected_transports)},
+        )
+    )
+    peak = peak_busbw(rows)
+    if expect.floor_gbps is None:
+        checks.append(
+            Check("collective.busbw", Status.skipped, f"pool {expect.pool} has no baseline; busbw not judged")
+        )
+    elif peak is None:
+        checks.append(Check("collective.busbw", Status.failed, "no all_reduce measurement to compare"))
+    else:
+        ok = peak >= expect.floor_gbps
+        checks.append(
+            Check(
+                "collective.busbw",
+                Status.passed if ok else Status.degraded,
+                f"peak all_reduce busbw {peak:.3f} GB/s {'>=' if ok else '<'} "
+                f"floor {expect.floor_gbps:.3f} GB/s"
+                + (
+                    f" ({expect.floor_fraction:g} x baseline {expect.baseline_gbps:g})"
+                    if expect.baseline_gbps is not None
+                    else ""
+                ),
+                {"peak_busbw_gbps": peak, "floor_gbps": expect.floor_gbps},
+            )
+        )
+    return Judgement(overall([c.status for c in checks]), checks)
+
+
+def expectation_for(pool: Any) -> Expectation:
+    """The Expectation of a profile Pool (duck-typed so this module stays import-light)."""
+    b = pool.baseline
+    return Expectation(
+        pool=pool.name,
+        expected_transports=sorted(str(t) for t in pool.fabric.expected_transports),
+        floor_gbps=b.busbw_floor_gbps,
+        baseline_gbps=b.allReduceBusBwGBps,
+        floor_fraction=b.floorFraction,
+        nccl_net=pool.fabric.effective_nccl_net,
+    )

@@ -1,0 +1,487 @@
+"""Collective probe runner: torch.distributed ranks that time all_reduce, all_gather and reduce_scatter.
+
+Ranks come from two places: ``run_local`` spawns N processes on this machine (a free loopback port as the
+rendezvous), and ``run_in_env`` runs this process as one rank of a job started by torchrun (or anything that
+sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT). NCCL is used when CUDA is available, gloo otherwise.
+
+Each rank writes NCCL_DEBUG=INFO output to its own file (NCCL_DEBUG_FILE) in the run's log directory, and the
+NCCL transport classifier reads them back, so the probe reports the transport NCCL really used. With gloo
+there is no NCCL log: gloo moves tensors over TCP only, so its transport is ``socket`` by construction.
+
+torch is imported only inside the rank code, never at module import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabricguard.probes.bw import (
+    COLLECTIVES,
+    DTYPE_BYTES,
+    Expectation,
+    Judgement,
+    Row,
+    element_counts,
+    judge,
+    make_row,
+)
+
+RESULT_FILE = "result.json"
+_PATTERN_MOD = 13  # verification values are small integers, exact in every float type we offer
+
+
+@dataclass
+class CollectiveConfig:
+    collectives: list[str]
+    sizes: list[int]
+    warmup: int = 5
+    iters: int = 20
+    dtype: str = "float"
+    backend: str = "auto"  # auto | nccl | gloo
+    check: bool = True
+    log_dir: str = ""
+    nccl_net: str | None = None  # value forced into NCCL_NET, None leaves the environment alone
+    init_timeout_s: float = 120.0
+
+    def validate(self) -> None:
+        unknown = [c for c in self.collectives if c not in COLLECTIVES]
+        if unknown:
+            raise ValueError(f"unknown collective(s) {unknown}; choose from {', '.join(COLLECTIVES)}")
+        if self.dtype not in DTYPE_BYTES:
+            raise ValueError(f"unknown type {self.dtype!r}; choose from {', '.join(DTYPE_BYTES)}")
+        if self.backend not in ("auto", "nccl", "gloo"):
+            raise ValueError("backend must be auto, nccl or gloo")
+        if self.iters < 1 or self.warmup < 0:
+            raise ValueError("need iters >= 1 and warmup >= 0")
+
+
+@dataclass
+class CollectiveResult:
+    backend: str
+    world_size: int
+    rows: list[Row]
+    failed: bool
+    error: str | None
+    log_dir: str
+    env: dict[str, str]
+    transport: str = "unknown"
+    transport_why: str = ""
+    nccl: dict[str, Any] | None = None
+    hosts: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    judgement: Judgement | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["rows"] = [r.to_dict() for r in self.rows]
+        d["judgement"] = self.judgement.to_dict() if self.judgement else None
+        return d
+
+
+def default_log_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="fabricguard-collective-"))
+
+
+def nccl_env(log_dir: Path, rank: int, nccl_net: str | None) -> dict[str, str]:
+    """Environment each rank sets before NCCL initialises: INFO logs to a per-rank file, the forced net."""
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_FILE": str(log_dir / f"nccl.rank{rank}.%h.%p.log"),
+    }
+    if "NCCL_DEBUG_SUBSYS" not in os.environ:
+        # INIT carries "Using network" and the "Channel .. via NET/.." lines; NET the plugin choice.
+        env["NCCL_DEBUG_SUBSYS"] = "INIT,BOOTSTRAP,ENV,NET"
+    if nccl_net:
+        env["NCCL_NET"] = nccl_net
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------------------------- rank code
+
+
+def _resolve_backend(torch: Any, wanted: str) -> str:
+    if wanted == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if wanted == "nccl" and not torch.cuda.is_available():
+        raise RuntimeError("backend nccl needs CUDA, and torch reports no CUDA device here; use gloo")
+    return wanted
+
+
+def _expected_sums(torch: Any, world: int, dtype: Any, device: Any) -> Any:
+    # Sum over ranks r of ((j + r) % MOD) for j in 0..MOD-1: what every reduced element must equal.
+    return torch.tensor(
+        [sum((j + r) % _PATTERN_MOD for r in range(world)) for j in range(_PATTERN_MOD)],
+        dtype=dtype,
+        device=device,
+    )
+
+
+def _pattern(torch: Any, n: int, offset: int, dtype: Any, device: Any) -> Any:
+    return ((torch.arange(n, device=device, dtype=torch.int64) + offset) % _PATTERN_MOD).to(dtype)
+
+
+def _one(dist: Any, coll: str, inp: Any, out: Any) -> None:
+    if coll == "all_reduce":
+        dist.all_reduce(inp)
+    elif coll == "all_gather":
+        dist.all_gather_into_tensor(out, inp)
+    else:
+        dist.reduce_scatter_tensor(out, inp)
+
+
+def _buffers(torch: Any, coll: str, total: int, per_rank: int, dtype: Any, device: Any) -> tuple[Any, Any]:
+    if coll == "all_reduce":
+        return torch.zeros(total, dtype=dtype, device=device), None
+    if coll == "all_gather":
+        return torch.zeros(per_rank, dtype=dtype, device=device), torch.empty(
+            total, dtype=dtype, device=device
+        )
+    return torch.zeros(total, dtype=dtype, device=device), torch.empty(per_rank, dtype=dtype, device=device)
+
+
+def _verify(
+    torch: Any, dist: Any, coll: str, rank: int, world: int, total: int, per: int, dtype: Any, dev: Any
+) -> int:
+    """Run the collective once on known data and count the elements that differ from the expected result."""
+    sums = _expected_sums(torch, world, dtype, dev)
+    if coll == "all_reduce":
+        x = _pattern(torch, total, rank, dtype, dev)
+        dist.all_reduce(x)
+        expected = sums[torch.arange(total, device=dev) % _PATTERN_MOD]
+        got = x
+    elif coll == "all_gather":
+        x = _pattern(torch, per, rank, dtype, dev)
+        got = torch.empty(total, dtype=dtype, device=dev)
+        dist.all_gather_into_tensor(got, x)
+        idx = torch.arange(total, device=dev)
+        expected = ((idx % per + idx // per) % _PATTERN_MOD).to(dtype)
+    else:
+        x = _pattern(torch, total, rank, dtype, dev)
+        got = torch.empty(per, dtype=dtype, device=dev)
+        dist.reduce_scatter_tensor(got, x)
+        expected = sums[(torch.arange(per, device=dev) + rank * per) % _PATTERN_MOD]
+    return int((got != expected).sum().item())
+
+
+def _sync(torch: Any, backend: str) -> None:
+    if backend == "nccl":
+        torch.cuda.synchronize()
+
+
+def measure(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, device: Any) -> list[Row]:
+    """Time every collective at every size on the initialised default group; identical rows on every rank."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    tdtype = {
+        2: torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float16,
+        4: torch.float32,
+        8: torch.float64,
+    }[DTYPE_BYTES[cfg.dtype]]
+    rows: list[Row] = []
+    for coll in cfg.collectives:
+        for size in cfg.sizes:
+            total, per = element_counts(coll, size, DTYPE_BYTES[cfg.dtype], world)
+            if total == 0:
+                continue
+            inp, out = _buffers(torch, coll, total, per, tdtype, device)
+            for _ in range(cfg.warmup):
+                _one(dist, coll, inp, out)
+            _sync(torch, backend)
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(cfg.iters):
+                _one(dist, coll, inp, out)
+            _sync(torch, backend)
+            dt = (time.perf_counter() - t0) / cfg.iters
+            del inp, out
+            wrong = _verify(torch, dist, coll, rank, world, total, per, tdtype, device) if cfg.check else 0
+            # nccl-tests reports the time averaged over ranks and the wrong elements summed over ranks.
+            stats = torch.tensor([dt, float(wrong)], dtype=torch.float64, device=device)
+            dist.all_reduce(stats)
+            rows.append(
+                make_row(
+                    coll,
+                    total * DTYPE_BYTES[cfg.dtype],
+                    cfg.dtype,
+                    world,
+                    stats[0].item() / world,
+                    int(stats[1].item()),
+                )
+            )
+    return rows
+
+
+def _gather_hostnames(torch: Any, dist: Any, world: int, device: Any) -> list[str]:
+    # all_gather_object needs numpy, which the probe does not require; 64 bytes per name is plenty.
+    name = socket.gethostname().encode()[:64].ljust(64, b"\0")
+    mine = torch.tensor(list(name), dtype=torch.uint8, device=device)
+    out = torch.empty(64 * world, dtype=torch.uint8, device=device)
+    dist.all_gather_into_tensor(out, mine)
+    raw = bytes(out.cpu().tolist())
+    return [raw[i * 64 : (i + 1) * 64].rstrip(b"\0").decode(errors="replace") for i in range(world)]
+
+
+def rank_main(
+    rank: int, world: int, local_rank: int, cfg: CollectiveConfig, init_method: str
+) -> dict[str, Any]:
+    """One rank: set the NCCL environment, initialise, measure, tear down. Returns the rank's result."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    log_dir = Path(cfg.log_dir)
+    env = nccl_env(log_dir, rank, cfg.nccl_net)
+    os.environ.update(env)
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    backend = _resolve_backend(torch, cfg.backend)
+    kwargs: dict[str, Any] = {}
+    if backend == "nccl":
+        if local_rank >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"local rank {local_rank} has no GPU of its own (torch sees {torch.cuda.device_count()}); "
+                "NCCL refuses two ranks on one GPU"
+            )
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device  # eager NCCL init: a forced NCCL_NET that cannot load fails right here
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(
+        backend,
+        init_method=init_method,
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=cfg.init_timeout_s),
+        **kwargs,
+    )
+    try:
+        rows = measure(torch, dist, cfg, backend, device)
+        hosts = _gather_hostnames(torch, dist, world, device)
+    finally:
+        dist.destroy_process_group()
+    return {
+        "backend": backend,
+        "world_size": world,
+        "rows": [r.to_dict() for r in rows],
+        "hosts": hosts,
+        "env": env,
+    }
+
+
+def _worker_main(argv: list[str]) -> int:
+    """Entry of a spawned rank: ``python -m fabricguard.probes.collective CONFIG RANK WORLD PORT``."""
+    cfg_path, rank, world, port = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
+    cfg = CollectiveConfig(**json.loads(cfg_path.read_text()))
+    log_dir = Path(cfg.log_dir)
+    try:
+        res = rank_main(rank, world, rank, cfg, f"tcp://127.0.0.1:{port}")
+    except BaseException:
+        (log_dir / f"rank{rank}.error.txt").write_text(traceback.format_exc())
+        return 1
+    if rank == 0:
+        (log_dir / RESULT_FILE).write_text(json.dumps(res))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ orchestration
+
+
+def _result_from(raw: dict[str, Any], cfg: CollectiveConfig, seconds: float) -> CollectiveResult:
+    return CollectiveResult(
+        backend=raw["backend"],
+        world_size=raw["world_size"],
+        rows=[Row(**r) for r in raw["rows"]],
+        failed=False,
+        error=None,
+        log_dir=cfg.log_dir,
+        env=raw["env"],
+        hosts=raw.get("hosts", []),
+        seconds=seconds,
+    )
+
+
+def exception_text(tb: str) -> str:
+    """The exception line(s) at the end of a traceback, without the frames (NCCL adds 'Last error:')."""
+    lines = tb.rstrip().splitlines()
+    frames = [i for i, ln in enumerate(lines) if ln.startswith("  File ")]
+    tail = lines[frames[-1] + 1 :] if frames else lines
+    keep = [
+        ln.strip() for ln in tail if ln.strip() and not ln.startswith("    ") and set(ln.strip()) - set("^~")
+    ]
+    return " ".join(keep) or (lines[-1].strip() if lines else "")
+
+
+def _first_error(log_dir: Path) -> str:
+    msgs = [
+        f"{p.name.split('.')[0]}: {exception_text(p.read_text(errors='replace'))}"
+        for p in sorted(log_dir.glob("rank*.error.txt"))
+    ]
+    return "; ".join(msgs) or "a rank exited without a result"
+
+
+def run_local(cfg: CollectiveConfig, nranks: int, *, timeout_s: float = 600.0) -> CollectiveResult:
+    """Spawn ``nranks`` ranks on this machine and collect rank 0's measurements."""
+    cfg.validate()
+    if nranks < 1:
+        raise ValueError("need at least one rank")
+    log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    cfg.log_dir = str(log_dir)
+    port = free_port()
+    cfg_path = log_dir / "config.json"
+    cfg_path.write_text(json.dumps(asdict(cfg)))
+    t0 = time.monotonic()
+    procs: list[subprocess.Popen[bytes]] = []
+    errs = []
+    for r in range(nranks):
+        err = open(log_dir / f"rank{r}.stderr.txt", "wb")  # noqa: SIM115 - closed below
+        errs.append(err)
+        cmd = [
+            sys.executable,
+            "-m",
+            "fabricguard.probes.collective",
+            str(cfg_path),
+            str(r),
+            str(nranks),
+            str(port),
+        ]
+        procs.append(subprocess.Popen(cmd, stdout=err, stderr=err, stdin=subprocess.DEVNULL))
+    deadline = t0 + timeout_s
+    timed_out = False
+    try:
+        while any(p.poll() is None for p in procs):
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            if any(p.returncode not in (None, 0) for p in procs):
+                # A dead rank leaves its peers waiting in a collective forever: a moment, then stop them.
+                end = time.monotonic() + 3
+                while any(p.poll() is None for p in procs) and time.monotonic() < end:
+                    time.sleep(0.05)
+                break
+            time.sleep(0.02)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for e in errs:
+            e.close()
+    seconds = time.monotonic() - t0
+    result_file = log_dir / RESULT_FILE
+    if all(p.returncode == 0 for p in procs) and result_file.is_file():
+        return _result_from(json.loads(result_file.read_text()), cfg, seconds)
+    error = f"timed out after {timeout_s:.0f} s" if timed_out else _first_error(log_dir)
+    return CollectiveResult(
+        backend=cfg.backend,
+        world_size=nranks,
+        rows=[],
+        failed=True,
+        error=error,
+        log_dir=str(log_dir),
+        env=nccl_env(log_dir, 0, cfg.nccl_net),
+        seconds=seconds,
+    )
+
+
+def in_launcher_env() -> bool:
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def run_in_env(cfg: CollectiveConfig) -> CollectiveResult:
+    """Run this process as one rank of a job whose launcher set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT."""
+    cfg.validate()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    log_dir = Path(cfg.log_dir) if cfg.log_dir else default_log_dir()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    cfg.log_dir = str(log_dir)
+    t0 = time.monotonic()
+    try:
+        raw = rank_main(rank, world, local_rank, cfg, "env://")
+    except Exception as e:  # the failure itself is the finding (e.g. NCCL_NET forced and absent)
+        return CollectiveResult(
+            backend=cfg.backend,
+            world_size=world,
+            rows=[],
+            failed=True,
+            error=f"{type(e).__name__}: {e}",
+            log_dir=str(log_dir),
+            env=nccl_env(log_dir, rank, cfg.nccl_net),
+            seconds=time.monotonic() - t0,
+        )
+    return _result_from(raw, cfg, time.monotonic() - t0)
+
+
+def classify(result: CollectiveResult) -> None:
+    """Fill ``transport``: gloo is TCP by construction; NCCL's own logs decide otherwise."""
+    if result.backend == "gloo":
+        result.transport = "socket"
+        result.transport_why = "gloo moves tensors over TCP sockets only; it has no RDMA path"
+        return
+    log_dir = Path(result.log_dir)
+    logs = sorted(log_dir.glob("nccl.rank*.log"))
+    if not logs:
+        result.transport = "unknown"
+        result.transport_why = f"no NCCL debug log was written in {log_dir}"
+        return
+    from fabricguard.nccl import inspect_paths
+
+    report = inspect_paths(logs)
+    result.nccl = report.to_dict()
+    result.transport = str(report.inter_node_transport)
+    net = report.network or "no network line"
+    ev = "; ".join(f"{Path(e.file).name}:{e.line} {e.why}" for e in report.evidence[:3])
+    result.transport_why = f"NCCL {', '.join(report.nccl_version) or '?'}, network {net}" + (
+        f"; {ev}" if ev else ""
+    )
+    if report.failed:
+        result.failed = True
+        result.error = result.error or "NCCL logged a failure (see the evidence)"
+
+
+def run_probe(
+    cfg: CollectiveConfig, *, local_ranks: int | None, expect: Expectation | None, timeout_s: float = 600.0
+) -> CollectiveResult:
+    """Run (spawned or under a launcher), classify the transport and judge against the pool, if any."""
+    if local_ranks is None and in_launcher_env():
+        result = run_in_env(cfg)
+    else:
+        result = run_local(cfg, local_ranks or 2, timeout_s=timeout_s)
+    classify(result)
+    if expect is not None:
+        result.judgement = judge(
+            result.rows,
+            result.transport,
+            result.transport_why,
+            expect,
+            failed=result.failed,
+            failure=result.error,
+        )
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))
