@@ -1,11 +1,91 @@
-"""CLI commands of `fabricguard.nccl`."""
+"""``fabricguard nccl inspect``: what transport did this job really use?"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True)
+from fabricguard._cogs.output import console, fail, print_json
+from fabricguard.nccl.report import NcclReport
+from fabricguard.nccl.scan import LogInputError, inspect_paths
+from fabricguard.profile.model import Transport
+
+app = typer.Typer(help="Read NCCL logs and nccl-tests output.", no_args_is_help=True)
+
+_STYLE = {
+    Transport.ib: "green",
+    Transport.roce: "green",
+    Transport.efa: "green",
+    Transport.tcpx: "green",
+    Transport.socket: "bold red",
+    Transport.none: "cyan",
+    Transport.unknown: "yellow",
+}
 
 
-def register(app: typer.Typer) -> None:
-    """Add this area's commands to the root app."""
+def render_report(report: NcclReport) -> None:
+    t = report.inter_node_transport
+    console.print(
+        f"inter-node transport: [{_STYLE[t]}]{t.value}[/]   network: {report.network or '-'}   "
+        f"GPUDirect RDMA: {_tri(report.gpudirect_rdma)}   failed: "
+        + ("[bold red]yes[/]" if report.failed else "no")
+    )
+    console.print(
+        f"NCCL {', '.join(report.nccl_version) or '?'}   nodes: {report.nodes or '?'}   "
+        f"ranks: {report.ranks or '?'}   intra-node: {', '.join(report.intra_node) or '-'}   "
+        f"files: {len(report.files)}   lines: {report.lines_read:,}"
+    )
+    for r in report.reasons:
+        console.print(f"  • {r}")
+    if report.connections:
+        console.print("connections: " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()))
+    if report.evidence:
+        et = Table(title="evidence", show_lines=False, expand=False)
+        et.add_column("where", no_wrap=True)
+        et.add_column("why")
+        et.add_column("line", overflow="fold")
+        for e in report.evidence:
+            et.add_row(f"{Path(e.file).name}:{e.line}", e.why, e.text.strip()[:160])
+        console.print(et)
+    for tbl in report.nccl_tests:
+        tt = Table(title=f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})", expand=False)
+        for c in ("size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "ip busbw"):
+            tt.add_column(c, justify="right")
+        for r in tbl.rows:
+            tt.add_row(
+                str(r.size), str(r.count), r.type, r.redop, _f(r.oop_time_us), _f(r.oop_algbw),
+                _f(r.oop_busbw), "N/A" if r.oop_wrong is None else str(r.oop_wrong), _f(r.ip_busbw),
+            )
+        console.print(tt)
+        console.print(
+            f"peak busbw {_f(tbl.peak_busbw_gbps)} GB/s   avg bus bandwidth {_f(tbl.avg_busbw_gbps)} GB/s   "
+            f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}"
+        )
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _tri(v: bool | None) -> str:
+    return "unknown" if v is None else ("yes" if v else "[yellow]no[/]")
+
+
+@app.command("inspect")
+def inspect(
+    paths: list[Path] = typer.Argument(..., help="Log files or directories of them (one file per rank or pod)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Report the NCCL version, selected network, per-connection transports and the inter-node verdict."""
+    try:
+        report = inspect_paths(paths)
+    except LogInputError as exc:
+        fail(str(exc), hint="pass NCCL_DEBUG=INFO log files or the directory NCCL_DEBUG_FILE wrote into")
+    if not report.files:
+        fail(f"no readable text files under {', '.join(map(str, paths))}")
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        render_report(report)

@@ -153,9 +153,8 @@ class Fabric(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:
-        if self.type is FabricType.none:
-            if self.resources or self.networks or self.hcas or self.ncclNet:
-                raise ValueError("fabric type 'none' cannot carry resources, networks, hcas or ncclNet")
+        if self.type is FabricType.none and (self.resources or self.networks or self.hcas or self.ncclNet):
+            raise ValueError("fabric type 'none' cannot carry resources, networks, hcas or ncclNet")
         if self.networkMapping and not self.topologyLabel:
             raise ValueError("networkMapping needs topologyLabel (the node label whose values it maps)")
         return self
