@@ -1,0 +1,497 @@
+"""Build the minimal, idempotent JSONPatch that gives a multi-node GPU workload its fabric, storage and placement.
+
+The object is changed on a copy by small "put" helpers that never overwrite what the user wrote: a different
+user value is a *conflict*, which rejects the workload with a message naming the key, unless the key is listed
+in annotation ``fabricguard.io/allow-override`` (then the user's value is kept). The patch is the structural
+difference between the object and its copy, so absent maps and lists are added whole, keys are escaped per
+RFC 6902, and a second run over an already patched object yields an empty patch.
+
+What goes where (docs/admission.md has the table): the Kueue queue-name label on the workload's own metadata;
+everything else on the pod templates; for a TrainJob, whose ``runtimePatches`` cannot carry container resources,
+the fabric resources go to ``spec.trainer.resourcesPerNode``, the env to ``spec.trainer.env`` (the Trainer API
+owns the ``node`` container's env) and the rest into a ``runtimePatches`` entry with manager
+``fabricguard.io/admission``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabricguard.admission import workloads as wl
+from fabricguard.admission.workloads import Workload
+from fabricguard.profile.model import PlatformProfile, Pool
+
+MANAGER = "fabricguard.io/admission"
+SHM_VOLUME = "fabricguard-shm"
+LUSTRE_VOLUME = "fabricguard-lustre"
+SHM_PATH = "/dev/shm"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+TAS_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+TAS_SLICE = "kueue.x-k8s.io/podset-slice-required-topology"
+TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+TAS_KEYS = (TAS_REQUIRED, TAS_PREFERRED, TAS_UNCONSTRAINED)
+GKE_DEFAULT_IF = "networking.gke.io/default-interface"
+GKE_INTERFACES = "networking.gke.io/interfaces"
+MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+ENV_NS = "FG_NAMESPACE"
+ENV_JOB = "FG_JOB"
+
+
+# ---------------------------------------------------------------------------------------------- JSON Patch
+
+
+def escape(token: str | int) -> str:
+    """One RFC 6901 reference token: ``~`` becomes ``~0`` and ``/`` becomes ``~1``."""
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def pointer(path: tuple[str | int, ...]) -> str:
+    return "".join("/" + escape(p) for p in path)
+
+
+def diff(old: Any, new: Any, path: tuple[str | int, ...] = ()) -> list[dict[str, Any]]:
+    """The JSONPatch from ``old`` to ``new`` where ``new`` only adds keys, appends items or changes values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        ops: list[dict[str, Any]] = []
+        for k, v in new.items():
+            if k not in old:
+                ops.append({"op": "add", "path": pointer((*path, k)), "value": v})
+            elif old[k] is not v and old[k] != v:
+                ops += diff(old[k], v, (*path, k))
+        for k in old:
+            if k not in new:
+                ops.append({"op": "remove", "path": pointer((*path, k))})
+        return ops
+    if isinstance(old, list) and isinstance(new, list) and len(new) >= len(old):
+        ops = []
+        for i, v in enumerate(new):
+            if i >= len(old):
+                ops.append({"op": "add", "path": pointer((*path, i)), "value": v})
+            elif old[i] is not v and old[i] != v:
+                ops += diff(old[i], v, (*path, i))
+        return ops
+    return [{"op": "replace", "path": pointer(path), "value": new}]
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a pool asks of a multi-node workload, computed once per (profile, pool, opt-out)."""
+
+    pool: Pool
+    fabric: bool
+    resources: dict[str, str]
+    annotations: dict[str, str]
+    env: tuple[tuple[str, str], ...]
+    debug_file: str | None
+    node_selector: dict[str, str]
+    tolerations: tuple[dict[str, Any], ...]
+    tas: dict[str, str]
+    queue: str | None
+    lustre_claim: str | None
+    lustre_mount: str | None
+    lustre_subpath_expr: str | None
+
+
+def _subpath_expr(template: str) -> str:
+    return template.replace("{namespace}", f"$({ENV_NS})").replace("{job}", f"$({ENV_JOB})")
+
+
+def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
+    f = pool.fabric
+    fabric = f.has_fabric and not opted_out
+    annotations: dict[str, str] = {}
+    env: list[tuple[str, str]] = []
+    resources: dict[str, str] = {}
+    if fabric:
+        resources = {k: str(v) for k, v in f.resources.items()}
+        style = f.network_annotation_style
+        if style == "gke":
+            ifaces = [{"interfaceName": "eth0", "network": "default"}]
+            ifaces += [{"interfaceName": f"eth{i + 2}", "network": n} for i, n in enumerate(f.networks)]
+            annotations[GKE_DEFAULT_IF] = "eth0"
+            annotations[GKE_INTERFACES] = json.dumps(ifaces, separators=(",", ":"))
+        elif style == "multus":
+            annotations[MULTUS_NETWORKS] = ",".join(f.networks)
+        if f.effective_nccl_net:
+            env.append(("NCCL_NET", f.effective_nccl_net))
+        if f.hcas:
+            env.append(("NCCL_IB_HCA", "=" + ",".join(f.hcas)))
+        if f.socketIfname:
+            env.append(("NCCL_SOCKET_IFNAME", f.socketIfname))
+        if f.ibGidIndex is not None:
+            env.append(("NCCL_IB_GID_INDEX", str(f.ibGidIndex)))
+        env += sorted(f.env.items())
+    env += [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET")]
+    lustre = profile.spec.storage.lustre if pool.lustre else None
+    debug_file = None
+    if lustre is not None:
+        # The mount below is already the job's {namespace}/{job} directory, so on the file system the logs
+        # land in <claim>/<namespace>/<job>/<logDir>/<host>.<pid>, where verify-job reads every rank.
+        debug_file = f"{lustre.mountPath.rstrip('/')}/{lustre.logDir.strip('/')}/%h.%p"
+    tas: dict[str, str] = {}
+    queue = pool.queue.name if pool.queue else None
+    topo = pool.queue.topology if pool.queue else None
+    if topo is not None:
+        if topo.mode == "required":
+            tas[TAS_REQUIRED] = topo.level
+        elif topo.mode == "preferred":
+            tas[TAS_PREFERRED] = topo.level
+        else:
+            tas[TAS_UNCONSTRAINED] = "true"
+        if topo.sliceLevel and topo.sliceSize:
+            tas[TAS_SLICE] = topo.sliceLevel
+            tas[TAS_SLICE_SIZE] = str(topo.sliceSize)
+    return Plan(
+        pool=pool,
+        fabric=fabric,
+        resources=resources,
+        annotations=annotations,
+        env=tuple(env),
+        debug_file=debug_file,
+        node_selector=dict(pool.nodeSelector),
+        tolerations=tuple(t.to_k8s() for t in pool.tolerations),
+        tas=tas,
+        queue=queue,
+        lustre_claim=lustre.claimName if lustre else None,
+        lustre_mount=lustre.mountPath if lustre else None,
+        lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- puts
+
+
+@dataclass
+class Injector:
+    """Adds values to a copy of the object, recording conflicts with what the user already set."""
+
+    allow: frozenset[str]
+    strict: bool = True
+    conflicts: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def conflict(self, key: str, message: str) -> None:
+        if key in self.allow:
+            return
+        if self.strict:
+            self.conflicts.append(message)
+        else:
+            self.warnings.append(f"kept the user's value: {message}")
+
+    def put(self, mapping: dict[str, Any], key: str, value: Any, what: str, where: str) -> None:
+        cur = mapping.get(key)
+        if cur is None:
+            mapping[key] = value
+        elif not _same(key, cur, value):
+            self.conflict(key, f"{what} {key} in {where} is {_show(cur)} but the pool needs {_show(value)}")
+
+    def put_env(self, container: dict[str, Any], entry: dict[str, Any], where: str) -> None:
+        env = _list(container, "env")
+        for e in env:
+            if isinstance(e, dict) and e.get("name") == entry["name"]:
+                if {k: v for k, v in e.items() if k != "name"} != {k: v for k, v in entry.items() if k != "name"}:
+                    want = entry.get("value", entry.get("valueFrom"))
+                    have = e.get("value", e.get("valueFrom"))
+                    self.conflict(entry["name"], f"env {entry['name']} in {where} is {_show(have)} but the "
+                                                 f"pool needs {_show(want)}")
+                return
+        env.append(entry)
+
+    def put_resource(self, resources: dict[str, Any], name: str, qty: str, where: str) -> None:
+        for part in ("requests", "limits"):
+            m = resources.get(part)
+            if not isinstance(m, dict):
+                m = resources[part] = {}
+            cur = m.get(name)
+            if cur is None:
+                m[name] = qty
+            elif str(cur) != qty:
+                self.conflict(name, f"resource {part}.{name} in {where} is {_show(cur)} but the pool needs "
+                                    f"{_show(qty)}")
+                return
+
+    def put_item(self, items: list[Any], item: Any) -> None:
+        if item not in items:
+            items.append(item)
+
+    def put_volume(self, spec: dict[str, Any], volume: dict[str, Any], where: str) -> None:
+        vols = _list(spec, "volumes")
+        for v in vols:
+            if isinstance(v, dict) and v.get("name") == volume["name"]:
+                if v != volume:
+                    self.conflict(volume["name"], f"volume {volume['name']} in {where} is not the one "
+                                                  f"fabricguard mounts ({_show(volume)}); rename it")
+                return
+        vols.append(volume)
+
+    def put_mount(self, spec: dict[str, Any], container: dict[str, Any], mount: dict[str, Any],
+                  volume: dict[str, Any], where: str, accept: Any = None) -> None:
+        mounts = _list(container, "volumeMounts")
+        for m in mounts:
+            if isinstance(m, dict) and m.get("mountPath") == mount["mountPath"]:
+                if m == mount:
+                    return
+                theirs = _volume(spec, m.get("name"))
+                if accept is not None and theirs is not None and accept(theirs):
+                    return
+                self.conflict(mount["mountPath"], f"mount {mount['mountPath']} in {where} uses volume "
+                                                  f"{m.get('name')!r}, not {_show(volume)}")
+                return
+        self.put_volume(spec, volume, where)
+        mounts.append(mount)
+
+
+def _same(key: str, cur: Any, value: Any) -> bool:
+    if cur == value:
+        return True
+    if key == GKE_INTERFACES and isinstance(cur, str):
+        try:
+            return json.loads(cur) == json.loads(value)
+        except ValueError:
+            return False
+    return False
+
+
+def _show(v: Any) -> str:
+    s = json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else repr(v)
+    return s if len(s) <= 160 else s[:157] + "..."
+
+
+def _list(mapping: dict[str, Any], key: str) -> list[Any]:
+    cur = mapping.get(key)
+    if not isinstance(cur, list):
+        cur = mapping[key] = []
+    return cur
+
+
+def _map(mapping: dict[str, Any], key: str) -> dict[str, Any]:
+    cur = mapping.get(key)
+    if not isinstance(cur, dict):
+        cur = mapping[key] = {}
+    return cur
+
+
+def _volume(spec: dict[str, Any], name: Any) -> dict[str, Any] | None:
+    for v in spec.get("volumes") or []:
+        if isinstance(v, dict) and v.get("name") == name:
+            return v
+    return None
+
+
+def _is_memory_emptydir(v: dict[str, Any]) -> bool:
+    ed = v.get("emptyDir")
+    return isinstance(ed, dict) and ed.get("medium") == "Memory"
+
+
+SHM = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}
+
+
+def env_entries(plan: Plan, job_label: str, with_storage: bool) -> list[dict[str, Any]]:
+    """The env a GPU container gets: downward-API FG_* first, so later values can use $(FG_JOB)."""
+    out: list[dict[str, Any]] = []
+    if with_storage and plan.lustre_claim:
+        out.append({"name": ENV_NS, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
+        out.append({"name": ENV_JOB, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
+    out += [{"name": k, "value": v} for k, v in plan.env]
+    if with_storage and plan.debug_file:
+        out.append({"name": "NCCL_DEBUG_FILE", "value": plan.debug_file})
+    return out
+
+
+def lustre_parts(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    if not plan.lustre_claim or not plan.lustre_mount:
+        return None
+    vol = {"name": LUSTRE_VOLUME, "persistentVolumeClaim": {"claimName": plan.lustre_claim}}
+    mount = {"name": LUSTRE_VOLUME, "mountPath": plan.lustre_mount, "subPathExpr": plan.lustre_subpath_expr}
+    return vol, mount
+
+
+def inject_container(inj: Injector, plan: Plan, spec: dict[str, Any], c: dict[str, Any], job_label: str,
+                     where: str, *, resources: bool = True) -> None:
+    cwhere = f"container {c.get('name')!r} of {where}"
+    if resources and plan.resources:
+        res = _map(c, "resources")
+        for name, qty in plan.resources.items():
+            inj.put_resource(res, name, qty, cwhere)
+    for e in env_entries(plan, job_label, True):
+        inj.put_env(c, e, cwhere)
+    if plan.fabric:
+        caps = _map(_map(c, "securityContext"), "capabilities")
+        inj.put_item(_list(caps, "add"), "IPC_LOCK")
+    inj.put_mount(spec, c, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, SHM, cwhere, accept=_is_memory_emptydir)
+    parts = lustre_parts(plan)
+    if parts:
+        inj.put_mount(spec, c, parts[1], parts[0], cwhere)
+
+
+def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Workload, where: str,
+                     *, tas: bool) -> None:
+    """Metadata, placement and network of one pod template (or pod)."""
+    meta = _map(template, "metadata")
+    spec = _map(template, "spec")
+    labels = _map(meta, "labels")
+    anns = _map(meta, "annotations")
+    inj.put(labels, wl.LABEL_MANAGED, "true", "label", where)
+    inj.put(labels, wl.LABEL_POOL, plan.pool.name, "label", where)
+    if w.job:
+        inj.put(labels, wl.LABEL_JOB, w.job, "label", where)
+    if w.opted_out:
+        inj.put(anns, wl.ANN_FABRIC, "none", "annotation", where)
+    allow = w.annotation(wl.ANN_ALLOW_OVERRIDE)
+    if allow:
+        # Copied so that pod-level checks see the same opt-outs as the workload.
+        inj.put(anns, wl.ANN_ALLOW_OVERRIDE, allow, "annotation", where)
+    for k, v in plan.annotations.items():
+        inj.put(anns, k, v, "annotation", where)
+    if tas and plan.tas:
+        theirs = [k for k in TAS_KEYS if k in anns and k not in plan.tas]
+        for k in theirs:
+            inj.conflict(k, f"annotation {k} in {where} asks for another topology than the pool's "
+                            f"({', '.join(f'{a}={b}' for a, b in plan.tas.items())})")
+        if not theirs:
+            for k, v in plan.tas.items():
+                inj.put(anns, k, v, "annotation", where)
+    sel = _map(spec, "nodeSelector")
+    for k, v in plan.node_selector.items():
+        inj.put(sel, k, v, "nodeSelector", where)
+    if plan.tolerations:
+        tols = _list(spec, "tolerations")
+        for t in plan.tolerations:
+            inj.put_item(tols, dict(t))
+    for k in ("labels", "annotations"):
+        if not meta.get(k):
+            meta.pop(k, None)
+    for k in ("nodeSelector",):
+        if not spec.get(k):
+            spec.pop(k, None)
+
+
+def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Workload, where: str,
+                    job_label: str, *, tas: bool = True) -> None:
+    spec = _map(template, "spec")
+    gpu_resource = plan.pool.gpuResource
+    inject_pod_level(inj, plan, template, w, where, tas=tas)
+    for c in wl.containers(spec):
+        if wl.container_gpus(c, gpu_resource) > 0:
+            inject_container(inj, plan, spec, c, job_label, where)
+
+
+# ---------------------------------------------------------------------------------------------- per kind
+
+
+def _inject_workload_meta(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> None:
+    meta = _map(obj, "metadata")
+    labels = _map(meta, "labels")
+    where = f"{w.kind} metadata"
+    if plan.queue:
+        inj.put(labels, KUEUE_QUEUE, plan.queue, "label", where)
+    inj.put(labels, wl.LABEL_MANAGED, "true", "label", where)
+    inj.put(labels, wl.LABEL_POOL, plan.pool.name, "label", where)
+
+
+def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> None:
+    spec = _map(obj, "spec")
+    trainer = _map(spec, "trainer")
+    where = "spec.trainer"
+    if plan.resources:
+        res = _map(trainer, "resourcesPerNode")
+        for name, qty in plan.resources.items():
+            inj.put_resource(res, name, qty, where)
+    for e in env_entries(plan, w.job_label, True):
+        inj.put_env(trainer, e, where)
+    # Everything runtimePatches may carry, in one entry that fabricguard owns.
+    pod: dict[str, Any] = {"metadata": {}, "spec": {}}
+    inject_pod_level(Injector(frozenset(), strict=False), plan, pod, w, "runtime patch", tas=True)
+    pspec = pod["spec"]
+    node: dict[str, Any] = {"name": wl.TRAINER_CONTAINER}
+    if plan.fabric:
+        node["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    mounts = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
+    vols = [dict(SHM)]
+    parts = lustre_parts(plan)
+    if parts:
+        vols.append(parts[0])
+        mounts.append(parts[1])
+    node["volumeMounts"] = mounts
+    pspec["volumes"] = vols
+    pspec["containers"] = [node]
+    entry = {
+        "manager": MANAGER,
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": wl.TRAINER_REPLICATED_JOB, "template": {"spec": {"template": pod}}},
+        ]}}},
+    }
+    patches = _list(spec, "runtimePatches")
+    for i, p in enumerate(patches):
+        if isinstance(p, dict) and p.get("manager") == MANAGER:
+            # Ours: the Trainer webhook stamps `time`; anything else that differs is brought up to date.
+            mine = {k: v for k, v in p.items() if k != "time"}
+            if mine != entry:
+                patches[i] = {**entry, **({"time": p["time"]} if "time" in p else {})}
+            return
+    patches.append(entry)
+
+
+@dataclass
+class Mutation:
+    allowed: bool
+    patch: list[dict[str, Any]]
+    message: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+_PLANS: dict[tuple[int, str, bool], Plan] = {}
+
+
+def plan_for(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
+    key = (id(profile), pool.name, opted_out)
+    plan = _PLANS.get(key)
+    if plan is None or plan.pool is not pool:
+        plan = _PLANS[key] = make_plan(profile, pool, opted_out)
+    return plan
+
+
+def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool) -> Mutation:
+    """Inject into a multi-node workload; the caller has already checked that it is one."""
+    plan = plan_for(profile, pool, w.opted_out)
+    obj = copy.deepcopy(w.obj)
+    # Pods made by a controller are filled in, never refused: the workload was admitted before the webhook.
+    inj = Injector(w.allow_override, strict=not (w.kind == "Pod" and w.owned))
+    if w.kind == "Pod" and w.job is None:
+        return Mutation(False, [], "cannot tell which job this pod belongs to; label every pod of the group "
+                                   f"with {wl.LABEL_JOB}=<job name> (or {wl.KUEUE_POD_GROUP})")
+    if w.kind == "TrainJob":
+        _inject_workload_meta(inj, plan, obj, w)
+        _trainjob(inj, plan, obj, w)
+    elif w.kind == "Pod":
+        inject_template(inj, plan, obj, w, "the pod", w.job_label, tas=not w.owned)
+        if not w.owned:
+            labels = obj["metadata"]["labels"]
+            anns = _map(obj["metadata"], "annotations")
+            if plan.queue:
+                inj.put(labels, KUEUE_QUEUE, plan.queue, "label", "the pod")
+                inj.put(labels, wl.KUEUE_POD_GROUP, w.job, "label", "the pod")
+                inj.put(anns, wl.KUEUE_GROUP_COUNT, str(wl.pod_group_size(w)), "annotation", "the pod")
+    else:
+        _inject_workload_meta(inj, plan, obj, w)
+        gpu = pool.gpuResource
+        for t in w.templates:
+            if wl.pod_gpus(t.spec, gpu) > 0:
+                target = obj
+                for p in t.path:
+                    target = target[p]
+                inject_template(inj, plan, target, w, t.where, w.job_label)
+    if inj.conflicts:
+        msg = (f"fabricguard (pool {pool.name}): " + "; ".join(inj.conflicts)
+               + f". Remove these values so the pool's are used, or list their keys in annotation "
+                 f"{wl.ANN_ALLOW_OVERRIDE} (comma-separated) to keep yours")
+        return Mutation(False, [], msg)
+    return Mutation(True, diff(w.obj, obj), warnings=inj.warnings)
