@@ -43,9 +43,7 @@ class ObjRef:
     @classmethod
     def of(cls, obj: dict[str, Any]) -> ObjRef:
         meta = obj.get("metadata") or {}
-        return cls(
-            kind=str(obj.get("kind", "")), name=str(meta.get("name", "")), namespace=meta.get("namespace")
-        )
+        return cls(kind=str(obj.get("kind", "")), name=str(meta.get("name", "")), namespace=meta.get("namespace"))
 
 
 @dataclass

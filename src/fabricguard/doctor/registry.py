@@ -88,10 +88,7 @@ class _NoAuthOnRedirect(urllib.request.HTTPRedirectHandler):
     # Blob downloads redirect to object storage, which rejects (or must not see) the registry token.
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if (
-            new is not None
-            and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc
-        ):
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
             new.remove_header("Authorization")
         return new
 

@@ -118,9 +118,7 @@ class Snapshot:
 
 
 def _is_k8s_object(doc: Any) -> bool:
-    return (
-        isinstance(doc, dict) and isinstance(doc.get("kind"), str) and isinstance(doc.get("apiVersion"), str)
-    )
+    return isinstance(doc, dict) and isinstance(doc.get("kind"), str) and isinstance(doc.get("apiVersion"), str)
 
 
 def _ingest(snapshot: Snapshot, docs: Iterable[Any], name: str) -> int:
@@ -162,18 +160,14 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
         try:
             docs = [json.loads(text)]
         except json.JSONDecodeError as exc:
-            raise SnapshotError(
-                str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})"
-            ) from exc
+            raise SnapshotError(str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
     else:
         try:
             docs = list(yaml.load_all(text, Loader=_YamlLoader))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             problem = getattr(exc, "problem", None) or str(exc)
-            raise SnapshotError(
-                str(path), mark.line + 1 if mark else None, f"invalid YAML: {problem}"
-            ) from exc
+            raise SnapshotError(str(path), mark.line + 1 if mark else None, f"invalid YAML: {problem}") from exc
     if len(docs) == 1 and isinstance(docs[0], list):
         docs = docs[0]
     before_profile = snapshot.profile_path

@@ -49,9 +49,7 @@ def node_pool(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str, 
     if cached is not None:
         return cached
     pools = {p.name: p for p in profile.spec.pools}
-    out = {
-        n["metadata"]["name"]: pools[pname] for pname, ns in pool_nodes(snapshot, profile).items() for n in ns
-    }
+    out = {n["metadata"]["name"]: pools[pname] for pname, ns in pool_nodes(snapshot, profile).items() for n in ns}
     snapshot.__dict__[key] = out
     return out
 

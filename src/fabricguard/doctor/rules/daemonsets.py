@@ -71,8 +71,7 @@ def pod_ready_evidence(pod: dict[str, Any]) -> dict[str, Any]:
         )
         if changed and since and (changed - since).total_seconds() >= FLIP_SECONDS:
             ev["status.conditions[Ready].lastTransitionTime"] = (
-                f"{ready.get('lastTransitionTime')} (Ready went False after being True; scheduled "
-                f"{iso(since)})"
+                f"{ready.get('lastTransitionTime')} (Ready went False after being True; scheduled {iso(since)})"
             )
     return ev
 
@@ -110,9 +109,7 @@ def template_since(snapshot: Snapshot, ds: dict[str, Any]) -> tuple[datetime | N
     return None, ""
 
 
-def daemonset_never_ready(
-    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
-) -> list[Finding]:
+def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     """DaemonSets that want pods, have none ready and whose pods show no sign of ever having been ready.
 
     One that shows such a sign (was ready, then broke) is reported as ``daemonset-regressed`` instead.
@@ -275,9 +272,7 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
             ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")
         )
         evidence["pool nodes without a plugin pod"] = node_names[:MAX_EVIDENCE_ITEMS]
-        why = (
-            "desires 0 pods" if desired == 0 else f"desires {desired} pods but none runs on the pool's nodes"
-        )
+        why = "desires 0 pods" if desired == 0 else f"desires {desired} pods but none runs on the pool's nodes"
         findings.append(
             Finding(
                 NO_NODES,

@@ -37,9 +37,7 @@ def _node_refs(nodes: list[dict[str, Any]]) -> list[ObjRef]:
     return [ObjRef("Node", n["metadata"]["name"]) for n in nodes]
 
 
-def fabric_not_advertised(
-    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
-) -> list[Finding]:
+def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
@@ -82,9 +80,7 @@ def fabric_not_advertised(
     return findings
 
 
-def fabric_request_missing(
-    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
-) -> list[Finding]:
+def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     where = node_pool(snapshot, profile)
     if not where:
@@ -153,9 +149,7 @@ def fabric_request_missing(
     return findings
 
 
-def topology_mapping_mismatch(
-    snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
-) -> list[Finding]:
+def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
@@ -169,9 +163,7 @@ def topology_mapping_mismatch(
             if value not in mapping:
                 by_value[value].append(n)
         for value, nodes in sorted(by_value.items(), key=lambda kv: str(kv[0])):
-            what = (
-                f"label {label}={value}, which networkMapping does not list" if value else f"no label {label}"
-            )
+            what = f"label {label}={value}, which networkMapping does not list" if value else f"no label {label}"
             findings.append(
                 Finding(
                     TOPOLOGY,
@@ -215,11 +207,7 @@ def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
             if any(t.get("key") == UNVERIFIED_TAINT for t in spec.get("taints") or ()):
                 continue
             cond = next(
-                (
-                    c
-                    for c in (n.get("status") or {}).get("conditions") or ()
-                    if c.get("type") == READY_CONDITION
-                ),
+                (c for c in (n.get("status") or {}).get("conditions") or () if c.get("type") == READY_CONDITION),
                 None,
             )
             if cond and cond.get("status") == "True":

@@ -41,9 +41,7 @@ def _plugin_pools(profile: PlatformProfile | None) -> dict[tuple[str, str], list
     out: dict[tuple[str, str], list[str]] = {}
     for p in fabric_pools(profile):
         if p.fabric.devicePlugin:
-            out.setdefault((p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet), []).append(
-                p.name
-            )
+            out.setdefault((p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet), []).append(p.name)
     return out
 
 
@@ -65,9 +63,7 @@ def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: 
             if not hits:
                 continue
             image = spec_images.get(cs.get("name")) or cs.get("image", "")
-            g = groups.setdefault(
-                (owner_key(pod), image), {"pods": {}, "arches": set(), "container": cs.get("name")}
-            )
+            g = groups.setdefault((owner_key(pod), image), {"pods": {}, "arches": set(), "container": cs.get("name")})
             node = snapshot.node_by_name.get((pod.get("spec") or {}).get("nodeName", ""))
             if arch := node_arch(node):
                 g["arches"].add(arch)
@@ -190,9 +186,7 @@ def registry_rule(
     """
     from fabricguard.doctor.registry import RegistryError, parse_reference
 
-    def registry_image_platforms(
-        snapshot: Snapshot, profile: PlatformProfile | None, now: datetime
-    ) -> list[Finding]:
+    def registry_image_platforms(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
         del now
         findings = []
         plugin_pools = _plugin_pools(profile)

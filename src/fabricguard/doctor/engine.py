@@ -1,0 +1,162 @@
+"""Run the doctor: rules over a snapshot, plus the data the HTML report draws (timelines, pool grid)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fabricguard.doctor.model import SEVERITY_ORDER, Finding, Severity, iso, parse_time
+from fabricguard.doctor.rules import RULES, RuleFn, run_rules
+from fabricguard.doctor.rules._common import fabric_pools, pool_nodes
+from fabricguard.doctor.rules.daemonsets import NEVER_READY, REGRESSED, template_since
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile import PlatformProfile
+
+MAX_TIMELINES = 40
+
+
+@dataclass
+class Timeline:
+    """One DaemonSet's life for the readiness timeline: created, template changes, pods, state now."""
+
+    namespace: str
+    name: str
+    created: datetime | None
+    template_since: datetime | None
+    pod_times: list[datetime]
+    desired: int
+    ready: int
+    state: str  # never-ready | regressed | ready | partial | idle
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    now: datetime
+    source: str
+    profile_name: str | None = None
+    notes: list[str] = field(default_factory=list)
+    timelines: list[Timeline] = field(default_factory=list)
+    # pool -> rule id -> "fail" | "pass" | "n/a"
+    grid: dict[str, dict[str, str]] = field(default_factory=dict)
+    title: str = "fabricguard doctor"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {str(s): 0 for s in Severity}
+        for f in self.findings:
+            out[str(f.severity)] += 1
+        return out
+
+    @property
+    def has_critical(self) -> bool:
+        return any(f.severity is Severity.critical for f in self.findings)
+
+    def exit_code(self, fail_on: Severity = Severity.critical) -> int:
+        limit = SEVERITY_ORDER[fail_on]
+        return 1 if any(SEVERITY_ORDER[f.severity] <= limit for f in self.findings) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": "fabricguard doctor",
+            "now": iso(self.now),
+            "source": self.source,
+            "profile": self.profile_name,
+            "summary": self.counts,
+            "notes": self.notes,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def _timelines(snapshot: Snapshot, findings: list[Finding], profile: PlatformProfile | None) -> list[Timeline]:
+    bad = {(o.namespace or "", o.name): f.rule for f in findings for o in f.objects if o.kind == "DaemonSet"}
+    plugins = {
+        (p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet)
+        for p in fabric_pools(profile)
+        if p.fabric.devicePlugin
+    }
+    out = []
+    for ds in snapshot.daemonsets:
+        meta = ds.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if key not in bad and key not in plugins and len(out) >= MAX_TIMELINES // 2:
+            continue
+        st = ds.get("status") or {}
+        desired, ready = int(st.get("desiredNumberScheduled") or 0), int(st.get("numberReady") or 0)
+        rule = bad.get(key)
+        state = (
+            "never-ready"
+            if rule == NEVER_READY
+            else "regressed"
+            if rule == REGRESSED
+            else "idle"
+            if desired == 0
+            else "ready"
+            if ready >= desired
+            else "partial"
+        )
+        pods = snapshot.pods_by_owner.get(("DaemonSet", *key), [])
+        since = template_since(snapshot, ds)[0] if int(meta.get("generation") or 1) > 1 else None
+        out.append(
+            Timeline(
+                namespace=key[0],
+                name=key[1],
+                created=parse_time(meta.get("creationTimestamp")),
+                template_since=since,
+                pod_times=sorted(t for p in pods if (t := parse_time(p["metadata"].get("creationTimestamp")))),
+                desired=desired,
+                ready=ready,
+                state=state,
+            )
+        )
+    order = {"never-ready": 0, "regressed": 1, "partial": 2, "idle": 3, "ready": 4}
+    out.sort(key=lambda t: (order[t.state], t.namespace, t.name))
+    return out[:MAX_TIMELINES]
+
+
+def _grid(snapshot: Snapshot, findings: list[Finding], profile: PlatformProfile | None) -> dict[str, dict[str, str]]:
+    if profile is None:
+        return {}
+    members = pool_nodes(snapshot, profile)
+    failed = {(pool, f.rule) for f in findings for pool in f.pools}
+    grid: dict[str, dict[str, str]] = {}
+    for p in profile.spec.pools:
+        row: dict[str, str] = {}
+        for rule in RULES:
+            applicable = p.fabric.has_fabric and bool(members.get(p.name))
+            if rule.id in ("daemonset-never-ready", "daemonset-no-nodes"):
+                applicable = applicable and p.fabric.devicePlugin is not None
+            if rule.id in ("fabric-not-advertised", "fabric-request-missing"):
+                applicable = applicable and bool(p.fabric.resources)
+            if rule.id == "topology-mapping-mismatch":
+                applicable = applicable and bool(p.fabric.networkMapping)
+            hit = (p.name, rule.id) in failed or (rule.id == NEVER_READY and (p.name, REGRESSED) in failed)
+            row[rule.id] = "fail" if hit else ("pass" if applicable else "n/a")
+        grid[f"{p.name} ({len(members.get(p.name, []))} nodes)"] = row
+    return grid
+
+
+def run_doctor(
+    snapshot: Snapshot,
+    profile: PlatformProfile | None,
+    now: datetime,
+    extra_rules: tuple[RuleFn, ...] = (),
+    *,
+    with_visuals: bool = True,
+) -> Report:
+    findings = run_rules(snapshot, profile, now, extra_rules)
+    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    report = Report(
+        findings=findings,
+        now=now,
+        source=snapshot.source,
+        profile_name=profile.metadata.name if profile else None,
+        notes=list(snapshot.notes),
+    )
+    if profile is None:
+        report.notes.append("no profile: only daemonset-never-ready and image-arch-mismatch were checked")
+    if with_visuals:
+        report.timelines = _timelines(snapshot, findings, profile)
+        report.grid = _grid(snapshot, findings, profile)
+    return report
