@@ -19,7 +19,7 @@ EXIT_FAILED = 2
 EXIT_INPUT = 3
 
 console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_INPUT) -> NoReturn:

@@ -280,6 +280,9 @@ def _scan_file(path: Path, st: _Scan) -> None:
                     if parsed is None:
                         continue
                     kind, name, gdr = parsed
+                    h = _host_of(raw[:i])
+                    if h:
+                        st.hosts.add(h)
                     if kind == "net":
                         key = (name, gdr)
                         if key not in st.net_conns:

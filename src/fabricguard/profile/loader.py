@@ -25,7 +25,9 @@ class Problem:
 
     def render(self, source: str) -> str:
         where = f"{source}:{self.line}" if self.line else source
-        return f"{where}: {self.path or '<document>'}: {self.message}"
+        if not self.path:
+            return f"{where}: {self.message}"
+        return f"{where}: {self.path}: {self.message}"
 
 
 class ProfileError(ValueError):
