@@ -130,12 +130,9 @@ def render_table(rows: Sequence[Row], *, header: str | None = None) -> str:
         mine = [r for r in rows if r.collective == coll]
         out.append(f"# {coll}")
         out.append(
-            f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'time':>10} {'algbw':>8} {'busbw':>8} "
-            f"{'#wrong':>7}"
+            f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'time':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}"
         )
-        out.append(
-            f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}"
-        )
+        out.append(f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}")
         for r in mine:
             out.append(
                 f"{r.size:>12} {r.count:>12} {r.type:>8} {r.redop:>6} {r.time_us:>10.1f} "
@@ -191,9 +188,7 @@ def judge(
     """
     checks: list[Check] = []
     if failed or not rows:
-        checks.append(
-            Check("collective.ran", Status.failed, failure or "the collective produced no measurement")
-        )
+        checks.append(Check("collective.ran", Status.failed, failure or "the collective produced no measurement"))
     else:
         checks.append(Check("collective.ran", Status.passed, f"{len(rows)} measurements"))
         wrong = sum(r.wrong for r in rows)

@@ -149,15 +149,11 @@ def _buffers(torch: Any, coll: str, total: int, per_rank: int, dtype: Any, devic
     if coll == "all_reduce":
         return torch.zeros(total, dtype=dtype, device=device), None
     if coll == "all_gather":
-        return torch.zeros(per_rank, dtype=dtype, device=device), torch.empty(
-            total, dtype=dtype, device=device
-        )
+        return torch.zeros(per_rank, dtype=dtype, device=device), torch.empty(total, dtype=dtype, device=device)
     return torch.zeros(total, dtype=dtype, device=device), torch.empty(per_rank, dtype=dtype, device=device)
 
 
-def _verify(
-    torch: Any, dist: Any, coll: str, rank: int, world: int, total: int, per: int, dtype: Any, dev: Any
-) -> int:
+def _verify(torch: Any, dist: Any, coll: str, rank: int, world: int, total: int, per: int, dtype: Any, dev: Any) -> int:
     """Run the collective once on known data and count the elements that differ from the expected result."""
     sums = _expected_sums(torch, world, dtype, dev)
     if coll == "all_reduce":
@@ -236,9 +232,7 @@ def _gather_hostnames(torch: Any, dist: Any, world: int, device: Any) -> list[st
     return [raw[i * 64 : (i + 1) * 64].rstrip(b"\0").decode(errors="replace") for i in range(world)]
 
 
-def rank_main(
-    rank: int, world: int, local_rank: int, cfg: CollectiveConfig, init_method: str
-) -> dict[str, Any]:
+def rank_main(rank: int, world: int, local_rank: int, cfg: CollectiveConfig, init_method: str) -> dict[str, Any]:
     """One rank: set the NCCL environment, initialise, measure, tear down. Returns the rank's result."""
     import warnings
 
@@ -323,9 +317,7 @@ def exception_text(tb: str) -> str:
     lines = tb.rstrip().splitlines()
     frames = [i for i, ln in enumerate(lines) if ln.startswith("  File ")]
     tail = lines[frames[-1] + 1 :] if frames else lines
-    keep = [
-        ln.strip() for ln in tail if ln.strip() and not ln.startswith("    ") and set(ln.strip()) - set("^~")
-    ]
+    keep = [ln.strip() for ln in tail if ln.strip() and not ln.startswith("    ") and set(ln.strip()) - set("^~")]
     return " ".join(keep) or (lines[-1].strip() if lines else "")
 
 
@@ -454,9 +446,7 @@ def classify(result: CollectiveResult) -> None:
     result.transport = str(report.inter_node_transport)
     net = report.network or "no network line"
     ev = "; ".join(f"{Path(e.file).name}:{e.line} {e.why}" for e in report.evidence[:3])
-    result.transport_why = f"NCCL {', '.join(report.nccl_version) or '?'}, network {net}" + (
-        f"; {ev}" if ev else ""
-    )
+    result.transport_why = f"NCCL {', '.join(report.nccl_version) or '?'}, network {net}" + (f"; {ev}" if ev else "")
     if report.failed:
         result.failed = True
         result.error = result.error or "NCCL logged a failure (see the evidence)"

@@ -1,0 +1,477 @@
+"""Host probe: is this node ready for a pool? RDMA links, kernel modules, libraries, GPUs, the Lustre mount.
+
+Everything is read below a configurable root (default ``/``), so the node agent reads the real node and tests
+read realistic fake trees. Which checks apply depends on the pool's fabric; a check that applies and whose
+data cannot be read FAILS with the reason (a missing /sys/class/infiniband is not "no problem found").
+
+Assumptions, stated: RDMA fabrics (infiniband, roce, gke-rdma) use NVIDIA ConnectX NICs (mlx5_ib); GPUDirect
+RDMA needs nvidia_peermem, reported as ``degraded`` when absent because a DMA-BUF set-up (open kernel modules)
+also provides it and this probe does not verify that path.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabricguard.probes.result import Check, Status, overall
+from fabricguard.profile import FabricType, PlatformProfile, Pool
+
+RDMA_FABRICS = {FabricType.infiniband, FabricType.roce, FabricType.gke_rdma, FabricType.efa}
+LINK_LAYER = {
+    FabricType.infiniband: "InfiniBand",
+    FabricType.roce: "Ethernet",
+    FabricType.gke_rdma: "Ethernet",
+}
+# Where node images put shared libraries and the NCCL net plugins (relative to the root).
+LIB_DIRS = [
+    "lib",
+    "lib64",
+    "usr/lib",
+    "usr/lib64",
+    "lib/x86_64-linux-gnu",
+    "usr/lib/x86_64-linux-gnu",
+    "lib/aarch64-linux-gnu",
+    "usr/lib/aarch64-linux-gnu",
+    "usr/local/lib",
+    "usr/local/lib64",
+    "usr/local/nvidia/lib64",
+    "usr/local/gib/lib64",
+    "home/kubernetes/bin/gib/lib64",
+    "opt/amazon/ofi-nccl/lib",
+    "opt/amazon/efa/lib",
+    "usr/local/tcpx/lib64",
+]
+# Library globs that carry each fabric's NCCL net plugin when the pool names none (infiniband and roce use
+# NCCL's built-in IB transport). aws-ofi-nccl ships libnccl-net-ofi.so and libnccl-net.so.
+DEFAULT_NET_PLUGIN = {
+    FabricType.efa: ["libnccl-net-ofi.so*", "libnccl-net.so*"],
+    FabricType.gke_rdma: ["libnccl-net*.so*"],
+    FabricType.tcpx: ["libnccl-net*.so*"],
+}
+
+
+@dataclass
+class HostReport:
+    pool: str
+    fabric: str
+    root: str
+    status: Status
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        return {Status.passed: "ready", Status.degraded: "degraded"}.get(self.status, "not ready")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "fabric": self.fabric,
+            "root": self.root,
+            "status": str(self.status),
+            "verdict": self.verdict,
+            "failed": [c.to_dict() for c in self.checks if c.status in (Status.failed, Status.degraded)],
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+# ------------------------------------------------------------------------------------------------ readers
+
+
+def _read(p: Path) -> str | None:
+    try:
+        return p.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def parse_modules(text: str) -> dict[str, str]:
+    """/proc/modules -> {module: state}; state is Live, Loading or Unloading."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 5:
+            out[parts[0]] = parts[4]
+    return out
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
+
+
+@dataclass
+class RdmaPort:
+    device: str
+    port: str
+    state: str | None
+    phys_state: str | None
+    link_layer: str | None
+    rate: str | None
+    netdevs: list[str]
+
+    @property
+    def rate_gbps(self) -> float | None:
+        m = _RATE.match(self.rate or "")
+        return float(m.group(1)) if m else None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.state and "ACTIVE" in self.state and self.phys_state and "LinkUp" in self.phys_state)
+
+
+def read_rdma(root: Path) -> tuple[bool, list[RdmaPort]]:
+    """(whether /sys/class/infiniband exists, one entry per device port)."""
+    base = root / "sys/class/infiniband"
+    if not base.is_dir():
+        return False, []
+    ports: list[RdmaPort] = []
+    for dev in sorted(base.iterdir()):
+        netdevs = sorted(p.name for p in (dev / "device/net").glob("*")) if (dev / "device/net").is_dir() else []
+        pdir = dev / "ports"
+        for port in sorted(pdir.iterdir()) if pdir.is_dir() else []:
+            ports.append(
+                RdmaPort(
+                    device=dev.name,
+                    port=port.name,
+                    state=_read(port / "state"),
+                    phys_state=_read(port / "phys_state"),
+                    link_layer=_read(port / "link_layer"),
+                    rate=_read(port / "rate"),
+                    netdevs=netdevs,
+                )
+            )
+        if not pdir.is_dir():
+            ports.append(RdmaPort(dev.name, "?", None, None, None, None, netdevs))
+    return True, ports
+
+
+def library_dirs(root: Path) -> list[Path]:
+    dirs = [root / d for d in LIB_DIRS]
+    for conf in sorted((root / "etc/ld.so.conf.d").glob("*.conf")):
+        for line in (_read(conf) or "").splitlines():
+            line = line.strip()
+            if line.startswith("/") and not line.startswith("#"):
+                dirs.append(root / line.lstrip("/"))
+    if root == Path("/"):
+        dirs += [Path(d) for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    return list(dict.fromkeys(dirs))
+
+
+def find_library(root: Path, patterns: list[str]) -> list[str]:
+    hits: list[str] = []
+    for d in library_dirs(root):
+        for pat in patterns:
+            hits += sorted(glob.glob(str(d / pat)))
+    return list(dict.fromkeys(hits))
+
+
+# ------------------------------------------------------------------------------------------------- GPUs
+
+
+def _nvml_value(fn: Any, *args: Any) -> Any:
+    try:
+        v = fn(*args)
+    except Exception as e:  # NVML raises per-feature NotSupported errors; record them like the fixture
+        return f"error: {type(e).__name__}: {e}"
+    if isinstance(v, bytes):
+        return v.decode()
+    return v
+
+
+def collect_nvml() -> dict[str, Any]:
+    """Read the GPUs through NVML (nvidia-ml-py, imported lazily) into the recorded nvml.json shape."""
+    import pynvml as n  # type: ignore[import-not-found,unused-ignore]
+
+    n.nvmlInit()
+    try:
+        gpus = []
+        for i in range(n.nvmlDeviceGetCount()):
+            h = n.nvmlDeviceGetHandleByIndex(i)
+            ecc = _nvml_value(n.nvmlDeviceGetEccMode, h)
+            rows = _nvml_value(n.nvmlDeviceGetRemappedRows, h)
+            retired = _nvml_value(n.nvmlDeviceGetRetiredPages, h, n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+            gpus.append(
+                {
+                    "index": i,
+                    "name": _nvml_value(n.nvmlDeviceGetName, h),
+                    "uuid": _nvml_value(n.nvmlDeviceGetUUID, h),
+                    "ecc_mode_current": ecc[0] if isinstance(ecc, (list, tuple)) else ecc,
+                    "ecc_uncorrected_volatile": _nvml_value(
+                        n.nvmlDeviceGetTotalEccErrors, h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC
+                    ),
+                    "remapped_rows": str(list(rows)) if isinstance(rows, (list, tuple)) else rows,
+                    "retired_pages_dbe": len(retired) if isinstance(retired, (list, tuple)) else retired,
+                    "retired_pages_pending": _nvml_value(n.nvmlDeviceGetRetiredPagesPendingStatus, h),
+                }
+            )
+        return {"driver": _nvml_value(n.nvmlSystemGetDriverVersion), "gpus": gpus}
+    finally:
+        n.nvmlShutdown()
+
+
+def load_gpus(nvml_json: Path | None) -> tuple[dict[str, Any] | None, str]:
+    """(GPU data, where it came from or why there is none)."""
+    if nvml_json is not None:
+        try:
+            return json.loads(nvml_json.read_text()), f"recorded NVML data {nvml_json}"
+        except (OSError, ValueError) as e:
+            return None, f"cannot read {nvml_json}: {e}"
+    try:
+        return collect_nvml(), "NVML"
+    except ImportError:
+        return None, "nvidia-ml-py is not installed (pip install 'fabricguard[probe]')"
+    except Exception as e:
+        return None, f"NVML is not usable here ({type(e).__name__}: {e}): no NVIDIA driver or GPU"
+
+
+def _ints(v: Any) -> list[int] | None:
+    if isinstance(v, (list, tuple)):
+        return [int(x) for x in v]
+    if isinstance(v, str) and not v.startswith("error"):
+        return [int(x) for x in re.findall(r"-?\d+", v)]
+    return None
+
+
+def gpu_checks(pool: Pool, data: dict[str, Any] | None, source: str, require: bool) -> list[Check]:
+    if data is None:
+        st = Status.failed if require else Status.skipped
+        why = source if require else f"{source}; the local profile does not require GPUs"
+        return [Check("gpu.count", st, why)]
+    gpus = data.get("gpus", [])
+    checks = []
+    n, want = len(gpus), pool.gpusPerNode
+    checks.append(
+        Check(
+            "gpu.count",
+            Status.passed if n == want else (Status.failed if n < want else Status.degraded),
+            f"{n} GPU(s) via {source}; pool {pool.name} expects gpusPerNode={want}",
+            {"found": n, "expected": want, "names": [g.get("name") for g in gpus]},
+        )
+    )
+    bad_ecc, bad_mem, no_data = [], [], []
+    for g in gpus:
+        i = g.get("index")
+        mode, unc = g.get("ecc_mode_current"), g.get("ecc_uncorrected_volatile")
+        if not isinstance(mode, int) or not isinstance(unc, int):
+            no_data.append(f"GPU {i}: ECC state unreadable ({mode!r}, {unc!r})")
+        elif mode != 1:
+            bad_ecc.append(f"GPU {i}: ECC is off")
+        elif unc > 0:
+            bad_ecc.append(f"GPU {i}: {unc} uncorrected ECC errors since boot")
+        rows = _ints(g.get("remapped_rows"))
+        retired = g.get("retired_pages_dbe")
+        if rows is not None and len(rows) >= 4:
+            _corr, unc_rows, pending, failure = rows[:4]
+            if failure:
+                bad_mem.append(f"GPU {i}: row remapping failed (the GPU needs service)")
+            elif pending:
+                bad_mem.append(f"GPU {i}: a row remap is pending (reset the GPU)")
+            elif unc_rows:
+                bad_mem.append(f"GPU {i}: {unc_rows} rows remapped for uncorrectable errors")
+        elif isinstance(retired, int):
+            if retired or g.get("retired_pages_pending") in (1, True):
+                bad_mem.append(f"GPU {i}: {retired} pages retired for double-bit errors")
+        else:
+            no_data.append(f"GPU {i}: neither remapped rows nor retired pages readable")
+    checks.append(
+        Check(
+            "gpu.ecc",
+            Status.failed if bad_ecc or any("ECC" in x for x in no_data) else Status.passed,
+            "; ".join(bad_ecc + [x for x in no_data if "ECC" in x]) or "ECC on, no uncorrected errors",
+        )
+    )
+    mem_missing = [x for x in no_data if "ECC" not in x]
+    checks.append(
+        Check(
+            "gpu.memory",
+            Status.failed if bad_mem or mem_missing else Status.passed,
+            "; ".join(bad_mem + mem_missing) or "no pending or failed row remaps, no retired pages",
+        )
+    )
+    if not gpus:
+        return checks[:1]
+    return checks
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def rdma_checks(pool: Pool, root: Path) -> list[Check]:
+    f = pool.fabric
+    if f.type not in RDMA_FABRICS:
+        why = "no RDMA" if f.type is FabricType.none else f"{f.type} does not use RDMA verbs"
+        return [Check("rdma.devices", Status.skipped, f"fabric {f.type}: {why}")]
+    exists, ports = read_rdma(root)
+    if not exists:
+        return [
+            Check(
+                "rdma.devices",
+                Status.failed,
+                f"{root / 'sys/class/infiniband'} does not exist: no RDMA device (ib_core not loaded or no NIC)",
+            )
+        ]
+    devices = sorted({p.device for p in ports})
+    if not devices:
+        return [Check("rdma.devices", Status.failed, "/sys/class/infiniband is empty: no RDMA device on this node")]
+    checks = []
+    wanted = f.hcas or devices
+    missing = [h for h in f.hcas if h not in devices]
+    checks.append(
+        Check(
+            "rdma.devices",
+            Status.failed if missing else Status.passed,
+            (f"HCAs {missing} named by the pool are absent; present: {devices}" if missing else f"{devices}"),
+            {"devices": devices},
+        )
+    )
+    problems = []
+    want_ll = LINK_LAYER.get(f.type)
+    for p in ports:
+        if p.device not in wanted:
+            continue
+        where = f"{p.device}/{p.port}"
+        if p.state is None or p.phys_state is None or p.link_layer is None or p.rate is None:
+            problems.append(f"{where}: state, phys_state, link_layer or rate unreadable")
+            continue
+        if not p.active:
+            problems.append(f"{where}: {p.state} / {p.phys_state}")
+        if want_ll and p.link_layer != want_ll:
+            problems.append(f"{where}: link layer {p.link_layer}, fabric {f.type} needs {want_ll}")
+        if p.rate_gbps is None:
+            problems.append(f"{where}: rate {p.rate!r} unreadable")
+    rates = sorted({p.rate for p in ports if p.device in wanted and p.rate})
+    checks.append(
+        Check(
+            "rdma.ports",
+            Status.failed if problems else Status.passed,
+            "; ".join(problems) or f"every port ACTIVE/LinkUp; rates {', '.join(rates)}",
+            {"ports": [p.__dict__ for p in ports if p.device in wanted]},
+        )
+    )
+    if f.type in (FabricType.roce, FabricType.gke_rdma):
+        down = []
+        for p in ports:
+            if p.device not in wanted:
+                continue
+            if not p.netdevs:
+                down.append(f"{p.device}: no netdev (RoCE needs one)")
+            for nd in p.netdevs:
+                state = _read(root / "sys/class/net" / nd / "operstate")
+                if state != "up":
+                    down.append(f"{p.device} -> {nd}: operstate {state or 'unreadable'}")
+        checks.append(Check("rdma.netdevs", Status.failed if down else Status.passed, "; ".join(down) or "netdevs up"))
+    return checks
+
+
+def module_checks(profile: PlatformProfile | None, pool: Pool, root: Path) -> list[Check]:
+    f = pool.fabric
+    required: dict[str, str] = {}
+    if f.type in (FabricType.infiniband, FabricType.roce, FabricType.gke_rdma):
+        required |= {"ib_core": "RDMA core", "ib_uverbs": "verbs for userspace", "mlx5_ib": "ConnectX driver"}
+    if f.type is FabricType.efa:
+        required |= {"ib_core": "RDMA core", "efa": "EFA driver"}
+    lustre = _lustre_required(profile, pool)
+    if lustre:
+        required |= {"lnet": "Lustre networking", "lustre": "Lustre client"}
+    gdr = f.type in (FabricType.infiniband, FabricType.roce, FabricType.gke_rdma)
+    if not required and not gdr:
+        return [Check("modules", Status.skipped, f"fabric {f.type} and no Lustre: no kernel module required")]
+    text = _read(root / "proc/modules")
+    if text is None:
+        return [Check("modules", Status.failed, f"cannot read {root / 'proc/modules'}")]
+    mods = parse_modules(text)
+    missing = [f"{m} ({why})" for m, why in required.items() if mods.get(m) != "Live"]
+    checks = [
+        Check(
+            "modules",
+            Status.failed if missing else Status.passed,
+            f"missing or not Live: {', '.join(missing)}" if missing else f"loaded: {', '.join(required)}",
+            {"required": sorted(required), "loaded": sorted(m for m in required if mods.get(m) == "Live")},
+        )
+    ]
+    if gdr:
+        ok = mods.get("nvidia_peermem") == "Live"
+        checks.append(
+            Check(
+                "modules.gpudirect",
+                Status.passed if ok else Status.degraded,
+                "nvidia_peermem loaded: GPUDirect RDMA possible"
+                if ok
+                else "nvidia_peermem not loaded: GPUDirect RDMA is off unless DMA-BUF is set up (not verified)",
+            )
+        )
+    return checks
+
+
+def library_checks(pool: Pool, root: Path) -> list[Check]:
+    f = pool.fabric
+    checks = []
+    if f.type in RDMA_FABRICS:
+        hits = find_library(root, ["libibverbs.so.1*"])
+        checks.append(
+            Check(
+                "libs.ibverbs",
+                Status.passed if hits else Status.failed,
+                hits[0] if hits else "libibverbs.so.1 not found (rdma-core): NCCL cannot open any RDMA device",
+            )
+        )
+    patterns = [f"{f.netPlugin}*"] if f.netPlugin else DEFAULT_NET_PLUGIN.get(f.type)
+    if patterns:
+        hits = find_library(root, patterns)
+        checks.append(
+            Check(
+                "libs.net_plugin",
+                Status.passed if hits else Status.failed,
+                hits[0]
+                if hits
+                else f"NCCL net plugin ({' or '.join(patterns)}) not found: NCCL_NET={f.effective_nccl_net} fails",
+            )
+        )
+    elif f.has_fabric:
+        checks.append(Check("libs.net_plugin", Status.skipped, f"fabric {f.type} uses NCCL's built-in IB transport"))
+    if not checks:
+        checks.append(Check("libs", Status.skipped, "fabric none: no RDMA library needed"))
+    return checks
+
+
+def _lustre_required(profile: PlatformProfile | None, pool: Pool) -> bool:
+    return bool(profile and profile.spec.storage.lustre and pool.lustre)
+
+
+def lustre_mount_check(profile: PlatformProfile | None, pool: Pool, root: Path) -> Check:
+    if not _lustre_required(profile, pool):
+        return Check("lustre.mount", Status.skipped, "the profile mounts no Lustre storage in this pool")
+    from fabricguard.storage.mountinfo import check_path, parse_mountinfo
+
+    assert profile is not None and profile.spec.storage.lustre is not None
+    path = profile.spec.storage.lustre.mountPath
+    text = _read(root / "proc/self/mountinfo")
+    if text is None:
+        return Check("lustre.mount", Status.failed, f"cannot read {root / 'proc/self/mountinfo'}")
+    finding = check_path(parse_mountinfo(text), path, "lustre")
+    return Check("lustre.mount", Status.passed if finding.ok else Status.failed, finding.message, finding.to_dict())
+
+
+def probe_host(
+    profile: PlatformProfile | None,
+    pool: Pool,
+    *,
+    root: Path = Path("/"),
+    nvml_json: Path | None = None,
+    gpu_data: tuple[dict[str, Any] | None, str] | None = None,
+    require_gpus: bool = True,
+) -> HostReport:
+    """Every check for one pool. ``gpu_data`` lets a caller read NVML once for several pools."""
+    gd, source = gpu_data if gpu_data is not None else load_gpus(nvml_json)
+    checks = (
+        rdma_checks(pool, root)
+        + module_checks(profile, pool, root)
+        + library_checks(pool, root)
+        + gpu_checks(pool, gd, source, require_gpus)
+        + [lustre_mount_check(profile, pool, root)]
+    )
+    return HostReport(pool.name, str(pool.fabric.type), str(root), overall([c.status for c in checks]), checks)
