@@ -1,9 +1,105 @@
-"""CLI commands of `fabricguard.admission` (registered on the root app by `register`)."""
+"""CLI commands of `fabricguard.admission` (registered on the root app by `register`).
+
+``fabricguard admission review --profile P FILE|-`` prints the AdmissionReview response for the combined
+decision (mutation, then validation of the mutated object) through the same code as the server;
+``fabricguard admission serve`` runs the HTTPS webhook; ``fabricguard render webhook`` prints its manifests.
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
+from pathlib import Path
+
 import typer
+
+from fabricguard._cogs.output import EXIT_DEGRADED, EXIT_INPUT, err_console, fail, print_json
+from fabricguard.profile import ProfileError, load_profile
+from fabricguard.profile.model import PlatformProfile
+
+admission_app = typer.Typer(help="Admission webhook: inject the fabric, reject what would silently degrade.",
+                            no_args_is_help=True)
+render_app = typer.Typer(help="Print Kubernetes manifests.", no_args_is_help=True)
+
+PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile YAML.")
+
+
+def _profile(path: Path) -> PlatformProfile:
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        fail(str(exc), hint="run `fabricguard profile check` on it")
+    except OSError as exc:
+        fail(f"cannot read profile {path}: {exc.strerror or exc}")
+
+
+@admission_app.command("review")
+def review_cmd(
+    file: str = typer.Argument(..., help="AdmissionReview request JSON, or - for stdin."),
+    profile: Path = PROFILE_OPT,
+) -> None:
+    """Decide one AdmissionReview offline, as the webhooks would (namespace selector assumed to match)."""
+    from fabricguard.admission.decide import Admission
+
+    prof = _profile(profile)
+    try:
+        body = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}")
+    decision = Admission(prof).handle("review", body)
+    if decision.status != 200:
+        fail(decision.body.get("error", "bad request"), hint="pass an admission.k8s.io/v1 AdmissionReview "
+                                                           "with a request")
+    print_json(decision.body)
+    if decision.outcome == "bad_request":
+        raise typer.Exit(EXIT_INPUT)
+    if not decision.body["response"]["allowed"]:
+        raise typer.Exit(EXIT_DEGRADED)
+
+
+@admission_app.command("serve")
+def serve_cmd(
+    profile: Path = PROFILE_OPT,
+    cert: Path = typer.Option(..., "--cert", help="TLS certificate (PEM), re-read when it changes."),
+    key: Path = typer.Option(..., "--key", help="TLS private key (PEM)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0 inside the pod)."),
+    port: int = typer.Option(8443, "--port", min=0, max=65535),
+    max_body: int = typer.Option(3 * 1024 * 1024, "--max-body", min=1024, help="Largest request in bytes."),
+    reload_interval: float = typer.Option(5.0, "--reload-interval", min=0.1,
+                                          help="Seconds between checks of the certificate files."),
+) -> None:
+    """Run the HTTPS admission webhook (/mutate, /validate, /healthz, /readyz, /metrics)."""
+    from fabricguard.admission.decide import Admission
+    from fabricguard.admission.server import serve
+
+    prof = _profile(profile)
+    for p in (cert, key):
+        if not p.is_file():
+            fail(f"{p} does not exist", hint="mount the cert-manager secret there, or pass --cert/--key")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        serve(Admission(prof), cert, key, host=host, port=port, max_body=max_body,
+              reload_interval=reload_interval)
+    except OSError as exc:
+        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+
+
+@render_app.command("webhook")
+def render_webhook_cmd(
+    profile: Path = PROFILE_OPT,
+    image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+) -> None:
+    """Print the webhook's Deployment, Service, PDB, cert-manager objects and webhook configurations."""
+    from fabricguard.admission.render import image_warnings, manifests, to_yaml
+
+    _profile(profile)
+    for w in image_warnings(image):
+        err_console.print(f"[yellow]warning:[/] {w}")
+    sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace)))
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the root app."""
+    app.add_typer(admission_app, name="admission")
+    app.add_typer(render_app, name="render")
