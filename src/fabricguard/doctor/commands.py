@@ -126,15 +126,14 @@ def doctor(
                 insecure.add(host)
         client = RegistryClient(insecure=insecure)
         extra = (registry_rule(client.platforms, hosts),)
-    report = run_doctor(snap, prof, when, extra, with_visuals=fmt is Format.html)
+    report = run_doctor(snap, prof, when, extra, with_visuals=fmt in (Format.html, Format.markdown))
     _emit(report, fmt, output)
     raise typer.Exit(report.exit_code(fail_on))
 
 
 def _label(path: Path, prof: PlatformProfile | None) -> str:
-    if prof is not None:
-        return f"{prof.metadata.environment}({path.name})" if prof.metadata.environment else path.name
-    return path.name
+    env = str(prof.metadata.environment) if prof is not None else ""
+    return path.name if not env or env == path.name else f"{env} ({path.name})"
 
 
 @doctor_app.command("diff")

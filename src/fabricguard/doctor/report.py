@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fabricguard.doctor.engine import Report, Timeline
@@ -34,7 +35,7 @@ def render_table(report: Report, console: Console) -> None:
         f"[bold]{report.title}[/] {report.source} · profile {report.profile_name or '-'} · now {iso(report.now)}"
     )
     for note in report.notes:
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {escape(note)}[/]")
     if not report.findings:
         console.print("[green]No findings.[/]")
         return
@@ -48,7 +49,7 @@ def render_table(report: Report, console: Console) -> None:
         table.add_column("finding", overflow="fold", ratio=3)
         table.add_column("fix", overflow="fold", ratio=2)
         for f in group:
-            table.add_row(f.rule, _objects(f), f.message, f.fix)
+            table.add_row(f.rule, escape(_objects(f)), escape(f.message), escape(f.fix))
         console.print(table)
     console.print(f"{c['critical']} critical, {c['warning']} warning")
 

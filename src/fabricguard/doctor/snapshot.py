@@ -172,7 +172,9 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
         docs = docs[0]
     before_profile = snapshot.profile_path
     added = _ingest(snapshot, docs, name)
-    if added == 0:
+    if added == 0 and any(_is_k8s_object(d) and d.get("kind") == "List" for d in docs):
+        snapshot.notes.append(f"{name}: an empty List")
+    elif added == 0:
         if snapshot.profile_path is not None and snapshot.profile_path != before_profile:
             snapshot.notes.append(f"{name}: a fabricguard PlatformProfile, not Kubernetes objects; skipped")
         else:

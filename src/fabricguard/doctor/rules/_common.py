@@ -104,7 +104,7 @@ def container_requests(pod: dict[str, Any]) -> dict[str, Any]:
     """Requests and limits of every container (limits count as requests for extended resources)."""
     out: dict[str, Any] = {}
     spec = pod.get("spec") or {}
-    for c in (spec.get("containers") or ()) + (spec.get("initContainers") or ()):
+    for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
         res = c.get("resources") or {}
         for part in ("limits", "requests"):
             for k, v in (res.get(part) or {}).items():

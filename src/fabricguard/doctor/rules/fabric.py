@@ -178,7 +178,7 @@ def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | Non
                         "nodes": [n["metadata"]["name"] for n in nodes[:MAX_EVIDENCE_ITEMS]],
                     },
                     (
-                        f"Add '{value}: <network>' to spec.pools[{pool.name}].fabric.networkMapping"
+                        f"Add '{value}: <network>' to fabric.networkMapping of pool {pool.name}"
                         if value
                         else f"Label the nodes with {label} (the provider's topology label) or fix it"
                     )
