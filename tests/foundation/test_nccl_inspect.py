@@ -222,7 +222,7 @@ def test_old_nccl_tests_error_column(tmp_path: Path) -> None:
 
 
 def test_missing_path_is_named() -> None:
-    with pytest.raises(LogInputError, match="nope.log: no such file"):
+    with pytest.raises(LogInputError, match=r"nope\.log: no such file"):
         inspect_paths([Path("/nonexistent/nope.log")])
 
 

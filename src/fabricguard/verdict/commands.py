@@ -1,11 +1,72 @@
-"""CLI commands of `fabricguard.verdict`."""
+"""``fabricguard verify-job``: pass, degraded or failed, with every reason, for one finished job."""
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
 
-app = typer.Typer(no_args_is_help=True)
+import typer
+from rich.table import Table
+
+from fabricguard._cogs.output import console, fail, print_json
+from fabricguard.profile import ProfileError, UnknownPoolError, embedded_profile, load_profile
+from fabricguard.verdict.job import JobInputError, JobVerdict, Level, judge_job
+
+_LEVEL_STYLE = {Level.info: "dim", Level.warning: "yellow", Level.degraded: "bold yellow", Level.failed: "bold red"}
+_VERDICT_STYLE = {"pass": "bold green", "degraded": "bold yellow", "failed": "bold red"}
+
+
+def render_verdict(v: JobVerdict) -> None:
+    n = v.nccl
+    console.print(
+        f"[{_VERDICT_STYLE[v.verdict.value]}]{v.verdict.value.upper()}[/]  {v.job_dir}  pool {v.pool} "
+        f"(fabric {v.fabric})"
+    )
+    med = v.steps.median_seconds
+    console.print(
+        f"transport {n.inter_node_transport.value}  network {n.network or '-'}  GPUDirect RDMA "
+        f"{'-' if n.gpudirect_rdma is None else n.gpudirect_rdma}  nodes {n.nodes or '?'}  ranks {n.ranks or '?'}  "
+        f"steps {v.steps.count}  median {('-' if med is None else f'{med:.2f} s')}  "
+        f"total {v.steps.total_seconds:.1f} s"
+    )
+    t = Table(expand=False, show_lines=False)
+    t.add_column("level")
+    t.add_column("check")
+    t.add_column("reason", overflow="fold")
+    t.add_column("evidence", overflow="fold")
+    for r in v.reasons:
+        ev = r.evidence[0] if r.evidence else None
+        where = f"{Path(ev['file']).name}:{ev.get('line') or ''}" if ev and ev.get("file") else ""
+        t.add_row(f"[{_LEVEL_STYLE[r.level]}]{r.level.value}[/]", r.check, r.message, where)
+    console.print(t)
+
+
+def verify_job(
+    job_dir: Path = typer.Argument(..., help="Directory of what the job left: NCCL logs, mountinfo, step timings."),
+    profile: Path | None = typer.Option(None, "--profile", "-p", help="Platform profile YAML."),
+    pool: str | None = typer.Option(None, "--pool", help="Pool the job ran on (default: the profile's default)."),
+    step_regex: str | None = typer.Option(
+        None, "--step-regex", help=r"Regex for step times in plain logs, e.g. 'step (?P<step>\d+) .* (?P<seconds>[\d.]+)s'"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+) -> None:
+    """Judge a finished job. Exit 0 pass, 1 degraded, 2 failed, 3 input unusable."""
+    try:
+        prof = load_profile(profile) if profile else embedded_profile("local")
+    except ProfileError as exc:
+        fail(str(exc), hint="run `fabricguard profile check FILE` for every problem")
+    try:
+        v = judge_job(job_dir, prof, pool, step_regex)
+    except UnknownPoolError as exc:
+        fail(str(exc))
+    except JobInputError as exc:
+        fail(str(exc))
+    if as_json:
+        print_json(v.to_dict())
+    else:
+        render_verdict(v)
+    raise typer.Exit(v.verdict.exit_code)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the root app."""
+    """Add ``verify-job`` to the root app."""
+    app.command("verify-job")(verify_job)

@@ -1,0 +1,319 @@
+"""Per-job verdicts: did this finished job really use the fabric, the storage and the time it should have?
+
+A verdict is ``pass``, ``degraded`` or ``failed`` with every reason and the evidence behind it. The
+rules are deliberately conservative in one direction: a transport that cannot be proven on a fabric
+pool is *not* a pass, because "the job ran" is exactly the signal that hid half-speed jobs for months.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from fabricguard.nccl.report import NcclReport
+from fabricguard.nccl.scan import collect_files, inspect_paths
+from fabricguard.profile.model import PlatformProfile, Pool, Transport
+from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
+from fabricguard.verdict.steps import StepTimes, load_step_times
+
+
+class Verdict(StrEnum):
+    pass_ = "pass"
+    degraded = "degraded"
+    failed = "failed"
+
+    @property
+    def exit_code(self) -> int:
+        return {"pass": 0, "degraded": 1, "failed": 2}[self.value]
+
+
+class Level(StrEnum):
+    info = "info"
+    warning = "warning"
+    degraded = "degraded"
+    failed = "failed"
+
+
+@dataclass
+class Reason:
+    level: Level
+    check: str
+    message: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level.value, "check": self.check, "message": self.message, "evidence": self.evidence}
+
+
+@dataclass
+class JobVerdict:
+    verdict: Verdict
+    pool: str
+    fabric: str
+    reasons: list[Reason]
+    nccl: NcclReport
+    steps: StepTimes
+    storage: list[dict[str, Any]]
+    job_dir: str
+
+    def to_dict(self) -> dict[str, Any]:
+        n = self.nccl
+        return {
+            "verdict": self.verdict.value,
+            "job_dir": self.job_dir,
+            "pool": self.pool,
+            "fabric": self.fabric,
+            "transport": n.inter_node_transport.value,
+            "network": n.network,
+            "gpudirect_rdma": n.gpudirect_rdma,
+            "nccl_failed": n.failed,
+            "nodes": n.nodes,
+            "ranks": n.ranks,
+            "storage": self.storage,
+            "steps": self.steps.to_dict(),
+            "reasons": [r.to_dict() for r in self.reasons],
+            "nccl": n.to_dict(),
+        }
+
+
+class JobInputError(ValueError):
+    """The job directory cannot be judged; the message names the file and what is wrong."""
+
+
+# Which files in a job directory are which. Everything else is read as a log.
+MOUNTINFO_GLOBS = ("mountinfo", "*.mountinfo", "mountinfo*")
+STEP_GLOBS = ("*.jsonl", "*.csv")
+
+
+def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    files = collect_files([job_dir])
+    mountinfo = [f for f in files if any(f.match(g) for g in MOUNTINFO_GLOBS)]
+    steps = [f for f in files if f not in mountinfo and any(f.match(g) for g in STEP_GLOBS)]
+    logs = [f for f in files if f not in mountinfo and f not in steps]
+    return logs, mountinfo, steps
+
+
+def _ev(e: Any) -> dict[str, Any]:
+    return e.to_dict()
+
+
+def _transport_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
+    out: list[Reason] = []
+    fabric = pool.fabric
+    if n.failed:
+        out.append(
+            Reason(
+                Level.failed,
+                "nccl",
+                "NCCL failed: " + (n.failures[0].why if n.failures else "see evidence"),
+                [_ev(e) for e in n.failures[:5]],
+            )
+        )
+    t = n.inter_node_transport
+    ev = [_ev(e) for e in n.evidence]
+    if not fabric.has_fabric:
+        out.append(Reason(Level.info, "transport", f"pool {pool.name} has no fabric; inter-node transport {t.value}", ev))
+        return out
+    expected = sorted(x.value for x in fabric.expected_transports)
+    nets = [x.lower() for x in n.networks]
+    if t is Transport.socket:
+        out.append(
+            Reason(
+                Level.degraded,
+                "transport",
+                f"inter-node traffic went over TCP sockets on pool {pool.name}, whose fabric is "
+                f"{fabric.type.value} (expected {'/'.join(expected)}); " + "; ".join(n.reasons),
+                ev,
+            )
+        )
+    elif t is Transport.none:
+        if "socket" in nets:
+            out.append(
+                Reason(
+                    Level.degraded,
+                    "transport",
+                    f"single-node run, but NCCL selected the Socket network: the {fabric.type.value} fabric was "
+                    "not available to NCCL on this node",
+                    ev,
+                )
+            )
+        else:
+            out.append(Reason(Level.info, "transport", "single-node run: no inter-node transport to judge", ev))
+    elif t is Transport.unknown:
+        if not n.failed:
+            out.append(
+                Reason(
+                    Level.degraded,
+                    "transport",
+                    "the transport could not be proven from the logs, so the job cannot pass on a fabric pool; "
+                    + "; ".join(n.reasons),
+                    ev,
+                )
+            )
+    elif t not in fabric.expected_transports:
+        out.append(
+            Reason(
+                Level.degraded,
+                "transport",
+                f"inter-node transport {t.value}, but pool {pool.name} expects {'/'.join(expected)}",
+                ev,
+            )
+        )
+    else:
+        out.append(Reason(Level.info, "transport", f"inter-node transport {t.value} as expected; " + "; ".join(n.reasons), ev))
+        want = fabric.effective_nccl_net
+        if want and nets and want.lower() not in nets:
+            out.append(
+                Reason(
+                    Level.warning,
+                    "transport",
+                    f"NCCL selected network {n.network}, not the pool's NCCL_NET={want}; the job was not forced onto "
+                    "the fabric and could have fallen back silently",
+                    ev,
+                )
+            )
+        if n.gpudirect_rdma is False and t in (Transport.ib, Transport.roce, Transport.efa):
+            out.append(
+                Reason(
+                    Level.warning,
+                    "gpudirect",
+                    "GPUDirect RDMA was not used: NIC traffic is staged through host memory (check nvidia_peermem "
+                    "or dmabuf support and NCCL_NET_GDR_LEVEL)",
+                    ev,
+                )
+            )
+    return out
+
+
+def _bandwidth_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
+    out: list[Reason] = []
+    floor = pool.baseline.busbw_floor_gbps
+    for t in n.nccl_tests:
+        peak = t.peak_busbw_gbps
+        where = [{"file": t.file, "line": t.line, "why": f"{t.collective or 'nccl-tests'} table"}]
+        if t.wrong:
+            out.append(Reason(Level.failed, "correctness", f"{t.collective}: {t.wrong} wrong elements", where))
+        if peak is None or floor is None:
+            continue
+        if t.collective not in (None, "all_reduce_perf"):
+            continue  # the baseline is an all-reduce figure
+        if peak < floor:
+            out.append(
+                Reason(
+                    Level.degraded,
+                    "bandwidth",
+                    f"peak all-reduce busbw {peak:.1f} GB/s is below the floor {floor:.1f} GB/s "
+                    f"({pool.baseline.floorFraction:g} x {pool.baseline.allReduceBusBwGBps:g})",
+                    where,
+                )
+            )
+        else:
+            out.append(Reason(Level.info, "bandwidth", f"peak all-reduce busbw {peak:.1f} GB/s >= floor {floor:.1f} GB/s", where))
+    return out
+
+
+def _storage_reasons(
+    profile: PlatformProfile, pool: Pool, mountinfo: list[Path]
+) -> tuple[list[Reason], list[dict[str, Any]]]:
+    lustre = profile.spec.storage.lustre
+    if lustre is None or not pool.lustre:
+        return [], []
+    if not mountinfo:
+        return [
+            Reason(
+                Level.warning,
+                "storage",
+                f"no mountinfo in the job directory: cannot tell whether {lustre.mountPath} was on Lustre "
+                "(save /proc/self/mountinfo from each worker)",
+            )
+        ], []
+    reasons: list[Reason] = []
+    results: list[dict[str, Any]] = []
+    for f in mountinfo:
+        try:
+            entries = parse_mountinfo(f.read_text(encoding="utf-8", errors="replace"))
+        except MountinfoError as exc:
+            raise JobInputError(f"{f}: {exc}") from None
+        finding = check_path(entries, posixpath.join(lustre.mountPath, "x"), "lustre")
+        d = finding.to_dict() | {"file": str(f), "path": lustre.mountPath}
+        results.append(d)
+        ev = [{"file": str(f), "line": finding.mount.line if finding.mount else None, "why": finding.message}]
+        if finding.ok:
+            reasons.append(Reason(Level.info, "storage", f"{f.name}: {lustre.mountPath} is on Lustre ({finding.mount.source})", ev))  # type: ignore[union-attr]
+        else:
+            msg = finding.message.replace(posixpath.join(lustre.mountPath, "x"), lustre.mountPath)
+            reasons.append(Reason(Level.degraded, "storage", f"{f.name}: {msg}", ev))
+    return reasons, results
+
+
+def _step_reasons(pool: Pool, steps: StepTimes) -> list[Reason]:
+    b = pool.baseline
+    out: list[Reason] = []
+    med = steps.median_seconds
+    ev = [{"file": s, "line": None, "why": "step timings"} for s in steps.sources]
+    if med is None:
+        return out
+    if b.stepTimeSeconds is not None:
+        limit = b.stepTimeSeconds * b.stepTolerance
+        ratio = med / b.stepTimeSeconds
+        if med > limit:
+            out.append(
+                Reason(
+                    Level.degraded,
+                    "step-time",
+                    f"median step {med:.2f} s is {ratio:.2f}x the baseline {b.stepTimeSeconds:g} s "
+                    f"(allowed up to {b.stepTolerance:g}x)",
+                    ev,
+                )
+            )
+        else:
+            out.append(Reason(Level.info, "step-time", f"median step {med:.2f} s ({ratio:.2f}x baseline)", ev))
+    if b.totalTimeSeconds is not None and steps.total_seconds > b.totalTimeSeconds * b.stepTolerance:
+        out.append(
+            Reason(
+                Level.degraded,
+                "total-time",
+                f"total {steps.total_seconds:.0f} s exceeds the baseline {b.totalTimeSeconds:g} s x {b.stepTolerance:g}",
+                ev,
+            )
+        )
+    return out
+
+
+def judge_job(
+    job_dir: Path,
+    profile: PlatformProfile,
+    pool_name: str | None,
+    step_regex: str | None = None,
+) -> JobVerdict:
+    """Read everything a finished job left in ``job_dir`` and judge it against the pool."""
+    if not job_dir.exists():
+        raise JobInputError(f"{job_dir}: no such directory")
+    if not job_dir.is_dir():
+        raise JobInputError(f"{job_dir}: not a directory; pass the directory holding the job's logs")
+    pool = profile.pool(pool_name)
+    logs, mountinfo, step_files = _classify(job_dir)
+    if not logs:
+        raise JobInputError(f"{job_dir}: no log files found (expected NCCL_DEBUG=INFO output, one file per rank or pod)")
+    nccl = inspect_paths(logs)
+    try:
+        steps = load_step_times(step_files, logs, step_regex)
+    except ValueError as exc:
+        raise JobInputError(str(exc)) from None
+    reasons = _transport_reasons(pool, nccl)
+    reasons += _bandwidth_reasons(pool, nccl)
+    storage_reasons, storage = _storage_reasons(profile, pool, mountinfo)
+    reasons += storage_reasons
+    reasons += _step_reasons(pool, steps)
+    if any(r.level is Level.failed for r in reasons):
+        verdict = Verdict.failed
+    elif any(r.level is Level.degraded for r in reasons):
+        verdict = Verdict.degraded
+    else:
+        verdict = Verdict.pass_
+    return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir))
+
+
