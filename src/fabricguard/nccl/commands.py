@@ -29,8 +29,7 @@ def render_report(report: NcclReport) -> None:
     t = report.inter_node_transport
     console.print(
         f"inter-node transport: [{_STYLE[t]}]{t.value}[/]   network: {report.network or '-'}   "
-        f"GPUDirect RDMA: {_tri(report.gpudirect_rdma)}   failed: "
-        + ("[bold red]yes[/]" if report.failed else "no")
+        f"GPUDirect RDMA: {_tri(report.gpudirect_rdma)}   failed: " + ("[bold red]yes[/]" if report.failed else "no")
     )
     console.print(
         f"NCCL {', '.join(report.nccl_version) or '?'}   nodes: {report.nodes or '?'}   "
@@ -55,8 +54,15 @@ def render_report(report: NcclReport) -> None:
             tt.add_column(c, justify="right")
         for r in tbl.rows:
             tt.add_row(
-                str(r.size), str(r.count), r.type, r.redop, _f(r.oop_time_us), _f(r.oop_algbw),
-                _f(r.oop_busbw), "N/A" if r.oop_wrong is None else str(r.oop_wrong), _f(r.ip_busbw),
+                str(r.size),
+                str(r.count),
+                r.type,
+                r.redop,
+                _f(r.oop_time_us),
+                _f(r.oop_algbw),
+                _f(r.oop_busbw),
+                "N/A" if r.oop_wrong is None else str(r.oop_wrong),
+                _f(r.ip_busbw),
             )
         console.print(tt)
         console.print(

@@ -287,9 +287,15 @@ def _scan_file(path: Path, st: _Scan) -> None:
                         key = (name, gdr)
                         if key not in st.net_conns:
                             fam = net_family(name)
-                            st.note(f"conn:{name}:{gdr}", fname, lineno, raw, f"connection via NET/{name}"
-                                    + (" with GPUDirect RDMA" if gdr else " without GPUDirect RDMA")
-                                    + ("" if fam != "socket" else " (TCP sockets)"))
+                            st.note(
+                                f"conn:{name}:{gdr}",
+                                fname,
+                                lineno,
+                                raw,
+                                f"connection via NET/{name}"
+                                + (" with GPUDirect RDMA" if gdr else " without GPUDirect RDMA")
+                                + ("" if fam != "socket" else " (TCP sockets)"),
+                            )
                         st.net_conns[key] += 1
                     else:
                         if name not in st.intra:

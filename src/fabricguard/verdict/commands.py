@@ -45,7 +45,9 @@ def verify_job(
     profile: Path | None = typer.Option(None, "--profile", "-p", help="Platform profile YAML."),
     pool: str | None = typer.Option(None, "--pool", help="Pool the job ran on (default: the profile's default)."),
     step_regex: str | None = typer.Option(
-        None, "--step-regex", help=r"Regex for step times in plain logs, e.g. 'step (?P<step>\d+) .* (?P<seconds>[\d.]+)s'"
+        None,
+        "--step-regex",
+        help=r"Regex for step times in plain logs, e.g. 'step (?P<step>\d+) .* (?P<seconds>[\d.]+)s'",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:

@@ -115,7 +115,9 @@ def _transport_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
     t = n.inter_node_transport
     ev = [_ev(e) for e in n.evidence]
     if not fabric.has_fabric:
-        out.append(Reason(Level.info, "transport", f"pool {pool.name} has no fabric; inter-node transport {t.value}", ev))
+        out.append(
+            Reason(Level.info, "transport", f"pool {pool.name} has no fabric; inter-node transport {t.value}", ev)
+        )
         return out
     expected = sorted(x.value for x in fabric.expected_transports)
     nets = [x.lower() for x in n.networks]
@@ -163,7 +165,9 @@ def _transport_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
             )
         )
     else:
-        out.append(Reason(Level.info, "transport", f"inter-node transport {t.value} as expected; " + "; ".join(n.reasons), ev))
+        out.append(
+            Reason(Level.info, "transport", f"inter-node transport {t.value} as expected; " + "; ".join(n.reasons), ev)
+        )
         want = fabric.effective_nccl_net
         if want and nets and want.lower() not in nets:
             out.append(
@@ -211,7 +215,11 @@ def _bandwidth_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
                 )
             )
         else:
-            out.append(Reason(Level.info, "bandwidth", f"peak all-reduce busbw {peak:.1f} GB/s >= floor {floor:.1f} GB/s", where))
+            out.append(
+                Reason(
+                    Level.info, "bandwidth", f"peak all-reduce busbw {peak:.1f} GB/s >= floor {floor:.1f} GB/s", where
+                )
+            )
     return out
 
 
@@ -242,7 +250,9 @@ def _storage_reasons(
         results.append(d)
         ev = [{"file": str(f), "line": finding.mount.line if finding.mount else None, "why": finding.message}]
         if finding.ok:
-            reasons.append(Reason(Level.info, "storage", f"{f.name}: {lustre.mountPath} is on Lustre ({finding.mount.source})", ev))  # type: ignore[union-attr]
+            reasons.append(
+                Reason(Level.info, "storage", f"{f.name}: {lustre.mountPath} is on Lustre ({finding.mount.source})", ev)
+            )  # type: ignore[union-attr]
         else:
             msg = finding.message.replace(posixpath.join(lustre.mountPath, "x"), lustre.mountPath)
             reasons.append(Reason(Level.degraded, "storage", f"{f.name}: {msg}", ev))
@@ -297,7 +307,9 @@ def judge_job(
     pool = profile.pool(pool_name)
     logs, mountinfo, step_files = _classify(job_dir)
     if not logs:
-        raise JobInputError(f"{job_dir}: no log files found (expected NCCL_DEBUG=INFO output, one file per rank or pod)")
+        raise JobInputError(
+            f"{job_dir}: no log files found (expected NCCL_DEBUG=INFO output, one file per rank or pod)"
+        )
     nccl = inspect_paths(logs)
     try:
         steps = load_step_times(step_files, logs, step_regex)
@@ -315,5 +327,3 @@ def judge_job(
     else:
         verdict = Verdict.pass_
     return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir))
-
-
