@@ -286,7 +286,8 @@ def _step_reasons(pool: Pool, steps: StepTimes) -> list[Reason]:
             Reason(
                 Level.degraded,
                 "total-time",
-                f"total {steps.total_seconds:.0f} s exceeds the baseline {b.totalTimeSeconds:g} s x {b.stepTolerance:g}",
+                f"total {steps.total_seconds:.0f} s exceeds the baseline "
+                f"{b.totalTimeSeconds:g} s x {b.stepTolerance:g}",
                 ev,
             )
         )
