@@ -197,7 +197,7 @@ class Injector:
         env = _list(container, "env")
         for e in env:
             if isinstance(e, dict) and e.get("name") == entry["name"]:
-                if {k: v for k, v in e.items() if k != "name"} != {k: v for k, v in entry.items() if k != "name"}:
+                if not _same_env(e, entry):
                     want = entry.get("value", entry.get("valueFrom"))
                     have = e.get("value", e.get("valueFrom"))
                     self.conflict(entry["name"], f"env {entry['name']} in {where} is {_show(have)} but the "
@@ -258,6 +258,14 @@ def _same(key: str, cur: Any, value: Any) -> bool:
         except ValueError:
             return False
     return False
+
+
+def _same_env(have: dict[str, Any], want: dict[str, Any]) -> bool:
+    if {k: v for k, v in have.items() if k != "name"} == {k: v for k, v in want.items() if k != "name"}:
+        return True
+    # NCCL matches network names case-insensitively: NCCL_NET=gib is NCCL_NET=gIB.
+    hv, wv = have.get("value"), want.get("value")
+    return want["name"] == "NCCL_NET" and isinstance(hv, str) and isinstance(wv, str) and hv.lower() == wv.lower()
 
 
 def _show(v: Any) -> str:

@@ -264,6 +264,9 @@ def locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wor
     labels = meta.get("labels") or {}
     owned = bool(meta.get("ownerReferences")) or any(
         k in labels for k in (JOBSET_NAME, TRAINJOB_NAME, JOB_NAME, LEGACY_JOB_NAME))
+    if not owned:
+        # A bare pod carries fabricguard.io/job once patched; FG_JOB reads that label whatever named the group.
+        label = LABEL_JOB
     return Workload("Pod", obj, ns, job, label, [PodTemplate((), "the pod", obj, 1)], owned=owned)
 
 
