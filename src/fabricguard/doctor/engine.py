@@ -70,7 +70,11 @@ class Report:
 
 
 def _timelines(snapshot: Snapshot, findings: list[Finding], profile: PlatformProfile | None) -> list[Timeline]:
-    bad = {(o.namespace or "", o.name): f.rule for f in findings for o in f.objects if o.kind == "DaemonSet"}
+    bad: dict[tuple[str, str], str] = {}
+    for f in findings:
+        for o in f.objects:
+            if o.kind == "DaemonSet" and bad.get((o.namespace or "", o.name)) not in (NEVER_READY, REGRESSED):
+                bad[(o.namespace or "", o.name)] = f.rule
     plugins = {
         (p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet)
         for p in fabric_pools(profile)
