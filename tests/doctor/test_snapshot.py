@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from doctor_support import gen
 
 from fabricguard.doctor.rules.daemonsets import daemonset_never_ready
 from fabricguard.doctor.snapshot import SnapshotError, load_snapshot
-
-from doctor_support import gen
 
 
 def test_list_and_single_object(tmp_path: Path) -> None:
