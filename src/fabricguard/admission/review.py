@@ -105,6 +105,8 @@ def parse_review(body: bytes | str) -> AdmissionRequest:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReviewError(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ReviewError("body is not JSON that can be read: nested too deeply") from None
     if not isinstance(data, dict):
         raise ReviewError("body is not a JSON object; send an admission.k8s.io/v1 AdmissionReview")
     raw_req = data.get("request")
