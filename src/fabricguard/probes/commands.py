@@ -1,9 +1,289 @@
-"""CLI commands of `fabricguard.probes` (registered on the root app by `register`)."""
+"""CLI of the probes: ``fabricguard probe collective|storage|host`` and the main job, ``fabricguard validate``.
+
+Nothing here imports torch: the collective probe imports it inside its rank processes only, so
+``fabricguard --help`` stays light.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from fabricguard._cogs.output import EXIT_INPUT, console, err_console, fail, print_json
+
+probe_app = typer.Typer(no_args_is_help=True, help="Probes that prove the transport, the storage path and the node.")
+
+
+def _profile_and_pool(profile: Path | None, pool: str | None, *, local_default: bool = True):  # type: ignore[no-untyped-def]
+    from fabricguard.profile import ProfileError, UnknownPoolError, embedded_profile, load_profile
+
+    try:
+        prof = load_profile(profile) if profile else (embedded_profile("local") if local_default else None)
+        if prof is None:
+            return None, None
+        return prof, prof.pool(pool)
+    except ProfileError as e:
+        fail(f"profile {profile}:\n{e}", hint="fix the field named above; `fabricguard profile check FILE` lists all")
+    except UnknownPoolError as e:
+        fail(str(e), hint="pass --pool NAME")
+
+
+def _sizes(b: str, e: str, f: float) -> list[int]:
+    from fabricguard.probes.bw import parse_size, size_list
+
+    try:
+        return size_list(parse_size(b), parse_size(e), f)
+    except ValueError as err:
+        fail(str(err), hint="e.g. -b 1M -e 64M -f 2")
+
+
+@probe_app.command("collective")
+def collective_cmd(
+    local_ranks: int = typer.Option(None, "--local-ranks", help="Spawn N ranks here (default: torchrun env, else 2)."),
+    minbytes: str = typer.Option("1M", "-b", "--minbytes", help="Smallest message size (nccl-tests -b)."),
+    maxbytes: str = typer.Option("64M", "-e", "--maxbytes", help="Largest message size (nccl-tests -e)."),
+    stepfactor: float = typer.Option(2.0, "-f", "--stepfactor", help="Size multiplier (nccl-tests -f)."),
+    warmup: int = typer.Option(5, "-w", "--warmup-iters", help="Warm-up iterations per size."),
+    iters: int = typer.Option(20, "-n", "--iters", help="Timed iterations per size."),
+    collectives: str = typer.Option(
+        "all_reduce", "-c", "--collectives", help="Comma list: all_reduce,all_gather,reduce_scatter."
+    ),
+    dtype: str = typer.Option("float", "-d", "--datatype", help="float, half, bfloat16 or double."),
+    backend: str = typer.Option("auto", "--backend", help="auto (NCCL with CUDA, else gloo), nccl or gloo."),
+    check: bool = typer.Option(True, "--check/--no-check", help="Verify every result (count wrong elements)."),
+    out: Path = typer.Option(None, "--out", help="Directory for per-rank NCCL logs (default: a new temp dir)."),
+    profile: Path = typer.Option(None, "--profile", help="Platform profile to judge against."),
+    pool: str = typer.Option(None, "--pool", help="Pool of the profile (default: its defaultPool)."),
+    force_net: bool = typer.Option(
+        None, "--force-net/--no-force-net", help="Set NCCL_NET to the pool's net (default: on for fabric pools)."
+    ),
+    timeout: float = typer.Option(600, "--timeout", help="Seconds before spawned ranks are stopped."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Time collectives like nccl-tests, classify the transport from NCCL's own logs and judge it."""
+    from fabricguard.probes.bw import expectation_for, render_table
+    from fabricguard.probes.collective import CollectiveConfig, run_probe
+    from fabricguard.probes.result import exit_code
+
+    _prof, p = _profile_and_pool(profile, pool, local_default=False)
+    expect = expectation_for(p) if p is not None else None
+    net = None
+    if p is not None and (p.fabric.has_fabric if force_net is None else force_net):
+        net = p.fabric.effective_nccl_net
+    cfg = CollectiveConfig(
+        collectives=[c.strip() for c in collectives.split(",") if c.strip()],
+        sizes=_sizes(minbytes, maxbytes, stepfactor),
+        warmup=warmup,
+        iters=iters,
+        dtype=dtype,
+        backend=backend,
+        check=check,
+        log_dir=str(out) if out else "",
+        nccl_net=net,
+    )
+    try:
+        cfg.validate()
+    except ValueError as e:
+        fail(str(e))
+    res = run_probe(cfg, local_ranks=local_ranks, expect=expect, timeout_s=timeout)
+    if as_json:
+        print_json(res.to_dict())
+    else:
+        console.print(f"# fabricguard collective probe: {res.backend}, {res.world_size} ranks, logs in {res.log_dir}")
+        if net:
+            console.print(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
+        if res.rows:
+            console.print(render_table(res.rows), markup=False)
+        console.print(f"# transport: {res.transport} ({res.transport_why})", markup=False)
+        if res.failed:
+            err_console.print(f"[bold red]failed:[/] {res.error}")
+        if res.judgement:
+            for c in res.judgement.checks:
+                console.print(f"# {c.name}: {c.status}: {c.detail}", markup=False)
+            console.print(f"# verdict: {res.judgement.status}")
+    if res.judgement:
+        raise typer.Exit(exit_code(res.judgement.status))
+    wrong = sum(r.wrong for r in res.rows)
+    raise typer.Exit(2 if res.failed or wrong else 0)
+
+
+@probe_app.command("storage")
+def storage_cmd(
+    path: Path = typer.Option(..., "--path", help="Directory to test (the probe works in its own subdirectory)."),
+    ranks: int = typer.Option(2, "--ranks", help="Writer processes sharing one directory."),
+    size: str = typer.Option("256M", "--size", help="Checkpoint bytes per rank."),
+    block: str = typer.Option("4M", "--block-size", help="Write/read block size."),
+    small_files: int = typer.Option(1000, "--small-files", help="Small files per rank for create/stat/unlink."),
+    engine: str = typer.Option("auto", "--engine", help="auto (fio when installed), fio or builtin."),
+    profile: Path = typer.Option(None, "--profile", help="Profile: a pool with Lustre storage expects lustre."),
+    pool: str = typer.Option(None, "--pool"),
+    expect_fstype: str = typer.Option(None, "--expect-fstype", help="Filesystem type the path must be on."),
+    keep: bool = typer.Option(False, "--keep", help="Leave the files for inspection."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Check the path's filesystem and Lustre health, then measure checkpoint and small-file workloads."""
+    from fabricguard.probes.bw import parse_size
+    from fabricguard.probes.result import STATUS_STYLE, exit_code
+    from fabricguard.probes.storage import StorageConfig, StorageRefused, probe_storage
+
+    prof, p = _profile_and_pool(profile, pool, local_default=False)
+    if expect_fstype is None and prof is not None and p is not None and prof.spec.storage.lustre and p.lustre:
+        expect_fstype = "lustre"
+    if engine not in ("auto", "fio", "builtin"):
+        fail("--engine must be auto, fio or builtin")
+    try:
+        cfg = StorageConfig(
+            path=str(path),
+            ranks=ranks,
+            file_size=parse_size(size),
+            block_size=parse_size(block),
+            small_files=small_files,
+            engine=engine,
+            expect_fstype=expect_fstype,
+            keep=keep,
+        )
+        rep = probe_storage(cfg)
+    except StorageRefused as e:
+        fail(f"refusing to run: {e}", code=EXIT_INPUT)
+    except ValueError as e:
+        fail(str(e))
+    if as_json:
+        print_json(rep.to_dict())
+    else:
+        for c in rep.checks:
+            console.print(f"[{STATUS_STYLE[c.status]}]{c.status:>8}[/] {c.name}: {c.detail}", highlight=False)
+        m = rep.metrics
+        for ph in ("write", "read"):
+            if ph in m:
+                console.print(f"  {ph:<7} {m[ph]['MBps']:10.1f} MB/s  latency ms {m[ph].get('latency_ms')}")
+        for ph in ("create", "stat", "unlink"):
+            if ph in m:
+                console.print(f"  {ph:<7} {m[ph]['ops_per_s']:10.0f} /s    latency ms {m[ph].get('latency_ms')}")
+        console.print(
+            f"engine {rep.engine}; worked in {rep.workdir}"
+            + (f"; left {rep.left_behind}" if rep.left_behind else ", removed")
+        )
+    raise typer.Exit(exit_code(rep.status))
+
+
+@probe_app.command("host")
+def host_cmd(
+    profile: Path = typer.Option(None, "--profile", help="Profile (default: the embedded local profile)."),
+    pool: str = typer.Option(None, "--pool", help="One pool (default: every pool of the profile)."),
+    root: Path = typer.Option(Path("/"), "--root", help="Read /sys, /proc and libraries below this root."),
+    nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Readiness of this node for each pool: RDMA ports, modules, libraries, GPUs, the Lustre mount."""
+    from fabricguard.probes.host import load_gpus, probe_host
+    from fabricguard.probes.result import STATUS_STYLE, exit_code, worst
+
+    prof, _ = _profile_and_pool(profile, pool)
+    assert prof is not None
+    pools = [prof.pool(pool)] if pool else prof.spec.pools
+    gpus = load_gpus(nvml_json)
+    local = profile is None
+    reports = [probe_host(prof, p, root=root, gpu_data=gpus, require_gpus=not local) for p in pools]
+    if as_json:
+        print_json({"profile": prof.metadata.name, "pools": [r.to_dict() for r in reports]})
+    else:
+        for r in reports:
+            console.print(f"[bold]pool {r.pool}[/] ({r.fabric}): [{STATUS_STYLE[r.status]}]{r.verdict}[/]")
+            for c in r.checks:
+                console.print(f"  [{STATUS_STYLE[c.status]}]{c.status:>8}[/] {c.name}: {c.detail}", highlight=False)
+    raise typer.Exit(exit_code(worst([r.status for r in reports])))
+
+
+def validate_cmd(
+    profile: Path = typer.Option(None, "--profile", help="Platform profile (default: --local)."),
+    pool: str = typer.Option(None, "--pool", help="Pool to validate (default: the profile's defaultPool)."),
+    local: bool = typer.Option(True, "--local/--no-local", help="Without --profile: validate this machine."),
+    out: Path = typer.Option(None, "--out", help="Report directory (default: a new temp dir)."),
+    minbytes: str = typer.Option("1M", "-b", "--minbytes"),
+    maxbytes: str = typer.Option("64M", "-e", "--maxbytes"),
+    stepfactor: float = typer.Option(4.0, "-f", "--stepfactor"),
+    warmup: int = typer.Option(2, "-w", "--warmup-iters"),
+    iters: int = typer.Option(5, "-n", "--iters"),
+    local_ranks: int = typer.Option(None, "--local-ranks", help="Collective ranks to spawn (local mode: 2)."),
+    force_net: bool = typer.Option(None, "--force-net/--no-force-net"),
+    storage_path: Path = typer.Option(
+        None, "--storage-path", help="Default: the pool's Lustre mount, else a temp dir."
+    ),
+    storage_size: str = typer.Option("32M", "--storage-size", help="Checkpoint bytes per storage rank."),
+    nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
+    gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="JSON of GPU ceilings to compare with."),
+    skip: str = typer.Option("", "--skip", help="Comma list of probes to skip: host,collective,storage,gpu."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report JSON on stdout."),
+) -> None:
+    """Validate a pool (or, by default, this machine): host, collective, storage and GPU probes, one report.
+
+    Exit code 0 pass, 1 degraded, 2 failed.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fabricguard.probes.bw import parse_size
+    from fabricguard.probes.report import summary_table
+    from fabricguard.probes.result import STATUS_STYLE, Status, exit_code
+    from fabricguard.probes.validate import LOCAL_NOTE, ValidateOptions, default_out_dir, run_validate
+
+    if profile is None and not local:
+        fail("nothing to validate", hint="pass --profile FILE --pool NAME, or leave --local on")
+    prof, p = _profile_and_pool(profile, pool)
+    assert prof is not None and p is not None
+    is_local = profile is None
+    skipped = {s.strip() for s in skip.split(",") if s.strip()}
+    unknown = skipped - {"host", "collective", "storage", "gpu"}
+    if unknown:
+        fail(f"--skip: unknown probe(s) {sorted(unknown)}")
+    opts = ValidateOptions(
+        profile=prof,
+        pool=p,
+        local=is_local,
+        out_dir=out or default_out_dir(),
+        sizes=_sizes(minbytes, maxbytes, stepfactor),
+        warmup=warmup,
+        iters=iters,
+        local_ranks=local_ranks if local_ranks is not None else (2 if is_local else None),
+        backend="gloo" if is_local else "auto",
+        force_net=force_net,
+        storage_path=str(storage_path) if storage_path else None,
+        storage_size=parse_size(storage_size),
+        nvml_json=nvml_json,
+        gpu_ceilings=gpu_ceilings,
+        skip=skipped,
+    )
+    if is_local and not as_json:
+        err_console.print(f"[dim]{LOCAL_NOTE}[/]")
+    steps = ["host", "collective", "storage", "gpu", "report"]
+    with Progress(
+        TextColumn("{task.description:<22}"), BarColumn(), TimeElapsedColumn(), console=err_console, transient=True
+    ) as prog:
+        task = prog.add_task("validate", total=len(steps))
+
+        def step(name: str) -> None:
+            prog.update(task, completed=steps.index(name), description=f"probe: {name}")
+
+        report = run_validate(opts, step)
+        prog.update(task, completed=len(steps))
+    st = Status(report["status"])
+    if as_json:
+        print_json(report)
+    else:
+        console.print(summary_table(report))
+        coll = report.get("collective") or {}
+        if coll.get("rows"):
+            from fabricguard.probes.bw import Row, render_table
+
+            console.print(render_table([Row(**r) for r in coll["rows"]]), markup=False)
+        console.print(
+            f"verdict: [{STATUS_STYLE[st]}]{st}[/] in {report['seconds']:.1f} s; report {opts.out_dir / 'report.html'}"
+            f" and {opts.out_dir / 'report.json'}"
+        )
+    raise typer.Exit(exit_code(st))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the root app."""
+    """Add ``probe`` (collective, storage, host) and ``validate`` to the root app."""
+    app.add_typer(probe_app, name="probe")
+    app.command("validate")(validate_cmd)
