@@ -233,6 +233,7 @@ async def collect_live(
     left out and reported under the ``"_notes"`` key as a list of strings.
     """
     import httpx
+    import kr8s
     import kr8s.asyncio
 
     api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
@@ -257,9 +258,10 @@ async def collect_live(
                 cont = (body.get("metadata") or {}).get("continue")
                 if not cont:
                     break
-        except httpx.HTTPStatusError as exc:
-            if exc.response.status_code in (404, 403):
-                why = "not served (not installed)" if exc.response.status_code == 404 else "forbidden"
+        except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
+            code = exc.response.status_code if exc.response is not None else None
+            if code in (404, 403):
+                why = "not served (not installed)" if code == 404 else "forbidden"
                 notes.append(f"{plural}.{api_version}: {why}; skipped")
                 continue
             raise
