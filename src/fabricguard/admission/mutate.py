@@ -15,7 +15,6 @@ owns the ``node`` container's env) and the rest into a ``runtimePatches`` entry 
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,35 +46,50 @@ ENV_JOB = "FG_JOB"
 
 def escape(token: str | int) -> str:
     """One RFC 6901 reference token: ``~`` becomes ``~0`` and ``/`` becomes ``~1``."""
-    return str(token).replace("~", "~0").replace("/", "~1")
+    t = str(token)
+    if "~" in t or "/" in t:
+        return t.replace("~", "~0").replace("/", "~1")
+    return t
 
 
 def pointer(path: tuple[str | int, ...]) -> str:
     return "".join("/" + escape(p) for p in path)
 
 
-def diff(old: Any, new: Any, path: tuple[str | int, ...] = ()) -> list[dict[str, Any]]:
-    """The JSONPatch from ``old`` to ``new`` where ``new`` only adds keys, appends items or changes values."""
+def diff(old: Any, new: Any, base: str = "") -> list[dict[str, Any]]:
+    """The JSONPatch from ``old`` to ``new`` where ``new`` only adds keys, appends items or changes values.
+
+    ``base`` is the JSON pointer of ``old`` within the document.
+    """
     if isinstance(old, dict) and isinstance(new, dict):
         ops: list[dict[str, Any]] = []
         for k, v in new.items():
             if k not in old:
-                ops.append({"op": "add", "path": pointer((*path, k)), "value": v})
+                ops.append({"op": "add", "path": f"{base}/{escape(k)}", "value": v})
             elif old[k] is not v and old[k] != v:
-                ops += diff(old[k], v, (*path, k))
+                ops += diff(old[k], v, f"{base}/{escape(k)}")
         for k in old:
             if k not in new:
-                ops.append({"op": "remove", "path": pointer((*path, k))})
+                ops.append({"op": "remove", "path": f"{base}/{escape(k)}"})
         return ops
     if isinstance(old, list) and isinstance(new, list) and len(new) >= len(old):
         ops = []
         for i, v in enumerate(new):
             if i >= len(old):
-                ops.append({"op": "add", "path": pointer((*path, i)), "value": v})
+                ops.append({"op": "add", "path": f"{base}/{i}", "value": v})
             elif old[i] is not v and old[i] != v:
-                ops += diff(old[i], v, (*path, i))
+                ops += diff(old[i], v, f"{base}/{i}")
         return ops
-    return [{"op": "replace", "path": pointer(path), "value": new}]
+    return [{"op": "replace", "path": base, "value": new}]
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON tree (dicts, lists, scalars): several times faster than ``copy.deepcopy``."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -470,7 +484,7 @@ def plan_for(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
 def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool) -> Mutation:
     """Inject into a multi-node workload; the caller has already checked that it is one."""
     plan = plan_for(profile, pool, w.opted_out)
-    obj = copy.deepcopy(w.obj)
+    obj = json_copy(w.obj)
     # Pods made by a controller are filled in, never refused: the workload was admitted before the webhook.
     inj = Injector(w.allow_override, strict=not (w.kind == "Pod" and w.owned))
     if w.kind == "Pod" and w.job is None:
