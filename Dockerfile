@@ -1,0 +1,26 @@
+# fabricguard image: the admission webhook (and the other CPU-side commands), for linux/amd64 and linux/arm64.
+# Build both architectures into one index and deploy it by digest (`fabricguard render webhook --image repo@sha256:…`):
+#   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/fabricguard:VERSION --push .
+# The `probe` extra (torch, NVML) is not installed: the webhook never imports it.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md* ./
+COPY src ./src
+# A wheel of fabricguard plus wheels of its runtime dependencies, for the platform being built.
+RUN python -m pip wheel --wheel-dir /wheels .
+
+FROM ${PYTHON_IMAGE} AS runtime
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN groupadd --system --gid 65532 fabricguard \
+ && useradd --system --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin fabricguard
+COPY --from=build /wheels /wheels
+RUN python -m pip install --no-index --find-links /wheels fabricguard && rm -rf /wheels \
+ && python -c "import fabricguard.admission.server, sys; assert 'torch' not in sys.modules"
+USER 65532:65532
+EXPOSE 8443
+ENTRYPOINT ["fabricguard"]
+CMD ["admission", "serve", "--help"]
