@@ -245,3 +245,25 @@ def test_cli_table_and_error_exit() -> None:
     bad = runner.invoke(app, ["nccl", "inspect", "/nonexistent"])
     assert bad.exit_code == 3
     assert "no such file" in bad.output
+
+
+def test_nccl_lines_inside_a_table_region_are_not_lost(tmp_path: Path) -> None:
+    from nccl_logs import nccl_tests_table
+
+    text = nccl_tests_table("all_reduce_perf", 100.0, ranks=2).splitlines()
+    i = next(n for n, line in enumerate(text) if line.strip().startswith("8 ") or line.lstrip().startswith("8  "))
+    text.insert(i + 1, "gpu-node-000:4000:4071 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0")
+    (tmp_path / "t.log").write_text("\n".join(text) + "\n")
+    r = inspect_paths([tmp_path / "t.log"])
+    assert r.nccl_tests[0].rows and len(r.nccl_tests[0].rows) == 16
+    assert r.inter_node_transport is Transport.socket or r.connections.get("NET/Socket") == 1
+
+
+def test_chunk_boundaries_do_not_split_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fabricguard.nccl.scan as scan
+
+    monkeypatch.setattr(scan, "CHUNK", 97)  # far smaller than a line: every line crosses a boundary
+    small = inspect_paths([SYN / "mixed-ib-socket-2x2", SYN / "nccl-tests"])
+    monkeypatch.undo()
+    big = inspect_paths([SYN / "mixed-ib-socket-2x2", SYN / "nccl-tests"])
+    assert small.to_dict() == big.to_dict()

@@ -34,7 +34,7 @@ def render_report(report: NcclReport) -> None:
     console.print(
         f"NCCL {', '.join(report.nccl_version) or '?'}   nodes: {report.nodes or '?'}   "
         f"ranks: {report.ranks or '?'}   intra-node: {', '.join(report.intra_node) or '-'}   "
-        f"files: {len(report.files)}   lines: {report.lines_read:,}"
+        f"files: {len(report.files)}   read: {report.bytes_read / 1e6:,.1f} MB"
     )
     for r in report.reasons:
         console.print(f"  • {r}")

@@ -146,7 +146,7 @@ class NcclReport:
     reasons: list[str] = field(default_factory=list)
     failures: list[Evidence] = field(default_factory=list)
     nccl_tests: list[NcclTestsTable] = field(default_factory=list)
-    lines_read: int = 0
+    bytes_read: int = 0
 
     @property
     def network(self) -> str | None:
@@ -176,7 +176,7 @@ class NcclReport:
             "failures": [e.to_dict() for e in self.failures],
             "evidence": [e.to_dict() for e in self.evidence],
             "nccl_tests": [t.to_dict() for t in self.nccl_tests],
-            "lines_read": self.lines_read,
+            "bytes_read": self.bytes_read,
         }
 
 

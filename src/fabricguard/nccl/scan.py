@@ -91,7 +91,7 @@ class _Scan:
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     tables: list[NcclTestsTable] = field(default_factory=list)
     via_cache: dict[bytes, tuple[str, str, bool] | None] = field(default_factory=dict)
-    lines: int = 0
+    bytes: int = 0
 
     def note(self, kind: str, file: str, line: int, raw: bytes, why: str) -> None:
         bucket = self.evidence.setdefault(kind, [])
@@ -207,187 +207,289 @@ def _parse_row(columns: list[str], raw: bytes) -> NcclTestsRow | None:
     )
 
 
-def _scan_file(path: Path, st: _Scan) -> None:
-    fname = str(path)
-    table: _TableState | None = None
-    perf_name: str | None = None
-    if "_perf" in path.name:
-        m = _PERF_NAME.search(path.name.encode())
-        perf_name = m.group(1).decode() if m else None
-    lineno = 0
-    nccl = b"NCCL "
-    conn_prefixes = _CONN_PREFIXES
-    with path.open("rb") as f:
-        for raw in f:
-            lineno += 1
-            i = raw.find(nccl)
-            if i < 0:
-                # nccl-tests output and launcher errors carry no "NCCL " marker.
-                if table is not None:
-                    row = _parse_row(table.columns, raw)
-                    if row is not None:
-                        table.table.rows.append(row)
-                        w = (row.oop_wrong or 0) + (row.ip_wrong or 0)
-                        if w:
-                            st.fail(fname, lineno, raw, f"nccl-tests counted {w} wrong elements at {row.size} B")
-                        continue
-                    if b"#" not in raw:
-                        continue
-                if b"#" in raw:
-                    cols = _header_columns(raw)
-                    if cols is not None:
-                        table = _TableState(cols, NcclTestsTable(perf_name, fname, lineno))
-                        st.tables.append(table.table)
-                        continue
-                    if table is not None:
-                        m = _AVG_BUSBW.search(raw)
-                        if m:
-                            v = m.group(1)
-                            table.table.avg_busbw_gbps = None if v == b"N/A" else float(v)
-                            table = None
-                            continue
-                    if b"_perf" in raw:
-                        m = _PERF_NAME.search(raw)
-                        if m:
-                            perf_name = m.group(1).decode()
+CHUNK = 8 * 1024 * 1024
+
+# Every line that carries a fact contains "NCCL" followed by one of these. Python's regex engine
+# finds the literal prefix at memchr-like speed and rejects the thousands of per-collective trace
+# lines ("NCCL INFO AllReduce: opCount ...") in C, so only fact lines reach Python code.
+_HIT = re.compile(
+    rb"NCCL(?: INFO (?:Chan|Ring|Coll|NVLS|Usin|NET/|NCCL vers|comm |nccl|GPU Direct|Selected)"
+    rb"| WARN | version | error| failure|\.cpp:\d+\] Watchdog)"
+)
+
+
+class _FileScan:
+    """State of one file's scan: line-number cursor and the open nccl-tests table."""
+
+    def __init__(self, path: Path, st: _Scan) -> None:
+        self.st = st
+        self.fname = str(path)
+        self.table: _TableState | None = None
+        self.perf_name: str | None = None
+        if "_perf" in path.name:
+            m = _PERF_NAME.search(path.name.encode())
+            self.perf_name = m.group(1).decode() if m else None
+        self.base_line = 1  # line number of the current chunk's first line
+        self.cur_pos = 0
+        self.cur_line = 1
+        self.chunk = b""
+
+    def lineno(self, pos: int) -> int:
+        # Positions arrive in increasing order within a chunk, so counting is one pass at most.
+        self.cur_line += self.chunk.count(b"\n", self.cur_pos, pos)
+        self.cur_pos = pos
+        return self.cur_line
+
+    def line_at(self, pos: int) -> tuple[int, int]:
+        start = self.chunk.rfind(b"\n", 0, pos) + 1
+        end = self.chunk.find(b"\n", pos)
+        return start, (len(self.chunk) if end < 0 else end)
+
+    def feed(self, chunk: bytes) -> None:
+        self.chunk = chunk
+        self.cur_pos = 0
+        self.cur_line = self.base_line
+        events: list[tuple[int, re.Match[bytes] | None]] = [(m.start(), m) for m in _HIT.finditer(chunk)]
+        if self.table is not None:
+            events.append((0, None))
+        pos = chunk.find(b"#")
+        if pos >= 0 or self.table is not None:
+            while pos >= 0:
+                events.append((pos, None))
+                nl = chunk.find(b"\n", pos)
+                if nl < 0:
+                    break
+                pos = chunk.find(b"#", nl)
+            # nccl-tests output is small; its CUDA failures carry no NCCL marker.
+            f = chunk.find(b"Test CUDA failure")
+            while f >= 0:
+                events.append((f, None))
+                f = chunk.find(b"Test CUDA failure", f + 1)
+            events.sort(key=lambda e: e[0])
+        done_until = -1
+        for pos, m in events:
+            if pos < done_until:
+                continue
+            start, end = self.line_at(pos)
+            if start < done_until:
+                continue
+            raw = chunk[start:end]
+            if m is not None:
+                self.nccl_line(raw, pos - start, start)
+                done_until = end
+            else:
+                done_until = self.other_lines(start)
+        self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
+
+    def other_lines(self, start: int) -> int:
+        """Non-NCCL lines from ``start``: nccl-tests headers, rows, averages, failures. Returns end offset."""
+        st, chunk = self.st, self.chunk
+        pos = start
+        n = len(chunk)
+        stray = 0  # non-row lines seen while a table is open; a truncated table closes after many
+        while pos < n:
+            end = chunk.find(b"\n", pos)
+            if end < 0:
+                end = n
+            raw = chunk[pos:end]
+            if b"NCCL" in raw:
+                # An NCCL line inside a table region is still an NCCL fact.
+                m = _HIT.search(raw)
+                if m:
+                    self.nccl_line(raw, m.start(), pos)
+                if self.table is None:
+                    return end
+                pos = end + 1
+                continue
+            if self.table is not None:
+                row = _parse_row(self.table.columns, raw)
+                if row is not None:
+                    self.table.table.rows.append(row)
+                    w = (row.oop_wrong or 0) + (row.ip_wrong or 0)
+                    if w:
+                        st.fail(
+                            self.fname, self.lineno(pos), raw, f"nccl-tests counted {w} wrong elements at {row.size} B"
+                        )
+                    pos = end + 1
                     continue
-                if b"_perf" in raw:
+            if b"#" in raw:
+                cols = _header_columns(raw)
+                if cols is not None:
+                    if self.perf_name is None:
+                        i = chunk.rfind(b"_perf", max(0, pos - 65536), pos)
+                        if i >= 0:
+                            m = _PERF_NAME.search(chunk, max(0, i - 64), i + 10)
+                            if m:
+                                self.perf_name = m.group(1).decode()
+                    self.table = _TableState(cols, NcclTestsTable(self.perf_name, self.fname, self.lineno(pos)))
+                    st.tables.append(self.table.table)
+                    pos = end + 1
+                    continue
+                m = _AVG_BUSBW.search(raw)
+                if m and self.table is not None:
+                    v = m.group(1)
+                    self.table.table.avg_busbw_gbps = None if v == b"N/A" else float(v)
+                    self.table = None
+                    self.perf_name = None
+                elif b"_perf" in raw:
                     m = _PERF_NAME.search(raw)
                     if m:
-                        perf_name = m.group(1).decode()
-                elif b"rror" in raw or b"Watchdog" in raw or b"failure" in raw:
-                    for marker in _ERROR_MARKERS:
-                        if marker in raw:
-                            st.fail(fname, lineno, raw, f"collective failure ({marker.decode()})")
-                            break
-                continue
+                        self.perf_name = m.group(1).decode()
+            elif b"Test CUDA failure" in raw:
+                st.fail(self.fname, self.lineno(pos), raw, "nccl-tests: CUDA failure")
+            if self.table is None:
+                return end
+            stray += 1
+            if stray > 200:
+                self.table = None
+                return end
+            pos = end + 1
+        return n
 
-            level = raw[i + 5 : i + 9]
-            if level == b"INFO":
-                msg = raw[i + 10 :]
-                head = msg[:4]
-                if head in conn_prefixes:
-                    j = msg.find(b" via ")
-                    if j < 0:
-                        if head == b"NVLS":
-                            st.intra["NVLS"] += 1
-                        continue
-                    suffix = msg[j + 5 :]
-                    parsed = st.via_cache.get(suffix)
-                    if parsed is None and suffix not in st.via_cache:
-                        parsed = _parse_via(suffix)
-                        st.via_cache[suffix] = parsed
-                    if parsed is None:
-                        continue
-                    kind, name, gdr = parsed
-                    h = _host_of(raw[:i])
-                    if h:
-                        st.hosts.add(h)
-                    if kind == "net":
-                        key = (name, gdr)
-                        if key not in st.net_conns:
-                            fam = net_family(name)
-                            st.note(
-                                f"conn:{name}:{gdr}",
-                                fname,
-                                lineno,
-                                raw,
-                                f"connection via NET/{name}"
-                                + (" with GPUDirect RDMA" if gdr else " without GPUDirect RDMA")
-                                + ("" if fam != "socket" else " (TCP sockets)"),
-                            )
-                        st.net_conns[key] += 1
-                    else:
-                        if name not in st.intra:
-                            st.note(f"intra:{name}", fname, lineno, raw, f"intra-node connection via {name}")
-                        st.intra[name] += 1
-                    continue
-                if head == b"Usin":
-                    m = _USING_NETWORK.search(msg)
-                    if m:
-                        net = m.group(1).decode("utf-8", "replace")
-                        if net not in st.networks:
-                            st.networks[net] = None
-                            st.note("network", fname, lineno, raw, f"NCCL selected network {net}")
-                        h = _host_of(raw[:i])
-                        if h:
-                            st.hosts.add(h)
-                    continue
-                if head == b"NET/":
-                    _net_line(st, fname, lineno, raw, msg)
-                    continue
-                if head == b"NCCL" and msg.startswith(b"NCCL version"):
-                    m = _VERSION.search(msg)
-                    if m:
-                        v = m.group(1).decode("utf-8", "replace")
-                        if v not in st.versions:
-                            st.versions[v] = None
-                            st.note("version", fname, lineno, raw, f"NCCL {v}")
-                    h = _host_of(raw[:i])
-                    if h:
-                        st.hosts.add(h)
-                    continue
-                if b"nranks" in msg or b"nRanks" in msg:
-                    m = _RANKS.search(msg)
-                    if m:
-                        st.max_nranks = max(st.max_nranks, int(m.group(2)))
-                        h = _host_of(raw[:i])
-                        if h:
-                            st.hosts.add(h)
-                    m = _NNODES.search(msg)
-                    if m:
-                        nn = int(m.group(1))
-                        if nn > st.max_nnodes:
-                            st.max_nnodes = nn
-                            st.note("nnodes", fname, lineno, raw, f"communicator spans {nn} nodes")
-                    continue
-                if b"GPU Direct RDMA" in msg:
-                    m = _GDR_LINE.search(msg)
-                    if m:
-                        state = m.group(1).decode()
-                        if not st.gdr_lines[state]:
-                            st.note(f"gdr:{state}", fname, lineno, raw, f"GPUDirect RDMA {state.lower()}")
-                        st.gdr_lines[state] += 1
-                    continue
-                if b"Selected" in msg and b"rovider" in msg:
-                    m = _OFI_PROVIDER.search(msg)
-                    if m:
-                        p = m.group(1).decode()
-                        if p not in st.ofi:
-                            st.ofi[p] = None
-                            st.note("ofi", fname, lineno, raw, f"libfabric provider {p}")
-                    continue
-                if b"NVLS multicast support is available" in msg or b"NVLS comm" in msg:
-                    st.intra["NVLS"] += 1
-                    continue
-                continue
-            if level == b"WARN":
-                if any(b in raw for b in _BENIGN_WARN):
-                    continue
-                msg = raw[i + 10 :]
-                m = _NET_NOT_FOUND.search(msg)
-                why = "NCCL WARN"
-                if b"Failed to initialize any NET plugin" in msg:
-                    why = "the forced network is not available: NCCL refused to fall back"
-                elif m:
-                    why = f"network {m.group(1).decode()} not found: NCCL refused to fall back"
-                st.fail(fname, lineno, raw, why)
-                continue
-            if level == b"vers" and raw.startswith(b"NCCL version", i):
-                # nccl-tests and old NCCL print the version bare, without the INFO prefix.
-                m = _VERSION.search(raw, i)
+    def nccl_line(self, raw: bytes, i: int, line_start: int) -> None:
+        st, fname = self.st, self.fname
+        level = raw[i + 5 : i + 9]
+        if level == b"INFO":
+            msg = raw[i + 10 :]
+            head = msg[:4]
+            if head in _CONN_PREFIXES:
+                j = msg.find(b" via ")
+                if j < 0:
+                    if head == b"NVLS":
+                        st.intra["NVLS"] += 1
+                    return
+                suffix = msg[j + 5 :]
+                parsed = st.via_cache.get(suffix)
+                if parsed is None and suffix not in st.via_cache:
+                    parsed = _parse_via(suffix)
+                    st.via_cache[suffix] = parsed
+                if parsed is None:
+                    return
+                kind, name, gdr = parsed
+                h = _host_of(raw[:i])
+                if h:
+                    st.hosts.add(h)
+                if kind == "net":
+                    key = (name, gdr)
+                    if key not in st.net_conns:
+                        fam = net_family(name)
+                        st.note(
+                            f"conn:{name}:{gdr}",
+                            fname,
+                            self.lineno(line_start),
+                            raw,
+                            f"connection via NET/{name}"
+                            + (" with GPUDirect RDMA" if gdr else " without GPUDirect RDMA")
+                            + ("" if fam != "socket" else " (TCP sockets)"),
+                        )
+                    st.net_conns[key] += 1
+                else:
+                    if name not in st.intra:
+                        st.note(
+                            f"intra:{name}", fname, self.lineno(line_start), raw, f"intra-node connection via {name}"
+                        )
+                    st.intra[name] += 1
+                return
+            if head == b"Usin":
+                m = _USING_NETWORK.search(msg)
                 if m:
-                    v = m.group(1).decode("utf-8", "replace")
-                    if v not in st.versions:
-                        st.versions[v] = None
-                        st.note("version", fname, lineno, raw, f"NCCL {v}")
+                    net = m.group(1).decode("utf-8", "replace")
+                    if net not in st.networks:
+                        st.networks[net] = None
+                        st.note("network", fname, self.lineno(line_start), raw, f"NCCL selected network {net}")
+                    h = _host_of(raw[:i])
+                    if h:
+                        st.hosts.add(h)
+                return
+            if head == b"NET/":
+                _net_line(st, fname, self.lineno(line_start), raw, msg)
+                return
+            if head == b"NCCL":
+                m = _VERSION.search(msg)
+                if m:
+                    self.version(m, raw, line_start)
+                h = _host_of(raw[:i])
+                if h:
+                    st.hosts.add(h)
+                return
+            if b" nranks " in msg or b" nRanks " in msg:
+                m = _RANKS.search(msg)
+                if m:
+                    st.max_nranks = max(st.max_nranks, int(m.group(2)))
+                    h = _host_of(raw[:i])
+                    if h:
+                        st.hosts.add(h)
+                m = _NNODES.search(msg)
+                if m:
+                    nn = int(m.group(1))
+                    if nn > st.max_nnodes:
+                        st.max_nnodes = nn
+                        st.note("nnodes", fname, self.lineno(line_start), raw, f"communicator spans {nn} nodes")
+                return
+            if b"GPU Direct RDMA" in msg:
+                m = _GDR_LINE.search(msg)
+                if m:
+                    state = m.group(1).decode()
+                    if not st.gdr_lines[state]:
+                        st.note(f"gdr:{state}", fname, self.lineno(line_start), raw, f"GPUDirect RDMA {state.lower()}")
+                    st.gdr_lines[state] += 1
+                return
+            if b"rovider" in msg:
+                m = _OFI_PROVIDER.search(msg)
+                if m:
+                    p = m.group(1).decode()
+                    if p not in st.ofi:
+                        st.ofi[p] = None
+                        st.note("ofi", fname, self.lineno(line_start), raw, f"libfabric provider {p}")
+            return
+        if level == b"WARN":
+            if any(b in raw for b in _BENIGN_WARN):
+                return
+            msg = raw[i + 10 :]
+            m = _NET_NOT_FOUND.search(msg)
+            why = "NCCL WARN"
+            if b"Failed to initialize any NET plugin" in msg:
+                why = "the forced network is not available: NCCL refused to fall back"
+            elif m:
+                why = f"network {m.group(1).decode()} not found: NCCL refused to fall back"
+            st.fail(fname, self.lineno(line_start), raw, why)
+            return
+        if level == b"vers":
+            # nccl-tests and old NCCL print the version bare, without the INFO prefix.
+            m = _VERSION.search(raw, i)
+            if m:
+                self.version(m, raw, line_start)
+            return
+        for marker in _ERROR_MARKERS:
+            if marker in raw:
+                st.fail(fname, self.lineno(line_start), raw, f"collective failure ({marker.decode()})")
+                return
+
+    def version(self, m: re.Match[bytes], raw: bytes, line_start: int) -> None:
+        v = m.group(1).decode("utf-8", "replace")
+        if v not in self.st.versions:
+            self.st.versions[v] = None
+            self.st.note("version", self.fname, self.lineno(line_start), raw, f"NCCL {v}")
+
+
+def _scan_file(path: Path, st: _Scan) -> None:
+    fs = _FileScan(path, st)
+    rest = b""
+    with path.open("rb") as f:
+        while True:
+            block = f.read(CHUNK)
+            if not block:
+                break
+            st.bytes += len(block)
+            data = rest + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
                 continue
-            # "NCCL error ..." from frameworks and the like.
-            for marker in _ERROR_MARKERS:
-                if marker in raw:
-                    st.fail(fname, lineno, raw, f"collective failure ({marker.decode()})")
-                    break
-    st.lines += lineno
+            rest = data[cut + 1 :]
+            fs.feed(data[: cut + 1])
+    if rest:
+        fs.feed(rest)
 
 
 def _net_line(st: _Scan, fname: str, lineno: int, raw: bytes, msg: bytes) -> None:
@@ -532,5 +634,5 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         reasons=reasons,
         failures=st.failures,
         nccl_tests=st.tables,
-        lines_read=st.lines,
+        bytes_read=st.bytes,
     )
