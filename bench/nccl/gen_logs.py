@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from nccl_logs import IB, Job, host, rank_lines  # noqa: E402
+from nccl_logs import IB, Job, host, rank_lines
 
 
 def main() -> None:
