@@ -201,4 +201,9 @@ def serve(admission: Admission, cert: Path, key: Path, *, host: str, port: int, 
             await runner.cleanup()
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+        try:
+            import uvloop  # optional: a faster event loop, used when installed (it is in the image)
+        except ImportError:
+            asyncio.run(main())
+        else:
+            uvloop.run(main())
