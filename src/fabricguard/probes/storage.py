@@ -435,6 +435,9 @@ def run_fio(workdir: Path, cfg: StorageConfig) -> tuple[dict[str, Any], list[Pat
     created = [workdir / f"fgckpt.{j}.0" for j in range(cfg.ranks)]
     w = subprocess.run([*common, "--rw=write", "--end_fsync=1", "--do_verify=0"], capture_output=True, text=True)
     r = subprocess.run([*common, "--rw=read", "--do_verify=1", "--invalidate=1"], capture_output=True, text=True)
+    for proc in (w, r):
+        if "{" not in proc.stdout:
+            raise RuntimeError(f"fio produced no JSON (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
     wr, rd = parse_fio(w.stdout), parse_fio(r.stdout)
     errors = wr["errors"] + rd["errors"] + [ln for ln in (w.stderr + r.stderr).splitlines() if "verify failed" in ln]
     out = {
@@ -471,6 +474,7 @@ def probe_storage(
     cfg: StorageConfig, *, lustre_run: Callable[[list[str]], tuple[int, str]] | None = None
 ) -> StorageReport:
     """Run every check and the workload. Raises StorageRefused (before writing anything) when unsafe."""
+    cfg.block_size = max(4096, min(cfg.block_size, cfg.file_size))
     checks = [fstype_check(cfg.path, cfg.expect_fstype)]
     if cfg.expect_fstype == "lustre" or checks[0].data.get("fstype") == "lustre":
         checks += lustre_checks(cfg.path, lustre_run or _tool)

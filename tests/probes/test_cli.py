@@ -1,0 +1,81 @@
+"""The CLI: probe host on the recorded H200 node, validate --local end to end, torch stays out of --help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fabricguard.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "profiles"
+runner = CliRunner()
+
+
+def test_help_does_not_import_torch():
+    code = "import sys; from fabricguard.cli import app; sys.argv=['fabricguard','--help']\ntry:\n app()\nexcept SystemExit: pass\nprint('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("False")
+
+
+def test_probe_host_refuses_h200_for_gke_pool(h200_root):
+    r = runner.invoke(
+        app,
+        [
+            "probe",
+            "host",
+            "--profile",
+            str(EXAMPLES / "gke-a3-ultra.yaml"),
+            "--pool",
+            "h200-rdma",
+            "--root",
+            str(h200_root),
+            "--nvml-json",
+            str(Path(__file__).parents[1] / "fixtures/h200-host/nvml.json"),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 2, r.output
+    pools = json.loads(r.output)["pools"]
+    assert pools[0]["verdict"] == "not ready"
+    assert {c["name"] for c in pools[0]["failed"]} >= {"rdma.devices", "modules", "gpu.count"}
+
+
+@pytest.mark.slow
+def test_validate_local_end_to_end(tmp_path):
+    r = runner.invoke(
+        app,
+        [
+            "validate",
+            "--out",
+            str(tmp_path),
+            "-b",
+            "64K",
+            "-e",
+            "1M",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--storage-size",
+            "2M",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert rep["mode"] == "local" and rep["status"] == "pass"
+    assert "no RDMA here" in rep["notes"][0]
+    assert rep["collective"]["transport"] == "socket" and rep["collective"]["backend"] == "gloo"
+    assert rep["storage"]["metrics"]["checksum_ok"] is True
+    html = (tmp_path / "report.html").read_text()
+    assert "<svg" in html and "floor" in html and "http" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_validate_with_unknown_pool_is_an_input_error():
+    r = runner.invoke(app, ["validate", "--profile", str(EXAMPLES / "gke-a3-ultra.yaml"), "--pool", "nope"])
+    assert r.exit_code == 3
