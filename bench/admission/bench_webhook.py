@@ -163,6 +163,8 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--max-requests", type=int, default=200_000)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--pin", action="store_true",
+                    help="pin the server to CPU 0 and this client to CPU 1 (they do not compete for one core)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ca = make_tls(Path(tmp))
@@ -170,7 +172,10 @@ def main() -> int:
         server = subprocess.Popen(
             [sys.executable, "-m", "fabricguard", "admission", "serve", "--profile", str(PROFILE),
              "--cert", f"{tmp}/tls.crt", "--key", f"{tmp}/tls.key", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if args.pin else None)
+        if args.pin:
+            os.sched_setaffinity(0, {1})
         try:
             try:
                 import uvloop  # the client is as fast as it can be, so the server is what is measured
