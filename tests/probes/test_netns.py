@@ -111,7 +111,8 @@ def test_veth_unshaped_passes_and_shaped_fails_the_floor(veth_pair, tmp_path):
     assert fast["hosts"] and fast["transport"] == "socket"
     assert rc == 0 and fast["judgement"]["status"] == "pass", fast["judgement"]
 
-    qdisc = [_shape(ns[i], dev[i]) for i in (0, 1)][0]
+    qdiscs = [_shape(ns[i], dev[i]) for i in (0, 1)]
+    qdisc = qdiscs[0]
     rc, slow = _run_pair(ns, dev, tmp_path / "slow", 29612)
     peak_slow = max(r["busbw_gbps"] for r in slow["rows"])
     assert all(r["wrong"] == 0 for r in slow["rows"])
