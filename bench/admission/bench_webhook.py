@@ -41,22 +41,36 @@ def make_tls(d: Path) -> Path:
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench CA")])
-    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=1))
-          .not_valid_after(now + dt.timedelta(hours=2))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True).sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
     import ipaddress
 
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench")]))
-            .issuer_name(name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(hours=2))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False).sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench")]))
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
     (d / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     (d / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (d / "tls.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                  serialization.NoEncryption()))
+    (d / "tls.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return d / "ca.crt"
 
 
@@ -74,11 +88,17 @@ def pct(values: list[float], q: float) -> float:
 
 
 def summary(name: str, lat: list[float], errors: int, seconds: float) -> dict[str, Any]:
-    return {"run": name, "requests": len(lat), "errors": errors, "seconds": round(seconds, 2),
-            "throughput_rps": round(len(lat) / seconds, 1),
-            "p50_ms": round(pct(lat, 0.50) * 1e3, 3), "p99_ms": round(pct(lat, 0.99) * 1e3, 3),
-            "max_ms": round(max(lat) * 1e3, 3) if lat else None,
-            "mean_ms": round(statistics.fmean(lat) * 1e3, 3) if lat else None}
+    return {
+        "run": name,
+        "requests": len(lat),
+        "errors": errors,
+        "seconds": round(seconds, 2),
+        "throughput_rps": round(len(lat) / seconds, 1),
+        "p50_ms": round(pct(lat, 0.50) * 1e3, 3),
+        "p99_ms": round(pct(lat, 0.99) * 1e3, 3),
+        "max_ms": round(max(lat) * 1e3, 3) if lat else None,
+        "mean_ms": round(statistics.fmean(lat) * 1e3, 3) if lat else None,
+    }
 
 
 async def one(session: aiohttp.ClientSession, url: str, body: bytes, uid: str) -> float:
@@ -91,8 +111,9 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, uid: str) -
     return dt_
 
 
-async def fixed_rate(session: aiohttp.ClientSession, url: str, body: bytes, uid: str, rate: float,
-                     seconds: float) -> dict[str, Any]:
+async def fixed_rate(
+    session: aiohttp.ClientSession, url: str, body: bytes, uid: str, rate: float, seconds: float
+) -> dict[str, Any]:
     lat: list[float] = []
     errors = 0
     n = int(rate * seconds)
@@ -112,8 +133,9 @@ async def fixed_rate(session: aiohttp.ClientSession, url: str, body: bytes, uid:
     return summary(f"fixed {rate:g} req/s", lat, errors, time.perf_counter() - start)
 
 
-async def saturation(session: aiohttp.ClientSession, url: str, body: bytes, uid: str, workers: int,
-                     seconds: float, max_requests: int) -> dict[str, Any]:
+async def saturation(
+    session: aiohttp.ClientSession, url: str, body: bytes, uid: str, workers: int, seconds: float, max_requests: int
+) -> dict[str, Any]:
     lat: list[float] = []
     errors = 0
     start = time.perf_counter()
@@ -163,17 +185,38 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--max-requests", type=int, default=200_000)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--pin", action="store_true",
-                    help="pin the server to CPU 0 and this client to CPU 1 (they do not compete for one core)")
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin the server to CPU 0 and this client to CPU 1 (they do not compete for one core)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ca = make_tls(Path(tmp))
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "fabricguard", "admission", "serve", "--profile", str(PROFILE),
-             "--cert", f"{tmp}/tls.crt", "--key", f"{tmp}/tls.key", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if args.pin else None)
+            [
+                sys.executable,
+                "-m",
+                "fabricguard",
+                "admission",
+                "serve",
+                "--profile",
+                str(PROFILE),
+                "--cert",
+                f"{tmp}/tls.crt",
+                "--key",
+                f"{tmp}/tls.key",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if args.pin else None,
+        )
         if args.pin:
             os.sched_setaffinity(0, {1})
         try:
@@ -191,11 +234,14 @@ def main() -> int:
                 server.kill()
     print(f"{'run':34} {'requests':>9} {'errors':>6} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for r in results:
-        print(f"{r['run']:34} {r['requests']:>9} {r['errors']:>6} {r['throughput_rps']:>9} {r['p50_ms']:>8} "
-              f"{r['p99_ms']:>8} {r['max_ms']:>8}")
+        print(
+            f"{r['run']:34} {r['requests']:>9} {r['errors']:>6} {r['throughput_rps']:>9} {r['p50_ms']:>8} "
+            f"{r['p99_ms']:>8} {r['max_ms']:>8}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                                         "results": results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"cpus": os.cpu_count(), "python": sys.version.split()[0], "results": results}, indent=2) + "\n"
+        )
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -195,6 +196,9 @@ def serve(admission: Admission, cert: Path, key: Path, *, host: str, port: int, 
         runner, bound, _ = await start(admission, cert, key, host=host, port=port, max_body=max_body,
                                        reload_interval=reload_interval)
         log.info("fabricguard admission listening on https://%s:%d", host, bound)
+        # Everything built at start-up (profile, plans, app) is long-lived: keep it out of GC passes.
+        gc.collect()
+        gc.freeze()
         try:
             await asyncio.Event().wait()
         finally:
