@@ -58,3 +58,12 @@ def test_render_webhook_digest_and_tag_warning() -> None:
     res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", "ghcr.io/acme/fabricguard:0.1"])
     assert res.exit_code == 0
     assert "tag-only" in res.stderr
+
+
+def test_admission_never_imports_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, fabricguard.admission.server, fabricguard.admission.commands, fabricguard.cli; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
