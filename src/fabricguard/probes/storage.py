@@ -431,6 +431,7 @@ def run_fio(workdir: Path, cfg: StorageConfig) -> tuple[dict[str, Any], list[Pat
         f"--numjobs={cfg.ranks}",
         "--ioengine=psync",
         "--verify=crc32c",
+        "--verify_state_save=0",  # else fio drops *-verify.state files into the current directory
     ]
     created = [workdir / f"fgckpt.{j}.0" for j in range(cfg.ranks)]
     w = subprocess.run([*common, "--rw=write", "--end_fsync=1", "--do_verify=0"], capture_output=True, text=True)
