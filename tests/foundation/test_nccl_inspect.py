@@ -267,3 +267,13 @@ def test_chunk_boundaries_do_not_split_facts(tmp_path: Path, monkeypatch: pytest
     monkeypatch.undo()
     big = inspect_paths([SYN / "mixed-ib-socket-2x2", SYN / "nccl-tests"])
     assert small.to_dict() == big.to_dict()
+
+
+def test_logs_captured_by_the_probe_on_the_h200() -> None:
+    # Written by `probe collective --backend nccl` through NCCL_DEBUG_FILE on the device machine.
+    probe = FIX / "h200-probe-2.28.9"
+    default = inspect_paths([probe / "default.rank0.log"])
+    assert (default.network, default.failed, default.inter_node_transport) == ("Socket", False, Transport.none)
+    forced = inspect_paths([probe / "forced-ib.rank0.log"])
+    assert forced.failed and forced.network is None
+    assert "refused to fall back" in forced.failures[0].why
