@@ -98,6 +98,11 @@ class _Scan:
         if len(bucket) < MAX_EVIDENCE_PER_KIND:
             bucket.append(Evidence(file, line, _text(raw), why))
 
+    def add_host(self, prefix: bytes) -> None:
+        h = _host_of(prefix)
+        if h:
+            self.hosts.add(h)
+
     def fail(self, file: str, line: int, raw: bytes, why: str) -> None:
         self.failure_count += 1
         if len(self.failures) < 20:
@@ -366,9 +371,7 @@ class _FileScan:
                 if parsed is None:
                     return
                 kind, name, gdr = parsed
-                h = _host_of(raw[:i])
-                if h:
-                    st.hosts.add(h)
+                st.add_host(raw[:i])
                 if kind == "net":
                     key = (name, gdr)
                     if key not in st.net_conns:
@@ -397,9 +400,7 @@ class _FileScan:
                     if net not in st.networks:
                         st.networks[net] = None
                         st.note("network", fname, self.lineno(line_start), raw, f"NCCL selected network {net}")
-                    h = _host_of(raw[:i])
-                    if h:
-                        st.hosts.add(h)
+                    st.add_host(raw[:i])
                 return
             if head == b"NET/":
                 _net_line(st, fname, self.lineno(line_start), raw, msg)
@@ -408,17 +409,13 @@ class _FileScan:
                 m = _VERSION.search(msg)
                 if m:
                     self.version(m, raw, line_start)
-                h = _host_of(raw[:i])
-                if h:
-                    st.hosts.add(h)
+                st.add_host(raw[:i])
                 return
             if b" nranks " in msg or b" nRanks " in msg:
                 m = _RANKS.search(msg)
                 if m:
                     st.max_nranks = max(st.max_nranks, int(m.group(2)))
-                    h = _host_of(raw[:i])
-                    if h:
-                        st.hosts.add(h)
+                    st.add_host(raw[:i])
                 m = _NNODES.search(msg)
                 if m:
                     nn = int(m.group(1))
@@ -427,20 +424,9 @@ class _FileScan:
                         st.note("nnodes", fname, self.lineno(line_start), raw, f"communicator spans {nn} nodes")
                 return
             if b"GPU Direct RDMA" in msg:
-                m = _GDR_LINE.search(msg)
-                if m:
-                    state = m.group(1).decode()
-                    if not st.gdr_lines[state]:
-                        st.note(f"gdr:{state}", fname, self.lineno(line_start), raw, f"GPUDirect RDMA {state.lower()}")
-                    st.gdr_lines[state] += 1
-                return
-            if b"rovider" in msg:
-                m = _OFI_PROVIDER.search(msg)
-                if m:
-                    p = m.group(1).decode()
-                    if p not in st.ofi:
-                        st.ofi[p] = None
-                        st.note("ofi", fname, self.lineno(line_start), raw, f"libfabric provider {p}")
+                _gdr_line(st, fname, self.lineno(line_start), raw, msg)
+            elif b"rovider" in msg:
+                _ofi_line(st, fname, self.lineno(line_start), raw, msg)
             return
         if level == b"WARN":
             if any(b in raw for b in _BENIGN_WARN):
@@ -515,20 +501,27 @@ def _net_line(st: _Scan, fname: str, lineno: int, raw: bytes, msg: bytes) -> Non
                 st.note(f"devices:{net}", fname, lineno, raw, f"NET/{net} devices")
         return
     if b"GPU Direct RDMA" in msg:
-        m = _GDR_LINE.search(msg)
-        if m:
-            state = m.group(1).decode()
-            if not st.gdr_lines[state]:
-                st.note(f"gdr:{state}", fname, lineno, raw, f"GPUDirect RDMA {state.lower()}")
-            st.gdr_lines[state] += 1
-        return
-    if b"rovider" in msg:
-        m = _OFI_PROVIDER.search(msg)
-        if m:
-            p = m.group(1).decode()
-            if p not in st.ofi:
-                st.ofi[p] = None
-                st.note("ofi", fname, lineno, raw, f"libfabric provider {p}")
+        _gdr_line(st, fname, lineno, raw, msg)
+    elif b"rovider" in msg:
+        _ofi_line(st, fname, lineno, raw, msg)
+
+
+def _gdr_line(st: _Scan, fname: str, lineno: int, raw: bytes, msg: bytes) -> None:
+    m = _GDR_LINE.search(msg)
+    if m:
+        state = m.group(1).decode()
+        if not st.gdr_lines[state]:
+            st.note(f"gdr:{state}", fname, lineno, raw, f"GPUDirect RDMA {state.lower()}")
+        st.gdr_lines[state] += 1
+
+
+def _ofi_line(st: _Scan, fname: str, lineno: int, raw: bytes, msg: bytes) -> None:
+    m = _OFI_PROVIDER.search(msg)
+    if m:
+        p = m.group(1).decode()
+        if p not in st.ofi:
+            st.ofi[p] = None
+            st.note("ofi", fname, lineno, raw, f"libfabric provider {p}")
 
 
 def _is_text(path: Path) -> bool:
