@@ -275,3 +275,15 @@ def test_pointer_escaping_and_diff_adds_whole_parents() -> None:
     assert ops == [{"op": "add", "path": "/metadata/labels", "value": {"a/b": "1"}},
                    {"op": "add", "path": "/spec", "value": {"x": [1]}}]
     assert jsonpatch.apply_patch(old, ops) == new
+
+
+def test_shm_size_limit_comes_from_the_pool(profiles: dict[str, PlatformProfile]) -> None:
+    obj = patched(profiles["gke-a3-ultra"], load_review("jobset"))
+    vols = obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["volumes"]
+    shm = next(v for v in vols if v.get("emptyDir", {}).get("medium") == "Memory")
+    assert shm["emptyDir"]["sizeLimit"] == "250Gi"
+    # A pool without shmSize gets an unbounded memory-backed /dev/shm.
+    onprem = patched(profiles["onprem-infiniband"], load_review("jobset"))
+    ovols = onprem["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["volumes"]
+    oshm = next(v for v in ovols if v.get("emptyDir", {}).get("medium") == "Memory")
+    assert "sizeLimit" not in oshm["emptyDir"]

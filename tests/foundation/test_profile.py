@@ -151,3 +151,10 @@ def test_cli_profile_check(tmp_path: Path) -> None:
     missing = runner.invoke(app, ["profile", "check", str(tmp_path / "none.yaml")])
     assert missing.exit_code == 3
     assert "no such file" in missing.output
+
+
+def test_shm_size_must_be_a_quantity() -> None:
+    ok = loads_profile(MINIMAL.replace("gpusPerNode: 8", "gpusPerNode: 8\n    shmSize: 250Gi"))
+    assert ok.pool().shmSize == "250Gi"
+    with pytest.raises(ProfileError, match="not a Kubernetes quantity"):
+        loads_profile(MINIMAL.replace("gpusPerNode: 8", "gpusPerNode: 8\n    shmSize: lots"))

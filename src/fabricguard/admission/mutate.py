@@ -112,6 +112,7 @@ class Plan:
     lustre_claim: str | None
     lustre_mount: str | None
     lustre_subpath_expr: str | None
+    shm: dict[str, Any]
 
 
 def _subpath_expr(template: str) -> str:
@@ -177,6 +178,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         lustre_claim=lustre.claimName if lustre else None,
         lustre_mount=lustre.mountPath if lustre else None,
         lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
+        shm=shm_volume(pool),
     )
 
 
@@ -313,7 +315,12 @@ def _is_memory_emptydir(v: dict[str, Any]) -> bool:
     return isinstance(ed, dict) and ed.get("medium") == "Memory"
 
 
-SHM = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}
+def shm_volume(pool: Pool) -> dict[str, Any]:
+    """The memory-backed /dev/shm volume; NCCL and data loaders need far more than the 64 MiB default."""
+    empty_dir: dict[str, Any] = {"medium": "Memory"}
+    if pool.shmSize:
+        empty_dir["sizeLimit"] = pool.shmSize
+    return {"name": SHM_VOLUME, "emptyDir": empty_dir}
 
 
 def env_entries(plan: Plan, job_label: str, with_storage: bool) -> list[dict[str, Any]]:
@@ -348,7 +355,7 @@ def inject_container(inj: Injector, plan: Plan, spec: dict[str, Any], c: dict[st
     if plan.fabric:
         caps = _map(_map(c, "securityContext"), "capabilities")
         inj.put_item(_list(caps, "add"), "IPC_LOCK")
-    inj.put_mount(spec, c, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, SHM, cwhere, accept=_is_memory_emptydir)
+    inj.put_mount(spec, c, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, plan.shm, cwhere, accept=_is_memory_emptydir)
     parts = lustre_parts(plan)
     if parts:
         inj.put_mount(spec, c, parts[1], parts[0], cwhere)
@@ -437,7 +444,7 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
     if plan.fabric:
         node["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     mounts = [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]
-    vols = [dict(SHM)]
+    vols = [dict(plan.shm)]
     parts = lustre_parts(plan)
     if parts:
         vols.append(parts[0])

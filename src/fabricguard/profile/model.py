@@ -17,6 +17,7 @@ API_VERSION = "fabricguard.io/v1alpha1"
 KIND = "PlatformProfile"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
@@ -230,12 +231,23 @@ class Pool(_Strict):
     baseline: Baseline = Field(default_factory=Baseline)
     queue: Queue | None = None
     lustre: bool = Field(default=True, description="Mount spec.storage.lustre in this pool's workloads.")
+    shmSize: str | None = Field(
+        default=None,
+        description="sizeLimit of the memory-backed /dev/shm injected into workloads (a Kubernetes quantity).",
+    )
 
     @field_validator("name")
     @classmethod
     def _dns(cls, v: str) -> str:
         if not _DNS_LABEL.match(v):
             raise ValueError(f"{v!r} is not a valid pool name (lowercase letters, digits and '-')")
+        return v
+
+    @field_validator("shmSize")
+    @classmethod
+    def _quantity(cls, v: str | None) -> str | None:
+        if v is not None and not _QUANTITY.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes quantity such as '250Gi'")
         return v
 
 
