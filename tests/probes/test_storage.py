@@ -167,3 +167,31 @@ def test_expected_lustre_on_a_local_disk_fails(tmp_path):
     c = {x.name: x for x in rep.checks}
     assert c["storage.fstype"].status is Status.failed and "not lustre" in c["storage.fstype"].detail
     assert rep.status is Status.failed
+
+
+def test_storage_baseline_judges_throughput(tmp_path):
+    from fabricguard.probes.storage import throughput_floor_note, throughput_status
+
+    cfg = StorageConfig(path=str(tmp_path), baseline_write_mbps=1000.0, baseline_read_mbps=2000.0, floor_fraction=0.8)
+    fast = {"write": {"MBps": 900.0}, "read": {"MBps": 1700.0}}
+    slow = {"write": {"MBps": 700.0}, "read": {"MBps": 1700.0}}
+    assert throughput_status(fast, cfg) is Status.passed
+    assert throughput_status(slow, cfg) is Status.degraded
+    assert "write 700 < floor 800 MB/s" in throughput_floor_note(slow, cfg)
+    assert "not judged" in throughput_floor_note(fast, StorageConfig(path=str(tmp_path)))
+    # An impossible baseline on the real engine turns the run degraded, never failed.
+    rep = probe_storage(
+        StorageConfig(path=str(tmp_path), file_size=MiB, block_size=MiB, small_files=2, engine="builtin",
+                      baseline_write_mbps=1e9)
+    )
+    c = {x.name: x for x in rep.checks}
+    assert c["storage.throughput"].status is Status.degraded and rep.status is Status.degraded
+
+
+def test_fio_write_rate_includes_the_whole_run(tmp_path):
+    if shutil.which("fio") is None:
+        pytest.skip("fio is not installed (make deps installs it)")
+    rep = probe_storage(StorageConfig(path=str(tmp_path), ranks=2, file_size=2 * MiB, block_size=MiB,
+                                      small_files=2, engine="fio"))
+    w = rep.metrics["write"]
+    assert 0 < w["MBps"] <= w["fio_MBps"]

@@ -143,6 +143,10 @@ def storage_cmd(
             expect_fstype=expect_fstype,
             keep=keep,
         )
+        if p is not None:
+            cfg.baseline_write_mbps = p.baseline.storageWriteMBps
+            cfg.baseline_read_mbps = p.baseline.storageReadMBps
+            cfg.floor_fraction = p.baseline.floorFraction
         rep = probe_storage(cfg)
     except StorageRefused as e:
         fail(f"refusing to run: {e}", code=EXIT_INPUT)

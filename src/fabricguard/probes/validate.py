@@ -144,6 +144,9 @@ def _storage(opts: ValidateOptions) -> dict[str, Any]:
         small_files=opts.small_files,
         engine=opts.storage_engine,
         expect_fstype="lustre" if lustre else None,
+        baseline_write_mbps=opts.pool.baseline.storageWriteMBps,
+        baseline_read_mbps=opts.pool.baseline.storageReadMBps,
+        floor_fraction=opts.pool.baseline.floorFraction,
     )
     try:
         return probe_storage(cfg).to_dict()

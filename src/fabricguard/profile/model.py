@@ -187,6 +187,10 @@ class Baseline(_Strict):
         default=1.2, ge=1, description="A median step time above stepTimeSeconds x this is degraded."
     )
     totalTimeSeconds: float | None = Field(default=None, gt=0)
+    storageWriteMBps: float | None = Field(
+        default=None, gt=0, description="Expected checkpoint write rate of the storage probe (all ranks, fsync in)."
+    )
+    storageReadMBps: float | None = Field(default=None, gt=0, description="Expected read-back rate, all ranks.")
 
     @property
     def busbw_floor_gbps(self) -> float | None:
