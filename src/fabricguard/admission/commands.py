@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from fabricguard._cogs.output import EXIT_DEGRADED, EXIT_INPUT, err_console, fail, print_json
-from fabricguard.profile import ProfileError, load_profile
+from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.model import PlatformProfile
 
 admission_app = typer.Typer(help="Admission webhook: inject the fabric, reject what would silently degrade.",
@@ -25,12 +25,7 @@ PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile YAML."
 
 
 def _profile(path: Path) -> PlatformProfile:
-    try:
-        return load_profile(path)
-    except ProfileError as exc:
-        fail(str(exc), hint="run `fabricguard profile check` on it")
-    except OSError as exc:
-        fail(f"cannot read profile {path}: {exc.strerror or exc}")
+    return profile_or_exit(path)
 
 
 @admission_app.command("review")

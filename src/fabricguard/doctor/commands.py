@@ -19,7 +19,8 @@ from fabricguard.doctor.engine import Report, run_doctor
 from fabricguard.doctor.model import SEVERITY_ORDER, Severity
 from fabricguard.doctor.report import render, render_table
 from fabricguard.doctor.snapshot import Snapshot, SnapshotError, load_snapshot
-from fabricguard.profile import PlatformProfile, ProfileError, load_profile
+from fabricguard.profile import PlatformProfile
+from fabricguard.profile.commands import profile_or_exit
 
 
 class Format(StrEnum):
@@ -53,12 +54,7 @@ def _load_profile(path: Path | None, snap: Snapshot | None) -> PlatformProfile |
         snap.notes.append(f"using the profile found in the snapshot: {chosen}")
     if chosen is None:
         return None
-    try:
-        return load_profile(chosen)
-    except ProfileError as exc:
-        fail(str(exc), hint="fabricguard profile check <file> lists every problem")
-    except OSError as exc:
-        fail(f"cannot read profile {chosen}: {exc.strerror}")
+    return profile_or_exit(chosen)
 
 
 def _load_snapshot(path: Path) -> Snapshot:

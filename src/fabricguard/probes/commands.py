@@ -16,15 +16,14 @@ probe_app = typer.Typer(no_args_is_help=True, help="Probes that prove the transp
 
 
 def _profile_and_pool(profile: Path | None, pool: str | None, *, local_default: bool = True):  # type: ignore[no-untyped-def]
-    from fabricguard.profile import ProfileError, UnknownPoolError, embedded_profile, load_profile
+    from fabricguard.profile import UnknownPoolError, embedded_profile
+    from fabricguard.profile.commands import profile_or_exit
 
+    prof = profile_or_exit(profile) if profile else (embedded_profile("local") if local_default else None)
+    if prof is None:
+        return None, None
     try:
-        prof = load_profile(profile) if profile else (embedded_profile("local") if local_default else None)
-        if prof is None:
-            return None, None
         return prof, prof.pool(pool)
-    except ProfileError as e:
-        fail(f"profile {profile}:\n{e}", hint="fix the field named above; `fabricguard profile check FILE` lists all")
     except UnknownPoolError as e:
         fail(str(e), hint="pass --pool NAME")
 

@@ -7,10 +7,21 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricguard._cogs.output import EXIT_INPUT, console, err_console, print_json
+from fabricguard._cogs.output import EXIT_INPUT, console, err_console, fail, print_json
 from fabricguard.profile.loader import ProfileError, load_profile
+from fabricguard.profile.model import PlatformProfile
 
 app = typer.Typer(help="Check and explain platform profiles.", no_args_is_help=True)
+
+
+def profile_or_exit(path: Path) -> PlatformProfile:
+    """Load a profile for a command, or stop with every problem (field, line) and what to run next."""
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        fail(str(exc), hint="fix the fields named above; `fabricguard profile check FILE` lists every problem")
+    except OSError as exc:
+        fail(f"cannot read profile {path}: {exc.strerror or exc}")
 
 
 @app.command("check")

@@ -8,7 +8,8 @@ import typer
 from rich.table import Table
 
 from fabricguard._cogs.output import console, fail, print_json
-from fabricguard.profile import ProfileError, UnknownPoolError, embedded_profile, load_profile
+from fabricguard.profile import UnknownPoolError, embedded_profile
+from fabricguard.profile.commands import profile_or_exit
 from fabricguard.verdict.job import JobInputError, JobVerdict, Level, judge_job
 
 _LEVEL_STYLE = {Level.info: "dim", Level.warning: "yellow", Level.degraded: "bold yellow", Level.failed: "bold red"}
@@ -52,10 +53,7 @@ def verify_job(
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:
     """Judge a finished job. Exit 0 pass, 1 degraded, 2 failed, 3 input unusable."""
-    try:
-        prof = load_profile(profile) if profile else embedded_profile("local")
-    except ProfileError as exc:
-        fail(str(exc), hint="run `fabricguard profile check FILE` for every problem")
+    prof = profile_or_exit(profile) if profile else embedded_profile("local")
     try:
         v = judge_job(job_dir, prof, pool, step_regex)
     except UnknownPoolError as exc:
