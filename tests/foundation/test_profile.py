@@ -158,3 +158,10 @@ def test_shm_size_must_be_a_quantity() -> None:
     assert ok.pool().shmSize == "250Gi"
     with pytest.raises(ProfileError, match="not a Kubernetes quantity"):
         loads_profile(MINIMAL.replace("gpusPerNode: 8", "gpusPerNode: 8\n    shmSize: lots"))
+
+
+def test_empty_pool_list_says_what_is_needed() -> None:
+    with pytest.raises(ProfileError) as ei:
+        loads_profile(MINIMAL.split("  pools:\n")[0] + "  pools: []\n")
+    (p,) = ei.value.problems
+    assert p.path == "spec.pools" and p.message == "needs at least 1 entry (got none)" and p.line == 5

@@ -57,6 +57,8 @@ def _message(err: dict[str, Any]) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         return "unknown field (check the spelling; unknown fields are rejected so typos do not become defaults)"
+    if kind == "too_short" and "min_length" in ctx:
+        return f"needs at least {ctx['min_length']} entry (got none)"
     if kind in ("enum", "literal_error") and "expected" in ctx:
         return f"got {err.get('input')!r}; expected {ctx['expected']}"
     if msg.startswith("Value error, "):
