@@ -74,3 +74,11 @@ def test_missing_number_available_counts_as_zero(tmp_path: Path, now) -> None:
     found = daemonset_never_ready(load_snapshot(tmp_path), None, now)
     assert [f.rule for f in found] == ["daemonset-never-ready"]
     assert found[0].evidence["status.numberAvailable"] == 0
+
+
+def test_binary_file_is_an_error_naming_the_file_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    (tmp_path / "blob.json").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(SnapshotError) as exc:
+        load_snapshot(tmp_path)
+    assert str(exc.value).startswith(f"{tmp_path / 'blob.json'}: not UTF-8 text")

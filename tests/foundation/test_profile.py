@@ -165,3 +165,12 @@ def test_empty_pool_list_says_what_is_needed() -> None:
         loads_profile(MINIMAL.split("  pools:\n")[0] + "  pools: []\n")
     (p,) = ei.value.problems
     assert p.path == "spec.pools" and p.message == "needs at least 1 entry (got none)" and p.line == 5
+
+
+def test_unreadable_profile_files_name_the_file(tmp_path: Path) -> None:
+    blob = tmp_path / "p.yaml"
+    blob.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ProfileError, match="not UTF-8 text"):
+        load_profile(blob)
+    with pytest.raises(ProfileError, match="is a directory"):
+        load_profile(tmp_path)

@@ -16,16 +16,46 @@ import yaml
 PathKey = tuple[str | int, ...]
 
 
-class YamlSyntaxError(ValueError):
-    """A document that is not valid YAML; carries the file and line."""
+class SourceError(ValueError):
+    """Input that cannot be used, with the file (and line, where known) a person must open to fix it."""
 
-    def __init__(self, source: str, line: int | None, column: int | None, problem: str) -> None:
+    def __init__(self, source: str, line: int | None, problem: str) -> None:
         self.source = source
         self.line = line
-        self.column = column
         self.problem = problem
-        where = f"{source}:{line}:{column}" if line else source
-        super().__init__(f"{where}: invalid YAML: {problem}")
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {problem}")
+
+
+class YamlSyntaxError(SourceError):
+    """A document that is not valid YAML; carries the file, line and column."""
+
+    def __init__(self, source: str, line: int | None, column: int | None, problem: str) -> None:
+        self.column = column
+        super().__init__(source, line, f"invalid YAML: {problem}")
+        # The problem alone (without the "invalid YAML" prefix) is what callers re-wrap.
+        self.problem = problem
+
+
+def yaml_error_position(exc: yaml.YAMLError) -> tuple[int | None, int | None, str]:
+    """1-based line and column of a PyYAML error, and its problem text."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return None, None, problem
+    return mark.line + 1, mark.column + 1, problem
+
+
+def read_text(path: Path) -> str:
+    """A file's text; raises ``SourceError`` naming the file when it is missing or not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SourceError(str(path), None, "no such file") from None
+    except IsADirectoryError:
+        raise SourceError(str(path), None, "is a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(str(path), None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 @dataclass
@@ -61,11 +91,8 @@ def _walk(node: yaml.Node, path: PathKey, out: dict[PathKey, tuple[int, int]]) -
 
 
 def _syntax_error(source: str, exc: yaml.YAMLError) -> YamlSyntaxError:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is not None:
-        return YamlSyntaxError(source, mark.line + 1, mark.column + 1, problem)
-    return YamlSyntaxError(source, None, None, problem)
+    line, column, problem = yaml_error_position(exc)
+    return YamlSyntaxError(source, line, column, problem)
 
 
 def loads_with_positions(text: str, source: str = "<string>") -> list[Positioned]:
@@ -87,10 +114,4 @@ def loads_with_positions(text: str, source: str = "<string>") -> list[Positioned
 def load_with_positions(path: str | Path) -> list[Positioned]:
     """Read a YAML file; errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise YamlSyntaxError(str(p), None, None, f"not UTF-8 text ({exc.reason})") from exc
-    return loads_with_positions(text, source=str(p))
+    return loads_with_positions(read_text(p), source=str(p))

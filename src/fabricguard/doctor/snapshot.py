@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from fabricguard._cogs.yamlsrc import SourceError, read_text, yaml_error_position
+
 try:  # the C loader is ~10x faster on big YAML snapshots; fall back to pure Python where it is absent
     from yaml import CSafeLoader as _YamlLoader
 except ImportError:  # pragma: no cover
@@ -30,15 +32,8 @@ SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
 PROFILE_API_PREFIX = "fabricguard.io/"
 
 
-class SnapshotError(ValueError):
+class SnapshotError(SourceError):
     """A snapshot that cannot be read: ``source`` and ``line`` say where."""
-
-    def __init__(self, source: str, line: int | None, problem: str) -> None:
-        self.source = source
-        self.line = line
-        self.problem = problem
-        where = f"{source}:{line}" if line else source
-        super().__init__(f"{where}: {problem}")
 
 
 @dataclass
@@ -154,7 +149,10 @@ def _ingest(snapshot: Snapshot, docs: Iterable[Any], name: str) -> int:
 def load_file(snapshot: Snapshot, path: Path) -> None:
     """Parse one file into ``snapshot``; notes a file with no Kubernetes object, raises on bad syntax."""
     name = path.name
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_text(path)
+    except SourceError as exc:
+        raise SnapshotError(exc.source, exc.line, exc.problem) from None
     docs: list[Any]
     if path.suffix == ".json" or text.lstrip().startswith(("{", "[")):
         try:
@@ -165,9 +163,8 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
         try:
             docs = list(yaml.load_all(text, Loader=_YamlLoader))
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise SnapshotError(str(path), mark.line + 1 if mark else None, f"invalid YAML: {problem}") from exc
+            line, _column, problem = yaml_error_position(exc)
+            raise SnapshotError(str(path), line, f"invalid YAML: {problem}") from exc
     if len(docs) == 1 and isinstance(docs[0], list):
         docs = docs[0]
     before_profile = snapshot.profile_path

@@ -13,7 +13,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fabricguard._cogs.yamlsrc import Positioned, YamlSyntaxError, load_with_positions, loads_with_positions
+from fabricguard._cogs.yamlsrc import (
+    Positioned,
+    SourceError,
+    YamlSyntaxError,
+    load_with_positions,
+    loads_with_positions,
+)
 from fabricguard.profile.model import PlatformProfile
 
 
@@ -99,11 +105,9 @@ def load_profile(path: str | Path) -> PlatformProfile:
     p = Path(path)
     try:
         docs = load_with_positions(p)
-    except FileNotFoundError:
-        raise ProfileError(str(p), [Problem("", None, "no such file")]) from None
-    except IsADirectoryError:
-        raise ProfileError(str(p), [Problem("", None, "is a directory; pass the profile's YAML file")]) from None
     except YamlSyntaxError as exc:
+        raise ProfileError(str(p), [Problem("", exc.line, f"invalid YAML: {exc.problem}")]) from None
+    except SourceError as exc:
         raise ProfileError(str(p), [Problem("", exc.line, exc.problem)]) from None
     return _select(str(p), docs)
 
