@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 EXIT_PASS = 0
 EXIT_DEGRADED = 1
@@ -24,9 +25,10 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_INPUT) -> NoReturn:
     """Print ``error: message`` (and what to do next) on stderr and exit."""
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    # Messages quote user input and paths ("[host[:port]/]repo"), which rich must not read as markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
     if hint:
-        err_console.print(f"[dim]hint:[/] {hint}")
+        err_console.print(f"[dim]hint:[/] {escape(hint)}")
     raise typer.Exit(code)
 
 

@@ -86,9 +86,13 @@ def render_webhook_cmd(
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
 ) -> None:
     """Print the webhook's Deployment, Service, PDB, cert-manager objects and webhook configurations."""
+    from fabricguard._cogs.imageref import reference_problem
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
 
     _profile(profile)
+    problem = reference_problem(image)
+    if problem:
+        fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
     for w in image_warnings(image):
         err_console.print(f"[yellow]warning:[/] {w}")
     sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace)))

@@ -11,17 +11,17 @@ by matchConditions, ``failurePolicy: Fail``, ``timeoutSeconds: 5``, ``sideEffect
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
+
+from fabricguard._cogs.imageref import pinning_warnings
 
 NAME = "fabricguard-admission"
 ENABLED_LABEL = "fabricguard.io/enabled"
 PORT = 8443
 PROFILE_KEY = "profile.yaml"
 
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 RULES = [
     {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]},
@@ -33,16 +33,7 @@ RULES = [
 
 def image_warnings(image: str) -> list[str]:
     """Why an image reference is not reproducible (empty for ``repo@sha256:<digest>``)."""
-    if _DIGEST.search(image):
-        return []
-    last = image.rsplit("/", 1)[-1]
-    if "@" in image:
-        return [f"image {image!r} has a malformed digest; use repo@sha256:<64 hex digits>"]
-    if ":" not in last:
-        return [f"image {image!r} has neither tag nor digest, so it means :latest; pin it by digest "
-                "(the multi-arch index digest, so arm64 and amd64 nodes both get their image)"]
-    return [f"image {image!r} is a tag-only reference, which can move; prefer repo@sha256:<digest> of the "
-            "multi-arch index"]
+    return pinning_warnings(image)
 
 
 def _labels() -> dict[str, str]:

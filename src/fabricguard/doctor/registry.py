@@ -20,59 +20,19 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricguard._cogs.imageref import DOCKER_HUB, ImageRef, parse_reference
+
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST))
 INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
-DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 
 
 class RegistryError(RuntimeError):
     """The registry could not answer (unreachable, unauthorized, unknown manifest)."""
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    registry: str
-    repository: str
-    tag: str | None = None
-    digest: str | None = None
-
-    @property
-    def reference(self) -> str:
-        return self.digest or self.tag or "latest"
-
-    def __str__(self) -> str:
-        out = f"{self.registry}/{self.repository}"
-        if self.tag:
-            out += f":{self.tag}"
-        if self.digest:
-            out += f"@{self.digest}"
-        return out
-
-
-def parse_reference(image: str) -> ImageRef:
-    """Split ``[host[:port]/]repo[:tag][@digest]`` the way container runtimes do (Docker Hub default)."""
-    rest, digest = image, None
-    if "@" in image:
-        rest, digest = image.split("@", 1)
-    first, _, remainder = rest.partition("/")
-    if remainder and ("." in first or ":" in first or first == "localhost"):
-        registry, path = first, remainder
-    else:
-        registry, path = DOCKER_HUB, rest
-        if "/" not in path:
-            path = f"library/{path}"
-    tag = None
-    last = path.rsplit("/", 1)[-1]
-    if ":" in last:
-        path, tag = path.rsplit(":", 1)
-    if tag is None and digest is None:
-        tag = "latest"
-    return ImageRef(registry=registry, repository=path, tag=tag, digest=digest)
 
 
 _CHALLENGE_PARAM = re.compile(r'(\w+)\s*=\s*"([^"]*)"')

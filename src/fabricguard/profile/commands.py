@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fabricguard._cogs.output import EXIT_INPUT, console, err_console, fail, print_json
@@ -46,7 +47,7 @@ def check(
             )
             if not as_json:
                 for p in exc.problems:
-                    err_console.print(f"[red]✗[/] {p.render(str(f))}")
+                    err_console.print(f"[red]✗[/] {escape(p.render(str(f)))}")
             continue
         adv = prof.advisories()
         results.append({"file": str(f), "valid": True, "name": prof.metadata.name, "advisories": adv})
