@@ -36,7 +36,9 @@ def render_verdict(v: JobVerdict) -> None:
     t.add_column("evidence", overflow="fold")
     for r in v.reasons:
         ev = r.evidence[0] if r.evidence else None
-        where = f"{Path(ev['file']).name}:{ev.get('line') or ''}" if ev and ev.get("file") else ""
+        where = ""
+        if ev and ev.get("file"):
+            where = Path(ev["file"]).name + (f":{ev['line']}" if ev.get("line") else "")
         t.add_row(f"[{_LEVEL_STYLE[r.level]}]{r.level.value}[/]", r.check, r.message, where)
     console.print(t)
 
