@@ -28,7 +28,7 @@ mkdir -p "$W/site"; PY="$(command -v "$PY")"
 if [ -d .devwheels ]; then "$PY" -m pip install -q --no-index --no-deps --target "$W/site" .devwheels/*.whl 2>&1 | tail -3; fi
 export PYTHONPATH="$PWD/src:$W/site" PYTHONUNBUFFERED=1
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), "nccl", torch.cuda.nccl.version())'
-FG() { "$PY" -m fabricguard "$@"; }
+
 R="$W/out"
 
 echo "== 1. NCCL, 1 rank, default (expect Socket, no failure)"
