@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fabricguard._cogs.imageref import parse_reference, pinning_warnings, reference_problem
 from fabricguard.cli import app
+from fabricguard.imageref import parse_reference, pinning_warnings, reference_problem
 
 GKE = Path(__file__).resolve().parents[2] / "examples" / "profiles" / "gke-a3-ultra.yaml"
 DIGEST = "sha256:" + "ab" * 32

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from fabricguard._cogs.output import EXIT_DEGRADED, EXIT_INPUT, err_console, fail, print_json
+from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, err_console, fail, print_json
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.model import PlatformProfile
 
@@ -86,8 +86,8 @@ def render_webhook_cmd(
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
 ) -> None:
     """Print the webhook's Deployment, Service, PDB, cert-manager objects and webhook configurations."""
-    from fabricguard._cogs.imageref import reference_problem
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
+    from fabricguard.imageref import reference_problem
 
     _profile(profile)
     problem = reference_problem(image)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from fabricguard._cogs.imageref import pinning_warnings
+from fabricguard.imageref import pinning_warnings
 
 NAME = "fabricguard-admission"
 ENABLED_LABEL = "fabricguard.io/enabled"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from fabricguard._cogs.output import EXIT_INPUT, console, fail
+from fabricguard.console import EXIT_INPUT, console, fail
 from fabricguard.doctor.diff import diff_snapshots, drift_namespaces
 from fabricguard.doctor.engine import Report, run_doctor
 from fabricguard.doctor.model import SEVERITY_ORDER, Severity

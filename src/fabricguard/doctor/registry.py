@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricguard._cogs.imageref import DOCKER_HUB, ImageRef, parse_reference
+from fabricguard.imageref import DOCKER_HUB, ImageRef, parse_reference
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from fabricguard._cogs.yamlsrc import SourceError, read_text, yaml_error_position
+from fabricguard.yamlsource import SourceError, read_text, yaml_error_position
 
 try:  # the C loader is ~10x faster on big YAML snapshots; fall back to pure Python where it is absent
     from yaml import CSafeLoader as _YamlLoader

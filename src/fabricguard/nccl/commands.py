@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricguard._cogs.output import console, fail, print_json
+from fabricguard.console import console, fail, print_json
 from fabricguard.nccl.report import NcclReport
 from fabricguard.nccl.scan import LogInputError, inspect_paths
 from fabricguard.profile.model import Transport

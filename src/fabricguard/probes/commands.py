@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from fabricguard._cogs.output import EXIT_INPUT, console, err_console, fail, print_json
+from fabricguard.console import EXIT_INPUT, console, err_console, fail, print_json
 
 probe_app = typer.Typer(no_args_is_help=True, help="Probes that prove the transport, the storage path and the node.")
 

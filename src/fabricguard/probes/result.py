@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from fabricguard._cogs.output import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
+from fabricguard.console import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
 
 
 class Status(StrEnum):

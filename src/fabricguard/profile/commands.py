@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fabricguard._cogs.output import EXIT_INPUT, console, err_console, fail, print_json
+from fabricguard.console import EXIT_INPUT, console, err_console, fail, print_json
 from fabricguard.profile.loader import ProfileError, load_profile
 from fabricguard.profile.model import PlatformProfile
 

@@ -13,14 +13,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fabricguard._cogs.yamlsrc import (
+from fabricguard.profile.model import PlatformProfile
+from fabricguard.yamlsource import (
     Positioned,
     SourceError,
     YamlSyntaxError,
     load_with_positions,
     loads_with_positions,
 )
-from fabricguard.profile.model import PlatformProfile
 
 
 @dataclass(frozen=True)

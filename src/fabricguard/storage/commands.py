@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from fabricguard._cogs.output import console, fail, print_json
+from fabricguard.console import console, fail, print_json
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
 
 app = typer.Typer(help="Storage path checks.", no_args_is_help=True)

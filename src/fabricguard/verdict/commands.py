@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricguard._cogs.output import console, fail, print_json
+from fabricguard.console import console, fail, print_json
 from fabricguard.profile import UnknownPoolError, embedded_profile
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.verdict.job import JobInputError, JobVerdict, Level, judge_job
