@@ -193,6 +193,13 @@ class Baseline(_Strict):
         default=None, gt=0, description="Expected checkpoint write rate of the storage probe (all ranks, fsync in)."
     )
     storageReadMBps: float | None = Field(default=None, gt=0, description="Expected read-back rate, all ranks.")
+    crossBlockFactor: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Fraction of allReduceBusBwGBps a gang keeps when it spans topology blocks (measured, e.g. by a "
+        "canary placed across two blocks); the placement simulation uses it.",
+    )
 
     @property
     def busbw_floor_gbps(self) -> float | None:
