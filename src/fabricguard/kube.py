@@ -1,7 +1,7 @@
-"""The Kubernetes API as fabricguard's writers use it: get, list, create, replace, patch, delete, over kr8s.
+"""The Kubernetes API as fabricguard's writers use it: get, list, create, update, patch, delete, over kr8s.
 
 kr8s resolves the kubeconfig (file, context, in-cluster token) and owns the HTTP session; this module adds what its
-object API leaves out for a workflow that must be exact: a 404 is ``None`` rather than an exception, replace
+object API leaves out for a workflow that must be exact: a 404 is ``None`` rather than an exception, an update
 carries the ``resourceVersion`` so a concurrent writer is a conflict instead of a lost update, and every patch names
 its type (a JSON merge patch replaces whole lists, so callers choose it only for objects they own).
 """
@@ -106,11 +106,19 @@ class Kube:
         out = await self._call("POST", api_version, plural, ns, json=obj)
         return out if isinstance(out, dict) else obj
 
-    async def replace(self, api_version: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-        """PUT the whole object; with ``metadata.resourceVersion`` set, a concurrent change is a 409."""
+    async def update(self, api_version: str, plural: str, obj: dict[str, Any], *,
+                     fields: tuple[str, ...]) -> dict[str, Any]:
+        """Overwrite ``fields`` of an object this program owns, guarded by its ``metadata.resourceVersion``.
+
+        A JSON merge patch that carries the resourceVersion is refused with 409 when someone changed the object
+        since it was read: optimistic concurrency without PUT's need to resend every field.
+        """
         meta = obj.get("metadata") or {}
-        out = await self._call("PUT", api_version, _path(plural, meta["name"]), meta.get("namespace"), json=obj)
-        return out if isinstance(out, dict) else obj
+        body: dict[str, Any] = {f: obj[f] for f in fields if f in obj}
+        if meta.get("resourceVersion"):
+            body["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+        return await self.patch(api_version, plural, meta["name"], body, namespace=meta.get("namespace"),
+                                patch_type="merge")
 
     async def patch(self, api_version: str, plural: str, name: str, body: Any, *, namespace: str | None = None,
                     patch_type: PatchType, subresource: str | None = None) -> dict[str, Any]:

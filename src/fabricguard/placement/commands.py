@@ -183,7 +183,7 @@ def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: 
         fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}", hint="check --kubeconfig/--context")
 
 
-def _show(state: TransitionState, output_format: str, extra: list[str] | None = None) -> None:
+def _show(state: TransitionState, output_format: str) -> None:
     from fabricguard.placement.workflow import state_json
 
     if output_format == "json":
@@ -198,8 +198,6 @@ def _show(state: TransitionState, output_format: str, extra: list[str] | None = 
         detail = s.detail if s.done else (state.message.split(": ", 1)[-1] if s.name == current else "")
         t.add_row(s.name, s.done or ("(current)" if s.name == current else ""), detail)
     console.print(t)
-    for line in extra or []:
-        console.print(line)
 
 
 def _format(output_format: str) -> str:
@@ -245,7 +243,7 @@ def transition_apply_cmd(
         fail(f"--drain-deadline: {exc}")
     out = _run(spec, namespace, kubeconfig, context,
                lambda w: w.apply(t, deadline=deadline, accept=accept, one_step=one_step))
-    _show(out.state, fmt, [f"{step}: {v.status}: {v.message}" for step, v in out.verdicts] if fmt == "table" else [])
+    _show(out.state, fmt)
     raise typer.Exit(out.exit_code)
 
 

@@ -1,9 +1,9 @@
 """Runs a pool transition against the cluster, one idempotent step at a time, its state kept in a ConfigMap.
 
-Every write is either idempotent (create-if-absent, replace with what the step computes from the current object,
+Every write is either idempotent (create-if-absent, overwrite with what the step computes from the current object,
 cordon) or recorded in the state *before* it is made (the nodes this transition cordons), so a run that dies
 between any two writes resumes where it stopped and ``abort`` undoes only what this transition did. The state is
-replaced with its ``resourceVersion``: two operators running ``apply`` at once get a conflict, not a mixed state.
+updated with its ``resourceVersion``: two operators running ``apply`` at once get a conflict, not a mixed state.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class Workflow:
             return
         obj = {**self._cm, "data": data}
         try:
-            self._cm = await self.kube.replace("v1", "configmaps", obj)
+            self._cm = await self.kube.update("v1", "configmaps", obj, fields=("data",))
         except KubeError as exc:
             if exc.status == 409:
                 raise TransitionConflict(f"another run changed {self.namespace}/{self.spec.name} meanwhile; "
@@ -112,6 +112,11 @@ class Workflow:
 
     async def _queue(self) -> dict[str, Any] | None:
         return await self.kube.get(KUEUE, "clusterqueues", self.spec.queue.name)
+
+    async def _set_queue(self, current: dict[str, Any], spec: dict[str, Any]) -> None:
+        # A merge patch keeps keys it does not mention: name the ones the new spec drops, with null, to remove them.
+        dropped = {k: None for k in (current.get("spec") or {}) if k not in spec}
+        await self.kube.update(KUEUE, "clusterqueues", {**current, "spec": {**spec, **dropped}}, fields=("spec",))
 
     async def step_new_pool_ready(self, state: TransitionState, now: datetime) -> Verdict:
         del now
@@ -135,7 +140,7 @@ class Workflow:
             plural = "topologies" if obj["kind"] == "Topology" else "resourceflavors"
             if await self.kube.get(KUEUE, plural, obj["metadata"]["name"]) is None:
                 await self.kube.create(KUEUE, plural, obj)
-        await self.kube.replace(KUEUE, "clusterqueues", switched_queue(self.spec, current))
+        await self._set_queue(current, switched_queue(self.spec, current)["spec"])
         return Verdict("done", f"ClusterQueue {self.spec.queue.name} admits to {self.spec.new.name} first; "
                                f"{self.spec.old.name} stays last with zero quota for what already runs there")
 
@@ -165,7 +170,7 @@ class Workflow:
         del state, now
         current = await self._queue()
         if current is not None:
-            await self.kube.replace(KUEUE, "clusterqueues", retired_queue(self.spec, current))
+            await self._set_queue(current, retired_queue(self.spec, current)["spec"])
         removed, kept = [], []
         for plural, kind in (("resourceflavors", "ResourceFlavor"), ("topologies", "Topology")):
             obj = await self.kube.get(KUEUE, plural, self.spec.old.name)
@@ -182,8 +187,9 @@ class Workflow:
             msg += f"; deleted {', '.join(removed)}"
         if kept:
             msg += f"; left {', '.join(kept)}"
-        return Verdict("done", msg + f"; the old nodes stay cordoned: delete node pool {self.spec.old.name} "
-                                     "with the provider")
+        selector = ",".join(f"{k}={v}" for k, v in self.spec.old.nodeSelector.items())
+        return Verdict("done", msg + f"; the old nodes ({selector}) stay cordoned: delete their node pool with "
+                                     "the provider")
 
     # --------------------------------------------------------------------------------------- driver
 
@@ -237,7 +243,7 @@ class Workflow:
         if state.previousClusterQueueSpec is not None:
             current = await self._queue()
             if current is not None:
-                await self.kube.replace(KUEUE, "clusterqueues", {**current, "spec": state.previousClusterQueueSpec})
+                await self._set_queue(current, state.previousClusterQueueSpec)
                 undone.append(f"ClusterQueue {self.spec.queue.name} restored")
         for name in state.cordoned:
             if await self.kube.get("v1", "nodes", name) is not None:
