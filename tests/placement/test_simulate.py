@@ -36,6 +36,12 @@ def test_preferred_in_one_block_keeps_the_baseline_and_unknown_factor_is_unknown
     assert place(16, "preferred", {"a": 12, "b": 4}, baseline_gbps=355).busbw_gbps is None
 
 
+def test_waiting_message_says_where_the_nodes_must_be_free() -> None:
+    assert place(8, "required", {"a": 6, "b": 4}, size={"a": 12, "b": 4}).describe() == \
+        "waits until 8 nodes are free in one block"
+    assert place(16, "preferred", {"a": 6, "b": 4}, size={"a": 12, "b": 4}).describe() == "waits until 16 nodes are free"
+
+
 def test_not_enough_nodes_anywhere() -> None:
     assert place(20, "preferred", {"a": 12, "b": 4}).waits == "forever"
     assert place(14, "unconstrained", {"a": 10, "b": 2}, size={"a": 12, "b": 4}).waits == "until-free"

@@ -39,7 +39,7 @@ class Outcome:
         if self.waits == "forever":
             return f"waits forever: no block has {self.gang} nodes"
         if self.waits == "until-free":
-            return f"waits until {self.gang} nodes are free in one block"
+            return f"waits until {self.gang} nodes are free" + (" in one block" if self.mode == "required" else "")
         where = ", ".join(f"{b}:{n}" for b, n in self.placed.items())
         return f"{'one block' if self.blocks == 1 else f'{self.blocks} blocks'} ({where})"
 
