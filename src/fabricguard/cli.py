@@ -8,6 +8,7 @@ from fabricguard import __version__
 from fabricguard.admission import commands as admission_commands
 from fabricguard.doctor import commands as doctor_commands
 from fabricguard.nccl import commands as nccl_commands
+from fabricguard.placement import commands as placement_commands
 from fabricguard.probes import commands as probe_commands
 from fabricguard.profile import commands as profile_commands
 from fabricguard.storage import commands as storage_commands
@@ -42,6 +43,7 @@ verdict_commands.register(app)
 probe_commands.register(app)
 doctor_commands.register(app)
 admission_commands.register(app)
+placement_commands.register(app)
 
 
 def main() -> None:

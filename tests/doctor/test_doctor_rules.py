@@ -228,4 +228,8 @@ def test_rule_ids_are_stable():
         "fabric-request-missing",
         "topology-mapping-mismatch",
         "node-not-gated",
+        "topology-labels-missing",
+        "network-mapping-stale",
+        "flavor-matches-no-node",
+        "flavor-readiness-tainted",
     ]

@@ -213,6 +213,8 @@ LIVE_RESOURCES: tuple[tuple[str, str, str], ...] = (
     ("kueue.x-k8s.io/v1beta2", "localqueues", "LocalQueue"),
     ("kueue.x-k8s.io/v1beta2", "topologies", "Topology"),
     ("kueue.x-k8s.io/v1beta2", "workloads", "Workload"),
+    ("networking.gke.io/v1", "networks", "Network"),
+    ("networking.gke.io/v1", "gkenetworkparamsets", "GKENetworkParamSet"),
 )
 FORBIDDEN_PLURALS = frozenset({"secrets"})
 PAGE_SIZE = 500

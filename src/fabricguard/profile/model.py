@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 API_VERSION = "fabricguard.io/v1alpha1"
 KIND = "PlatformProfile"
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -191,6 +193,13 @@ class Baseline(_Strict):
         default=None, gt=0, description="Expected checkpoint write rate of the storage probe (all ranks, fsync in)."
     )
     storageReadMBps: float | None = Field(default=None, gt=0, description="Expected read-back rate, all ranks.")
+    crossBlockFactor: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Fraction of allReduceBusBwGBps a gang keeps when it spans topology blocks (measured, e.g. by a "
+        "canary placed across two blocks); the placement simulation uses it.",
+    )
 
     @property
     def busbw_floor_gbps(self) -> float | None:
@@ -215,6 +224,28 @@ class QueueTopology(_Strict):
 class Queue(_Strict):
     name: str
     topology: QueueTopology | None = None
+    namespaces: list[str] = Field(
+        default_factory=list,
+        description="Team namespaces: each gets a LocalQueue of this name; the ClusterQueue admits only them "
+        "(empty: every namespace may point a LocalQueue at it).",
+    )
+    fabricResources: Literal["quota", "exclude"] = Field(
+        default="quota",
+        description="Give the fabric resources the webhook injects a Kueue quota, or list their prefixes in "
+        "Kueue's resources.excludeResourcePrefixes (Kueue's default BlockUndeclared refuses any resource that is "
+        "neither covered nor excluded).",
+    )
+    cohort: str | None = None
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: list[str]) -> list[str]:
+        bad = [n for n in v if not _DNS_LABEL.match(n)]
+        if bad:
+            raise ValueError(f"{bad} are not valid namespace names (lowercase DNS labels)")
+        if len(set(v)) != len(v):
+            raise ValueError("a namespace is listed twice")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -239,6 +270,61 @@ class Pool(_Strict):
         default=None,
         description="sizeLimit of the memory-backed /dev/shm injected into workloads (a Kubernetes quantity).",
     )
+    nodes: int | None = Field(
+        default=None, ge=1, description="Nodes in the pool's reservation: sizes its Kueue quota."
+    )
+    nodeAllocatable: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per-node allocatable of further resources that workloads request (cpu, memory), quoted "
+        "in the pool's Kueue flavor so that BlockUndeclared admits them.",
+    )
+    topologyLevels: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Node labels of the pool's Kueue Topology, coarsest first (e.g. block, sub-block, host); "
+        "empty: the fabric's topologyLabel, then kubernetes.io/hostname.",
+    )
+
+    @field_validator("nodeAllocatable")
+    @classmethod
+    def _allocatable(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, qty in v.items():
+            if not _RESOURCE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a Kubernetes resource name")
+            if not _QUANTITY.match(str(qty)):
+                raise ValueError(f"{name}: {qty!r} is not a Kubernetes quantity such as '2000Gi' or '200'")
+        return v
+
+    @field_validator("topologyLevels")
+    @classmethod
+    def _levels(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("a topology level is listed twice")
+        if HOSTNAME_LABEL in v[:-1]:
+            raise ValueError(f"{HOSTNAME_LABEL} may only be the last (finest) topology level")
+        return v
+
+    @model_validator(mode="after")
+    def _queue_levels_in_topology(self) -> Pool:
+        # The webhook asks Kueue for these levels; a level outside the flavor's Topology is never satisfiable.
+        topo = self.queue.topology if self.queue else None
+        if topo is None or not self.topologyLevels:
+            return self
+        for level in (topo.level, topo.sliceLevel):
+            if level is not None and level not in self.topologyLevels:
+                raise ValueError(f"queue topology level {level!r} is not one of topologyLevels {self.topologyLevels}")
+        return self
+
+    @property
+    def topology_levels(self) -> list[str]:
+        """The Kueue Topology levels of this pool, coarsest first; empty when the pool has no topology."""
+        if self.topologyLevels:
+            return list(self.topologyLevels)
+        queue_level = self.queue.topology.level if self.queue and self.queue.topology else None
+        coarse = self.fabric.topologyLabel or queue_level
+        if coarse is None:
+            return []
+        return [coarse] if coarse == HOSTNAME_LABEL else [coarse, HOSTNAME_LABEL]
 
     @field_validator("name")
     @classmethod
@@ -310,7 +396,24 @@ class Spec(_Strict):
             seen.add(p.name)
         if self.defaultPool is not None and self.defaultPool not in seen:
             raise ValueError(f"defaultPool {self.defaultPool!r} is not a pool; known pools: {sorted(seen)}")
+        self._shared_queues_agree()
         return self
+
+    def _shared_queues_agree(self) -> None:
+        # Pools that name one queue become flavors of one ClusterQueue: its settings cannot differ per pool.
+        first: dict[str, Pool] = {}
+        for p in self.pools:
+            if p.queue is None:
+                continue
+            other = first.setdefault(p.queue.name, p)
+            if other is not p and other.queue is not None:
+                theirs = other.queue.model_dump(exclude={"topology"})
+                mine = p.queue.model_dump(exclude={"topology"})
+                if theirs != mine:
+                    raise ValueError(
+                        f"pools {other.name!r} and {p.name!r} share queue {p.queue.name!r} but set its namespaces, "
+                        "fabricResources or cohort differently; one ClusterQueue has one value of each"
+                    )
 
 
 class PlatformProfile(_Strict):

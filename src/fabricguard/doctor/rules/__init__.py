@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import daemonsets, fabric, images
+from fabricguard.doctor.rules import daemonsets, fabric, images, placement
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -70,6 +70,32 @@ RULES: tuple[Rule, ...] = (
         Severity.warning,
         fabric.node_not_gated,
         "a schedulable fabric-pool node without FabricReady=True",
+    ),
+    Rule(
+        placement.TOPOLOGY_LABELS,
+        Severity.warning,
+        placement.topology_labels_missing,
+        "a pool's node lacks a label its Kueue Topology needs",
+    ),
+    Rule(
+        placement.MAPPING_STALE,
+        Severity.critical,
+        placement.network_mapping_stale,
+        "a pool's network mapping names a block, network or device its nodes do not have",
+    ),
+    Rule(
+        placement.FLAVOR_NO_NODE,
+        Severity.critical,
+        placement.flavor_matches_no_node,
+        "a Kueue ResourceFlavor selects no node",
+        needs_profile=False,
+    ),
+    Rule(
+        placement.FLAVOR_TAINTED,
+        Severity.critical,
+        placement.flavor_readiness_tainted,
+        "a flavor's nodes carry a readiness taint no workload tolerates",
+        needs_profile=False,
     ),
 )
 

@@ -1,0 +1,284 @@
+"""CLI commands of `fabricguard.placement`.
+
+``fabricguard render kueue`` prints Kueue's side of the profile; ``fabricguard placement simulate`` shows where
+gangs land on a pool spread across blocks and what that costs in bus bandwidth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+import yaml
+from rich.table import Table
+
+from fabricguard.admission.commands import render_app
+from fabricguard.console import EXIT_FAILED, console, fail, print_json
+from fabricguard.profile.commands import profile_or_exit
+
+if TYPE_CHECKING:
+    from fabricguard.placement.transition import TransitionSpec, TransitionState
+    from fabricguard.placement.workflow import Workflow
+
+T = TypeVar("T")
+
+placement_app = typer.Typer(help="Placement: Kueue topology what-ifs for the profile's pools.", no_args_is_help=True)
+pool_app = typer.Typer(help="Node pools: move a queue from one pool to another safely.", no_args_is_help=True)
+transition_app = typer.Typer(
+    help="Move a queue's admissions from an old pool to a new one (reservation moved): plan, apply, status, abort.",
+    no_args_is_help=True,
+)
+pool_app.add_typer(transition_app, name="transition")
+
+FROM_OPT = typer.Option(..., "--from", help="Profile in force now (with the old pool).")
+TO_OPT = typer.Option(..., "--to", help="Profile to move to (with the new pool).")
+OLD_OPT = typer.Option(None, "--old-pool", help="Old pool, when more than one pool leaves.")
+NEW_OPT = typer.Option(None, "--new-pool", help="New pool, when more than one pool arrives.")
+NS_OPT = typer.Option("fabricguard-system", "--namespace", "-n", help="Where the transition's state is kept.")
+KUBECONFIG_OPT = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: the usual lookup).")
+CONTEXT_OPT = typer.Option(None, "--context", help="kubeconfig context.")
+NOW_OPT = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replays and tests.")
+FORMAT_OPT = typer.Option("table", "--format", help="table or json.")
+
+
+@render_app.command("kueue")
+def render_kueue_cmd(
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    configuration: bool = typer.Option(
+        False, "--configuration",
+        help="Print only the fragment of Kueue's Configuration (waitForPodsReady, frameworks, exclusions).",
+    ),
+) -> None:
+    """Print the profile's Kueue v1beta2 objects: Topologies, ResourceFlavors, the fabric AdmissionCheck, queues."""
+    from fabricguard.placement.kueue import KueueRenderError, objects
+    from fabricguard.placement.kueue import configuration as kueue_configuration
+
+    prof = profile_or_exit(profile)
+    try:
+        if configuration:
+            head = "# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
+            docs = [kueue_configuration(prof)]
+        else:
+            head = (f"# Kueue objects of profile {prof.metadata.name}. Apply after Kueue v0.19+; "
+                    "see also: fabricguard render kueue --configuration\n")
+            docs = objects(prof)
+    except KueueRenderError as exc:
+        fail(f"{profile}: {exc}")
+    if not docs:
+        fail(f"{profile}: no pool names a queue, so there is nothing to render for Kueue",
+             hint="give the fabric pools a queue: {name: ...}")
+    sys.stdout.write(head + yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120))
+
+
+def _blocks(option: str, text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, count = part.partition("=")
+        if not sep or not name or not count.isdigit():
+            fail(f"{option} {text!r}: {part!r} is not BLOCK=NODES", hint=f"e.g. {option} block-a=12,block-b=4")
+        out[name] = int(count)
+    if not out:
+        fail(f"{option} is empty", hint=f"e.g. {option} block-a=12,block-b=4")
+    return out
+
+
+@placement_app.command("simulate")
+def simulate_cmd(
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    pool: str | None = typer.Option(None, "--pool", help="Pool to simulate (default: the profile's default pool)."),
+    free: str = typer.Option(..., "--free", help="Free nodes per block, e.g. block-a=12,block-b=4."),
+    size: str | None = typer.Option(None, "--size", help="Nodes per block when not all are free (default: --free)."),
+    gangs: str = typer.Option("2,4,16", "--gangs", help="Gang sizes in nodes (one pod per node)."),
+    output_format: str = typer.Option("table", "--format", help="table or json."),
+) -> None:
+    """Where 2-, 4- and 16-node gangs land with required vs preferred topology, when they wait, their busbw."""
+    from fabricguard.placement.simulate import table
+
+    if output_format not in ("table", "json"):
+        fail(f"--format {output_format!r} is not one of table, json")
+    prof = profile_or_exit(profile)
+    try:
+        p = prof.pool(pool)
+    except (KeyError, ValueError) as exc:
+        fail(f"--pool: {exc}")
+    try:
+        sizes = [int(g) for g in gangs.split(",") if g.strip()]
+    except ValueError:
+        fail(f"--gangs {gangs!r} is not a list of node counts", hint="e.g. --gangs 2,4,16")
+    if not sizes or min(sizes) < 1:
+        fail(f"--gangs {gangs!r} needs node counts of at least 1", hint="e.g. --gangs 2,4,16")
+    free_blocks = _blocks("--free", free)
+    size_blocks = _blocks("--size", size) if size else None
+    if size_blocks is not None and any(free_blocks.get(b, 0) > size_blocks.get(b, 0) for b in free_blocks):
+        fail("--free has more nodes in a block than --size", hint="--size is the block's total, --free what is idle")
+    base = p.baseline.allReduceBusBwGBps
+    factor = p.baseline.crossBlockFactor
+    outcomes = table(sizes, ["required", "preferred"], free_blocks, size=size_blocks, baseline_gbps=base,
+                     cross_block_factor=factor)
+    if output_format == "json":
+        print_json({"pool": p.name, "free": free_blocks, "size": size_blocks or free_blocks, "baselineGBps": base,
+                    "crossBlockFactor": factor,
+                    "outcomes": [{"gang": o.gang, "mode": o.mode, "placed": o.placed, "waits": o.waits,
+                                  "busbwGBps": o.busbw_gbps} for o in outcomes]})
+        return
+    t = Table(title=f"pool {p.name}: free {free_blocks}" + (f" of {size_blocks}" if size_blocks else ""))
+    for col in ("gang (nodes)", "topology", "lands on", "busbw GB/s"):
+        t.add_column(col, justify="right" if col != "lands on" else "left")
+    for o in outcomes:
+        bw = "-" if o.busbw_gbps is None and o.waits != "no" else (
+            f"{o.busbw_gbps:g}" if o.busbw_gbps is not None else "unknown (set baseline.crossBlockFactor)")
+        t.add_row(str(o.gang), o.mode, o.describe(), bw)
+    console.print(t)
+
+
+def _now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"--now {text!r} is not an RFC 3339 time", hint="e.g. --now 2026-11-30T12:00:00Z")
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def _spec(source: Path, target: Path, old_pool: str | None, new_pool: str | None) -> TransitionSpec:
+    from fabricguard.placement.kueue import KueueRenderError
+    from fabricguard.placement.transition import TransitionError, spec_from
+
+    a, b = profile_or_exit(source), profile_or_exit(target)
+    try:
+        return spec_from(a, b, source.read_text(encoding="utf-8"), target.read_text(encoding="utf-8"),
+                         old_pool=old_pool, new_pool=new_pool)
+    except (TransitionError, KueueRenderError) as exc:
+        fail(str(exc))
+
+
+def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: str | None,
+         action: Callable[[Workflow], Awaitable[T]]) -> T:
+    from fabricguard.kube import Kube, KubeError
+    from fabricguard.placement.workflow import TransitionConflict, Workflow
+
+    async def go() -> T:
+        kube = await Kube.connect(kubeconfig, context)
+        try:
+            return await action(Workflow(kube, spec, namespace))
+        finally:
+            await kube.close()
+
+    try:
+        return asyncio.run(go())
+    except TransitionConflict as exc:
+        fail(str(exc), code=EXIT_FAILED)
+    except KubeError as exc:
+        fail(f"the API server refused: {exc}", hint="check the kubeconfig's permissions (RBAC) and that Kueue "
+                                                    "v0.19+ is installed", code=EXIT_FAILED)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot reach the cluster: {exc}", hint="check --kubeconfig/--context")
+    except Exception as exc:  # kr8s raises many kinds for a missing or broken kubeconfig
+        fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}", hint="check --kubeconfig/--context")
+
+
+def _show(state: TransitionState, output_format: str) -> None:
+    from fabricguard.placement.workflow import state_json
+
+    if output_format == "json":
+        print_json(state_json(state))
+        return
+    console.print(f"transition {state.oldPool} -> {state.newPool} (queue {state.queue}): {state.phase}")
+    t = Table(show_header=True)
+    for col in ("step", "done", "detail"):
+        t.add_column(col)
+    current = state.next_step()
+    for s in state.steps:
+        detail = s.detail if s.done else (state.message.split(": ", 1)[-1] if s.name == current else "")
+        t.add_row(s.name, s.done or ("(current)" if s.name == current else ""), detail)
+    console.print(t)
+
+
+def _format(output_format: str) -> str:
+    if output_format not in ("table", "json"):
+        fail(f"--format {output_format!r} is not one of table, json")
+    return output_format
+
+
+@transition_app.command("plan")
+def transition_plan_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT,
+                        new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
+                        kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT) -> None:
+    """Print every change the transition would make, as diffs of the objects; writes nothing."""
+    spec = _spec(source, target, old_pool, new_pool)
+    lines = _run(spec, namespace, kubeconfig, context, lambda w: w.plan())
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+@transition_app.command("apply")
+def transition_apply_cmd(
+    source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT, new_pool: str | None = NEW_OPT,
+    namespace: str = NS_OPT, kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
+    now: str | None = NOW_OPT, output_format: str = FORMAT_OPT,
+    drain_deadline: str = typer.Option("24h", "--drain-deadline",
+                                       help="How long the old pool's running work may take (from the drain's start)."),
+    accept_unverified: str = typer.Option("", "--accept-unverified",
+                                          help="Gates to pass without evidence: agent, canary (comma-separated)."),
+    one_step: bool = typer.Option(False, "--step", help="Perform at most one step, then stop."),
+) -> None:
+    """Perform the next steps until one must wait (exit 1), is blocked (exit 2), or all are done (exit 0)."""
+    from fabricguard.placement.transition import GATES, TransitionError, parse_duration
+
+    fmt = _format(output_format)
+    spec = _spec(source, target, old_pool, new_pool)
+    accept = tuple(g.strip() for g in accept_unverified.split(",") if g.strip())
+    unknown = [g for g in accept if g not in GATES]
+    if unknown:
+        fail(f"--accept-unverified: {unknown} are not gates; the gates are {', '.join(GATES)}")
+    t = _now(now)
+    try:
+        deadline = t + parse_duration(drain_deadline)
+    except TransitionError as exc:
+        fail(f"--drain-deadline: {exc}")
+    out = _run(spec, namespace, kubeconfig, context,
+               lambda w: w.apply(t, deadline=deadline, accept=accept, one_step=one_step))
+    _show(out.state, fmt)
+    raise typer.Exit(out.exit_code)
+
+
+@transition_app.command("status")
+def transition_status_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT,
+                          new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
+                          kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
+                          output_format: str = FORMAT_OPT) -> None:
+    """Where the transition stands: 0 completed, 1 in progress or waiting, 2 blocked or aborted, 3 none started."""
+    from fabricguard.placement.workflow import Outcome
+
+    fmt = _format(output_format)
+    spec = _spec(source, target, old_pool, new_pool)
+    state = _run(spec, namespace, kubeconfig, context, lambda w: w.load())
+    if state is None:
+        fail(f"no transition {spec.name} in namespace {namespace}", hint="start one with: fabricguard pool "
+                                                                          "transition apply --from ... --to ...")
+    _show(state, fmt)
+    raise typer.Exit(Outcome(state).exit_code)
+
+
+@transition_app.command("abort")
+def transition_abort_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT,
+                         new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
+                         kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
+                         now: str | None = NOW_OPT, output_format: str = FORMAT_OPT) -> None:
+    """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned."""
+    fmt = _format(output_format)
+    spec = _spec(source, target, old_pool, new_pool)
+    t = _now(now)
+    out, _ = _run(spec, namespace, kubeconfig, context, lambda w: w.abort(t))
+    _show(out.state, fmt)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``placement`` and ``pool``; ``render kueue`` attaches to the shared ``render`` group on import."""
+    app.add_typer(placement_app, name="placement")
+    app.add_typer(pool_app, name="pool")

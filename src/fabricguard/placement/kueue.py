@@ -1,0 +1,215 @@
+"""Kueue objects from the platform profile: ResourceFlavors, Topologies, ClusterQueues, LocalQueues, the fabric check.
+
+Pure: a profile in, plain ``kueue.x-k8s.io/v1beta2`` objects out (v1beta1 is deprecated). The names here are the
+ones the webhook and the controller use: the webhook labels workloads with the pool's queue name and asks for the
+pool's topology levels; the controller answers the AdmissionCheck named ``FABRIC_CHECK``.
+
+Choices a platform engineer should know (docs/placement.md says more):
+- one ResourceFlavor per pool, named after the pool; pools that share a queue are flavors of one ClusterQueue in
+  profile order, which is Kueue's order of preference (a pool transition reorders them);
+- every resource a training pod requests must be covered by the ClusterQueue or excluded in Kueue's
+  Configuration: under Kueue's default ``BlockUndeclared`` anything else leaves the workload inadmissible;
+- the pool's tolerations become the flavor's ``tolerations`` (Kueue adds them to admitted pods); they are not
+  ``nodeTaints``, which would make Kueue refuse every workload that does not already tolerate them.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from fabricguard.profile.model import PlatformProfile, Pool, Queue
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
+FABRIC_CHECK = "fabricguard-fabric-validated"
+FABRIC_CHECK_CONTROLLER = "fabricguard.io/fabric-validated"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "fabricguard"}
+POOL_LABEL = "fabricguard.io/pool"
+
+# The frameworks whose workloads the webhook injects; Kueue must manage the same ones.
+FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "pod")
+
+_QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
+
+
+class KueueRenderError(ValueError):
+    """The profile lacks something Kueue needs; the message names the pool or queue and the field to set."""
+
+
+def scale(quantity: str, factor: int) -> str:
+    """``factor`` times a Kubernetes quantity, keeping its suffix ("2000Gi" x 4 = "8000Gi")."""
+    m = _QTY.match(str(quantity))
+    if m is None:
+        raise KueueRenderError(f"{quantity!r} is not a Kubernetes quantity")
+    total = Decimal(m.group(1)) * factor
+    text = format(total.normalize(), "f") if total != total.to_integral_value() else str(int(total))
+    return f"{text}{m.group(2)}"
+
+
+def _meta(name: str, **labels: str) -> dict[str, Any]:
+    return {"name": name, "labels": {**MANAGED_BY, **labels}}
+
+
+def topology(pool: Pool) -> dict[str, Any] | None:
+    """The pool's Topology (levels coarsest first), or None when the pool declares no topology."""
+    levels = pool.topology_levels
+    if not levels:
+        return None
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Topology",
+        "metadata": _meta(pool.name, **{POOL_LABEL: pool.name}),
+        "spec": {"levels": [{"nodeLabel": level} for level in levels]},
+    }
+
+
+def resource_flavor(pool: Pool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": dict(pool.nodeSelector)}
+    if pool.tolerations:
+        spec["tolerations"] = [t.to_k8s() for t in pool.tolerations]
+    if pool.topology_levels:
+        spec["topologyName"] = pool.name
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": _meta(pool.name, **{POOL_LABEL: pool.name}),
+        "spec": spec,
+    }
+
+
+def _fabric_resources(pool: Pool) -> dict[str, int]:
+    return dict(pool.fabric.resources)
+
+
+def _per_node(pool: Pool, queue: Queue) -> dict[str, str]:
+    """What one node of the pool contributes to its flavor's quota, by resource name."""
+    out: dict[str, str] = {pool.gpuResource: str(pool.gpusPerNode)}
+    out.update({k: str(v) for k, v in pool.nodeAllocatable.items()})
+    if queue.fabricResources == "quota":
+        # One training pod per node takes the node's whole fabric share, as the webhook injects it.
+        out.update({k: str(v) for k, v in _fabric_resources(pool).items()})
+    return out
+
+
+def cluster_queue(queue: Queue, pools: list[Pool]) -> dict[str, Any]:
+    """One ClusterQueue over the pools that name ``queue``, flavors in profile order."""
+    missing = [p.name for p in pools if p.nodes is None]
+    if missing:
+        raise KueueRenderError(
+            f"queue {queue.name!r}: pool(s) {missing} set no nodes; set spec.pools[].nodes to the reservation's "
+            "node count so that the ClusterQueue's quota matches the hardware"
+        )
+    per_node = {p.name: _per_node(p, queue) for p in pools}
+    covered: list[str] = []
+    for p in pools:
+        covered.extend(r for r in per_node[p.name] if r not in covered)
+    flavors = []
+    for p in pools:
+        assert p.nodes is not None
+        have = per_node[p.name]
+        flavors.append({
+            "name": p.name,
+            "resources": [{"name": r, "nominalQuota": scale(have[r], p.nodes) if r in have else "0"} for r in covered],
+        })
+    spec: dict[str, Any] = {
+        "namespaceSelector": (
+            {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                   "values": list(queue.namespaces)}]}
+            if queue.namespaces else {}
+        ),
+        # A gang must not be overtaken forever by smaller jobs behind it: admit in order, try the next on a miss.
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+    }
+    fabric_flavors = [p.name for p in pools if p.fabric.has_fabric]
+    if fabric_flavors:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": FABRIC_CHECK, "onFlavors": fabric_flavors}]}
+    if queue.cohort:
+        spec["cohortName"] = queue.cohort
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(queue.name), "spec": spec}
+
+
+def local_queues(queue: Queue) -> list[dict[str, Any]]:
+    """A LocalQueue named like the ClusterQueue in every team namespace: the name the webhook labels jobs with."""
+    return [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "LocalQueue",
+            "metadata": {**_meta(queue.name), "namespace": ns},
+            "spec": {"clusterQueue": queue.name},
+        }
+        for ns in queue.namespaces
+    ]
+
+
+def admission_check() -> dict[str, Any]:
+    """The fabric AdmissionCheck; the controller keeps its ``Active`` condition True and answers for Workloads."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "AdmissionCheck",
+        "metadata": _meta(FABRIC_CHECK),
+        "spec": {"controllerName": FABRIC_CHECK_CONTROLLER},
+    }
+
+
+def queues(profile: PlatformProfile) -> list[tuple[Queue, list[Pool]]]:
+    """Each queue the profile names, with its pools in profile order."""
+    out: dict[str, tuple[Queue, list[Pool]]] = {}
+    for p in profile.spec.pools:
+        if p.queue is not None:
+            out.setdefault(p.queue.name, (p.queue, []))[1].append(p)
+    return list(out.values())
+
+
+def excluded_prefixes(profile: PlatformProfile) -> list[str]:
+    """Fabric resource names that queues chose to exclude from quota (exact names: a prefix of themselves)."""
+    names: list[str] = []
+    for queue, pools in queues(profile):
+        if queue.fabricResources != "exclude":
+            continue
+        for p in pools:
+            names.extend(r for r in _fabric_resources(p) if r not in names)
+    return names
+
+
+def configuration(profile: PlatformProfile, *, pods_ready_timeout: str = "10m") -> dict[str, Any]:
+    """The fragment of Kueue's Configuration that the profile needs: all-or-nothing admission, frameworks, exclusions.
+
+    ``waitForPodsReady`` evicts and requeues a gang whose pods are not all ready in time, instead of holding some
+    GPUs idle for a half-started job; ``blockAdmission`` keeps a second gang from being admitted while the first
+    is still starting, so two gangs cannot deadlock each other on the same nodes.
+    """
+    cfg: dict[str, Any] = {
+        "apiVersion": KUEUE_CONFIG_API,
+        "kind": "Configuration",
+        "waitForPodsReady": {
+            "timeout": pods_ready_timeout,
+            "recoveryTimeout": pods_ready_timeout,
+            "blockAdmission": True,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
+        },
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+    }
+    excluded = excluded_prefixes(profile)
+    if excluded:
+        cfg["resources"] = {"quotaCheckStrategy": "BlockUndeclared", "excludeResourcePrefixes": excluded}
+    return cfg
+
+
+def objects(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """Every Kueue object of the profile, in the order ``kubectl apply`` needs them."""
+    pools_with_queue = [p for q, ps in queues(profile) for p in ps]
+    out: list[dict[str, Any]] = []
+    for p in pools_with_queue:
+        topo = topology(p)
+        if topo is not None:
+            out.append(topo)
+    out.extend(resource_flavor(p) for p in pools_with_queue)
+    if any(p.fabric.has_fabric for p in pools_with_queue):
+        out.append(admission_check())
+    for queue, pools in queues(profile):
+        out.append(cluster_queue(queue, pools))
+        out.extend(local_queues(queue))
+    return out
