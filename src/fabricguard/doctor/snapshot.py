@@ -19,14 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fabricguard.yamlsource import SourceError, read_text, yaml_error_position
-
-try:  # the C loader is ~10x faster on big YAML snapshots; fall back to pure Python where it is absent
-    from yaml import CSafeLoader as _YamlLoader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
+from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
 
 SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
 PROFILE_API_PREFIX = "fabricguard.io/"
@@ -161,10 +154,10 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
             raise SnapshotError(str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
     else:
         try:
-            docs = list(yaml.load_all(text, Loader=_YamlLoader))
-        except yaml.YAMLError as exc:
-            line, _column, problem = yaml_error_position(exc)
-            raise SnapshotError(str(path), line, f"invalid YAML: {problem}") from exc
+            docs = loads_documents(text, str(path))
+        except SourceError as exc:
+            problem = f"invalid YAML: {exc.problem}" if isinstance(exc, YamlSyntaxError) else exc.problem
+            raise SnapshotError(exc.source, exc.line, problem) from None
     if len(docs) == 1 and isinstance(docs[0], list):
         docs = docs[0]
     before_profile = snapshot.profile_path
