@@ -9,14 +9,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabricguard.console import EXIT_INPUT, console, err_console, fail, print_json
-from fabricguard.profile.loader import ProfileError, load_profile
+from fabricguard.profile.loader import EMBEDDED_PROFILES, ProfileError, embedded_profile, load_profile
 from fabricguard.profile.model import PlatformProfile
 
 app = typer.Typer(help="Check and explain platform profiles.", no_args_is_help=True)
 
 
-def profile_or_exit(path: Path) -> PlatformProfile:
-    """Load a profile for a command, or stop with every problem (field, line) and what to run next."""
+def profile_or_exit(path: Path | str) -> PlatformProfile:
+    """Load a profile for a command, or stop with every problem (field, line) and what to run next.
+
+    ``local`` names the profile embedded in the package (this machine, no RDMA); a file of that name in
+    the working directory is ``./local``. No command falls back to it silently.
+    """
+    if str(path) in EMBEDDED_PROFILES:
+        return embedded_profile(str(path))
     try:
         return load_profile(path)
     except ProfileError as exc:

@@ -121,6 +121,10 @@ def _select(source: str, docs: list[Positioned]) -> PlatformProfile:
     return profile_from_document(profiles[0] if profiles else docs[0])
 
 
+# Profiles shipped inside the package, chosen by name (``--profile local``).
+EMBEDDED_PROFILES = ("local",)
+
+
 def embedded_profile(name: str = "local") -> PlatformProfile:
     """A profile shipped inside the package (``local``: this machine, gloo ranks, no RDMA)."""
     text = resources.files("fabricguard.data.profiles").joinpath(f"{name}.yaml").read_text("utf-8")
