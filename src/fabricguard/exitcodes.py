@@ -16,12 +16,14 @@ EXIT_FAILED: Final = 2
 EXIT_INPUT: Final = 3
 
 # Every verdict word any command prints under the JSON key "verdict"; "skipped" judges nothing and so
-# exits like a pass only where something else was judged (validate refuses a run that judged nothing).
+# exits like a pass only where something else was judged (validate refuses a run that judged nothing);
+# "invalid" is input that cannot be used (``profile check`` of a broken profile).
 VERDICT_EXIT: Final[dict[str, int]] = {
     "pass": EXIT_PASS,
     "skipped": EXIT_PASS,
     "degraded": EXIT_DEGRADED,
     "failed": EXIT_FAILED,
+    "invalid": EXIT_INPUT,
 }
 
 

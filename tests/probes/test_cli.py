@@ -68,7 +68,7 @@ def test_validate_local_end_to_end(tmp_path):
     )
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "report.json").read_text())
-    assert rep["mode"] == "local" and rep["status"] == "pass"
+    assert rep["mode"] == "local" and rep["verdict"] == "pass"
     assert "no RDMA here" in rep["notes"][0]
     assert rep["collective"]["transport"] == "socket" and rep["collective"]["backend"] == "gloo"
     assert rep["storage"]["metrics"]["checksum_ok"] is True

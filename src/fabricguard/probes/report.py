@@ -101,7 +101,7 @@ font-size:13px}th{background:#f3f3f3}.pass{color:#197a19;font-weight:bold}.degra
 
 def render_html(report: dict[str, Any]) -> str:
     e = html.escape
-    st = report["status"]
+    st = report["verdict"]
     coll = report.get("collective") or {}
     rows = coll.get("rows") or []
     h = [
