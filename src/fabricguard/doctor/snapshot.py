@@ -262,7 +262,7 @@ async def collect_live(
             "metadata": {"resourceVersion": ""},
             "items": items,
         }
-    lists["_notes"] = {"notes": notes}  # type: ignore[dict-item]
+    lists["_notes"] = {"notes": notes}
     return lists
 
 

@@ -85,7 +85,7 @@ def collective_cmd(
     as_json: bool = JSON_ALIAS,
 ) -> None:
     """Time collectives like nccl-tests, classify the transport from NCCL's own logs and judge it."""
-    out = _output_dir(output_path(output, out))
+    log_dir = _output_dir(output_path(output, out))
     as_json = wants_json(fmt, as_json)
     from fabricguard.probes.bw import expectation_for, render_table
     from fabricguard.probes.collective import CollectiveConfig, run_probe
@@ -104,7 +104,7 @@ def collective_cmd(
         dtype=dtype,
         backend=backend,
         check=check,
-        log_dir=str(out) if out else "",
+        log_dir=str(log_dir) if log_dir else "",
         nccl_net=net,
     )
     try:

@@ -6,6 +6,7 @@ and, where we can tell, what would be right.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -55,7 +56,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     msg = str(err.get("msg", "invalid"))
     ctx = err.get("ctx") or {}

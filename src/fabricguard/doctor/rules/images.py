@@ -78,11 +78,15 @@ def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         if NEEDLE not in msg:
             continue
         inv = ev.get("involvedObject") or ev.get("regarding") or {}
-        pod = pods_by_name.get((inv.get("namespace", ""), inv.get("name", "")))
-        key = owner_key(pod) if pod else (inv.get("kind", ""), inv.get("namespace", ""), inv.get("name", ""))
+        event_pod = pods_by_name.get((inv.get("namespace", ""), inv.get("name", "")))
+        key = (
+            owner_key(event_pod)
+            if event_pod
+            else (inv.get("kind", ""), inv.get("namespace", ""), inv.get("name", ""))
+        )
         image = ""
-        if pod:
-            containers = (pod.get("spec") or {}).get("containers") or []
+        if event_pod:
+            containers = (event_pod.get("spec") or {}).get("containers") or []
             image = containers[0].get("image", "") if containers else ""
         g = groups.setdefault((key, image), {"pods": {}, "arches": set(), "container": None})
         g.setdefault("events", []).append(
