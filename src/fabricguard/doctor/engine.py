@@ -53,10 +53,6 @@ class Report:
         return out
 
     @property
-    def has_critical(self) -> bool:
-        return any(f.severity is Severity.critical for f in self.findings)
-
-    @property
     def verdict(self) -> str:
         """``degraded`` when a finding is at or above ``fail_on``, else ``pass``."""
         limit = SEVERITY_ORDER[self.fail_on]

@@ -39,10 +39,6 @@ class Snapshot:
     source: str = ""
     profile_path: Path | None = None
 
-    def add(self, obj: dict[str, Any]) -> None:
-        self.objects.append(obj)
-        self.__dict__.pop("by_kind", None)
-
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -94,15 +90,6 @@ class Snapshot:
             for ref in meta.get("ownerReferences") or ():
                 if ref.get("kind") == "DaemonSet":
                     out[(meta.get("namespace", ""), ref.get("name", ""))].append(r)
-        return out
-
-    @cached_property
-    def events_by_object(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-        """Events by ``(kind, namespace, name)`` of the object they are about (core/v1 and events/v1)."""
-        out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for e in self.events:
-            inv = e.get("involvedObject") or e.get("regarding") or {}
-            out[(inv.get("kind", ""), inv.get("namespace", ""), inv.get("name", ""))].append(e)
         return out
 
 
