@@ -107,7 +107,10 @@ class CommandGroup(TyperGroup):
 def _usage_error(exc: Any) -> NoReturn:
     ctx = exc.ctx
     if isinstance(exc, _click_errors.NoArgsIsHelpError) and ctx is not None:
-        typer.echo(ctx.get_help(), err=True)
+        # Typer's rich help prints itself (on stdout) and returns no text; plain click returns the text.
+        help_text = ctx.get_help()
+        if help_text.strip():
+            typer.echo(help_text)
         raise typer.Exit(EXIT_INPUT)
     where = f"{ctx.command_path}: " if ctx is not None else ""
     fail(
