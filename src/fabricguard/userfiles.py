@@ -102,6 +102,14 @@ def read_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
         raise SourceError(str(path), None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def _file_in_the_way(path: Path) -> Path:
+    """The first ancestor of ``path`` that exists and is not a directory."""
+    for parent in reversed(path.parents):
+        if parent.exists() and not parent.is_dir():
+            return parent
+    return path.parent
+
+
 def output_file(path: Path) -> Path:
     """``path`` when a file can be written there: it is a regular file (or /dev/null, a terminal) or absent
     in a writable directory. A directory, a FIFO (which would block until read) or a missing folder raise."""
@@ -109,6 +117,8 @@ def output_file(path: Path) -> Path:
         st = path.stat()
     except FileNotFoundError:
         st = None
+    except NotADirectoryError:
+        raise SourceError(str(path), None, f"{_file_in_the_way(path)} is a file, not a folder") from None
     except OSError as exc:
         raise SourceError(str(path), None, f"cannot write here: {exc.strerror or exc}") from None
     if st is not None:
@@ -147,6 +157,8 @@ def output_dir(path: Path) -> Path:
         st = path.stat()
     except FileNotFoundError:
         st = None
+    except NotADirectoryError:
+        raise SourceError(str(path), None, f"{_file_in_the_way(path)} is a file, not a folder") from None
     except OSError as exc:
         raise SourceError(str(path), None, f"cannot use as an output folder: {exc.strerror or exc}") from None
     if st is not None and not stat.S_ISDIR(st.st_mode):

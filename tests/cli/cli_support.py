@@ -38,8 +38,9 @@ def run_process(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[
 
 
 def one_error_line(stderr: str) -> str:
-    """The ``error:`` line of a refusal; asserts there is exactly one and no traceback."""
+    """The ``error:`` line of a refusal (``✗`` for each problem ``profile check`` lists); asserts there is
+    exactly one and no traceback."""
     assert "Traceback" not in stderr, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    errors = [line for line in stderr.splitlines() if line.startswith(("error:", "✗ "))]
     assert len(errors) == 1, stderr
     return errors[0]

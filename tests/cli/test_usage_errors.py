@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from cli_support import GKE, JOBS, one_error_line, run, run_process
 
 USAGE_ERRORS = [

@@ -331,6 +331,11 @@ def validate_cmd(
             (str(st), STATUS_STYLE[st]),
             f" in {report['seconds']:.1f} s; report {opts.out_dir / 'report.html'} and {opts.out_dir / 'report.json'}",
         )
+    if st is Status.skipped:
+        fail(
+            f"nothing was validated: every check of {', '.join(sorted(set(PROBES) - skipped))} was skipped",
+            hint="run on a node where the probes apply, or skip fewer probes",
+        )
     raise typer.Exit(exit_code(st))
 
 

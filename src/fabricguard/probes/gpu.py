@@ -41,6 +41,8 @@ def load_ceilings(path: Path | None) -> dict[str, float]:
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise SourceError(str(path), None, f"{k}: {v!r} is not a number")
         out[k] = float(v)
+    if not out:
+        raise SourceError(str(path), None, f"holds none of the known ceilings ({', '.join(KEYS)})")
     return out
 
 

@@ -23,7 +23,7 @@ from fabricguard.probes.bw import expectation_for
 from fabricguard.probes.collective import CollectiveConfig, run_probe
 from fabricguard.probes.host import probe_host
 from fabricguard.probes.report import render_html
-from fabricguard.probes.result import Check, Status, overall
+from fabricguard.probes.result import Check, Status, overall, worst
 from fabricguard.probes.storage import StorageConfig, StorageRefused, probe_storage
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.userfiles import output_dir
@@ -121,13 +121,14 @@ def run_validate(opts: ValidateOptions, step: Step = lambda _s: None) -> dict[st
         from fabricguard.probes.gpu import gpu_check
 
         checks, measured = gpu_check(opts.gpu_ceilings)
-        st = overall([c.status for c in checks])
+        st = worst([c.status for c in checks])  # every check skipped (no CUDA) is a skipped probe, not a pass
         report["gpu"] = {"status": str(st), "checks": [c.to_dict() for c in checks], "measured": measured}
         statuses.append(st)
 
     if not statuses:
         raise ValueError(f"every probe was skipped ({', '.join(sorted(opts.skip))}): nothing was validated")
-    status = overall(statuses)
+    # Probes that ran but judged nothing (every check skipped) make a "skipped" verdict, never a pass.
+    status = Status.skipped if worst(statuses) is Status.skipped else overall(statuses)
     report["verdict"] = str(status)
     report["seconds"] = time.monotonic() - t0
     step("report")

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fabricguard.profile.model import PlatformProfile
+from fabricguard.profile.model import API_VERSION, KIND, PlatformProfile
 from fabricguard.yamlsource import (
     Positioned,
     SourceError,
@@ -83,6 +83,13 @@ def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
 def profile_from_document(doc: Positioned) -> PlatformProfile:
     if not isinstance(doc.data, dict):
         raise ProfileError(doc.source, [Problem("", 1, "a profile is a YAML mapping with apiVersion, kind, ...")])
+    if doc.data.get("kind") != KIND and doc.data.get("apiVersion") != API_VERSION:
+        # Some other document (a manifest, a /proc file): one problem, not one per unknown field.
+        got = f"kind {doc.data['kind']!r}" if "kind" in doc.data else "no kind"
+        raise ProfileError(
+            doc.source,
+            [Problem("", 1, f"not a PlatformProfile ({got}); expected apiVersion: {API_VERSION}, kind: {KIND}")],
+        )
     try:
         return PlatformProfile.model_validate(doc.data)
     except ValidationError as exc:
