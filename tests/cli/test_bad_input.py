@@ -56,6 +56,15 @@ def test_a_fifo_is_refused_without_opening_it(argv: list[str], fifo: Path) -> No
     assert str(fifo) in line and "FIFO" in line
 
 
+def test_a_fifo_in_a_snapshot_folder_is_refused(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    shutil.copytree(PROD, snap)
+    (snap / "pods.json").unlink()
+    os.mkfifo(snap / "pods.json")
+    p = run_process("doctor", "--snapshot", snap, "--format", "json", timeout=60)
+    assert p.returncode == 3 and "pods.json" in one_error_line(p.stderr) and "FIFO" in p.stderr
+
+
 def test_character_devices_and_proc_files(tmp_path: Path) -> None:
     refused(run("profile", "check", "/dev/zero"), "/dev/zero", "character device")
     # /proc files are regular files: read like any other, and judged by their content.

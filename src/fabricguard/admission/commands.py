@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, err_console, fail, print_json
+from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.model import PlatformProfile
 from fabricguard.userfiles import SourceError, read_bytes
@@ -105,7 +105,7 @@ def render_webhook_cmd(
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
     for w in image_warnings(image):
-        err_console.print(f"[yellow]warning:[/] {w}")
+        say(("warning:", "yellow"), f" {w}", err=True)
     sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace)))
 
 

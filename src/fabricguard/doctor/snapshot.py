@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
 
 SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
@@ -165,6 +166,14 @@ def load_snapshot(directory: str | Path) -> Snapshot:
     if not d.is_dir():
         raise SnapshotError(str(d), None, "not a directory; pass the folder that holds the kubectl output")
     snap = Snapshot(source=str(d))
+    for p in sorted(d.iterdir()):
+        if p.suffix in SNAPSHOT_SUFFIXES and not p.is_file():
+            # A FIFO or a directory named pods.json would drop a kind from the audit without a word.
+            try:
+                input_file(p)
+            except SourceError as exc:
+                raise SnapshotError(exc.source, None, f"{exc.problem.split('; ')[0]}; a snapshot file must be "
+                                    "a regular file (move it out of the folder to leave it out)") from None
     files = sorted(p for p in d.iterdir() if p.is_file() and p.suffix in SNAPSHOT_SUFFIXES)
     for p in sorted(p for p in d.iterdir() if p.is_file() and p.suffix not in SNAPSHOT_SUFFIXES):
         snap.notes.append(f"{p.name}: not a .json/.yaml file; skipped")
