@@ -117,9 +117,9 @@ def collective_cmd(
     if as_json:
         print_json({"verdict": str(verdict), **res.to_dict()})
     else:
-        console.print(f"# fabricguard collective probe: {res.backend}, {res.world_size} ranks, logs in {res.log_dir}")
+        say(f"# fabricguard collective probe: {res.backend}, {res.world_size} ranks, logs in {res.log_dir}")
         if net:
-            console.print(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
+            say(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
         if res.rows:
             console.print(render_table(res.rows), markup=False)
         console.print(f"# transport: {res.transport} ({res.transport_why})", markup=False)
@@ -186,11 +186,11 @@ def storage_cmd(
         m = rep.metrics
         for ph in ("write", "read"):
             if ph in m:
-                console.print(f"  {ph:<7} {m[ph]['MBps']:10.1f} MB/s  latency ms {m[ph].get('latency_ms')}")
+                say(f"  {ph:<7} {m[ph]['MBps']:10.1f} MB/s  latency ms {m[ph].get('latency_ms')}")
         for ph in ("create", "stat", "unlink"):
             if ph in m:
-                console.print(f"  {ph:<7} {m[ph]['ops_per_s']:10.0f} /s    latency ms {m[ph].get('latency_ms')}")
-        console.print(
+                say(f"  {ph:<7} {m[ph]['ops_per_s']:10.0f} /s    latency ms {m[ph].get('latency_ms')}")
+        say(
             f"engine {rep.engine}; worked in {rep.workdir}"
             + (f"; left {rep.left_behind}" if rep.left_behind else ", removed")
         )
@@ -304,7 +304,7 @@ def validate_cmd(
         skip=skipped,
     )
     if is_local and not as_json:
-        err_console.print(f"[dim]{LOCAL_NOTE}[/]")
+        say((LOCAL_NOTE, "dim"), err=True)
     steps = ["host", "collective", "storage", "gpu", "report"]
     with Progress(
         TextColumn("{task.description:<22}"), BarColumn(), TimeElapsedColumn(), console=err_console, transient=True
