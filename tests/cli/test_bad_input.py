@@ -108,6 +108,7 @@ def test_unusable_output_paths(tmp_path: Path, fifo: Path) -> None:
     refused(run("validate", "-o", str(afile), "--skip", "collective,storage,gpu"), "-o/--output", "is a file")
     refused(run("probe", "collective", "-o", str(afile / "logs")), "-o/--output", str(afile))
     refused(run("snapshot", str(afile)), str(afile), "is a file")
+    refused(run("validate", "--storage-path", str(afile), "--skip", "host,collective,gpu"), str(afile), "not a directory")
     # The report lands where asked when the path is good.
     good = tmp_path / "report.json"
     r = run(*args, "-o", str(good))

@@ -266,6 +266,7 @@ def validate_cmd(
     from fabricguard.probes.report import summary_table
     from fabricguard.probes.result import STATUS_STYLE, Status, exit_code
     from fabricguard.probes.validate import LOCAL_NOTE, PROBES, ValidateOptions, default_out_dir, run_validate
+    from fabricguard.userfiles import input_dir
 
     if profile is None and not local:
         fail("nothing to validate", hint="pass --profile FILE --pool NAME, or leave --local on")
@@ -284,6 +285,8 @@ def validate_cmd(
             read_nvml_json(nvml_json)
         if gpu_ceilings is not None and "gpu" not in skipped:
             load_ceilings(gpu_ceilings)
+        if storage_path is not None and "storage" not in skipped:
+            input_dir(storage_path)  # a path the user named; the pool's own mount missing is a failed check
     except SourceError as exc:
         fail(str(exc))
     opts = ValidateOptions(
@@ -314,7 +317,10 @@ def validate_cmd(
         def step(name: str) -> None:
             prog.update(task, completed=steps.index(name), description=f"probe: {name}")
 
-        report = run_validate(opts, step)
+        try:
+            report = run_validate(opts, step)
+        except SourceError as exc:  # the report folder filled up or went away while the probes ran
+            fail(f"-o/--output {exc}")
         prog.update(task, completed=len(steps))
     st = Status(report["verdict"])
     if as_json:

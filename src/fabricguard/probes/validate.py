@@ -26,7 +26,7 @@ from fabricguard.probes.report import render_html
 from fabricguard.probes.result import Check, Status, overall, worst
 from fabricguard.probes.storage import StorageConfig, StorageRefused, probe_storage
 from fabricguard.profile import PlatformProfile, Pool
-from fabricguard.userfiles import output_dir
+from fabricguard.userfiles import output_dir, write_text
 
 LOCAL_NOTE = (
     "Local mode: this machine only, with the embedded 'local' profile. There is no RDMA here, so the expected "
@@ -132,8 +132,8 @@ def run_validate(opts: ValidateOptions, step: Step = lambda _s: None) -> dict[st
     report["verdict"] = str(status)
     report["seconds"] = time.monotonic() - t0
     step("report")
-    (opts.out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    (opts.out_dir / "report.html").write_text(render_html(report))
+    write_text(opts.out_dir / "report.json", json.dumps(report, indent=2, default=str) + "\n")
+    write_text(opts.out_dir / "report.html", render_html(report))
     return report
 
 
