@@ -41,7 +41,7 @@ def test_probe_host_refuses_h200_for_gke_pool(h200_root):
     )
     assert r.exit_code == 2, r.output
     pools = json.loads(r.output)["pools"]
-    assert pools[0]["verdict"] == "not ready"
+    assert pools[0]["readiness"] == "not ready"
     assert {c["name"] for c in pools[0]["failed"]} >= {"rdma.devices", "modules", "gpu.count"}
 
 

@@ -75,7 +75,8 @@ class HostReport:
             "fabric": self.fabric,
             "root": self.root,
             "status": str(self.status),
-            "verdict": self.verdict,
+            # "verdict" is the key of a command's overall answer; a pool's part is its readiness.
+            "readiness": self.verdict,
             "failed": [c.to_dict() for c in self.checks if c.status in (Status.failed, Status.degraded)],
             "checks": [c.to_dict() for c in self.checks],
         }
