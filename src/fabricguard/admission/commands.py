@@ -17,6 +17,7 @@ import typer
 
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
 from fabricguard.profile.commands import profile_or_exit
+from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
 from fabricguard.userfiles import SourceError, read_bytes
 
@@ -106,7 +107,7 @@ def render_webhook_cmd(
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
     for w in image_warnings(image):
         say(("warning:", "yellow"), f" {w}", err=True)
-    sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace)))
+    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace)))
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

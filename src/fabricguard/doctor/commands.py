@@ -202,7 +202,7 @@ def diff(
         help="Profile whose device-plugin namespaces are always compared (default: each snapshot's profile.yaml)."
     ),
     namespace: list[str] = typer.Option(
-        [], "--namespace", "-n", help="Compare DaemonSets only in these namespaces, and their ConfigMaps too (repeatable)."
+        [], "--namespace", "-n", help="Compare DaemonSets only in these namespaces, and their ConfigMaps (repeatable)."
     ),
     label_a: str | None = typer.Option(None, "--label-a", help="Name of the first side (default: its directory)."),
     label_b: str | None = typer.Option(None, "--label-b", help="Name of the second side (default: its directory)."),

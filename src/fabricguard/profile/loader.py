@@ -21,6 +21,7 @@ from fabricguard.yamlsource import (
     YamlSyntaxError,
     load_with_positions,
     loads_with_positions,
+    read_text,
 )
 
 
@@ -133,7 +134,13 @@ def _select(source: str, docs: list[Positioned]) -> PlatformProfile:
 EMBEDDED_PROFILES = ("local",)
 
 
+def profile_text(path: str | Path) -> str:
+    """The YAML text of a profile file, or of an embedded profile named ``local``."""
+    if str(path) in EMBEDDED_PROFILES:
+        return resources.files("fabricguard.data.profiles").joinpath(f"{path}.yaml").read_text("utf-8")
+    return read_text(Path(path))
+
+
 def embedded_profile(name: str = "local") -> PlatformProfile:
     """A profile shipped inside the package (``local``: this machine, gloo ranks, no RDMA)."""
-    text = resources.files("fabricguard.data.profiles").joinpath(f"{name}.yaml").read_text("utf-8")
-    return loads_profile(text, source=f"<embedded {name}.yaml>")
+    return loads_profile(profile_text(name), source=f"<embedded {name}.yaml>")
