@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import trustme
 from cli_support import EXAMPLES, GKE, JOBS, SNAPSHOTS, one_error_line, run, run_process
 
 NVML = Path(__file__).resolve().parents[1] / "fixtures" / "h200-host" / "nvml.json"
@@ -172,7 +173,6 @@ def test_render_webhook_accepts_a_good_namespace() -> None:
 
 
 def test_tls_files_name_what_is_wrong(tmp_path: Path) -> None:
-    trustme = pytest.importorskip("trustme")
     ca = trustme.CA()
     one, other = ca.issue_cert("a.example.com"), ca.issue_cert("b.example.com")
     cert, key, other_key = tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path / "other.key"
