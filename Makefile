@@ -29,6 +29,7 @@ demo: venv
 
 test: deps venv
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src
 	$(BIN)/pytest -q
 
 lint: venv

@@ -6,6 +6,7 @@ import typer
 
 from fabricguard import __version__
 from fabricguard.admission import commands as admission_commands
+from fabricguard.console import CommandGroup
 from fabricguard.doctor import commands as doctor_commands
 from fabricguard.nccl import commands as nccl_commands
 from fabricguard.placement import commands as placement_commands
@@ -16,6 +17,7 @@ from fabricguard.verdict import commands as verdict_commands
 
 app = typer.Typer(
     name="fabricguard",
+    cls=CommandGroup,  # usage errors exit 3 (input unusable) for every command, not click's 2
     help="Prove that multi-node GPU training used the fabric and storage it paid for.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -101,6 +101,6 @@ def test_diff_names_both_sides():
     assert f["rule"] == "drift" and f["severity"] == "warning"
     [(path, sides)] = [(k, v) for k, v in f["evidence"].items() if k.endswith(".image")]
     assert path == "spec.template.spec.containers[name=rdma-shared-dp].image"
-    assert sides["staging"].endswith("@" + f["evidence"]["image difference"].split()[1])
+    assert sides["staging"].endswith("@" + sides["difference"].split()[1])
     assert sides["production"].endswith(":v1.5.2")
     assert "staging has" in f["message"] and "production has" in f["message"]

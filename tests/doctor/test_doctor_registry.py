@@ -36,7 +36,7 @@ from fabricguard.doctor.registry import (
     parse_challenge,
     parse_reference,
 )
-from fabricguard.doctor.rules.images import registry_rule
+from fabricguard.doctor.rules.images import images_on_hosts, registry_rule
 
 BINARY = shutil.which("docker-registry")
 
@@ -194,13 +194,17 @@ def test_registry_rule_flags_the_mirrored_single_arch_image(registry: str, now) 
     for lst, img in ((bad, bad_img), (good, good_img)):
         lst["daemonsets"]["items"][0]["spec"]["template"]["spec"]["containers"][0]["image"] = img
         lst["pods"]["items"] = []  # the rule must work from the DaemonSet's selector alone
-    rule = registry_rule(RegistryClient().platforms, [registry])
-    [f] = rule(snap(bad), None, now)
+    client = RegistryClient()
+    looked_up = {i: client.platforms(i) for i in images_on_hosts(snap(bad), None, [registry])}
+    assert looked_up == {bad_img: ["linux/amd64"]}
+    [f] = registry_rule(looked_up)(snap(bad), None, now)
     assert f.rule == "image-arch-mismatch" and f.evidence["registry platforms"] == ["linux/amd64"]
     assert f.evidence["nodes: kubernetes.io/arch"] == ["arm64"] and "single-architecture" in f.message
-    assert rule(snap(good), None, now) == []
-    # Images on hosts not named with --registry are not looked up.
-    assert registry_rule(RegistryClient().platforms, ["other.example.com"])(snap(bad), None, now) == []
+    good_lookup = {i: client.platforms(i) for i in images_on_hosts(snap(good), None, [registry])}
+    assert registry_rule(good_lookup)(snap(good), None, now) == []
+    # Images on hosts not named with --registry are not looked up, and an image not looked up is not judged.
+    assert images_on_hosts(snap(bad), None, ["other.example.com"]) == []
+    assert registry_rule({})(snap(bad), None, now) == []
 
 
 @pytest.mark.external

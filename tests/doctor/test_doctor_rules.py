@@ -207,7 +207,7 @@ def test_incident_production_raises_every_expected_rule(prod_lists, prod_profile
         "topology-mapping-mismatch",
         "node-not-gated",
     }
-    assert report.exit_code() == 1
+    assert report.exit_code == 1
     assert report.grid["gh200-roce (6 nodes)"]["daemonset-never-ready"] == "fail"
     assert report.grid["gh200-roce (6 nodes)"]["daemonset-no-nodes"] == "pass"
 
@@ -216,7 +216,7 @@ def test_healthy_cluster_is_clean(now):
     from fabricguard.profile import load_profile
 
     report = run_doctor(snap(gen.healthy()), load_profile(gen.HERE.parent / "profiles" / "onprem-infiniband.yaml"), now)
-    assert report.findings == [] and report.exit_code() == 0
+    assert report.findings == [] and report.exit_code == 0
 
 
 def test_rule_ids_are_stable():

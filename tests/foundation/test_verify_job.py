@@ -128,7 +128,7 @@ def test_step_input_errors(tmp_path: Path) -> None:
 
 def test_missing_and_empty_job_dirs(tmp_path: Path) -> None:
     prof = load_profile(GKE)
-    with pytest.raises(JobInputError, match="no such directory"):
+    with pytest.raises(JobInputError, match="no such file or directory"):
         judge_job(tmp_path / "nope", prof, None)
     with pytest.raises(JobInputError, match="no log files"):
         judge_job(tmp_path, prof, None)
@@ -147,4 +147,4 @@ def test_cli_exit_codes_and_json() -> None:
     assert unknown_pool.exit_code == 3
     assert "known pools: h200-rdma" in unknown_pool.output
     missing = runner.invoke(app, ["verify-job", "/nonexistent/job", "--profile", str(GKE)])
-    assert missing.exit_code == 3 and "no such directory" in missing.output
+    assert missing.exit_code == 3 and "no such file or directory" in missing.output

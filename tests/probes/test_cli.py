@@ -41,7 +41,7 @@ def test_probe_host_refuses_h200_for_gke_pool(h200_root):
     )
     assert r.exit_code == 2, r.output
     pools = json.loads(r.output)["pools"]
-    assert pools[0]["verdict"] == "not ready"
+    assert pools[0]["readiness"] == "not ready"
     assert {c["name"] for c in pools[0]["failed"]} >= {"rdma.devices", "modules", "gpu.count"}
 
 
@@ -68,7 +68,7 @@ def test_validate_local_end_to_end(tmp_path):
     )
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "report.json").read_text())
-    assert rep["mode"] == "local" and rep["status"] == "pass"
+    assert rep["mode"] == "local" and rep["verdict"] == "pass"
     assert "no RDMA here" in rep["notes"][0]
     assert rep["collective"]["transport"] == "socket" and rep["collective"]["backend"] == "gloo"
     assert rep["storage"]["metrics"]["checksum_ok"] is True

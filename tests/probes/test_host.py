@@ -9,6 +9,7 @@ import pytest
 from fabricguard.probes.host import parse_modules, probe_host
 from fabricguard.probes.result import Status
 from fabricguard.profile import embedded_profile, load_profile
+from fabricguard.userfiles import SourceError
 
 from .conftest import H200, RDMA_MODULES, FakeNode
 
@@ -118,8 +119,13 @@ def test_gpu_health(node, onprem):
 
 def test_no_nvml_fails_for_a_gpu_pool(node, onprem, tmp_path):
     healthy_ib(node)
-    r = probe_host(onprem, onprem.pool("h100-ib"), root=node.root, nvml_json=tmp_path / "absent.json")
+    # No NVML on the node (no driver): the GPU pool's count check fails instead of passing unjudged.
+    no_nvml = (None, "NVML is not usable here (NVMLError_LibraryNotFound)")
+    r = probe_host(onprem, onprem.pool("h100-ib"), root=node.root, gpu_data=no_nvml)
     assert by_name(r)["gpu.count"].status is Status.failed
+    # A recorded-NVML file that is not there is unusable input, not a node without GPUs.
+    with pytest.raises(SourceError, match=r"absent\.json: no such file"):
+        probe_host(onprem, onprem.pool("h100-ib"), root=node.root, nvml_json=tmp_path / "absent.json")
 
 
 def test_recorded_h200_node_is_refused_for_every_fabric_pool(h200_root):
@@ -149,10 +155,11 @@ def test_recorded_h200_gpu_data_reads_clean(h200_root):
 def test_local_pool_needs_no_fabric_and_skips_gpus_only_when_told(node):
     prof = embedded_profile("local")
     node.modules("")
-    r = probe_host(prof, prof.pool("local"), root=node.root, nvml_json=node.base / "none.json", require_gpus=False)
+    no_nvml = (None, "NVML is not usable here (NVMLError_LibraryNotFound)")
+    r = probe_host(prof, prof.pool("local"), root=node.root, gpu_data=no_nvml, require_gpus=False)
     assert r.verdict == "ready"
     assert by_name(r)["gpu.count"].status is Status.skipped
-    r = probe_host(prof, prof.pool("local"), root=node.root, nvml_json=node.base / "none.json")
+    r = probe_host(prof, prof.pool("local"), root=node.root, gpu_data=no_nvml)
     assert r.verdict == "not ready"
 
 

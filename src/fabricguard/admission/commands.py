@@ -8,14 +8,18 @@ decision (mutation, then validation of the mutated object) through the same code
 from __future__ import annotations
 
 import logging
+import re
+import ssl
 import sys
 from pathlib import Path
 
 import typer
 
-from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, err_console, fail, print_json
+from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
 from fabricguard.profile.commands import profile_or_exit
+from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
+from fabricguard.userfiles import SourceError, read_bytes
 
 admission_app = typer.Typer(help="Admission webhook: inject the fabric, reject what would silently degrade.",
                             no_args_is_help=True)
@@ -38,7 +42,9 @@ def review_cmd(
 
     prof = _profile(profile)
     try:
-        body = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        body = sys.stdin.buffer.read() if file == "-" else read_bytes(Path(file), max_bytes=64 * 1024**2)
+    except SourceError as exc:
+        fail(str(exc), hint="pass an AdmissionReview JSON file, or - for stdin")
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
     decision = Admission(prof).handle("review", body)
@@ -68,9 +74,9 @@ def serve_cmd(
     from fabricguard.admission.server import serve
 
     prof = _profile(profile)
-    for p in (cert, key):
-        if not p.is_file():
-            fail(f"{p} does not exist", hint="mount the cert-manager secret there, or pass --cert/--key")
+    problem = tls_pair_problem(cert, key)
+    if problem:
+        fail(problem, hint="mount the cert-manager secret there (tls.crt, tls.key), or pass --cert/--key")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         serve(Admission(prof), cert, key, host=host, port=port, max_body=max_body,
@@ -90,12 +96,40 @@ def render_webhook_cmd(
     from fabricguard.imageref import reference_problem
 
     _profile(profile)
+    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+        fail(
+            f"--namespace {namespace!r} is not a namespace name: at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit (RFC 1123 label)",
+            hint="e.g. --namespace fabricguard-system",
+        )
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
     for w in image_warnings(image):
-        err_console.print(f"[yellow]warning:[/] {w}")
-    sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace)))
+        say(("warning:", "yellow"), f" {w}", err=True)
+    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace)))
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def tls_pair_problem(cert: Path, key: Path) -> str | None:
+    """What is wrong with a certificate and key pair, naming the file (None when TLS can load them)."""
+    for option, path, marker in (("--cert", cert, "CERTIFICATE-----"), ("--key", key, "PRIVATE KEY-----")):
+        try:
+            data = read_bytes(path, max_bytes=1024**2)
+        except SourceError as exc:
+            return f"{option} {exc}"
+        if marker.encode() not in data:
+            return f"{option} {path}: no PEM '-----BEGIN {marker}' block; pass the PEM file"
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(str(cert), str(key))
+    except ssl.SSLError as exc:
+        reason = (exc.reason or str(exc)).lower().replace("_", " ")
+        if "mismatch" in reason:
+            return f"--key {key} does not belong to the certificate in --cert {cert} ({reason})"
+        return f"--cert {cert} / --key {key}: TLS cannot load the pair ({reason})"
+    return None
 
 
 def register(app: typer.Typer) -> None:

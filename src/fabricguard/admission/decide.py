@@ -16,7 +16,7 @@ import jsonpatch
 from fabricguard.admission import review as rv
 from fabricguard.admission import validate as val
 from fabricguard.admission import workloads as wl
-from fabricguard.admission.mutate import mutate_workload
+from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 
 Endpoint = Literal["mutate", "validate", "review"]
@@ -41,6 +41,8 @@ class Admission:
 
     def __init__(self, profile: PlatformProfile) -> None:
         self.profile = profile
+        # What to inject per (pool, opted out), built once per pool: this object lives as long as the profile.
+        self._plans: dict[tuple[str, bool], Plan] = {}
 
     # -- entry points
 
@@ -102,7 +104,11 @@ class Admission:
                       if "NCCL_IB_DISABLE" in f or "forces TCP sockets" in f]
             if silent:
                 return Decision(200, rv.deny(uid, "fabricguard: " + "; ".join(silent)), "denied")
-        m = mutate_workload(s.workload, self.profile, s.pool)
+        key = (s.pool.name, s.workload.opted_out)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out)
+        m = mutate_workload(s.workload, self.profile, s.pool, plan)
         if not m.allowed:
             return Decision(200, rv.deny(uid, m.message), "denied")
         return Decision(200, rv.allow(uid, m.patch, m.warnings or None), "patched" if m.patch else "allowed")

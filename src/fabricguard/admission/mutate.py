@@ -477,20 +477,11 @@ class Mutation:
     warnings: list[str] = field(default_factory=list)
 
 
-_PLANS: dict[tuple[int, str, bool], Plan] = {}
-
-
-def plan_for(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
-    key = (id(profile), pool.name, opted_out)
-    plan = _PLANS.get(key)
-    if plan is None or plan.pool is not pool:
-        plan = _PLANS[key] = make_plan(profile, pool, opted_out)
-    return plan
-
-
-def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool) -> Mutation:
-    """Inject into a multi-node workload; the caller has already checked that it is one."""
-    plan = plan_for(profile, pool, w.opted_out)
+def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Plan | None = None) -> Mutation:
+    """Inject into a multi-node workload; the caller has already checked that it is one. ``plan`` is
+    ``make_plan(profile, pool, w.opted_out)``, which a long-lived caller (the webhook) keeps per pool."""
+    if plan is None:
+        plan = make_plan(profile, pool, w.opted_out)
     obj = json_copy(w.obj)
     # Pods made by a controller are filled in, never refused: the workload was admitted before the webhook.
     inj = Injector(w.allow_override, strict=not (w.kind == "Pod" and w.owned))

@@ -1,7 +1,9 @@
 """CLI commands of `fabricguard.doctor`: ``doctor``, ``doctor diff A B`` and ``snapshot DIR``.
 
 ``fabricguard doctor`` audits a live cluster (kr8s, read-only) or ``--snapshot DIR``; exit 0 without a
-critical finding, 1 with one, 3 when the input cannot be used.
+finding at or above ``--fail-on`` (critical by default), 1 with one, 3 when the input cannot be used.
+This is the I/O edge of the doctor: files, the cluster and the registries are read here, and the rules
+get plain data.
 """
 
 from __future__ import annotations
@@ -10,17 +12,21 @@ import asyncio
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from fabricguard.console import EXIT_INPUT, console, fail
-from fabricguard.doctor.diff import diff_snapshots, drift_namespaces
+from fabricguard.console import console, fail, say
+from fabricguard.doctor.diff import diff_snapshots, drift_scope
 from fabricguard.doctor.engine import Report, run_doctor
 from fabricguard.doctor.model import SEVERITY_ORDER, Severity
 from fabricguard.doctor.report import render, render_table
+from fabricguard.doctor.rules import RuleFn
 from fabricguard.doctor.snapshot import Snapshot, SnapshotError, load_snapshot
+from fabricguard.options import JSON_ALIAS, output_option, profile_option
 from fabricguard.profile import PlatformProfile
 from fabricguard.profile.commands import profile_or_exit
+from fabricguard.userfiles import SourceError, output_file, write_text
 
 
 class Format(StrEnum):
@@ -29,6 +35,8 @@ class Format(StrEnum):
     markdown = "markdown"
     html = "html"
 
+
+FORMAT_OPTION: Any = typer.Option(Format.table, "--format", help="Output format: table, json, markdown or html.")
 
 doctor_app = typer.Typer(
     help="Audit a cluster or a snapshot for fabric failures that hide for months.",
@@ -47,8 +55,8 @@ def parse_now(value: str | None) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-def _load_profile(path: Path | None, snap: Snapshot | None) -> PlatformProfile | None:
-    chosen = path
+def _load_profile(path: str | None, snap: Snapshot | None) -> PlatformProfile | None:
+    chosen: str | Path | None = path
     if chosen is None and snap is not None and snap.profile_path is not None:
         chosen = snap.profile_path
         snap.notes.append(f"using the profile found in the snapshot: {chosen}")
@@ -63,7 +71,20 @@ def _load_snapshot(path: Path) -> Snapshot:
     except SnapshotError as exc:
         fail(str(exc), hint="every file must be kubectl get -o json/yaml output")
     except OSError as exc:
-        fail(f"cannot read {path}: {exc}")
+        fail(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def _format(fmt: Format, as_json: bool) -> Format:
+    return Format.json if as_json else fmt
+
+
+def _check_output(output: Path | None) -> None:
+    """Refuse an unusable -o before any work is done (a directory, a FIFO, a missing folder)."""
+    if output is not None:
+        try:
+            output_file(output)
+        except SourceError as exc:
+            fail(f"-o/--output {exc}")
 
 
 def _emit(report: Report, fmt: Format, output: Path | None) -> None:
@@ -73,32 +94,76 @@ def _emit(report: Report, fmt: Format, output: Path | None) -> None:
     text = render(report, "markdown" if fmt is Format.table else fmt.value)
     if output is None:
         typer.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        console.print(f"wrote {output} ({len(report.findings)} findings)")
+        return
+    try:
+        write_text(output, text)
+    except SourceError as exc:
+        fail(f"-o/--output {exc}")
+    say(f"wrote {output} ({len(report.findings)} findings)")
 
 
 def _live(kubeconfig: str | None, context: str | None) -> Snapshot:
-    from fabricguard.doctor.snapshot import collect_live, snapshot_from_lists
+    from fabricguard.doctor.snapshot import snapshot_from_lists
 
+    return snapshot_from_lists(_collect(kubeconfig, context), source=f"live ({context or 'current context'})")
+
+
+def _collect(kubeconfig: str | None, context: str | None) -> dict[str, dict[str, Any]]:
+    """Read the cluster; a kubeconfig problem names the file, a connection problem the server and file."""
+    from fabricguard.doctor.snapshot import check_kubeconfig, collect_live, kubeconfig_path
+
+    path = kubeconfig_path(kubeconfig)
+    server = "the in-cluster API server"
+    where = "the pod's service account"
+    if path is not None:
+        try:
+            server = check_kubeconfig(path, context)
+        except SourceError as exc:
+            fail(f"--kubeconfig {exc}", hint="pass --snapshot DIR, or a kubeconfig with the cluster's context")
+        where = str(path)
     try:
-        lists = asyncio.run(collect_live(kubeconfig=kubeconfig, context=context))
-    except Exception as exc:  # kr8s raises many kinds: no config, TLS, connection refused
-        fail(f"cannot read the cluster: {exc}", hint="pass --snapshot DIR, or check the kubeconfig/context")
-    return snapshot_from_lists(lists, source=f"live ({context or 'current context'})")
+        return asyncio.run(collect_live(kubeconfig=str(path) if path else None, context=context))
+    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
+        why = str(exc) or type(exc).__name__
+        fail(
+            f"cannot read the cluster at {server} (from {where}): {why}",
+            hint="check the server, its CA and the credentials in the kubeconfig, or pass --snapshot DIR",
+        )
+
+
+def _registry_rule(snap: Snapshot, prof: PlatformProfile | None, registry: list[str]) -> RuleFn:
+    """Ask each registry named with --registry for the platforms of the images the rules will judge."""
+    from fabricguard.doctor.registry import RegistryClient, RegistryError
+    from fabricguard.doctor.rules.images import images_on_hosts, registry_rule
+
+    hosts, insecure = [], set()
+    for r in registry:
+        host = r.split("://", 1)[-1].rstrip("/")
+        hosts.append(host)
+        if r.startswith("http://"):
+            insecure.add(host)
+    client = RegistryClient(insecure=insecure)
+    platforms: dict[str, list[str]] = {}
+    for image in images_on_hosts(snap, prof, hosts):
+        try:
+            platforms[image] = client.platforms(image)
+        except RegistryError as exc:
+            snap.notes.append(f"registry: {image}: {exc}")
+    return registry_rule(platforms)
 
 
 @doctor_app.callback()
 def doctor(
     ctx: typer.Context,
     snapshot: Path | None = typer.Option(None, "--snapshot", help="Directory of kubectl get -o json/yaml output."),
-    profile: Path | None = typer.Option(None, "--profile", help="Platform profile (default: profile.yaml in DIR)."),
+    profile: str | None = profile_option(help="Platform profile (default: the profile.yaml in --snapshot DIR)."),
     now: str | None = typer.Option(None, "--now", help="Reference time, ISO 8601 (default: the clock)."),
     registry: list[str] = typer.Option(
         [], "--registry", help="Check image platforms on this registry host (repeatable; http://HOST for plain HTTP)."
     ),
-    fmt: Format = typer.Option(Format.table, "--format", help="table, json, markdown or html."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    fmt: Format = FORMAT_OPTION,
+    as_json: bool = JSON_ALIAS,
+    output: Path | None = output_option(),
     fail_on: Severity = typer.Option(Severity.critical, "--fail-on", help="Lowest severity that exits 1."),
     kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="Live mode: kubeconfig file."),
     context: str | None = typer.Option(None, "--context", help="Live mode: kubeconfig context."),
@@ -107,62 +172,70 @@ def doctor(
     if ctx.invoked_subcommand is not None:
         return
     when = parse_now(now)
+    fmt = _format(fmt, as_json)
+    _check_output(output)
     snap = _load_snapshot(snapshot) if snapshot is not None else _live(kubeconfig, context)
     prof = _load_profile(profile, snap)
-    extra = ()
-    if registry:
-        from fabricguard.doctor.registry import RegistryClient
-        from fabricguard.doctor.rules.images import registry_rule
-
-        hosts, insecure = [], set()
-        for r in registry:
-            host = r.split("://", 1)[-1].rstrip("/")
-            hosts.append(host)
-            if r.startswith("http://"):
-                insecure.add(host)
-        client = RegistryClient(insecure=insecure)
-        extra = (registry_rule(client.platforms, hosts),)
+    extra: tuple[RuleFn, ...] = (_registry_rule(snap, prof, registry),) if registry else ()
     report = run_doctor(snap, prof, when, extra, with_visuals=fmt in (Format.html, Format.markdown))
+    report.fail_on = fail_on
     _emit(report, fmt, output)
-    raise typer.Exit(report.exit_code(fail_on))
+    raise typer.Exit(report.exit_code)
 
 
-def _label(path: Path, prof: PlatformProfile | None) -> str:
-    env = str(prof.metadata.environment) if prof is not None else ""
-    return path.name if not env or env == path.name else f"{env} ({path.name})"
+def _side_labels(a: Path, b: Path, label_a: str | None, label_b: str | None) -> tuple[str, str]:
+    """Each side is named by its directory (``staging``, ``production``); the longer path where the names
+    are the same; ``--label-a/--label-b`` win."""
+    la, lb = a.name or str(a), b.name or str(b)
+    if la == lb:
+        la, lb = str(a), str(b)
+    if la == lb:
+        la, lb = "A", "B"
+    return label_a or la, label_b or lb
 
 
 @doctor_app.command("diff")
 def diff(
     a: Path = typer.Argument(..., help="First snapshot directory (e.g. staging)."),
     b: Path = typer.Argument(..., help="Second snapshot directory (e.g. production)."),
-    profile: Path | None = typer.Option(None, "--profile", help="Profile naming the device plugin namespaces."),
-    namespace: list[str] = typer.Option([], "--namespace", "-n", help="Also compare this namespace (repeatable)."),
-    fmt: Format = typer.Option(Format.table, "--format", help="table, json, markdown or html."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    profile: str | None = profile_option(
+        help="Profile whose device-plugin namespaces are always compared (default: each snapshot's profile.yaml)."
+    ),
+    namespace: list[str] = typer.Option(
+        [], "--namespace", "-n", help="Compare DaemonSets only in these namespaces, and their ConfigMaps (repeatable)."
+    ),
+    label_a: str | None = typer.Option(None, "--label-a", help="Name of the first side (default: its directory)."),
+    label_b: str | None = typer.Option(None, "--label-b", help="Name of the second side (default: its directory)."),
+    fmt: Format = FORMAT_OPTION,
+    as_json: bool = JSON_ALIAS,
+    output: Path | None = output_option(),
     fail_on: Severity = typer.Option(Severity.critical, "--fail-on", help="Lowest severity that exits 1."),
 ) -> None:
-    """Drift between two snapshots on what matters for the fabric (images, args, env, selectors, ...)."""
+    """Drift between two snapshots on what matters for the fabric: every DaemonSet, webhooks, NADs, Kueue."""
+    fmt = _format(fmt, as_json)
+    _check_output(output)
     sa, sb = _load_snapshot(a), _load_snapshot(b)
     if profile is not None:
         pa = pb = _load_profile(profile, None)
     else:
         pa, pb = _load_profile(None, sa), _load_profile(None, sb)
-    la, lb = _label(a, pa), _label(b, pb)
+    la, lb = _side_labels(a, b, label_a, label_b)
     if la == lb:
-        la, lb = f"A({a})", f"B({b})"
-    findings = diff_snapshots(sa, sb, drift_namespaces((pa, pb), namespace), la, lb)
+        fail(f"both sides are labelled {la!r}", hint="give --label-a and --label-b different names")
+    findings = diff_snapshots(sa, sb, drift_scope((pa, pb), namespace), la, lb)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    named = pa or pb
     report = Report(
         findings=findings,
         now=datetime.now(UTC),
-        source=f"{a} vs {b}",
-        profile_name=(pa or pb).metadata.name if (pa or pb) else None,
+        source=f"{la} ({a}) vs {lb} ({b})",
+        profile_name=named.metadata.name if named is not None else None,
         notes=sa.notes + sb.notes,
         title="fabricguard doctor diff",
+        fail_on=fail_on,
     )
     _emit(report, fmt, output)
-    raise typer.Exit(report.exit_code(fail_on))
+    raise typer.Exit(report.exit_code)
 
 
 def snapshot_command(
@@ -171,17 +244,22 @@ def snapshot_command(
     context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
 ) -> None:
     """Save what the doctor reads from a live cluster (never Secrets) as kubectl-shaped JSON lists."""
-    from fabricguard.doctor.snapshot import collect_live, write_snapshot
+    from fabricguard.doctor.snapshot import write_snapshot
+    from fabricguard.userfiles import output_dir
 
     try:
-        lists = asyncio.run(collect_live(kubeconfig=kubeconfig, context=context))
-    except Exception as exc:
-        fail(f"cannot read the cluster: {exc}", hint="check the kubeconfig/context", code=EXIT_INPUT)
-    written = write_snapshot(lists, directory)
+        output_dir(directory)
+    except SourceError as exc:
+        fail(str(exc))
+    lists = _collect(kubeconfig, context)
+    try:
+        written = write_snapshot(lists, directory)
+    except SourceError as exc:
+        fail(str(exc))
     for note in lists.get("_notes", {}).get("notes", []):
-        console.print(f"[dim]note: {note}[/]")
+        say((f"note: {note}", "dim"))
     total = sum(len(v.get("items", [])) for k, v in lists.items() if k != "_notes")
-    console.print(f"wrote {len(written)} files, {total} objects to {directory}")
+    say(f"wrote {len(written)} files, {total} objects to {directory}")
 
 
 def register(app: typer.Typer) -> None:

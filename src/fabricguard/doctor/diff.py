@@ -1,25 +1,30 @@
 """Drift between two snapshots (say staging and production) on what matters for the fabric.
 
-Compared: DaemonSets and ConfigMaps in the device plugins' namespaces, ``kube-system`` and any namespace
-asked for; NetworkAttachmentDefinitions; mutating and validating webhook configurations; Kueue objects
-(ResourceFlavor, ClusterQueue, LocalQueue, Topology, AdmissionCheck). Server-managed fields (uid,
-resourceVersion, managedFields, creationTimestamp, generation, status, generation annotations, injected
-caBundles) are not drift. Lists of named items (containers, env, volumes, webhooks) are matched by name so
-that reordering is not drift. Each difference is one ``drift`` finding naming both values and sides.
+Compared by default: every DaemonSet in every namespace (device plugins live in their operator's
+namespace, not only ``kube-system``), and the fabric kinds wherever they are: NetworkAttachmentDefinitions,
+mutating and validating webhook configurations, Kueue objects (ResourceFlavor, ClusterQueue, LocalQueue,
+Topology, AdmissionCheck); ConfigMaps in ``kube-system``, the profile's device-plugin namespaces and any
+namespace asked for. ``--namespace`` narrows DaemonSets to the namespaces named (plus the profile's
+device-plugin namespaces, which a profile always adds).
+
+Server-managed fields (uid, resourceVersion, managedFields, creationTimestamp, generation, status,
+generation annotations, injected caBundles) are not drift. Lists of named items (containers, env,
+volumes, webhooks) are matched by name so that reordering is not drift. Each drifting object is one
+``drift`` finding that lists every field that differs with both sides' values.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from fabricguard.doctor.model import Finding, ObjRef, Severity
-from fabricguard.doctor.registry import parse_reference
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.imageref import parse_reference
 from fabricguard.profile import PlatformProfile
 
 RULE = "drift"
-NAMESPACED_KINDS = frozenset({"DaemonSet", "ConfigMap"})
 EVERYWHERE_KINDS = frozenset(
     {
         "NetworkAttachmentDefinition",
@@ -90,13 +95,47 @@ def flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> 
     return out
 
 
-def _select(snapshot: Snapshot, namespaces: set[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
+@dataclass(frozen=True)
+class Scope:
+    """What to compare: DaemonSets in ``daemonset_namespaces`` (None: every namespace), ConfigMaps in
+    ``configmap_namespaces``, and the fabric kinds everywhere."""
+
+    daemonset_namespaces: frozenset[str] | None
+    configmap_namespaces: frozenset[str]
+
+    def covers(self, kind: str, namespace: str) -> bool:
+        if kind in EVERYWHERE_KINDS:
+            return True
+        if kind == "DaemonSet":
+            return self.daemonset_namespaces is None or namespace in self.daemonset_namespaces
+        if kind == "ConfigMap":
+            return namespace in self.configmap_namespaces
+        return False
+
+
+def drift_scope(profiles: Iterable[PlatformProfile | None], namespaces: Iterable[str] = ()) -> Scope:
+    """Every DaemonSet unless ``namespaces`` narrows them; profiles add their device plugins' namespaces."""
+    asked = set(namespaces)
+    plugins: set[str] = set()
+    for prof in profiles:
+        if prof is None:
+            continue
+        for p in prof.spec.pools:
+            if p.fabric.devicePlugin:
+                plugins.add(p.fabric.devicePlugin.namespace)
+    return Scope(
+        daemonset_namespaces=frozenset(asked | plugins) if asked else None,
+        configmap_namespaces=frozenset({"kube-system", *asked, *plugins}),
+    )
+
+
+def _select(snapshot: Snapshot, scope: Scope) -> dict[tuple[str, str, str], dict[str, Any]]:
     out = {}
     for o in snapshot.objects:
         kind = o.get("kind", "")
         meta = o.get("metadata") or {}
         ns = meta.get("namespace") or ""
-        if (kind in NAMESPACED_KINDS and ns in namespaces) or kind in EVERYWHERE_KINDS:
+        if scope.covers(kind, ns):
             out[(kind, ns, meta.get("name", ""))] = o
     return out
 
@@ -115,22 +154,9 @@ def _image_note(a: Any, b: Any) -> str:
     return "; ".join(parts)
 
 
-def drift_namespaces(profiles: Iterable[PlatformProfile | None], extra: Iterable[str] = ()) -> set[str]:
-    ns = {"kube-system", *extra}
-    for prof in profiles:
-        if prof is None:
-            continue
-        for p in prof.spec.pools:
-            if p.fabric.devicePlugin:
-                ns.add(p.fabric.devicePlugin.namespace)
-    return ns
-
-
-def diff_snapshots(
-    a: Snapshot, b: Snapshot, namespaces: set[str], label_a: str = "A", label_b: str = "B"
-) -> list[Finding]:
-    """One ``drift`` finding per differing field (or per object present on one side only)."""
-    left, right = _select(a, namespaces), _select(b, namespaces)
+def diff_snapshots(a: Snapshot, b: Snapshot, scope: Scope, label_a: str = "A", label_b: str = "B") -> list[Finding]:
+    """One ``drift`` finding per object that differs (every differing field listed) or exists on one side."""
+    left, right = _select(a, scope), _select(b, scope)
     findings: list[Finding] = []
     for key in sorted(set(left) | set(right)):
         kind, ns, name = key
@@ -150,26 +176,32 @@ def diff_snapshots(
             )
             continue
         fa, fb = flatten(_normalize(left[key])), flatten(_normalize(right[key]))
+        evidence: dict[str, Any] = {}
+        sentences: list[str] = []
         for path in sorted(set(fa) | set(fb)):
             va, vb = fa.get(path, MISSING), fb.get(path, MISSING)
             if va == vb:
                 continue
             note = _image_note(va, vb) if path.endswith(".image") else ""
-            evidence: dict[str, Any] = {path: {label_a: va, label_b: vb}}
+            sides: dict[str, Any] = {label_a: va, label_b: vb}
             if note:
-                evidence["image difference"] = note
-            findings.append(
-                Finding(
-                    RULE,
-                    Severity.warning,
-                    [ref],
-                    f"{where}: {path} differs: {label_a} has {va!r}, {label_b} has {vb!r}"
-                    + (f" ({note})" if note else "")
-                    + ".",
-                    evidence,
-                    "Decide which is right and apply it to the other side; a fix made only in "
-                    f"{label_a} or only "
-                    f"in {label_b} is how one environment keeps working while the other never does.",
-                )
+                sides["difference"] = note
+            evidence[path] = sides
+            sentences.append(
+                f"{path} differs: {label_a} has {va!r}, {label_b} has {vb!r}" + (f" ({note})" if note else "")
             )
+        if not evidence:
+            continue
+        count = f"{len(evidence)} fields differ" if len(evidence) > 1 else "1 field differs"
+        findings.append(
+            Finding(
+                RULE,
+                Severity.warning,
+                [ref],
+                f"{where}: {count}: " + "; ".join(sentences) + ".",
+                evidence,
+                "Decide which is right and apply it to the other side; a fix made only in "
+                f"{label_a} or only in {label_b} is how one environment keeps working while the other never does.",
+            )
+        )
     return findings

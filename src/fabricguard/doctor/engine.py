@@ -11,6 +11,7 @@ from fabricguard.doctor.rules import RULES, RuleFn, run_rules
 from fabricguard.doctor.rules._common import fabric_pools, pool_nodes
 from fabricguard.doctor.rules.daemonsets import NEVER_READY, REGRESSED, template_since
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.exitcodes import exit_code
 from fabricguard.profile import PlatformProfile
 
 MAX_TIMELINES = 40
@@ -41,6 +42,8 @@ class Report:
     # pool -> rule id -> "fail" | "pass" | "n/a"
     grid: dict[str, dict[str, str]] = field(default_factory=dict)
     title: str = "fabricguard doctor"
+    # Lowest severity that makes the verdict "degraded" (``--fail-on``).
+    fail_on: Severity = Severity.critical
 
     @property
     def counts(self) -> dict[str, int]:
@@ -50,16 +53,20 @@ class Report:
         return out
 
     @property
-    def has_critical(self) -> bool:
-        return any(f.severity is Severity.critical for f in self.findings)
+    def verdict(self) -> str:
+        """``degraded`` when a finding is at or above ``fail_on``, else ``pass``."""
+        limit = SEVERITY_ORDER[self.fail_on]
+        return "degraded" if any(SEVERITY_ORDER[f.severity] <= limit for f in self.findings) else "pass"
 
-    def exit_code(self, fail_on: Severity = Severity.critical) -> int:
-        limit = SEVERITY_ORDER[fail_on]
-        return 1 if any(SEVERITY_ORDER[f.severity] <= limit for f in self.findings) else 0
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "tool": "fabricguard doctor",
+            "verdict": self.verdict,
+            "fail_on": str(self.fail_on),
             "now": iso(self.now),
             "source": self.source,
             "profile": self.profile_name,
@@ -80,7 +87,7 @@ def _timelines(snapshot: Snapshot, findings: list[Finding], profile: PlatformPro
         for p in fabric_pools(profile)
         if p.fabric.devicePlugin
     }
-    out = []
+    out: list[Timeline] = []
     for ds in snapshot.daemonsets:
         meta = ds.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))

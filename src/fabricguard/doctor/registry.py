@@ -18,7 +18,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from http.client import HTTPMessage
+from typing import IO, Any
 
 from fabricguard.imageref import DOCKER_HUB, ImageRef, parse_reference
 
@@ -46,7 +47,15 @@ def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
 
 class _NoAuthOnRedirect(urllib.request.HTTPRedirectHandler):
     # Blob downloads redirect to object storage, which rejects (or must not see) the registry token.
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
             new.remove_header("Authorization")

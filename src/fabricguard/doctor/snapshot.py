@@ -12,6 +12,7 @@ Kubernetes object (a platform profile, notes) is skipped with a note; a file tha
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,14 +20,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fabricguard.yamlsource import SourceError, read_text, yaml_error_position
-
-try:  # the C loader is ~10x faster on big YAML snapshots; fall back to pure Python where it is absent
-    from yaml import CSafeLoader as _YamlLoader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _YamlLoader  # type: ignore[assignment]
+from fabricguard.userfiles import input_file
+from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
 
 SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
 PROFILE_API_PREFIX = "fabricguard.io/"
@@ -44,10 +39,6 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     profile_path: Path | None = None
-
-    def add(self, obj: dict[str, Any]) -> None:
-        self.objects.append(obj)
-        self.__dict__.pop("by_kind", None)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -102,15 +93,6 @@ class Snapshot:
                     out[(meta.get("namespace", ""), ref.get("name", ""))].append(r)
         return out
 
-    @cached_property
-    def events_by_object(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-        """Events by ``(kind, namespace, name)`` of the object they are about (core/v1 and events/v1)."""
-        out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for e in self.events:
-            inv = e.get("involvedObject") or e.get("regarding") or {}
-            out[(inv.get("kind", ""), inv.get("namespace", ""), inv.get("name", ""))].append(e)
-        return out
-
 
 def _is_k8s_object(doc: Any) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("kind"), str) and isinstance(doc.get("apiVersion"), str)
@@ -161,10 +143,10 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
             raise SnapshotError(str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
     else:
         try:
-            docs = list(yaml.load_all(text, Loader=_YamlLoader))
-        except yaml.YAMLError as exc:
-            line, _column, problem = yaml_error_position(exc)
-            raise SnapshotError(str(path), line, f"invalid YAML: {problem}") from exc
+            docs = loads_documents(text, str(path))
+        except SourceError as exc:
+            problem = f"invalid YAML: {exc.problem}" if isinstance(exc, YamlSyntaxError) else exc.problem
+            raise SnapshotError(exc.source, exc.line, problem) from None
     if len(docs) == 1 and isinstance(docs[0], list):
         docs = docs[0]
     before_profile = snapshot.profile_path
@@ -184,6 +166,14 @@ def load_snapshot(directory: str | Path) -> Snapshot:
     if not d.is_dir():
         raise SnapshotError(str(d), None, "not a directory; pass the folder that holds the kubectl output")
     snap = Snapshot(source=str(d))
+    for p in sorted(d.iterdir()):
+        if p.suffix in SNAPSHOT_SUFFIXES and not p.is_file():
+            # A FIFO or a directory named pods.json would drop a kind from the audit without a word.
+            try:
+                input_file(p)
+            except SourceError as exc:
+                raise SnapshotError(exc.source, None, f"{exc.problem.split('; ')[0]}; a snapshot file must be "
+                                    "a regular file (move it out of the folder to leave it out)") from None
     files = sorted(p for p in d.iterdir() if p.is_file() and p.suffix in SNAPSHOT_SUFFIXES)
     for p in sorted(p for p in d.iterdir() if p.is_file() and p.suffix not in SNAPSHOT_SUFFIXES):
         snap.notes.append(f"{p.name}: not a .json/.yaml file; skipped")
@@ -270,7 +260,7 @@ async def collect_live(
             "metadata": {"resourceVersion": ""},
             "items": items,
         }
-    lists["_notes"] = {"notes": notes}  # type: ignore[dict-item]
+    lists["_notes"] = {"notes": notes}
     return lists
 
 
@@ -285,14 +275,83 @@ def snapshot_from_lists(lists: dict[str, dict[str, Any]], source: str = "live") 
 
 
 def write_snapshot(lists: dict[str, dict[str, Any]], directory: str | Path) -> list[Path]:
-    """Write one ``<plural>.json`` per resource, in ``kubectl get -o json`` shape."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
+    """Write one ``<plural>.json`` per resource, in ``kubectl get -o json`` shape; ``SourceError`` names a
+    folder or file that cannot be written."""
+    from fabricguard.userfiles import output_dir, write_text
+
+    d = output_dir(Path(directory))
     written = []
     for key, lst in lists.items():
         if key == "_notes":
             continue
         p = d / f"{key}.json"
-        p.write_text(json.dumps(lst, indent=2) + "\n", encoding="utf-8")
+        write_text(p, json.dumps(lst, indent=2) + "\n")
         written.append(p)
     return written
+
+
+# --- kubeconfig ---------------------------------------------------------------------------------------
+
+
+def kubeconfig_path(kubeconfig: str | None) -> Path | None:
+    """The kubeconfig kr8s will read: ``--kubeconfig``, the first of ``$KUBECONFIG``, or ``~/.kube/config``
+    (None when none exists, where kr8s falls back to the in-cluster service account)."""
+    if kubeconfig:
+        return Path(kubeconfig)
+    env = os.environ.get("KUBECONFIG", "")
+    for part in env.split(os.pathsep):
+        if part:
+            return Path(part)
+    default = Path.home() / ".kube" / "config"
+    return default if default.exists() else None
+
+
+def check_kubeconfig(path: Path, context: str | None) -> str:
+    """The API server URL of the context to use; ``SourceError`` names the file and what is wrong with it
+    (not a kubeconfig, an unknown context, a cluster without a server, a certificate file that is missing)."""
+    from fabricguard.userfiles import input_file
+    from fabricguard.yamlsource import load_documents
+
+    docs = load_documents(input_file(path, max_bytes=16 * 1024**2))
+    cfg = docs[0] if len(docs) == 1 else None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("clusters"), list):
+        raise SourceError(str(path), None, "not a kubeconfig (a mapping with clusters, users and contexts)")
+
+    def named(section: str) -> dict[str, dict[str, Any]]:
+        entries = cfg.get(section) or []
+        if not isinstance(entries, list):
+            raise SourceError(str(path), None, f"{section} must be a list")
+        return {
+            str(e.get("name")): (e.get(section[:-1]) or {})
+            for e in entries
+            if isinstance(e, dict) and isinstance(e.get(section[:-1]) or {}, dict)
+        }
+
+    contexts, clusters, users = named("contexts"), named("clusters"), named("users")
+    wanted = context or cfg.get("current-context")
+    if not wanted:
+        raise SourceError(str(path), None, "no current-context; pass --context NAME")
+    if wanted not in contexts:
+        known = ", ".join(sorted(contexts)) or "none"
+        raise SourceError(str(path), None, f"context {wanted!r} is not in this kubeconfig (contexts: {known})")
+    ctx = contexts[wanted]
+    cluster = clusters.get(str(ctx.get("cluster")))
+    if cluster is None:
+        raise SourceError(str(path), None, f"context {wanted!r} names cluster {ctx.get('cluster')!r}, which is absent")
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        raise SourceError(str(path), None, f"cluster {ctx.get('cluster')!r} has no server URL")
+    user = users.get(str(ctx.get("user")), {}) if ctx.get("user") else {}
+    for owner, entry, key in (
+        ("cluster", cluster, "certificate-authority"),
+        ("user", user, "client-certificate"),
+        ("user", user, "client-key"),
+    ):
+        ref = entry.get(key)
+        if isinstance(ref, str) and ref:
+            ref_path = Path(ref) if Path(ref).is_absolute() else path.parent / ref
+            try:
+                input_file(ref_path, max_bytes=1024**2)
+            except SourceError as exc:
+                raise SourceError(str(path), None, f"{owner} {key} {ref_path}: {exc.problem}") from None
+    return server

@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricguard.console import console, fail, print_json
+from fabricguard.console import console, fail, print_json, row, say
 from fabricguard.nccl.report import NcclReport
 from fabricguard.nccl.scan import LogInputError, inspect_paths
+from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
 from fabricguard.profile.model import Transport
 
 app = typer.Typer(help="Read NCCL logs and nccl-tests output.", no_args_is_help=True)
@@ -37,16 +38,16 @@ def render_report(report: NcclReport) -> None:
         f"files: {len(report.files)}   read: {report.bytes_read / 1e6:,.1f} MB"
     )
     for r in report.reasons:
-        console.print(f"  • {r}")
+        say(f"  • {r}")
     if report.connections:
-        console.print("connections: " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()))
+        say("connections: " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()))
     if report.evidence:
         et = Table(title="evidence", show_lines=False, expand=False)
         et.add_column("where", no_wrap=True)
         et.add_column("why")
         et.add_column("line", overflow="fold")
         for e in report.evidence:
-            et.add_row(f"{Path(e.file).name}:{e.line}", e.why, e.text.strip()[:160])
+            row(et, f"{Path(e.file).name}:{e.line}", e.why, e.text.strip()[:160])
         console.print(et)
     for tbl in report.nccl_tests:
         tt = Table(title=f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})", expand=False)
@@ -82,7 +83,8 @@ def _tri(v: bool | None) -> str:
 @app.command("inspect")
 def inspect(
     paths: list[Path] = typer.Argument(..., help="Log files or directories of them (one file per rank or pod)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Report the NCCL version, selected network, per-connection transports and the inter-node verdict."""
     try:
@@ -91,7 +93,7 @@ def inspect(
         fail(str(exc), hint="pass NCCL_DEBUG=INFO log files or the directory NCCL_DEBUG_FILE wrote into")
     if not report.files:
         fail(f"no readable text files under {', '.join(map(str, paths))}")
-    if as_json:
-        print_json(report.to_dict())
+    if wants_json(fmt, as_json):
+        print_json({"verdict": "failed" if report.failed else "pass", **report.to_dict()})
     else:
         render_report(report)

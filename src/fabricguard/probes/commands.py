@@ -7,15 +7,23 @@ Nothing here imports torch: the collective probe imports it inside its rank proc
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from fabricguard.console import EXIT_INPUT, console, err_console, fail, print_json
+from fabricguard.console import EXIT_INPUT, console, err_console, fail, print_json, say
+from fabricguard.options import JSON_ALIAS, OUT_ALIAS, Format, format_option, output_path, profile_option, wants_json
+from fabricguard.userfiles import SourceError
+
+if TYPE_CHECKING:
+    from fabricguard.profile import PlatformProfile, Pool
 
 probe_app = typer.Typer(no_args_is_help=True, help="Probes that prove the transport, the storage path and the node.")
 
 
-def _profile_and_pool(profile: Path | None, pool: str | None, *, local_default: bool = True):  # type: ignore[no-untyped-def]
+def _profile_and_pool(
+    profile: str | None, pool: str | None, *, local_default: bool = True
+) -> tuple[PlatformProfile | None, Pool | None]:
     from fabricguard.profile import UnknownPoolError, embedded_profile
     from fabricguard.profile.commands import profile_or_exit
 
@@ -26,6 +34,18 @@ def _profile_and_pool(profile: Path | None, pool: str | None, *, local_default: 
         return prof, prof.pool(pool)
     except UnknownPoolError as e:
         fail(str(e), hint="pass --pool NAME")
+
+
+def _output_dir(path: Path | None) -> Path | None:
+    """-o/--output as a writable folder (created when absent); a file, a FIFO or no permission exit 3."""
+    if path is None:
+        return None
+    from fabricguard.userfiles import output_dir
+
+    try:
+        return output_dir(path)
+    except SourceError as exc:
+        fail(f"-o/--output {exc}")
 
 
 def _sizes(b: str, e: str, f: float) -> list[int]:
@@ -51,19 +71,25 @@ def collective_cmd(
     dtype: str = typer.Option("float", "-d", "--datatype", help="float, half, bfloat16 or double."),
     backend: str = typer.Option("auto", "--backend", help="auto (NCCL with CUDA, else gloo), nccl or gloo."),
     check: bool = typer.Option(True, "--check/--no-check", help="Verify every result (count wrong elements)."),
-    out: Path = typer.Option(None, "--out", help="Directory for per-rank NCCL logs (default: a new temp dir)."),
-    profile: Path = typer.Option(None, "--profile", help="Platform profile to judge against."),
+    output: Path = typer.Option(
+        None, "--output", "-o", help="Directory for per-rank NCCL logs (default: a new temp dir)."
+    ),
+    out: Path = OUT_ALIAS,
+    profile: str = profile_option(help="Platform profile to judge against ('local': the embedded one)."),
     pool: str = typer.Option(None, "--pool", help="Pool of the profile (default: its defaultPool)."),
     force_net: bool = typer.Option(
         None, "--force-net/--no-force-net", help="Set NCCL_NET to the pool's net (default: on for fabric pools)."
     ),
     timeout: float = typer.Option(600, "--timeout", help="Seconds before spawned ranks are stopped."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Time collectives like nccl-tests, classify the transport from NCCL's own logs and judge it."""
+    log_dir = _output_dir(output_path(output, out))
+    as_json = wants_json(fmt, as_json)
     from fabricguard.probes.bw import expectation_for, render_table
     from fabricguard.probes.collective import CollectiveConfig, run_probe
-    from fabricguard.probes.result import exit_code
+    from fabricguard.probes.result import Status, exit_code
 
     _prof, p = _profile_and_pool(profile, pool, local_default=False)
     expect = expectation_for(p) if p is not None else None
@@ -78,7 +104,7 @@ def collective_cmd(
         dtype=dtype,
         backend=backend,
         check=check,
-        log_dir=str(out) if out else "",
+        log_dir=str(log_dir) if log_dir else "",
         nccl_net=net,
     )
     try:
@@ -86,25 +112,24 @@ def collective_cmd(
     except ValueError as e:
         fail(str(e))
     res = run_probe(cfg, local_ranks=local_ranks, expect=expect, timeout_s=timeout)
+    wrong = sum(r.wrong for r in res.rows)
+    verdict = res.judgement.status if res.judgement else (Status.failed if res.failed or wrong else Status.passed)
     if as_json:
-        print_json(res.to_dict())
+        print_json({"verdict": str(verdict), **res.to_dict()})
     else:
-        console.print(f"# fabricguard collective probe: {res.backend}, {res.world_size} ranks, logs in {res.log_dir}")
+        say(f"# fabricguard collective probe: {res.backend}, {res.world_size} ranks, logs in {res.log_dir}")
         if net:
-            console.print(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
+            say(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
         if res.rows:
             console.print(render_table(res.rows), markup=False)
         console.print(f"# transport: {res.transport} ({res.transport_why})", markup=False)
         if res.failed:
-            err_console.print(f"[bold red]failed:[/] {res.error}")
+            say(("failed:", "bold red"), f" {res.error}", err=True)
         if res.judgement:
             for c in res.judgement.checks:
                 console.print(f"# {c.name}: {c.status}: {c.detail}", markup=False)
-            console.print(f"# verdict: {res.judgement.status}")
-    if res.judgement:
-        raise typer.Exit(exit_code(res.judgement.status))
-    wrong = sum(r.wrong for r in res.rows)
-    raise typer.Exit(2 if res.failed or wrong else 0)
+            console.print(f"# verdict: {res.judgement.status}", markup=False)
+    raise typer.Exit(exit_code(verdict))
 
 
 @probe_app.command("storage")
@@ -115,13 +140,15 @@ def storage_cmd(
     block: str = typer.Option("4M", "--block-size", help="Write/read block size."),
     small_files: int = typer.Option(1000, "--small-files", help="Small files per rank for create/stat/unlink."),
     engine: str = typer.Option("auto", "--engine", help="auto (fio when installed), fio or builtin."),
-    profile: Path = typer.Option(None, "--profile", help="Profile: a pool with Lustre storage expects lustre."),
+    profile: str = profile_option(help="Profile: a pool with Lustre storage expects lustre."),
     pool: str = typer.Option(None, "--pool"),
     expect_fstype: str = typer.Option(None, "--expect-fstype", help="Filesystem type the path must be on."),
     keep: bool = typer.Option(False, "--keep", help="Leave the files for inspection."),
-    as_json: bool = typer.Option(False, "--json"),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Check the path's filesystem and Lustre health, then measure checkpoint and small-file workloads."""
+    as_json = wants_json(fmt, as_json)
     from fabricguard.probes.bw import parse_size
     from fabricguard.probes.result import STATUS_STYLE, exit_code
     from fabricguard.probes.storage import StorageConfig, StorageRefused, probe_storage
@@ -152,18 +179,18 @@ def storage_cmd(
     except ValueError as e:
         fail(str(e))
     if as_json:
-        print_json(rep.to_dict())
+        print_json({"verdict": str(rep.status), **rep.to_dict()})
     else:
         for c in rep.checks:
-            console.print(f"[{STATUS_STYLE[c.status]}]{c.status:>8}[/] {c.name}: {c.detail}", highlight=False)
+            say((f"{c.status:>8}", STATUS_STYLE[c.status]), f" {c.name}: {c.detail}")
         m = rep.metrics
         for ph in ("write", "read"):
             if ph in m:
-                console.print(f"  {ph:<7} {m[ph]['MBps']:10.1f} MB/s  latency ms {m[ph].get('latency_ms')}")
+                say(f"  {ph:<7} {m[ph]['MBps']:10.1f} MB/s  latency ms {m[ph].get('latency_ms')}")
         for ph in ("create", "stat", "unlink"):
             if ph in m:
-                console.print(f"  {ph:<7} {m[ph]['ops_per_s']:10.0f} /s    latency ms {m[ph].get('latency_ms')}")
-        console.print(
+                say(f"  {ph:<7} {m[ph]['ops_per_s']:10.0f} /s    latency ms {m[ph].get('latency_ms')}")
+        say(
             f"engine {rep.engine}; worked in {rep.workdir}"
             + (f"; left {rep.left_behind}" if rep.left_behind else ", removed")
         )
@@ -172,37 +199,44 @@ def storage_cmd(
 
 @probe_app.command("host")
 def host_cmd(
-    profile: Path = typer.Option(None, "--profile", help="Profile (default: the embedded local profile)."),
+    profile: str = profile_option(help="Profile (default: the embedded local profile, also named 'local')."),
     pool: str = typer.Option(None, "--pool", help="One pool (default: every pool of the profile)."),
     root: Path = typer.Option(Path("/"), "--root", help="Read /sys, /proc and libraries below this root."),
     nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
-    as_json: bool = typer.Option(False, "--json"),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Readiness of this node for each pool: RDMA ports, modules, libraries, GPUs, the Lustre mount."""
     from fabricguard.probes.host import load_gpus, probe_host
     from fabricguard.probes.result import STATUS_STYLE, exit_code, worst
 
+    as_json = wants_json(fmt, as_json)
     prof, _ = _profile_and_pool(profile, pool)
     assert prof is not None
     pools = [prof.pool(pool)] if pool else prof.spec.pools
-    gpus = load_gpus(nvml_json)
-    local = profile is None
+    try:
+        gpus = load_gpus(nvml_json)
+    except SourceError as exc:
+        fail(f"--nvml-json {exc}", hint="pass NVML data recorded by bench/device/gpu_check.py")
+    local = profile is None or profile == "local"
     reports = [probe_host(prof, p, root=root, gpu_data=gpus, require_gpus=not local) for p in pools]
+    verdict = worst([r.status for r in reports])
     if as_json:
-        print_json({"profile": prof.metadata.name, "pools": [r.to_dict() for r in reports]})
+        print_json({"verdict": str(verdict), "profile": prof.metadata.name, "pools": [r.to_dict() for r in reports]})
     else:
         for r in reports:
-            console.print(f"[bold]pool {r.pool}[/] ({r.fabric}): [{STATUS_STYLE[r.status]}]{r.verdict}[/]")
+            say((f"pool {r.pool}", "bold"), f" ({r.fabric}): ", (r.verdict, STATUS_STYLE[r.status]))
             for c in r.checks:
-                console.print(f"  [{STATUS_STYLE[c.status]}]{c.status:>8}[/] {c.name}: {c.detail}", highlight=False)
-    raise typer.Exit(exit_code(worst([r.status for r in reports])))
+                say("  ", (f"{c.status:>8}", STATUS_STYLE[c.status]), f" {c.name}: {c.detail}")
+    raise typer.Exit(exit_code(verdict))
 
 
 def validate_cmd(
-    profile: Path = typer.Option(None, "--profile", help="Platform profile (default: --local)."),
+    profile: str = profile_option(help="Platform profile (default: --local, the embedded 'local' profile)."),
     pool: str = typer.Option(None, "--pool", help="Pool to validate (default: the profile's defaultPool)."),
     local: bool = typer.Option(True, "--local/--no-local", help="Without --profile: validate this machine."),
-    out: Path = typer.Option(None, "--out", help="Report directory (default: a new temp dir)."),
+    output: Path = typer.Option(None, "--output", "-o", help="Report directory (default: a new temp dir)."),
+    out: Path = OUT_ALIAS,
     minbytes: str = typer.Option("1M", "-b", "--minbytes"),
     maxbytes: str = typer.Option("64M", "-e", "--maxbytes"),
     stepfactor: float = typer.Option(4.0, "-f", "--stepfactor"),
@@ -217,33 +251,49 @@ def validate_cmd(
     nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
     gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="JSON of GPU ceilings to compare with."),
     skip: str = typer.Option("", "--skip", help="Comma list of probes to skip: host,collective,storage,gpu."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report JSON on stdout."),
+    fmt: Format = format_option(choices="table or json (the report JSON on stdout)"),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Validate a pool (or, by default, this machine): host, collective, storage and GPU probes, one report.
 
-    Exit code 0 pass, 1 degraded, 2 failed.
+    Exit code 0 pass, 1 degraded, 2 failed, 3 unusable input (including --skip of every probe).
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fabricguard.probes.bw import parse_size
+    from fabricguard.probes.gpu import load_ceilings
+    from fabricguard.probes.host import read_nvml_json
     from fabricguard.probes.report import summary_table
     from fabricguard.probes.result import STATUS_STYLE, Status, exit_code
-    from fabricguard.probes.validate import LOCAL_NOTE, ValidateOptions, default_out_dir, run_validate
+    from fabricguard.probes.validate import LOCAL_NOTE, PROBES, ValidateOptions, default_out_dir, run_validate
+    from fabricguard.userfiles import input_dir
 
     if profile is None and not local:
         fail("nothing to validate", hint="pass --profile FILE --pool NAME, or leave --local on")
     prof, p = _profile_and_pool(profile, pool)
     assert prof is not None and p is not None
-    is_local = profile is None
+    is_local = profile is None or profile == "local"
     skipped = {s.strip() for s in skip.split(",") if s.strip()}
     unknown = skipped - {"host", "collective", "storage", "gpu"}
     if unknown:
-        fail(f"--skip: unknown probe(s) {sorted(unknown)}")
+        fail(f"--skip: unknown probe(s) {sorted(unknown)}", hint=f"choose from {', '.join(PROBES)}")
+    if skipped >= set(PROBES):
+        fail("--skip names every probe: nothing would be validated", hint="leave at least one probe to run")
+    as_json = wants_json(fmt, as_json)
+    try:
+        if nvml_json is not None and "host" not in skipped:
+            read_nvml_json(nvml_json)
+        if gpu_ceilings is not None and "gpu" not in skipped:
+            load_ceilings(gpu_ceilings)
+        if storage_path is not None and "storage" not in skipped:
+            input_dir(storage_path)  # a path the user named; the pool's own mount missing is a failed check
+    except SourceError as exc:
+        fail(str(exc))
     opts = ValidateOptions(
         profile=prof,
         pool=p,
         local=is_local,
-        out_dir=out or default_out_dir(),
+        out_dir=_output_dir(output_path(output, out)) or default_out_dir(),
         sizes=_sizes(minbytes, maxbytes, stepfactor),
         warmup=warmup,
         iters=iters,
@@ -257,7 +307,7 @@ def validate_cmd(
         skip=skipped,
     )
     if is_local and not as_json:
-        err_console.print(f"[dim]{LOCAL_NOTE}[/]")
+        say((LOCAL_NOTE, "dim"), err=True)
     steps = ["host", "collective", "storage", "gpu", "report"]
     with Progress(
         TextColumn("{task.description:<22}"), BarColumn(), TimeElapsedColumn(), console=err_console, transient=True
@@ -267,9 +317,12 @@ def validate_cmd(
         def step(name: str) -> None:
             prog.update(task, completed=steps.index(name), description=f"probe: {name}")
 
-        report = run_validate(opts, step)
+        try:
+            report = run_validate(opts, step)
+        except SourceError as exc:  # the report folder filled up or went away while the probes ran
+            fail(f"-o/--output {exc}")
         prog.update(task, completed=len(steps))
-    st = Status(report["status"])
+    st = Status(report["verdict"])
     if as_json:
         print_json(report)
     else:
@@ -279,9 +332,15 @@ def validate_cmd(
             from fabricguard.probes.bw import Row, render_table
 
             console.print(render_table([Row(**r) for r in coll["rows"]]), markup=False)
-        console.print(
-            f"verdict: [{STATUS_STYLE[st]}]{st}[/] in {report['seconds']:.1f} s; report {opts.out_dir / 'report.html'}"
-            f" and {opts.out_dir / 'report.json'}"
+        say(
+            "verdict: ",
+            (str(st), STATUS_STYLE[st]),
+            f" in {report['seconds']:.1f} s; report {opts.out_dir / 'report.html'} and {opts.out_dir / 'report.json'}",
+        )
+    if st is Status.skipped:
+        fail(
+            f"nothing was validated: every check of {', '.join(sorted(set(PROBES) - skipped))} was skipped",
+            hint="run on a node where the probes apply, or skip fewer probes",
         )
     raise typer.Exit(exit_code(st))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard.probes.result import Check, Status
+from fabricguard.userfiles import SourceError, read_text
 
 DEFAULT_FRACTION = 0.85
 KEYS = {
@@ -24,9 +25,25 @@ KEYS = {
 
 
 def load_ceilings(path: Path | None) -> dict[str, float]:
+    """GPU ceilings by metric; ``SourceError`` names the file and the entry that is not a number."""
     if path is None:
         return {}
-    return {k: float(v) for k, v in json.loads(path.read_text()).items() if k in KEYS}
+    try:
+        data = json.loads(read_text(path, max_bytes=16 * 1024**2))
+    except json.JSONDecodeError as exc:
+        raise SourceError(str(path), exc.lineno, f"not JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise SourceError(str(path), None, f"expected an object of ceilings such as {{{next(iter(KEYS))!r}: 4800}}")
+    out: dict[str, float] = {}
+    for k, v in data.items():
+        if k not in KEYS:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise SourceError(str(path), None, f"{k}: {v!r} is not a number")
+        out[k] = float(v)
+    if not out:
+        raise SourceError(str(path), None, f"holds none of the known ceilings ({', '.join(KEYS)})")
+    return out
 
 
 def judge_gpu(

@@ -21,6 +21,7 @@ from typing import Any
 
 from fabricguard.probes.result import Check, Status, overall
 from fabricguard.profile import FabricType, PlatformProfile, Pool
+from fabricguard.userfiles import SourceError, read_text
 
 RDMA_FABRICS = {FabricType.infiniband, FabricType.roce, FabricType.gke_rdma, FabricType.efa}
 LINK_LAYER = {
@@ -74,7 +75,8 @@ class HostReport:
             "fabric": self.fabric,
             "root": self.root,
             "status": str(self.status),
-            "verdict": self.verdict,
+            # "verdict" is the key of a command's overall answer; a pool's part is its readiness.
+            "readiness": self.verdict,
             "failed": [c.to_dict() for c in self.checks if c.status in (Status.failed, Status.degraded)],
             "checks": [c.to_dict() for c in self.checks],
         }
@@ -213,13 +215,28 @@ def collect_nvml() -> dict[str, Any]:
         n.nvmlShutdown()
 
 
+def read_nvml_json(path: Path) -> dict[str, Any]:
+    """Recorded NVML data (``{"driver": ..., "gpus": [{"index": 0, "name": ..., ...}]}``); ``SourceError``
+    names the file and what is wrong with its shape, so a wrong file is refused instead of judged."""
+    try:
+        data = json.loads(read_text(path, max_bytes=64 * 1024**2))
+    except json.JSONDecodeError as exc:
+        raise SourceError(str(path), exc.lineno, f"not JSON ({exc.msg}); pass recorded NVML data") from None
+    if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
+        raise SourceError(str(path), None, 'not recorded NVML data: expected an object with a "gpus" list')
+    for i, g in enumerate(data["gpus"]):
+        if not isinstance(g, dict):
+            raise SourceError(str(path), None, f"gpus[{i}] is {type(g).__name__}, not an object")
+        for key, value in g.items():
+            if isinstance(value, dict):
+                raise SourceError(str(path), None, f"gpus[{i}].{key} is an object; expected a number or text")
+    return data
+
+
 def load_gpus(nvml_json: Path | None) -> tuple[dict[str, Any] | None, str]:
-    """(GPU data, where it came from or why there is none)."""
+    """(GPU data, where it came from or why there is none); a bad ``nvml_json`` raises ``SourceError``."""
     if nvml_json is not None:
-        try:
-            return json.loads(nvml_json.read_text()), f"recorded NVML data {nvml_json}"
-        except (OSError, ValueError) as e:
-            return None, f"cannot read {nvml_json}: {e}"
+        return read_nvml_json(nvml_json), f"recorded NVML data {nvml_json}"
     try:
         return collect_nvml(), "NVML"
     except ImportError:

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
+from fabricguard.console import row, text
 from fabricguard.probes.result import STATUS_STYLE, Status
 
 COLORS = {"all_reduce": "#1f77b4", "all_gather": "#2ca02c", "reduce_scatter": "#9467bd"}
@@ -101,7 +102,7 @@ font-size:13px}th{background:#f3f3f3}.pass{color:#197a19;font-weight:bold}.degra
 
 def render_html(report: dict[str, Any]) -> str:
     e = html.escape
-    st = report["status"]
+    st = report["verdict"]
     coll = report.get("collective") or {}
     rows = coll.get("rows") or []
     h = [
@@ -155,12 +156,12 @@ def _lat(lat: dict[str, float]) -> str:
 
 
 def summary_table(report: dict[str, Any]) -> Table:
-    t = Table(title=f"fabricguard validate: pool {report['pool']} ({report['mode']})", show_lines=False)
+    t = Table(title=text(f"fabricguard validate: pool {report['pool']} ({report['mode']})"), show_lines=False)
     t.add_column("probe")
     t.add_column("check")
     t.add_column("status")
     t.add_column("why", overflow="fold")
     for probe, c in all_checks(report):
         s = Status(c["status"])
-        t.add_row(probe, c["name"], f"[{STATUS_STYLE[s]}]{s}[/]", c["detail"])
+        row(t, probe, c["name"], (str(s), STATUS_STYLE[s]), c["detail"])  # details quote log lines
     return t

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from fabricguard.console import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
+from fabricguard.exitcodes import exit_code as verdict_exit_code
 
 
 class Status(StrEnum):
@@ -37,9 +37,8 @@ def overall(statuses: list[Status]) -> Status:
 
 
 def exit_code(status: Status) -> int:
-    return {Status.passed: EXIT_PASS, Status.skipped: EXIT_PASS, Status.degraded: EXIT_DEGRADED}.get(
-        status, EXIT_FAILED
-    )
+    """The exit code of a probe's verdict, from the one mapping in ``fabricguard.exitcodes``."""
+    return verdict_exit_code(status.value)
 
 
 @dataclass

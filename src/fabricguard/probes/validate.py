@@ -23,9 +23,10 @@ from fabricguard.probes.bw import expectation_for
 from fabricguard.probes.collective import CollectiveConfig, run_probe
 from fabricguard.probes.host import probe_host
 from fabricguard.probes.report import render_html
-from fabricguard.probes.result import Check, Status, overall
+from fabricguard.probes.result import Check, Status, overall, worst
 from fabricguard.probes.storage import StorageConfig, StorageRefused, probe_storage
 from fabricguard.profile import PlatformProfile, Pool
+from fabricguard.userfiles import output_dir, write_text
 
 LOCAL_NOTE = (
     "Local mode: this machine only, with the embedded 'local' profile. There is no RDMA here, so the expected "
@@ -59,6 +60,9 @@ class ValidateOptions:
 
 Step = Callable[[str], None]
 
+# The probes ``validate`` runs, in order; ``--skip`` names some of them (never all: nothing would be judged).
+PROBES = ("host", "collective", "storage", "gpu")
+
 
 def _net_to_force(opts: ValidateOptions) -> str | None:
     force = opts.pool.fabric.has_fabric if opts.force_net is None else opts.force_net
@@ -68,7 +72,7 @@ def _net_to_force(opts: ValidateOptions) -> str | None:
 def run_validate(opts: ValidateOptions, step: Step = lambda _s: None) -> dict[str, Any]:
     """Run every probe and write report.json and report.html into ``opts.out_dir``; returns the report."""
     t0 = time.monotonic()
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    output_dir(opts.out_dir)
     expect = expectation_for(opts.pool)
     report: dict[str, Any] = {
         "fabricguard": __version__,
@@ -117,16 +121,19 @@ def run_validate(opts: ValidateOptions, step: Step = lambda _s: None) -> dict[st
         from fabricguard.probes.gpu import gpu_check
 
         checks, measured = gpu_check(opts.gpu_ceilings)
-        st = overall([c.status for c in checks])
+        st = worst([c.status for c in checks])  # every check skipped (no CUDA) is a skipped probe, not a pass
         report["gpu"] = {"status": str(st), "checks": [c.to_dict() for c in checks], "measured": measured}
         statuses.append(st)
 
-    status = overall(statuses)
-    report["status"] = str(status)
+    if not statuses:
+        raise ValueError(f"every probe was skipped ({', '.join(sorted(opts.skip))}): nothing was validated")
+    # Probes that ran but judged nothing (every check skipped) make a "skipped" verdict, never a pass.
+    status = Status.skipped if worst(statuses) is Status.skipped else overall(statuses)
+    report["verdict"] = str(status)
     report["seconds"] = time.monotonic() - t0
     step("report")
-    (opts.out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    (opts.out_dir / "report.html").write_text(render_html(report))
+    write_text(opts.out_dir / "report.json", json.dumps(report, indent=2, default=str) + "\n")
+    write_text(opts.out_dir / "report.html", render_html(report))
     return report
 
 

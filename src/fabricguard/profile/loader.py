@@ -6,6 +6,7 @@ and, where we can tell, what would be right.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -13,13 +14,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fabricguard.profile.model import PlatformProfile
+from fabricguard.profile.model import API_VERSION, KIND, PlatformProfile
 from fabricguard.yamlsource import (
     Positioned,
     SourceError,
     YamlSyntaxError,
     load_with_positions,
     loads_with_positions,
+    read_text,
 )
 
 
@@ -55,7 +57,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     msg = str(err.get("msg", "invalid"))
     ctx = err.get("ctx") or {}
@@ -82,6 +84,13 @@ def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
 def profile_from_document(doc: Positioned) -> PlatformProfile:
     if not isinstance(doc.data, dict):
         raise ProfileError(doc.source, [Problem("", 1, "a profile is a YAML mapping with apiVersion, kind, ...")])
+    if doc.data.get("kind") != KIND and doc.data.get("apiVersion") != API_VERSION:
+        # Some other document (a manifest, a /proc file): one problem, not one per unknown field.
+        got = f"kind {doc.data['kind']!r}" if "kind" in doc.data else "no kind"
+        raise ProfileError(
+            doc.source,
+            [Problem("", 1, f"not a PlatformProfile ({got}); expected apiVersion: {API_VERSION}, kind: {KIND}")],
+        )
     try:
         return PlatformProfile.model_validate(doc.data)
     except ValidationError as exc:
@@ -121,7 +130,17 @@ def _select(source: str, docs: list[Positioned]) -> PlatformProfile:
     return profile_from_document(profiles[0] if profiles else docs[0])
 
 
+# Profiles shipped inside the package, chosen by name (``--profile local``).
+EMBEDDED_PROFILES = ("local",)
+
+
+def profile_text(path: str | Path) -> str:
+    """The YAML text of a profile file, or of an embedded profile named ``local``."""
+    if str(path) in EMBEDDED_PROFILES:
+        return resources.files("fabricguard.data.profiles").joinpath(f"{path}.yaml").read_text("utf-8")
+    return read_text(Path(path))
+
+
 def embedded_profile(name: str = "local") -> PlatformProfile:
     """A profile shipped inside the package (``local``: this machine, gloo ranks, no RDMA)."""
-    text = resources.files("fabricguard.data.profiles").joinpath(f"{name}.yaml").read_text("utf-8")
-    return loads_profile(text, source=f"<embedded {name}.yaml>")
+    return loads_profile(profile_text(name), source=f"<embedded {name}.yaml>")

@@ -13,9 +13,6 @@ from dataclasses import dataclass, field
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
-# Filesystems that are never the shared parallel store a training job expects.
-LOCAL_OR_SLOW = {"overlay", "ext4", "xfs", "btrfs", "tmpfs", "nfs", "nfs4", "fuse.gcsfuse", "ramfs", "devtmpfs"}
-
 
 class MountinfoError(ValueError):
     """A mountinfo line that does not follow proc_pid_mountinfo(5)."""
@@ -39,10 +36,6 @@ class MountEntry:
     def is_bind(self) -> bool:
         """A bind mount shows a root below the filesystem's own root (how PVC subPaths appear)."""
         return self.root not in ("/", "")
-
-    @property
-    def read_only(self) -> bool:
-        return "ro" in self.options
 
     def to_dict(self) -> dict[str, object]:
         return {

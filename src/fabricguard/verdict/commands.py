@@ -7,8 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricguard.console import console, fail, print_json
-from fabricguard.profile import UnknownPoolError, embedded_profile
+from fabricguard.console import console, fail, print_json, row, say
+from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+from fabricguard.profile import UnknownPoolError
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.verdict.job import JobInputError, JobVerdict, Level, judge_job
 
@@ -18,12 +19,9 @@ _VERDICT_STYLE = {"pass": "bold green", "degraded": "bold yellow", "failed": "bo
 
 def render_verdict(v: JobVerdict) -> None:
     n = v.nccl
-    console.print(
-        f"[{_VERDICT_STYLE[v.verdict.value]}]{v.verdict.value.upper()}[/]  {v.job_dir}  pool {v.pool} "
-        f"(fabric {v.fabric})"
-    )
+    say((v.verdict.value.upper(), _VERDICT_STYLE[v.verdict.value]), f"  {v.job_dir}  pool {v.pool} (fabric {v.fabric})")
     med = v.steps.median_seconds
-    console.print(
+    say(
         f"transport {n.inter_node_transport.value}  network {n.network or '-'}  GPUDirect RDMA "
         f"{'-' if n.gpudirect_rdma is None else n.gpudirect_rdma}  nodes {n.nodes or '?'}  ranks {n.ranks or '?'}  "
         f"steps {v.steps.count}  median {('-' if med is None else f'{med:.2f} s')}  "
@@ -39,30 +37,33 @@ def render_verdict(v: JobVerdict) -> None:
         where = ""
         if ev and ev.get("file"):
             where = Path(ev["file"]).name + (f":{ev['line']}" if ev.get("line") else "")
-        t.add_row(f"[{_LEVEL_STYLE[r.level]}]{r.level.value}[/]", r.check, r.message, where)
+        row(t, (r.level.value, _LEVEL_STYLE[r.level]), r.check, r.message, where)
     console.print(t)
 
 
 def verify_job(
     job_dir: Path = typer.Argument(..., help="Directory of what the job left: NCCL logs, mountinfo, step timings."),
-    profile: Path | None = typer.Option(None, "--profile", "-p", help="Platform profile YAML."),
+    profile: str = profile_option(
+        required=True, help="Platform profile YAML the job ran under ('local': the embedded local profile)."
+    ),
     pool: str | None = typer.Option(None, "--pool", help="Pool the job ran on (default: the profile's default)."),
     step_regex: str | None = typer.Option(
         None,
         "--step-regex",
         help=r"Regex for step times in plain logs, e.g. 'step (?P<step>\d+) .* (?P<seconds>[\d.]+)s'",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Judge a finished job. Exit 0 pass, 1 degraded, 2 failed, 3 input unusable."""
-    prof = profile_or_exit(profile) if profile else embedded_profile("local")
+    prof = profile_or_exit(profile)
     try:
         v = judge_job(job_dir, prof, pool, step_regex)
     except UnknownPoolError as exc:
-        fail(str(exc))
+        fail(str(exc), hint="pass --pool NAME")
     except JobInputError as exc:
         fail(str(exc))
-    if as_json:
+    if wants_json(fmt, as_json):
         print_json(v.to_dict())
     else:
         render_verdict(v)

@@ -13,10 +13,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from fabricguard.exitcodes import exit_code
 from fabricguard.nccl.report import NcclReport
 from fabricguard.nccl.scan import collect_files, inspect_paths
 from fabricguard.profile.model import PlatformProfile, Pool, Transport
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
+from fabricguard.userfiles import SourceError, input_dir, input_file, read_text
 from fabricguard.verdict.steps import StepTimes, load_step_times
 
 
@@ -27,7 +29,7 @@ class Verdict(StrEnum):
 
     @property
     def exit_code(self) -> int:
-        return {"pass": 0, "degraded": 1, "failed": 2}[self.value]
+        return exit_code(self.value)
 
 
 class Level(StrEnum):
@@ -89,10 +91,28 @@ STEP_GLOBS = ("*.jsonl", "*.csv")
 
 
 def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path]]:
-    files = collect_files([job_dir])
-    mountinfo = [f for f in files if any(f.match(g) for g in MOUNTINFO_GLOBS)]
-    steps = [f for f in files if f not in mountinfo and any(f.match(g) for g in STEP_GLOBS)]
-    logs = [f for f in files if f not in mountinfo and f not in steps]
+    """(logs, mountinfo files, step-timing files). A mountinfo or step-timing name that is not a readable
+    regular file is refused here: skipping it would drop that check and let the job pass unjudged."""
+    mountinfo: list[Path] = []
+    steps: list[Path] = []
+    for f in sorted(job_dir.rglob("*")):
+        if f.name.startswith("."):
+            continue
+        if any(f.match(g) for g in MOUNTINFO_GLOBS):
+            mountinfo.append(f)
+        elif any(f.match(g) for g in STEP_GLOBS):
+            steps.append(f)
+    for f in mountinfo + steps:
+        try:
+            input_file(f)
+        except SourceError as exc:
+            what = "mountinfo" if f in mountinfo else "step-timing"
+            raise JobInputError(
+                f"{f}: {exc.problem.split('; ')[0]}, but its name makes it a {what} file "
+                "(save the file there, or rename or remove it to leave it out)"
+            ) from None
+    special = set(mountinfo) | set(steps)
+    logs = [f for f in collect_files([job_dir]) if f not in special]
     return logs, mountinfo, steps
 
 
@@ -242,17 +262,19 @@ def _storage_reasons(
     results: list[dict[str, Any]] = []
     for f in mountinfo:
         try:
-            entries = parse_mountinfo(f.read_text(encoding="utf-8", errors="replace"))
+            entries = parse_mountinfo(read_text(f))
+        except SourceError as exc:
+            raise JobInputError(str(exc)) from None
         except MountinfoError as exc:
-            raise JobInputError(f"{f}: {exc}") from None
+            raise JobInputError(f"{f}: {exc} (save /proc/self/mountinfo from the worker as it is)") from None
         finding = check_path(entries, posixpath.join(lustre.mountPath, "x"), "lustre")
         d = finding.to_dict() | {"file": str(f), "path": lustre.mountPath}
         results.append(d)
         ev = [{"file": str(f), "line": finding.mount.line if finding.mount else None, "why": finding.message}]
-        if finding.ok:
+        if finding.ok and finding.mount is not None:
             reasons.append(
                 Reason(Level.info, "storage", f"{f.name}: {lustre.mountPath} is on Lustre ({finding.mount.source})", ev)
-            )  # type: ignore[union-attr]
+            )
         else:
             msg = finding.message.replace(posixpath.join(lustre.mountPath, "x"), lustre.mountPath)
             reasons.append(Reason(Level.degraded, "storage", f"{f.name}: {msg}", ev))
@@ -301,10 +323,10 @@ def judge_job(
     step_regex: str | None = None,
 ) -> JobVerdict:
     """Read everything a finished job left in ``job_dir`` and judge it against the pool."""
-    if not job_dir.exists():
-        raise JobInputError(f"{job_dir}: no such directory")
-    if not job_dir.is_dir():
-        raise JobInputError(f"{job_dir}: not a directory; pass the directory holding the job's logs")
+    try:
+        input_dir(job_dir)
+    except SourceError as exc:
+        raise JobInputError(f"{exc} (the directory holding the job's logs)") from None
     pool = profile.pool(pool_name)
     logs, mountinfo, step_files = _classify(job_dir)
     if not logs:

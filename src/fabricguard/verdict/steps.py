@@ -7,11 +7,15 @@ instead of sockets; it is what a job verdict compares with the pool's baseline.
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+
+from fabricguard.userfiles import read_text
 
 # Field names seen in the wild for "seconds this step took".
 _SECONDS_KEYS = ("seconds", "step_time", "step_time_s", "time", "duration", "elapsed", "sec", "step_seconds")
@@ -62,52 +66,62 @@ def _as_float(v: object, where: str) -> float:
         f = float(v)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise StepInputError(f"{where}: step time {v!r} is not a number") from None
-    if f < 0:
-        raise StepInputError(f"{where}: step time {f} is negative")
+    if not math.isfinite(f) or f < 0:
+        raise StepInputError(f"{where}: step time {v!r} is not a finite, non-negative number of seconds")
     return f
+
+
+def _as_step(v: object, default: int, where: str) -> int:
+    if v is None or v == "":
+        return default
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise StepInputError(f"{where}: step {v!r} is not a number") from None
+    if not math.isfinite(f):
+        raise StepInputError(f"{where}: step {v!r} is not a finite number")
+    return int(f)
 
 
 def read_jsonl(path: Path) -> list[tuple[int, float]]:
     out: list[tuple[int, float]] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise StepInputError(f"{path}:{n}: not JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise StepInputError(f"{path}:{n}: expected an object with 'step' and 'seconds'")
-            sec = _pick(obj, _SECONDS_KEYS)
-            if sec is None:
-                continue  # other metrics (loss, lr) share the file
-            step = _pick(obj, _STEP_KEYS)
-            out.append((int(step) if isinstance(step, int | float) else len(out), _as_float(sec, f"{path}:{n}")))
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise StepInputError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise StepInputError(f"{path}:{n}: expected an object with 'step' and 'seconds'")
+        sec = _pick(obj, _SECONDS_KEYS)
+        if sec is None:
+            continue  # other metrics (loss, lr) share the file
+        step = _pick(obj, _STEP_KEYS)
+        out.append((_as_step(step, len(out), f"{path}:{n}"), _as_float(sec, f"{path}:{n}")))
     return out
 
 
 def read_csv(path: Path) -> list[tuple[int, float]]:
     out: list[tuple[int, float]] = []
-    with path.open(encoding="utf-8", errors="replace", newline="") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames:
-            raise StepInputError(f"{path}: empty CSV; expected a header such as 'step,seconds'")
-        fields = [f.strip().lower() for f in reader.fieldnames]
-        sec_key = next((reader.fieldnames[i] for i, f in enumerate(fields) if f in _SECONDS_KEYS), None)
-        step_key = next((reader.fieldnames[i] for i, f in enumerate(fields) if f in _STEP_KEYS), None)
-        if sec_key is None:
-            raise StepInputError(
-                f"{path}:1: no step-time column; name one of {', '.join(_SECONDS_KEYS)} (got {reader.fieldnames})"
-            )
-        for n, row in enumerate(reader, 2):
-            raw = (row.get(sec_key) or "").strip()
-            if not raw:
-                continue
-            step_raw = (row.get(step_key) or "").strip() if step_key else ""
-            step = int(float(step_raw)) if step_raw else len(out)
-            out.append((step, _as_float(raw, f"{path}:{n}")))
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    if not reader.fieldnames:
+        raise StepInputError(f"{path}: empty CSV; expected a header such as 'step,seconds'")
+    fields = [f.strip().lower() for f in reader.fieldnames]
+    sec_key = next((reader.fieldnames[i] for i, f in enumerate(fields) if f in _SECONDS_KEYS), None)
+    step_key = next((reader.fieldnames[i] for i, f in enumerate(fields) if f in _STEP_KEYS), None)
+    if sec_key is None:
+        raise StepInputError(
+            f"{path}:1: no step-time column; name one of {', '.join(_SECONDS_KEYS)} (got {reader.fieldnames})"
+        )
+    for n, row in enumerate(reader, 2):
+        raw = (row.get(sec_key) or "").strip()
+        if not raw:
+            continue
+        step_raw = (row.get(step_key) or "").strip() if step_key else ""
+        step = _as_step(step_raw, len(out), f"{path}:{n}")
+        out.append((step, _as_float(raw, f"{path}:{n}")))
     return out
 
 
@@ -142,9 +156,14 @@ def load_step_times(files: list[Path], log_files: list[Path], step_regex: str | 
     sources: list[str] = []
     for f in files:
         got = read_jsonl(f) if f.suffix == ".jsonl" else read_csv(f)
-        if got:
-            steps.extend(got)
-            sources.append(str(f))
+        if not got:
+            # A step-timing file with no timing in it would drop the step check and let the job pass.
+            raise StepInputError(
+                f"{f}: no step times in this file; give each step a seconds field "
+                f"({', '.join(_SECONDS_KEYS)}), or remove the file from the job directory"
+            )
+        steps.extend(got)
+        sources.append(str(f))
     if step_regex:
         rx = compile_step_regex(step_regex)
         for f in log_files:

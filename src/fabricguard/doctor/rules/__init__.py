@@ -99,11 +99,6 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
-RULE_IDS = tuple(r.id for r in RULES)
-# Reported under daemonset-never-ready's check: it worked once, then broke.
-EXTRA_IDS = {daemonsets.REGRESSED: Severity.critical, "drift": Severity.warning}
-
-
 def run_rules(
     snapshot: Snapshot, profile: PlatformProfile | None, now: datetime, extra: tuple[RuleFn, ...] = ()
 ) -> list[Finding]:

@@ -25,10 +25,6 @@ def pool_nodes(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str,
     """Nodes of each pool (a node belongs to the first pool whose nodeSelector its labels match)."""
     if profile is None:
         return {}
-    key = ("_pool_nodes", id(profile))
-    cached = snapshot.__dict__.get(key)
-    if cached is not None:
-        return cached
     out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
     for n in snapshot.nodes:
         labels = (n.get("metadata") or {}).get("labels") or {}
@@ -36,7 +32,6 @@ def pool_nodes(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str,
             if labels_match(labels, p.nodeSelector):
                 out[p.name].append(n)
                 break
-    snapshot.__dict__[key] = out
     return out
 
 
@@ -44,14 +39,8 @@ def node_pool(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str, 
     """Pool of each node, by node name."""
     if profile is None:
         return {}
-    key = ("_node_pool", id(profile))
-    cached = snapshot.__dict__.get(key)
-    if cached is not None:
-        return cached
     pools = {p.name: p for p in profile.spec.pools}
-    out = {n["metadata"]["name"]: pools[pname] for pname, ns in pool_nodes(snapshot, profile).items() for n in ns}
-    snapshot.__dict__[key] = out
-    return out
+    return {n["metadata"]["name"]: pools[pname] for pname, ns in pool_nodes(snapshot, profile).items() for n in ns}
 
 
 def fabric_pools(profile: PlatformProfile | None) -> list[Pool]:

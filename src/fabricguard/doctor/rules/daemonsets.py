@@ -139,10 +139,10 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
             "status.numberAvailable": available,
         }
         ever: dict[str, dict[str, Any]] = {}
-        for p in pods:
-            ev = pod_ready_evidence(p)
+        for pod in pods:
+            ev = pod_ready_evidence(pod)
             if ev:
-                ever[p["metadata"]["name"]] = ev
+                ever[pod["metadata"]["name"]] = ev
         reasons = _waiting_reasons(pods)
         if reasons:
             evidence["pods: state.waiting.reason"] = reasons

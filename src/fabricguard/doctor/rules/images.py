@@ -3,11 +3,13 @@
 Two sources: the kubelet's own words (``exec format error`` in container statuses, termination messages or
 events: the binary is for another CPU), and, with a registry client, the image's manifest or index, which
 must list a platform for every ``kubernetes.io/arch`` among the nodes the image runs on or must run on.
+The registry's answers are looked up at the I/O edge and passed in (``registry_rule``); no rule makes a
+network call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +23,7 @@ from fabricguard.doctor.rules._common import (
     pool_nodes,
 )
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.imageref import parse_reference
 from fabricguard.profile import PlatformProfile
 
 RULE = "image-arch-mismatch"
@@ -75,11 +78,15 @@ def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         if NEEDLE not in msg:
             continue
         inv = ev.get("involvedObject") or ev.get("regarding") or {}
-        pod = pods_by_name.get((inv.get("namespace", ""), inv.get("name", "")))
-        key = owner_key(pod) if pod else (inv.get("kind", ""), inv.get("namespace", ""), inv.get("name", ""))
+        event_pod = pods_by_name.get((inv.get("namespace", ""), inv.get("name", "")))
+        key = (
+            owner_key(event_pod)
+            if event_pod
+            else (inv.get("kind", ""), inv.get("namespace", ""), inv.get("name", ""))
+        )
         image = ""
-        if pod:
-            containers = (pod.get("spec") or {}).get("containers") or []
+        if event_pod:
+            containers = (event_pod.get("spec") or {}).get("containers") or []
             image = containers[0].get("image", "") if containers else ""
         g = groups.setdefault((key, image), {"pods": {}, "arches": set(), "container": None})
         g.setdefault("events", []).append(
@@ -173,51 +180,48 @@ def _required_arches(snapshot: Snapshot, profile: PlatformProfile | None) -> dic
     return out
 
 
-PlatformLookup = Callable[[str], "list[str]"]
+def images_on_hosts(snapshot: Snapshot, profile: PlatformProfile | None, hosts: list[str]) -> list[str]:
+    """The images to ask the registries on ``hosts`` about: those with a node architecture to satisfy."""
+    return sorted(image for image in _required_arches(snapshot, profile) if parse_reference(image).registry in hosts)
 
 
 def registry_rule(
-    lookup: PlatformLookup, hosts: list[str]
+    platforms: Mapping[str, list[str]],
 ) -> Callable[[Snapshot, PlatformProfile | None, datetime], list[Finding]]:
-    """A rule that asks the registry for each image on ``hosts`` which ``os/arch`` platforms it offers.
+    """A rule that judges each image against the ``os/arch`` platforms its registry offers.
 
-    ``lookup(image)`` returns platforms such as ``["linux/amd64"]`` (raising ``RegistryError`` when the
-    registry cannot answer, which becomes a note-like warning-free skip recorded in the evidence).
+    ``platforms`` maps an image reference to what the registry answered (``["linux/amd64"]``); the I/O
+    edge (``fabricguard doctor --registry``) asks the registry before the rules run, so the rule itself
+    stays pure. Images the registry was not asked about, or could not answer for, are not judged.
     """
-    from fabricguard.doctor.registry import RegistryError, parse_reference
 
     def registry_image_platforms(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
         del now
         findings = []
         plugin_pools = _plugin_pools(profile)
         for image, entry in sorted(_required_arches(snapshot, profile).items()):
-            ref = parse_reference(image)
-            if ref.registry not in hosts:
+            if image not in platforms:
                 continue
-            try:
-                platforms = lookup(image)
-            except RegistryError as exc:
-                snapshot.notes.append(f"registry: {image}: {exc}")
-                continue
-            offered = {p.split("/")[1] for p in platforms if p.startswith("linux/") and "/" in p}
+            offered_list = platforms[image]
+            offered = {p.split("/")[1] for p in offered_list if p.startswith("linux/") and "/" in p}
             missing = sorted(entry["arches"] - offered)
             if not missing:
                 continue
             objs = sorted(entry["objects"], key=str)
             pools = sorted({pn for o in objs for pn in plugin_pools.get((o.namespace or "", o.name), [])})
-            kind = "index" if len(platforms) > 1 else "single-architecture manifest"
+            kind = "index" if len(offered_list) > 1 else "single-architecture manifest"
             findings.append(
                 Finding(
                     RULE,
                     Severity.critical,
                     objs,
                     f"Image {image} resolves to a {kind} offering "
-                    f"{', '.join(platforms) or 'no platform'}, but it "
+                    f"{', '.join(offered_list) or 'no platform'}, but it "
                     f"must run on {', '.join('linux/' + a for a in sorted(entry['arches']))} nodes: "
                     f"linux/{', linux/'.join(missing)} will fail with 'exec format error'.",
                     {
                         "image": image,
-                        "registry platforms": platforms,
+                        "registry platforms": offered_list,
                         "nodes: kubernetes.io/arch": sorted(entry["arches"]),
                     },
                     "Mirror the complete multi-architecture index (not one platform's manifest), or "

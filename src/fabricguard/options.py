@@ -1,0 +1,54 @@
+"""The options every command spells the same way, so a person learns them once.
+
+- ``--format table|json`` (the doctor adds ``markdown|html``); ``--json`` is a hidden alias of
+  ``--format json`` kept for scripts written before the convention.
+- ``-o/--output PATH`` where a command writes a file or a folder (``--out`` is a hidden alias).
+- ``-p/--profile FILE`` for the platform profile; ``--profile local`` names the profile embedded in the
+  package (this machine, no RDMA), and no command that judges a job falls back to it silently.
+- Every JSON document a command prints carries its overall answer under the key ``verdict``
+  (``pass``, ``degraded``, ``failed`` or ``invalid``; see ``fabricguard.exitcodes``); the parts of a
+  report (a probe section, a check) carry theirs under ``status``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def format_option(default: str = "table", choices: str = "table or json") -> Any:
+    return typer.Option(default, "--format", help=f"Output format: {choices}.")
+
+
+JSON_ALIAS: Any = typer.Option(False, "--json", hidden=True, help="Same as --format json.")
+
+
+def wants_json(fmt: str, as_json: bool) -> bool:
+    """``--format json``, or the hidden ``--json`` alias."""
+    return as_json or str(fmt) == "json"
+
+
+def profile_option(required: bool = False, help: str = "Platform profile YAML ('local': the embedded one).") -> Any:
+    return typer.Option(... if required else None, "--profile", "-p", help=help)
+
+
+def output_option(help: str = "Write the report to this file.") -> Any:
+    return typer.Option(None, "--output", "-o", help=help)
+
+
+OUT_ALIAS: Any = typer.Option(None, "--out", hidden=True, help="Same as --output.")
+
+
+def output_path(output: Path | None, out: Path | None) -> Path | None:
+    """``-o/--output``, or the hidden ``--out`` alias; both at once is a usage error."""
+    if output is not None and out is not None and output != out:
+        raise typer.BadParameter("give -o/--output once (--out is the same option)", param_hint="--output")
+    return output if output is not None else out
