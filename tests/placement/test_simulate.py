@@ -59,11 +59,22 @@ def test_cli_json_on_the_gke_profile() -> None:
 
     r = CliRunner().invoke(app, ["placement", "simulate", "-p", str(GKE), "--free", "block-a=12,block-b=4",
                                  "--format", "json"])
-    assert r.exit_code == 0, r.output
+    # A 16-node gang can never run with required topology on blocks of 12 and 4: the answer is failed.
+    assert r.exit_code == 2, r.output
     data = json.loads(r.stdout)
+    assert data["verdict"] == "failed"
     sixteen = {o["mode"]: o for o in data["outcomes"] if o["gang"] == 16}
     assert sixteen["required"]["waits"] == "forever"
     assert sixteen["preferred"]["busbwGBps"] == pytest.approx(355 * 0.6)
+
+
+def test_verdict_follows_the_worst_gang() -> None:
+    from fabricguard.placement.simulate import verdict
+
+    free = {"a": 12, "b": 4}
+    assert verdict(table([2, 4], ["required", "preferred"], free)) == "pass"
+    assert verdict(table([14], ["preferred"], free)) == "degraded"  # spans blocks
+    assert verdict(table([16], ["required"], free)) == "failed"  # never fits
 
 
 @pytest.mark.parametrize("args", [["--free", "block-a"], ["--free", "a=1", "--gangs", "two"],

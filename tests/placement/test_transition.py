@@ -263,7 +263,7 @@ async def test_cli_plan_apply_status(cluster) -> None:
     assert r.exit_code == 1, r.output  # one step done, more to do
     r = await asyncio.to_thread(_cli, "status", *common, "--format", "json")
     data = json.loads(r.stdout)
-    assert r.exit_code == 1 and data["steps"][0]["done"] == "2026-11-30T12:00:00Z" and data["steps"][1]["done"] is None
+    assert r.exit_code == 1 and data["verdict"] == "degraded" and data["steps"][0]["done"] == "2026-11-30T12:00:00Z" and data["steps"][1]["done"] is None
 
     r = await asyncio.to_thread(_cli, "apply", *common, "--now", "2026-11-30T12:01:00Z")
     assert r.exit_code == 1 and "(queue h200): Waiting" in r.stdout and "ml-search/qwen" in r.stdout

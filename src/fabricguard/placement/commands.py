@@ -18,7 +18,9 @@ import yaml
 from rich.table import Table
 
 from fabricguard.admission.commands import render_app
-from fabricguard.console import EXIT_FAILED, console, fail, print_json
+from fabricguard.console import console, fail, print_json
+from fabricguard.exitcodes import EXIT_FAILED, exit_code
+from fabricguard.options import Format, format_option
 from fabricguard.profile.commands import profile_or_exit
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ NS_OPT = typer.Option("fabricguard-system", "--namespace", "-n", help="Where the
 KUBECONFIG_OPT = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: the usual lookup).")
 CONTEXT_OPT = typer.Option(None, "--context", help="kubeconfig context.")
 NOW_OPT = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replays and tests.")
-FORMAT_OPT = typer.Option("table", "--format", help="table or json.")
+FORMAT_OPT = format_option()
 
 
 @render_app.command("kueue")
@@ -94,13 +96,14 @@ def simulate_cmd(
     free: str = typer.Option(..., "--free", help="Free nodes per block, e.g. block-a=12,block-b=4."),
     size: str | None = typer.Option(None, "--size", help="Nodes per block when not all are free (default: --free)."),
     gangs: str = typer.Option("2,4,16", "--gangs", help="Gang sizes in nodes (one pod per node)."),
-    output_format: str = typer.Option("table", "--format", help="table or json."),
+    output_format: Format = FORMAT_OPT,
 ) -> None:
-    """Where 2-, 4- and 16-node gangs land with required vs preferred topology, when they wait, their busbw."""
-    from fabricguard.placement.simulate import table
+    """Where 2-, 4- and 16-node gangs land with required vs preferred topology, when they wait, their busbw.
 
-    if output_format not in ("table", "json"):
-        fail(f"--format {output_format!r} is not one of table, json")
+    Verdict: failed when a gang can never run, degraded when one spans blocks (the busbw penalty), else pass.
+    """
+    from fabricguard.placement.simulate import table, verdict
+
     prof = profile_or_exit(profile)
     try:
         p = prof.pool(pool)
@@ -120,12 +123,13 @@ def simulate_cmd(
     factor = p.baseline.crossBlockFactor
     outcomes = table(sizes, ["required", "preferred"], free_blocks, size=size_blocks, baseline_gbps=base,
                      cross_block_factor=factor)
+    answer = verdict(outcomes)
     if output_format == "json":
-        print_json({"pool": p.name, "free": free_blocks, "size": size_blocks or free_blocks, "baselineGBps": base,
-                    "crossBlockFactor": factor,
+        print_json({"verdict": answer, "pool": p.name, "free": free_blocks, "size": size_blocks or free_blocks,
+                    "baselineGBps": base, "crossBlockFactor": factor,
                     "outcomes": [{"gang": o.gang, "mode": o.mode, "placed": o.placed, "waits": o.waits,
                                   "busbwGBps": o.busbw_gbps} for o in outcomes]})
-        return
+        raise typer.Exit(exit_code(answer))
     t = Table(title=f"pool {p.name}: free {free_blocks}" + (f" of {size_blocks}" if size_blocks else ""))
     for col in ("gang (nodes)", "topology", "lands on", "busbw GB/s"):
         t.add_column(col, justify="right" if col != "lands on" else "left")
@@ -134,6 +138,7 @@ def simulate_cmd(
             f"{o.busbw_gbps:g}" if o.busbw_gbps is not None else "unknown (set baseline.crossBlockFactor)")
         t.add_row(str(o.gang), o.mode, o.describe(), bw)
     console.print(t)
+    raise typer.Exit(exit_code(answer))
 
 
 def _now(text: str | None) -> datetime:
@@ -183,7 +188,7 @@ def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: 
         fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}", hint="check --kubeconfig/--context")
 
 
-def _show(state: TransitionState, output_format: str) -> None:
+def _show(state: TransitionState, output_format: Format) -> None:
     from fabricguard.placement.workflow import state_json
 
     if output_format == "json":
@@ -200,12 +205,6 @@ def _show(state: TransitionState, output_format: str) -> None:
     console.print(t)
 
 
-def _format(output_format: str) -> str:
-    if output_format not in ("table", "json"):
-        fail(f"--format {output_format!r} is not one of table, json")
-    return output_format
-
-
 @transition_app.command("plan")
 def transition_plan_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT,
                         new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
@@ -220,7 +219,7 @@ def transition_plan_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_pool
 def transition_apply_cmd(
     source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT, new_pool: str | None = NEW_OPT,
     namespace: str = NS_OPT, kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
-    now: str | None = NOW_OPT, output_format: str = FORMAT_OPT,
+    now: str | None = NOW_OPT, output_format: Format = FORMAT_OPT,
     drain_deadline: str = typer.Option("24h", "--drain-deadline",
                                        help="How long the old pool's running work may take (from the drain's start)."),
     accept_unverified: str = typer.Option("", "--accept-unverified",
@@ -230,7 +229,7 @@ def transition_apply_cmd(
     """Perform the next steps until one must wait (exit 1), is blocked (exit 2), or all are done (exit 0)."""
     from fabricguard.placement.transition import GATES, TransitionError, parse_duration
 
-    fmt = _format(output_format)
+    fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
     accept = tuple(g.strip() for g in accept_unverified.split(",") if g.strip())
     unknown = [g for g in accept if g not in GATES]
@@ -251,11 +250,11 @@ def transition_apply_cmd(
 def transition_status_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT,
                           new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
                           kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
-                          output_format: str = FORMAT_OPT) -> None:
+                          output_format: Format = FORMAT_OPT) -> None:
     """Where the transition stands: 0 completed, 1 in progress or waiting, 2 blocked or aborted, 3 none started."""
     from fabricguard.placement.workflow import Outcome
 
-    fmt = _format(output_format)
+    fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
     state = _run(spec, namespace, kubeconfig, context, lambda w: w.load())
     if state is None:
@@ -269,9 +268,9 @@ def transition_status_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_po
 def transition_abort_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_pool: str | None = OLD_OPT,
                          new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
                          kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
-                         now: str | None = NOW_OPT, output_format: str = FORMAT_OPT) -> None:
+                         now: str | None = NOW_OPT, output_format: Format = FORMAT_OPT) -> None:
     """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned."""
-    fmt = _format(output_format)
+    fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
     t = _now(now)
     out, _ = _run(spec, namespace, kubeconfig, context, lambda w: w.abort(t))

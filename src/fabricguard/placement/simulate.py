@@ -115,3 +115,12 @@ def table(
         for g in gangs
         for m in modes
     ]
+
+
+def verdict(outcomes: list[Outcome]) -> str:
+    """``failed`` when a gang can never run, ``degraded`` when one spans blocks or waits, else ``pass``."""
+    if any(o.waits == "forever" for o in outcomes):
+        return "failed"
+    if any(o.blocks > 1 or o.waits != "no" for o in outcomes):
+        return "degraded"
+    return "pass"

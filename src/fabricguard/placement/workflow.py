@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fabricguard.exitcodes import exit_code
 from fabricguard.kube import Kube, KubeError
 from fabricguard.placement import kueue
 from fabricguard.placement.transition import (
@@ -54,8 +55,17 @@ class Outcome:
     verdicts: list[tuple[str, Verdict]] = field(default_factory=list)
 
     @property
+    def verdict(self) -> str:
+        return phase_verdict(self.state.phase)
+
+    @property
     def exit_code(self) -> int:
-        return {"Completed": 0, "InProgress": 1, "Waiting": 1, "Blocked": 2, "Aborted": 2}[self.state.phase]
+        return exit_code(self.verdict)
+
+
+def phase_verdict(phase: str) -> str:
+    """Done is a pass; still moving (in progress, waiting) is degraded; blocked or aborted is failed."""
+    return {"Completed": "pass", "InProgress": "degraded", "Waiting": "degraded"}.get(phase, "failed")
 
 
 def _nothing(point: str) -> None:
@@ -302,4 +312,5 @@ def _diff(before: dict[str, Any] | None, after: dict[str, Any], label: str) -> l
 
 
 def state_json(state: TransitionState) -> dict[str, Any]:
-    return json.loads(state.model_dump_json())
+    """The stored state with the overall answer under ``verdict``, as every command's JSON has it."""
+    return {"verdict": phase_verdict(state.phase), **json.loads(state.model_dump_json())}
