@@ -49,7 +49,7 @@ def size_list(begin: int, end: int, factor: float = 2.0, step: int | None = None
     if step is not None and step <= 0:
         raise ValueError(f"step must be > 0, got {step}")
     out: list[int] = []
-    s = begin
+    s: float = begin
     while s <= end:
         out.append(int(s))
         s = s + step if step is not None else s * factor
