@@ -130,7 +130,12 @@ def svg_plot(rows: list[dict[str, Any]], floor: float | None, *, width: int = 76
 
 
 def _floor_marks(
-    floor: float, pos: str | None, peak: float, py: Callable[[float], float], box: tuple[int, int, int, int], legend_y: int
+    floor: float,
+    pos: str | None,
+    peak: float,
+    py: Callable[[float], float],
+    box: tuple[int, int, int, int],
+    legend_y: int,
 ) -> list[str]:
     """The floor line and its legend entry; ``box`` is the plot area (left, width, top, height)."""
     ml, pw, mt, ph = box
