@@ -9,13 +9,15 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
-from doctor_support import gen, snap
+from doctor_support import EXAMPLES, gen, snap
 
 from fabricguard.doctor.engine import Report, Timeline, run_doctor
 from fabricguard.doctor.report import evidence_rows, summarise_events, to_html, to_markdown
+from fabricguard.doctor.snapshot import load_snapshot
 from screenshot import dump_dom, is_ink, read_png, screenshot
 
 DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+PROD = EXAMPLES / "incident-271-days" / "production"
 EXEC_FORMAT = "Error: failed to create containerd task"
 
 
@@ -132,9 +134,12 @@ def test_long_names_stay_clear_of_the_timeline_bars(tmp_path):
     assert [shown for _, shown, *_ in labels[1:]] == ["network-operator/rdma-shared-dp-ds", "kube-system/x"]
 
 
-def test_doctor_report_renders_in_chromium(tmp_path, prod_lists, prod_profile, now):
+def test_doctor_report_renders_in_chromium(tmp_path, prod_profile, now):
+    """The incident's production snapshot as saved under examples/, as a person opens the report."""
+    report = run_doctor(load_snapshot(PROD), prod_profile, now)
+    report.source = str(PROD.relative_to(EXAMPLES.parents[1]))
     page = tmp_path / "doctor.html"
-    page.write_text(to_html(_incident(prod_lists, prod_profile, now)))
+    page.write_text(to_html(report))
     img = read_png(screenshot(page, tmp_path / "doctor.png", 1280, 1600))
     assert (img.width, img.height) == (1280, 1600)
     assert img.count(is_ink, step=4) > 5000
