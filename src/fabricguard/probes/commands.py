@@ -61,7 +61,7 @@ def collective_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Time collectives like nccl-tests, classify the transport from NCCL's own logs and judge it."""
-    from fabricguard.probes.bw import expectation_for, render_table
+    from fabricguard.probes.bw import Row, TableStream, expectation_for
     from fabricguard.probes.collective import CollectiveConfig, run_probe
     from fabricguard.probes.result import exit_code
 
@@ -85,15 +85,24 @@ def collective_cmd(
         cfg.validate()
     except ValueError as e:
         fail(str(e))
-    res = run_probe(cfg, local_ranks=local_ranks, expect=expect, timeout_s=timeout)
+    stream = TableStream()
+
+    def on_row(row: Row) -> None:  # rows print as they finish, like nccl-tests
+        for line in stream.add(row):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    if not as_json:
+        console.print(f"# fabricguard collective probe: {local_ranks or 'launcher'} ranks, backend {backend}")
+        if net:
+            console.print(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
+    res = run_probe(cfg, local_ranks=local_ranks, expect=expect, timeout_s=timeout, on_row=None if as_json else on_row)
     if as_json:
         print_json(res.to_dict())
     else:
-        console.print(f"# fabricguard collective probe: {res.backend}, {res.world_size} ranks, logs in {res.log_dir}")
-        if net:
-            console.print(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
-        if res.rows:
-            console.print(render_table(res.rows), markup=False)
+        for line in stream.close():
+            console.print(line, markup=False, highlight=False)
+        kept = "read and removed (--out DIR keeps them)" if res.log_dir_removed else "kept"
+        console.print(f"# {res.backend}, {res.world_size} ranks; logs in {res.log_dir} {kept}", markup=False)
         console.print(f"# transport: {res.transport} ({res.transport_why})", markup=False)
         if res.failed:
             err_console.print(f"[bold red]failed:[/] {res.error}")
