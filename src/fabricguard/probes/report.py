@@ -24,26 +24,30 @@ def human_size(n: float) -> str:
     return f"{n:g}"
 
 
-_NICE = (1.0, 2.0, 5.0)
+# Axis bounds snap to these mantissas (tight: the curves should fill the plot); ticks use fewer, so their
+# labels never crowd: decades over 3 decades, 1-2-5 over one, 1-2-3-5 within one.
+_BOUNDS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
+_TICKS_WIDE, _TICKS_MID, _TICKS_NARROW = (1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0)
 # A floor within this factor of the measured range is drawn on the axis; further away it would squeeze every
 # curve into a sliver, so it is drawn off-scale at the edge with its value written out.
 FLOOR_ON_SCALE_FACTOR = 10.0
 
 
-def _nice(v: float, *, up: bool) -> float:
-    """The 1-2-5 value next to ``v``: the smallest >= v (``up``) or the largest <= v."""
+def _snap(v: float, *, up: bool) -> float:
+    """The bound next to ``v`` on the _BOUNDS grid: the smallest >= v (``up``) or the largest <= v."""
     k = math.floor(math.log10(v))
-    cands = [m * 10.0**e for e in (k - 1, k, k + 1) for m in _NICE]
+    cands = [m * 10.0**e for e in (k - 1, k, k + 1) for m in _BOUNDS]
     return min(c for c in cands if c >= v * (1 - 1e-9)) if up else max(c for c in cands if c <= v * (1 + 1e-9))
 
 
 def log_axis(lo: float, hi: float) -> tuple[float, float, list[float]]:
-    """Bounds and ticks of a log10 axis holding [lo, hi] (both > 0): 1-2-5 ticks, or decades over 3 decades."""
-    a, b = _nice(lo / 1.15, up=False), _nice(hi * 1.15, up=True)
+    """Bounds and ticks of a log10 axis holding [lo, hi] (both > 0), with 5% room at each end."""
+    a, b = _snap(lo / 1.05, up=False), _snap(hi * 1.05, up=True)
     if a == b:
-        a, b = _nice(a * 0.99, up=False), _nice(b * 1.01, up=True)
+        a, b = _snap(a * 0.99, up=False), _snap(b * 1.01, up=True)
+    span = math.log10(b / a)
+    mults = _TICKS_WIDE if span > 3 else _TICKS_MID if span > 1 else _TICKS_NARROW
     decades = range(math.floor(math.log10(a)), math.ceil(math.log10(b)) + 1)
-    mults = (1.0,) if math.log10(b / a) > 3 else _NICE
     ticks = [m * 10.0**e for e in decades for m in mults if a * (1 - 1e-9) <= m * 10.0**e <= b * (1 + 1e-9)]
     return a, b, ticks
 
@@ -175,7 +179,7 @@ def all_checks(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 _CSS = """body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;color:#222}
 table{border-collapse:collapse;width:100%;margin:1em 0}td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;
 font-size:13px}th{background:#f3f3f3}.pass{color:#197a19;font-weight:bold}.degraded{color:#a66b00;font-weight:bold}
-.failed{color:#c00;font-weight:bold}.skipped{color:#888}pre{background:#f6f6f6;padding:8px;overflow-x:auto}"""
+.failed{color:#c00;font-weight:bold}.skipped{color:#888}.nm{color:#a66b00;font-size:12px}pre{background:#f6f6f6;padding:8px;overflow-x:auto}"""
 
 
 def render_html(report: dict[str, Any]) -> str:
@@ -216,15 +220,21 @@ def render_html(report: dict[str, Any]) -> str:
     st_m = (report.get("storage") or {}).get("metrics") or {}
     if st_m.get("write"):
         h.append("<h2>Storage</h2><table><tr><th>phase</th><th>rate</th><th>latency p50 / p90 / p99 (ms)</th></tr>")
+        why: dict[str, None] = {}  # the reasons a rate is not meaningful, once each, under the table
         for ph in ("write", "read"):
-            lat = st_m[ph].get("latency_ms", {})
-            h.append(f"<tr><td>{ph}</td><td>{st_m[ph]['MBps']:.0f} MB/s</td><td>{_lat(lat)}</td></tr>")
+            m = st_m[ph]
+            rate = f"{m['MBps']:.0f} MB/s"
+            if m.get("meaningful") is False:
+                why[m.get("not_meaningful", "")] = None
+                rate += f" <span class='nm' title='{e(m.get('not_meaningful', ''))}'>not meaningful *</span>"
+            h.append(f"<tr><td>{ph}</td><td>{rate}</td><td>{_lat(m.get('latency_ms', {}))}</td></tr>")
         for ph in ("create", "stat", "unlink"):
             if ph in st_m:
                 h.append(
                     f"<tr><td>{ph}</td><td>{st_m[ph]['ops_per_s']:.0f} /s</td><td>{_lat(st_m[ph]['latency_ms'])}</td></tr>"  # noqa: E501 (SVG/HTML markup)
                 )
         h.append("</table>")
+        h += [f"<p class='nm'>* {e(w)}</p>" for w in why]
     h.append("<p>Machine-readable: report.json beside this file.</p></body></html>")
     return "\n".join(h)
 

@@ -603,7 +603,7 @@ def probe_storage(
             Check(
                 "storage.checksum",
                 Status.passed if metrics["checksum_ok"] else Status.failed,
-                "every checkpoint read back with the checksum it was written with"
+                "every checkpoint read back with exactly the data written (fio: its crc32c verify)"
                 if metrics["checksum_ok"]
                 else f"read-back differs from what was written {metrics.get('fio_errors', '')}",
             )
