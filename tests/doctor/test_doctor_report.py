@@ -12,6 +12,7 @@ from pathlib import Path
 from doctor_support import EXAMPLES, gen, snap
 
 from fabricguard.doctor.engine import Report, Timeline, run_doctor
+from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.report import evidence_rows, summarise_events, to_html, to_markdown
 from fabricguard.doctor.snapshot import load_snapshot
 from screenshot import dump_dom, is_ink, read_png, screenshot
@@ -149,3 +150,11 @@ def test_doctor_report_renders_in_chromium(tmp_path, prod_profile, now):
     if os.environ.get("FABRICGUARD_UPDATE_SCREENSHOTS"):
         DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
         screenshot(page, DOCS_SHOTS / "doctor-report.png", 1280, 2000)
+
+
+def test_markdown_evidence_is_text_not_markup():
+    f = Finding("drift", Severity.warning, [ObjRef("DaemonSet", "dp", "ns")], "m",
+                {"image": "repo:v1 (digest <absent>)", "a|b": "x*y|z"}, "fix")
+    md = to_markdown(Report(findings=[f], now=gen.NOW, source="s"))
+    assert "| `image` | repo:v1 (digest \\<absent\\>) |" in md
+    assert "| `a\\|b` | x\\*y\\|z |" in md

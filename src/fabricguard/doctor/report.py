@@ -171,6 +171,14 @@ def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_<>\[\]])")
+
+
+def _md_text(text: str) -> str:
+    """Text in a Markdown table cell as written: "<absent>" or a "*" must not turn into markup."""
+    return _md(_MD_SPECIAL.sub(r"\\\1", text))  # then _md escapes "|" for the table
+
+
 def to_markdown(report: Report) -> str:
     c = report.counts
     lines = [
@@ -202,7 +210,7 @@ def to_markdown(report: Report) -> str:
                 "| field | value |",
                 "|---|---|",
             ]
-            lines += [f"| `{_md(k)}` | {_md(plain(v))} |" for k, v in evidence_rows(f.evidence)]
+            lines += [f"| `{_md(k)}` | {_md_text(plain(v))} |" for k, v in evidence_rows(f.evidence)]
             lines += ["", f"**Fix:** {_md(f.fix)}"]
     if not report.findings:
         lines += ["", "No findings."]
