@@ -158,3 +158,17 @@ def test_markdown_evidence_is_text_not_markup():
     md = to_markdown(Report(findings=[f], now=gen.NOW, source="s"))
     assert "| `image` | repo:v1 (digest \\<absent\\>) |" in md
     assert "| `a\\|b` | x\\*y\\|z |" in md
+
+
+def test_drift_report_renders_in_chromium(tmp_path):
+    """The diff's page (same renderer, a drift finding with both sides) as Chromium shows it."""
+    sides = {"staging": "registry.example/dp:v1.5.2@sha256:" + "f3" * 32, "production": "registry.example/dp:v1.5.2"}
+    f = Finding("drift", Severity.warning, [ObjRef("DaemonSet", "rdma-shared-dp-ds", "network-operator")],
+                "image differs", {"spec.template.spec.containers[name=dp].image": sides}, "align them")
+    page = tmp_path / "diff.html"
+    page.write_text(to_html(Report(findings=[f], now=gen.NOW, source="staging vs production", title="doctor diff")))
+    html_text = page.read_text()
+    assert "<b>staging</b>: registry.example/dp:v1.5.2@sha256:" in html_text and "<br><b>production</b>" in html_text
+    img = read_png(screenshot(page, tmp_path / "diff.png", 1000, 700))
+    assert (img.width, img.height) == (1000, 700) and img.count(is_ink, step=4) > 1000
+    assert img.count(lambda p: p == (233, 164, 0), step=1) > 50  # the warning finding's amber left border

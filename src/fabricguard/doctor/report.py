@@ -338,6 +338,9 @@ def _evidence_html(value: Any) -> str:
             f"<div class='msg'>{e(s.message)}</div></div>"
             for s in summarise_events(value)
         )
+    if isinstance(value, dict) and value and all(isinstance(v, str | int | float | bool) for v in value.values()):
+        # Side by side (staging / production, field / value): one line each, the key in bold.
+        return "<br>".join(f"<b>{e(str(k))}</b>: {e(str(v))}" for k, v in value.items())
     return e(plain(value))
 
 
