@@ -150,10 +150,11 @@ def test_out_directory_is_kept_and_a_rerun_does_not_replay_old_rows(tmp_path):
 
 def test_api_streams_rows_before_the_result_exists(tmp_path):
     seen: list[tuple[int, bool]] = []
-    cfg = CollectiveConfig(collectives=["all_reduce"], sizes=[1 << 18, 1 << 20, 1 << 22], warmup=1, iters=2,
+    sizes = [1 << 18, 1 << 20, 1 << 22, 1 << 24]  # the later sizes keep rank 0 busy well after the first row
+    cfg = CollectiveConfig(collectives=["all_reduce"], sizes=sizes, warmup=1, iters=3,
                            backend="gloo", log_dir=str(tmp_path))
     res = run_probe(cfg, local_ranks=2, expect=None, timeout_s=120,
                     on_row=lambda row: seen.append((row.size, (tmp_path / "result.json").exists())))
-    assert [s for s, _ in seen] == [r.size for r in res.rows] == [1 << 18, 1 << 20, 1 << 22]
+    assert [s for s, _ in seen] == [r.size for r in res.rows] == sizes
     assert seen[0][1] is False  # the first row arrived while rank 0 was still measuring
     assert not res.log_dir_removed and tmp_path.is_dir()
