@@ -2,7 +2,8 @@
 
 The measurements are a real ``fabricguard validate --local`` run on the 2-core dev VM (2 gloo ranks); the
 far-away floor is the GKE A3 Ultra pool's (0.8 x 355 GB/s), what a user sees validating that pool from a
-machine without its fabric.
+machine without its fabric. The recorded report carries its verdict under both "status" and "verdict" (the
+key validate writes since the JSON conventions were unified), so it reads the same before and after that change.
 """
 
 from __future__ import annotations
