@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +107,54 @@ def test_exception_text_keeps_nccl_last_error():
     tb = tb[tb.index("Traceback") : tb.index("[W1129")]
     msg = exception_text(tb)
     assert msg.startswith("torch.distributed.DistBackendError") and "Failed to initialize any NET plugin" in msg
+
+
+def _probe_cmd(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "fabricguard", "probe", "collective", "--backend", "gloo", "-w", "1", "-n", "3", *extra]
+
+
+@pytest.mark.slow
+def test_many_ranks_stream_rows_and_remove_their_temporary_logs():
+    """Four ranks: each row is on stdout while the ranks are still measuring; the temp log dir is gone after."""
+    cmd = _probe_cmd("--local-ranks", "4", "-b", "256K", "-e", "8M", "-c", "all_reduce,all_gather")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert proc.stdout is not None
+    lines, running_at_first_row = [], None
+    for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
+        if running_at_first_row is None and re.match(r"^\s+262144\s", line):
+            running_at_first_row = proc.poll() is None
+    assert proc.wait(timeout=300) == 0, "\n".join(lines)
+    assert running_at_first_row, "the first row came out only after the probe had finished"
+    rows = [ln for ln in lines if re.match(r"^\s+\d+\s+\d+\s+float", ln)]
+    assert len(rows) == 2 * 6
+    [done] = [ln for ln in lines if "read and removed" in ln]
+    log_dir = Path(re.search(r"logs in (\S+)", done).group(1))
+    assert log_dir.name.startswith("fabricguard-collective-") and not log_dir.exists()
+
+
+@pytest.mark.slow
+def test_out_directory_is_kept_and_a_rerun_does_not_replay_old_rows(tmp_path):
+    out = tmp_path / "logs"
+    for _ in range(2):
+        r = subprocess.run(
+            _probe_cmd("--local-ranks", "2", "-b", "64K", "-e", "128K", "--out", str(out), "--json"),
+            capture_output=True, text=True, timeout=300,
+        )
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout)
+        assert res["log_dir"] == str(out) and res["log_dir_removed"] is False
+    assert (out / "config.json").is_file() and (out / "rank0.stderr.txt").is_file()
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 2  # this run's two sizes, not four
+
+
+def test_api_streams_rows_before_the_result_exists(tmp_path):
+    seen: list[tuple[int, bool]] = []
+    sizes = [1 << 18, 1 << 20, 1 << 22, 1 << 24]  # the later sizes keep rank 0 busy well after the first row
+    cfg = CollectiveConfig(collectives=["all_reduce"], sizes=sizes, warmup=1, iters=3,
+                           backend="gloo", log_dir=str(tmp_path))
+    res = run_probe(cfg, local_ranks=2, expect=None, timeout_s=120,
+                    on_row=lambda row: seen.append((row.size, (tmp_path / "result.json").exists())))
+    assert [s for s, _ in seen] == [r.size for r in res.rows] == sizes
+    assert seen[0][1] is False  # the first row arrived while rank 0 was still measuring
+    assert not res.log_dir_removed and tmp_path.is_dir()

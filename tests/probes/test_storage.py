@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections import namedtuple
 from pathlib import Path
@@ -11,11 +12,13 @@ import pytest
 
 from fabricguard.probes.result import Status
 from fabricguard.probes.storage import (
+    MIN_PHASE_S,
     MiB,
     StorageConfig,
     StorageRefused,
     bad_imports,
     lustre_checks,
+    mark_meaningful,
     parse_fio,
     parse_health_check,
     parse_imports,
@@ -23,6 +26,7 @@ from fabricguard.probes.storage import (
     percentiles,
     prepare_workdir,
     probe_storage,
+    size_for_meaning,
     space_problem,
 )
 
@@ -188,10 +192,37 @@ def test_storage_baseline_judges_throughput(tmp_path):
     assert c["storage.throughput"].status is Status.degraded and rep.status is Status.degraded
 
 
-def test_fio_write_rate_includes_the_whole_run(tmp_path):
-    if shutil.which("fio") is None:
+def test_fio_rate_is_all_bytes_over_fios_own_clock():
+    # Two jobs of 16 MiB, 28 and 27 ms of fio runtime (end_fsync included): 32 MiB over the longest job,
+    # as the built-in engine divides all bytes by its first-start-to-last-end span.
+    w = parse_fio((FIX / "fio-3.33-write.json").read_text())["write"]
+    assert w["seconds"] == 0.028 and w["MBps"] == pytest.approx(32 * MiB / 0.028 / 1e6)
+    r = parse_fio((FIX / "fio-3.33-read-verify.json").read_text())["read"]
+    assert r["seconds"] == 0.029 and r["MBps"] == pytest.approx(32 * MiB / 0.029 / 1e6)
+
+
+@pytest.mark.parametrize("engine", ["builtin", "fio"])
+def test_small_sizes_are_reported_not_meaningful_with_the_size_to_use(tmp_path, engine):
+    if engine == "fio" and shutil.which("fio") is None:
         pytest.skip("fio is not installed (make deps installs it)")
-    rep = probe_storage(StorageConfig(path=str(tmp_path), ranks=2, file_size=2 * MiB, block_size=MiB,
-                                      small_files=2, engine="fio"))
+    rep = probe_storage(StorageConfig(path=str(tmp_path), ranks=2, file_size=MiB, block_size=MiB, small_files=2,
+                                      engine=engine, baseline_write_mbps=1.0, baseline_read_mbps=1.0))
     w = rep.metrics["write"]
-    assert 0 < w["MBps"] <= w["fio_MBps"]
+    assert 0 < w["seconds"] < MIN_PHASE_S and w["meaningful"] is False
+    assert re.search(r"use \d+ MiB or more per rank", w["not_meaningful"])
+    if engine == "fio":
+        # fio's start-up is outside the rate: the process took longer than the I/O fio timed.
+        assert w["process_s"] > w["seconds"]
+    c = {x.name: x for x in rep.checks}["storage.throughput"]
+    # Even a floor of 1 MB/s is not declared met by a figure that means nothing.
+    assert c.status is Status.degraded and "not judged against its floor" in c.detail and "not meaningful" in c.detail
+
+
+def test_size_for_a_meaningful_rate():
+    # 2 MiB per rank written in 20 ms -> 10 MiB would take 0.1 s; doubled and rounded up to a power of two.
+    assert size_for_meaning(0.020, 2 * MiB) == 32
+    assert size_for_meaning(0.0, MiB) == 256  # a phase under fio's clock resolution counts as 1 ms
+    m = {"write": {"seconds": 0.5, "MBps": 1.0}, "read": {"seconds": 0.02, "MBps": 1.0}}
+    why = mark_meaningful(m, 64 * MiB)
+    assert m["write"]["meaningful"] and not m["read"]["meaningful"] and "read took 20 ms" in why
+    assert mark_meaningful({"write": {"seconds": MIN_PHASE_S}}, MiB) is None

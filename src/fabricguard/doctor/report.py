@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import html
 import json
+import math
+import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabricguard.doctor.engine import Report, Timeline
-from fabricguard.doctor.model import Finding, Severity, human_age, iso
+from fabricguard.doctor.model import Finding, Severity, human_age, iso, parse_time
+from fabricguard.doctor.rules import RULES
 
 STYLE = {Severity.critical: "bold red", Severity.warning: "yellow", Severity.info: "dim"}
 
@@ -27,6 +31,111 @@ def _objects(f: Finding, limit: int = 4) -> str:
     if len(f.objects) > limit:
         names.append(f"(+{len(f.objects) - limit} more)")
     return "\n".join(names)
+
+
+@dataclass
+class EventSummary:
+    """Events with one reason and message, merged: how often, on how many objects, first and last seen."""
+
+    reason: str
+    message: str
+    count: int
+    events: int
+    objects: int
+    first: datetime | None
+    last: datetime | None
+
+    def when(self) -> str:
+        first, last = (iso(t) if t else "?" for t in (self.first, self.last))
+        return first if first == last else f"{first} → {last}"
+
+    def text(self) -> str:
+        on = f" on {self.objects} objects" if self.objects > 1 else ""
+        return f"{self.reason} ×{self.count} ({self.events} events{on}), {self.when()}: {self.message}"
+
+
+def is_event_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, dict) and "reason" in v and "message" in v for v in value)
+    )
+
+
+def summarise_events(events: list[dict[str, Any]]) -> list[EventSummary]:
+    """Group events by (reason, message): counts summed, objects counted, first and last seen across them."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for ev in events:
+        groups.setdefault((str(ev.get("reason") or "?"), str(ev.get("message") or "")), []).append(ev)
+    out = []
+    for (reason, message), evs in groups.items():
+        firsts = [t for ev in evs if (t := parse_time(ev.get("firstTimestamp") or ev.get("lastTimestamp")))]
+        lasts = [t for ev in evs if (t := parse_time(ev.get("lastTimestamp") or ev.get("firstTimestamp")))]
+        counts = [c if isinstance(c := ev.get("count"), int) and c > 0 else 1 for ev in evs]
+        objects = {ev.get("object") for ev in evs if ev.get("object")}
+        out.append(
+            EventSummary(
+                reason,
+                message,
+                sum(counts),
+                len(evs),
+                len(objects) or 1,
+                min(firsts) if firsts else None,
+                max(lasts) if lasts else None,
+            )
+        )
+    out.sort(key=lambda s: -s.count)
+    return out
+
+
+_PER_OBJECT = re.compile(r"^(pod|node|Node|Pod) (\S+): (.+)$")
+
+
+def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Evidence as (label, value) rows, with a value repeated for several objects given once.
+
+    ``pod a: status...message`` and ``pod b: status...message`` with the same value become one row
+    ``pods a, b: status...message``; other keys with the same long value (text over 40 characters, lists,
+    objects) share one row too. Rows keep the order of their first key.
+    """
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for k, v in evidence.items():
+        value = json.dumps(v, sort_keys=True, default=str)
+        m = _PER_OBJECT.match(k)
+        long = not isinstance(v, str | int | float | bool) or (isinstance(v, str) and len(v) > 40)
+        if m:
+            gkey: tuple[str, ...] = ("per-object", m.group(1), m.group(3), value)
+        elif long:
+            gkey = ("long", value)
+        else:
+            gkey = ("one", k)
+        groups.setdefault(gkey, []).append(k)
+    rows: list[tuple[str, Any]] = []
+    for gkey, keys in groups.items():
+        value = evidence[keys[0]]
+        if len(keys) == 1:
+            rows.append((keys[0], value))
+        elif gkey[0] == "per-object":
+            names = ", ".join(m.group(2) for k in keys if (m := _PER_OBJECT.match(k)))
+            rows.append((f"{gkey[1]}s {names}: {gkey[2]}", value))
+        else:
+            rows.append(("; ".join(keys), value))
+    return rows
+
+
+def plain(value: Any) -> str:
+    """An evidence value as a person reads it: text as text, lists joined, events summarised."""
+    if is_event_list(value):
+        return "; ".join(s.text() for s in summarise_events(value))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict) and all(isinstance(v, str | int | float | bool) for v in value.values()):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    if isinstance(value, int | float | bool) or value is None:
+        return json.dumps(value)
+    return json.dumps(value, default=str)
 
 
 def render_table(report: Report, console: Console) -> None:
@@ -62,6 +171,14 @@ def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_<>\[\]])")
+
+
+def _md_text(text: str) -> str:
+    """Text in a Markdown table cell as written: "<absent>" or a "*" must not turn into markup."""
+    return _md(_MD_SPECIAL.sub(r"\\\1", text))  # then _md escapes "|" for the table
+
+
 def to_markdown(report: Report) -> str:
     c = report.counts
     lines = [
@@ -75,9 +192,9 @@ def to_markdown(report: Report) -> str:
     if report.grid:
         rules = list(next(iter(report.grid.values())))
         lines += ["", "| pool | " + " | ".join(rules) + " |", "|---" * (len(rules) + 1) + "|"]
-        mark = {"fail": "FAIL", "pass": "ok", "n/a": "-"}
+        mark = {"critical": "FAIL", "warning": "WARN", "info": "info", "pass": "ok", "n/a": "-"}
         for pool, row in report.grid.items():
-            lines.append(f"| {_md(pool)} | " + " | ".join(mark[row[r]] for r in rules) + " |")
+            lines.append(f"| {_md(pool)} | " + " | ".join(mark[grid_cell(row[r], r)] for r in rules) + " |")
     for sev in Severity:
         group = [f for f in report.findings if f.severity is sev]
         if not group:
@@ -93,29 +210,68 @@ def to_markdown(report: Report) -> str:
                 "| field | value |",
                 "|---|---|",
             ]
-            lines += [f"| `{_md(k)}` | `{_md(json.dumps(v, default=str))}` |" for k, v in f.evidence.items()]
+            lines += [f"| `{_md(k)}` | {_md_text(plain(v))} |" for k, v in evidence_rows(f.evidence)]
             lines += ["", f"**Fix:** {_md(f.fix)}"]
     if not report.findings:
         lines += ["", "No findings."]
     return "\n".join(lines) + "\n"
 
 
+_RULE_SEVERITY = {r.id: r.severity for r in RULES}
+_RULE_SUMMARY = {r.id: r.summary for r in RULES}
+
+
+def grid_cell(value: str, rule: str) -> str:
+    """A grid cell as shown: a failed check takes its rule's severity (critical, warning, info)."""
+    return str(_RULE_SEVERITY.get(rule, Severity.critical)) if value == "fail" else value
+
+
+# Grid cells: mark, CSS class, words for the tooltip. Colour is never the only cue: each has its own mark.
+_MARK = {
+    "critical": ("✗", "critical", "critical finding"),
+    "warning": ("!", "warning", "warning"),
+    "info": ("i", "info", "information"),
+    "pass": ("✓", "pass", "checked, no finding"),
+    "n/a": ("–", "na", "does not apply to this pool"),
+}
+
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1200px;color:#1d2433;
 background:#fafbfc;padding:0 1rem}h1{margin-bottom:.2rem}.sub{color:#5b6475;margin-top:0}
 .badges span{display:inline-block;border-radius:1rem;padding:.2rem .8rem;margin-right:.5rem;font-weight:600}
-.b-critical{background:#fde2e1;color:#a4161a}.b-warning{background:#fff3cd;color:#7a5b00}.b-ok{background:#dcf5e3;
-color:#19692c}section{background:#fff;border:1px solid #e3e6ea;border-radius:10px;padding:1rem 1.25rem;
-margin:1.25rem 0}table.grid{border-collapse:collapse}table.grid th,table.grid td{border:1px solid #e3e6ea;
-padding:.35rem .6rem;text-align:center}table.grid th{font-weight:600;font-size:12px}td.fail{background:#f8d7da;
-color:#a4161a;font-weight:700}td.pass{background:#dcf5e3;color:#19692c}td.na{color:#a0a7b4}
+.b-critical{background:#fde2e1;color:#a4161a}.b-warning{background:#fff3cd;color:#7a5b00}.b-info{background:#e0ecff;
+color:#1d4ed8}.b-ok{background:#dcf5e3;color:#19692c}section{background:#fff;border:1px solid #e3e6ea;
+border-radius:10px;padding:1rem 1.25rem;margin:1.25rem 0;overflow-x:auto}table.grid{border-collapse:collapse}
+table.grid th,table.grid td{border:1px solid #e3e6ea;padding:.35rem .6rem;text-align:center}table.grid th{
+font-weight:600;font-size:12px}table.grid td{font-weight:700;font-size:15px}td.critical{background:#f8d7da;
+color:#a4161a}td.warning{background:#fff3cd;color:#7a5b00}td.info{background:#e0ecff;color:#1d4ed8}td.pass{
+background:#dcf5e3;color:#19692c;font-weight:400}td.na{color:#a0a7b4;font-weight:400}.legend{font-size:12px;
+color:#5b6475}.legend b{display:inline-block;min-width:1.3em;text-align:center;border-radius:3px;margin:0 .2rem 0 .8rem}
+.legend b.critical{background:#f8d7da;color:#a4161a}.legend b.warning{background:#fff3cd;color:#7a5b00}
+.legend b.info{background:#e0ecff;color:#1d4ed8}.legend b.pass{background:#dcf5e3;color:#19692c}
 .finding{border-left:5px solid #ccc;padding:.5rem 1rem;margin:.8rem 0;background:#fff}
-.finding.critical{border-color:#d62828}.finding.warning{border-color:#e9a400}.finding h3{margin:.2rem 0;
-font-size:15px}code{background:#f1f3f5;padding:0 .25rem;border-radius:3px}table.ev{font-size:12px;
-border-collapse:collapse;margin:.4rem 0}table.ev td{border-bottom:1px solid #eef0f2;padding:.15rem .5rem;
-vertical-align:top}.fix{color:#19692c}.notes{color:#5b6475;font-size:12px}svg text{font:11px system-ui,sans-serif}
+.finding.critical{border-color:#d62828}.finding.warning{border-color:#e9a400}.finding.info{border-color:#3b82f6}
+.finding h3{margin:.2rem 0;font-size:15px}.sev{font-size:11px;font-weight:700;text-transform:uppercase;
+border-radius:3px;padding:0 .35rem;margin-right:.4rem;vertical-align:middle}.sev.critical{background:#f8d7da;
+color:#a4161a}.sev.warning{background:#fff3cd;color:#7a5b00}.sev.info{background:#e0ecff;color:#1d4ed8}
+code{background:#f1f3f5;padding:0 .25rem;border-radius:3px}table.ev{font-size:12px;border-collapse:collapse;
+margin:.4rem 0;width:100%}table.ev td{border-bottom:1px solid #eef0f2;padding:.15rem .5rem;vertical-align:top;
+overflow-wrap:anywhere}table.ev td:first-child{width:32%}.event+.event{margin-top:.4rem}
+.event .when{color:#5b6475}.event .msg{font-family:ui-monospace,monospace;font-size:11px;color:#3d4452}
+.fix{color:#19692c}.notes{color:#5b6475;
+font-size:12px}svg text{font:11px system-ui,sans-serif}
 """
 _COLOR = {"never-ready": "#d62828", "regressed": "#f77f00", "partial": "#e9c46a", "ready": "#2a9d8f", "idle": "#adb5bd"}
+# Label column of the timeline: as wide as the longest name needs, within these bounds; a longer name is
+# shortened in the middle (namespace start and name end stay) and clipped, with the full name as its tooltip.
+LABEL_MIN_PX, LABEL_MAX_PX, CHAR_PX = 140, 340, 6.6
+
+
+def _short(name: str, max_chars: int) -> str:
+    if len(name) <= max_chars:
+        return name
+    head = (max_chars - 1) // 2
+    return name[:head] + "…" + name[len(name) - (max_chars - 1 - head) :]
 
 
 def _timeline_svg(timelines: list[Timeline], now: datetime) -> str:
@@ -124,24 +280,36 @@ def _timeline_svg(timelines: list[Timeline], now: datetime) -> str:
         return "<p>No DaemonSet creation times in the snapshot.</p>"
     t0 = min(starts)
     span = max((now - t0).total_seconds(), 1.0)
-    left, width, row = 260, 640, 34
+    names = [f"{t.namespace}/{t.name}" for t in timelines]
+    max_chars = min(int(LABEL_MAX_PX / CHAR_PX), max(len(n) for n in names))
+    label_w = max(LABEL_MIN_PX, math.ceil(max_chars * CHAR_PX))
+    gap, width, row = 12, 600, 34
+    left = label_w + gap
     height = row * len(timelines) + 40
 
     def x(dt: datetime) -> float:
         return left + width * max(0.0, min(1.0, (dt - t0).total_seconds() / span))
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 170}" height="{height}" role="img">']
-    parts.append(f'<text x="{left}" y="14">{iso(t0)[:10]}</text>')
-    parts.append(f'<text x="{left + width}" y="14" text-anchor="end">now {iso(now)[:10]}</text>')
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 190}" height="{height}" role="img">',
+        f'<text x="{left}" y="14">{iso(t0)[:10]}</text>',
+        f'<text x="{left + width}" y="14" text-anchor="end">now {iso(now)[:10]}</text>',
+        # A nested svg clips what it holds: no label can reach into the bars, whatever the font.
+        f'<svg class="labels" x="0" y="0" width="{label_w}" height="{height}">',
+    ]
+    for i, name in enumerate(names):
+        parts.append(
+            f'<text class="label" x="0" y="{26 + i * row + 14}"><title>{html.escape(name)}</title>'
+            f"{html.escape(_short(name, max_chars))}</text>"
+        )
+    parts.append("</svg>")
     for i, t in enumerate(timelines):
         y = 26 + i * row
-        name = html.escape(f"{t.namespace}/{t.name}")
-        parts.append(f'<text x="0" y="{y + 14}">{name}</text>')
-        parts.append(f'<rect x="{left}" y="{y + 4}" width="{width}" height="14" fill="#f1f3f5"/>')
+        parts.append(f'<rect class="track" x="{left}" y="{y + 4}" width="{width}" height="14" fill="#f1f3f5"/>')
         if t.created:
             title = html.escape(
-                f"{t.state}: created {iso(t.created)} ({human_age((now - t.created).total_seconds())} ago), "
-                f"{t.ready}/{t.desired} ready"
+                f"{names[i]}: {t.state}, created {iso(t.created)} "
+                f"({human_age((now - t.created).total_seconds())} ago), {t.ready}/{t.desired} ready"
             )
             parts.append(
                 f'<rect x="{x(t.created):.1f}" y="{y + 4}" width="{max(2.0, x(now) - x(t.created)):.1f}" height="14" '
@@ -161,17 +329,49 @@ def _timeline_svg(timelines: list[Timeline], now: datetime) -> str:
     return "".join(parts)
 
 
+def _evidence_html(value: Any) -> str:
+    e = html.escape
+    if is_event_list(value):
+        return "".join(
+            f"<div class='event'><b>{e(s.reason)}</b> ×{s.count} · {s.events} event{'s' if s.events > 1 else ''}"
+            f"{f' on {s.objects} objects' if s.objects > 1 else ''} · <span class='when'>{e(s.when())}</span>"
+            f"<div class='msg'>{e(s.message)}</div></div>"
+            for s in summarise_events(value)
+        )
+    if isinstance(value, dict) and value and all(isinstance(v, str | int | float | bool) for v in value.values()):
+        # Side by side (staging / production, field / value): one line each, the key in bold.
+        return "<br>".join(f"<b>{e(str(k))}</b>: {e(str(v))}" for k, v in value.items())
+    return e(plain(value))
+
+
+def _grid_html(report: Report) -> list[str]:
+    e = html.escape
+    rules = list(next(iter(report.grid.values())))
+    out = ["<section><h2>Pools × checks</h2><table class='grid'><tr><th>pool</th>"]
+    out += [f"<th title='{e(_RULE_SUMMARY.get(r, r))}'>{e(r)}</th>" for r in rules]
+    out.append("</tr>")
+    for pool, row in report.grid.items():
+        out.append(f"<tr><th>{e(pool)}</th>")
+        for r in rules:
+            mark, cls, words = _MARK[grid_cell(row[r], r)]
+            out.append(f"<td class='{cls}' title='{e(r)}: {words}'>{mark}</td>")
+        out.append("</tr>")
+    out.append("</table><p class='legend'>")
+    out += [f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in _MARK.values()]
+    out.append("</p></section>")
+    return out
+
+
 def to_html(report: Report) -> str:
     c = report.counts
     e = html.escape
+    badges = [f"<span class='b-{s}'>{c[s]} {s}</span>" for s in ("critical", "warning", "info") if c[s] or s != "info"]
     out = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{e(report.title)}: {e(report.source)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{e(report.title)}</h1><p class='sub'>{e(report.source)} · profile {e(report.profile_name or '-')}"
         f" · now {iso(report.now)}</p><div class='badges'>",
-        f"<span class='b-critical'>{c['critical']} critical</span><span class='b-warning'>{c['warning']} warning</span>"
-        if report.findings
-        else "<span class='b-ok'>no findings</span>",
+        "".join(badges) if report.findings else "<span class='b-ok'>no findings</span>",
         "</div>",
     ]
     if report.timelines:
@@ -183,27 +383,16 @@ def to_html(report: Report) -> str:
         out.append(_timeline_svg(report.timelines, report.now))
         out.append("</section>")
     if report.grid:
-        rules = list(next(iter(report.grid.values())))
-        out.append("<section><h2>Pools × checks</h2><table class='grid'><tr><th>pool</th>")
-        out += [f"<th>{e(r)}</th>" for r in rules]
-        out.append("</tr>")
-        for pool, row in report.grid.items():
-            out.append(f"<tr><th>{e(pool)}</th>")
-            for r in rules:
-                v = row[r]
-                out.append(
-                    "<td "
-                    f"class='{'na' if v == 'n/a' else v}'>{'✗' if v == 'fail' else '✓' if v == 'pass' else '–'}</td>"
-                )
-            out.append("</tr>")
-        out.append("</table></section>")
+        out += _grid_html(report)
     out.append("<section><h2>Findings</h2>")
     for f in report.findings:
-        out.append(f"<div class='finding {f.severity}'><h3><code>{e(f.rule)}</code> {e(_objects(f, 6))}</h3>")
+        out.append(
+            f"<div class='finding {f.severity}'><h3><span class='sev {f.severity}'>{f.severity}</span>"
+            f"<code>{e(f.rule)}</code> {e(_objects(f, 6).replace(chr(10), ', '))}</h3>"
+        )
         out.append(f"<p>{e(f.message)}</p><table class='ev'>")
         out += [
-            f"<tr><td><code>{e(k)}</code></td><td>{e(json.dumps(v, default=str))}</td></tr>"
-            for k, v in f.evidence.items()
+            f"<tr><td><code>{e(k)}</code></td><td>{_evidence_html(v)}</td></tr>" for k, v in evidence_rows(f.evidence)
         ]
         out.append(f"</table><p class='fix'><b>Fix:</b> {e(f.fix)}</p></div>")
     if not report.findings:

@@ -121,27 +121,51 @@ def make_row(collective: str, size: int, dtype: str, nranks: int, seconds: float
     )
 
 
+class TableStream:
+    """render_table's lines, produced as rows arrive: a block's header when its collective starts, each row
+    as it comes, and the block's peak and average busbw when it ends (``close`` ends the last one)."""
+
+    def __init__(self) -> None:
+        self._block: list[Row] = []
+
+    def add(self, row: Row) -> list[str]:
+        out: list[str] = []
+        if not self._block or self._block[-1].collective != row.collective:
+            out += self.close()
+            out += [
+                f"# {row.collective}",
+                f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'time':>10} {'algbw':>8} {'busbw':>8} "
+                f"{'#wrong':>7}",
+                f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}",
+            ]
+        self._block.append(row)
+        out.append(
+            f"{row.size:>12} {row.count:>12} {row.type:>8} {row.redop:>6} {row.time_us:>10.1f} "
+            f"{row.algbw_gbps:>8.3f} {row.busbw_gbps:>8.3f} {row.wrong:>7}"
+        )
+        return out
+
+    def close(self) -> list[str]:
+        mine, self._block = self._block, []
+        if not mine:
+            return []
+        avg = sum(r.busbw_gbps for r in mine) / len(mine)
+        return [
+            f"# Peak bus bandwidth    : {max(r.busbw_gbps for r in mine):.3f} GB/s",
+            f"# Avg bus bandwidth    : {avg:.3f}",
+            "#",
+        ]
+
+
 def render_table(rows: Sequence[Row], *, header: str | None = None) -> str:
     """An nccl-tests style table, one block per collective, with its peak and average busbw."""
-    out: list[str] = []
-    if header:
-        out.append(f"# {header}")
+    out: list[str] = [f"# {header}"] if header else []
+    stream = TableStream()
     for coll in dict.fromkeys(r.collective for r in rows):
-        mine = [r for r in rows if r.collective == coll]
-        out.append(f"# {coll}")
-        out.append(
-            f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'time':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}"
-        )
-        out.append(f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}")
-        for r in mine:
-            out.append(
-                f"{r.size:>12} {r.count:>12} {r.type:>8} {r.redop:>6} {r.time_us:>10.1f} "
-                f"{r.algbw_gbps:>8.3f} {r.busbw_gbps:>8.3f} {r.wrong:>7}"
-            )
-        avg = sum(r.busbw_gbps for r in mine) / len(mine)
-        out.append(f"# Peak bus bandwidth    : {max(r.busbw_gbps for r in mine):.3f} GB/s")
-        out.append(f"# Avg bus bandwidth    : {avg:.3f}")
-        out.append("#")
+        for r in rows:
+            if r.collective == coll:
+                out += stream.add(r)
+    out += stream.close()
     return "\n".join(out)
 
 

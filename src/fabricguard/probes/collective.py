@@ -13,17 +13,20 @@ torch is imported only inside the rank code, never at module import.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from fabricguard.probes.bw import (
     COLLECTIVES,
@@ -37,6 +40,8 @@ from fabricguard.probes.bw import (
 )
 
 RESULT_FILE = "result.json"
+ROWS_FILE = "rows.jsonl"  # rank 0 appends each row as it is measured; the parent streams them from here
+OnRow = Callable[[Row], None]
 _PATTERN_MOD = 13  # verification values are small integers, exact in every float type we offer
 
 
@@ -80,6 +85,7 @@ class CollectiveResult:
     hosts: list[str] = field(default_factory=list)
     seconds: float = 0.0
     judgement: Judgement | None = None
+    log_dir_removed: bool = False  # a temporary log directory is removed once its NCCL logs are read
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -180,8 +186,13 @@ def _sync(torch: Any, backend: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, device: Any) -> list[Row]:
-    """Time every collective at every size on the initialised default group; identical rows on every rank."""
+def measure(
+    torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, device: Any, on_row: OnRow | None = None
+) -> list[Row]:
+    """Time every collective at every size on the initialised default group; identical rows on every rank.
+
+    ``on_row`` sees each row as soon as it is measured (the table streams, like nccl-tests').
+    """
     rank, world = dist.get_rank(), dist.get_world_size()
     tdtype = {
         2: torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float16,
@@ -209,16 +220,17 @@ def measure(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, device: 
             # nccl-tests reports the time averaged over ranks and the wrong elements summed over ranks.
             stats = torch.tensor([dt, float(wrong)], dtype=torch.float64, device=device)
             dist.all_reduce(stats)
-            rows.append(
-                make_row(
-                    coll,
-                    total * DTYPE_BYTES[cfg.dtype],
-                    cfg.dtype,
-                    world,
-                    stats[0].item() / world,
-                    int(stats[1].item()),
-                )
+            row = make_row(
+                coll,
+                total * DTYPE_BYTES[cfg.dtype],
+                cfg.dtype,
+                world,
+                stats[0].item() / world,
+                int(stats[1].item()),
             )
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
     return rows
 
 
@@ -232,7 +244,9 @@ def _gather_hostnames(torch: Any, dist: Any, world: int, device: Any) -> list[st
     return [raw[i * 64 : (i + 1) * 64].rstrip(b"\0").decode(errors="replace") for i in range(world)]
 
 
-def rank_main(rank: int, world: int, local_rank: int, cfg: CollectiveConfig, init_method: str) -> dict[str, Any]:
+def rank_main(
+    rank: int, world: int, local_rank: int, cfg: CollectiveConfig, init_method: str, on_row: OnRow | None = None
+) -> dict[str, Any]:
     """One rank: set the NCCL environment, initialise, measure, tear down. Returns the rank's result."""
     import warnings
 
@@ -267,7 +281,7 @@ def rank_main(rank: int, world: int, local_rank: int, cfg: CollectiveConfig, ini
         **kwargs,
     )
     try:
-        rows = measure(torch, dist, cfg, backend, device)
+        rows = measure(torch, dist, cfg, backend, device, on_row)
         hosts = _gather_hostnames(torch, dist, world, device)
     finally:
         dist.destroy_process_group()
@@ -285,11 +299,21 @@ def _worker_main(argv: list[str]) -> int:
     cfg_path, rank, world, port = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
     cfg = CollectiveConfig(**json.loads(cfg_path.read_text()))
     log_dir = Path(cfg.log_dir)
+    stream: IO[str] | None = open(log_dir / ROWS_FILE, "a") if rank == 0 else None  # noqa: SIM115 - closed below
+
+    def on_row(row: Row) -> None:
+        if stream is not None:
+            stream.write(json.dumps(row.to_dict()) + "\n")
+            stream.flush()
+
     try:
-        res = rank_main(rank, world, rank, cfg, f"tcp://127.0.0.1:{port}")
+        res = rank_main(rank, world, rank, cfg, f"tcp://127.0.0.1:{port}", on_row)
     except BaseException:
         (log_dir / f"rank{rank}.error.txt").write_text(traceback.format_exc())
         return 1
+    finally:
+        if stream is not None:
+            stream.close()
     if rank == 0:
         (log_dir / RESULT_FILE).write_text(json.dumps(res))
     return 0
@@ -329,8 +353,28 @@ def _first_error(log_dir: Path) -> str:
     return "; ".join(msgs) or "a rank exited without a result"
 
 
-def run_local(cfg: CollectiveConfig, nranks: int, *, timeout_s: float = 600.0) -> CollectiveResult:
-    """Spawn ``nranks`` ranks on this machine and collect rank 0's measurements."""
+class _RowTail:
+    """Rows rank 0 has appended to its rows file so far, each handed to ``on_row`` once."""
+
+    def __init__(self, path: Path, on_row: OnRow | None) -> None:
+        self.path, self.on_row, self.offset = path, on_row, 0
+
+    def poll(self) -> None:
+        if self.on_row is None or not self.path.is_file():
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next poll
+        for line in data[:end].splitlines():
+            self.on_row(Row(**json.loads(line)))
+        self.offset += end
+
+
+def run_local(
+    cfg: CollectiveConfig, nranks: int, *, timeout_s: float = 600.0, on_row: OnRow | None = None
+) -> CollectiveResult:
+    """Spawn ``nranks`` ranks on this machine and collect rank 0's measurements, streaming rows to ``on_row``."""
     cfg.validate()
     if nranks < 1:
         raise ValueError("need at least one rank")
@@ -340,6 +384,7 @@ def run_local(cfg: CollectiveConfig, nranks: int, *, timeout_s: float = 600.0) -
     port = free_port()
     cfg_path = log_dir / "config.json"
     cfg_path.write_text(json.dumps(asdict(cfg)))
+    (log_dir / ROWS_FILE).write_text("")  # a kept --out directory may hold rows of an earlier run
     t0 = time.monotonic()
     procs: list[subprocess.Popen[bytes]] = []
     errs = []
@@ -358,8 +403,10 @@ def run_local(cfg: CollectiveConfig, nranks: int, *, timeout_s: float = 600.0) -
         procs.append(subprocess.Popen(cmd, stdout=err, stderr=err, stdin=subprocess.DEVNULL))
     deadline = t0 + timeout_s
     timed_out = False
+    tail = _RowTail(log_dir / ROWS_FILE, on_row)
     try:
         while any(p.poll() is None for p in procs):
+            tail.poll()
             if time.monotonic() >= deadline:
                 timed_out = True
                 break
@@ -381,6 +428,7 @@ def run_local(cfg: CollectiveConfig, nranks: int, *, timeout_s: float = 600.0) -
                     p.wait()
         for e in errs:
             e.close()
+    tail.poll()
     seconds = time.monotonic() - t0
     result_file = log_dir / RESULT_FILE
     if all(p.returncode == 0 for p in procs) and result_file.is_file():
@@ -402,7 +450,7 @@ def in_launcher_env() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
-def run_in_env(cfg: CollectiveConfig) -> CollectiveResult:
+def run_in_env(cfg: CollectiveConfig, on_row: OnRow | None = None) -> CollectiveResult:
     """Run this process as one rank of a job whose launcher set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT."""
     cfg.validate()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -412,7 +460,7 @@ def run_in_env(cfg: CollectiveConfig) -> CollectiveResult:
     cfg.log_dir = str(log_dir)
     t0 = time.monotonic()
     try:
-        raw = rank_main(rank, world, local_rank, cfg, "env://")
+        raw = rank_main(rank, world, local_rank, cfg, "env://", on_row)
     except Exception as e:  # the failure itself is the finding (e.g. NCCL_NET forced and absent)
         return CollectiveResult(
             backend=cfg.backend,
@@ -453,14 +501,28 @@ def classify(result: CollectiveResult) -> None:
 
 
 def run_probe(
-    cfg: CollectiveConfig, *, local_ranks: int | None, expect: Expectation | None, timeout_s: float = 600.0
+    cfg: CollectiveConfig,
+    *,
+    local_ranks: int | None,
+    expect: Expectation | None,
+    timeout_s: float = 600.0,
+    on_row: OnRow | None = None,
 ) -> CollectiveResult:
-    """Run (spawned or under a launcher), classify the transport and judge against the pool, if any."""
+    """Run (spawned or under a launcher), classify the transport and judge against the pool, if any.
+
+    Rows go to ``on_row`` as they are measured. Without ``cfg.log_dir`` the logs go to a temporary
+    directory that is removed once they are read (``log_dir_removed``); a given directory is kept.
+    """
+    temporary = not cfg.log_dir
     if local_ranks is None and in_launcher_env():
-        result = run_in_env(cfg)
+        result = run_in_env(cfg, on_row)
     else:
-        result = run_local(cfg, local_ranks or 2, timeout_s=timeout_s)
+        result = run_local(cfg, local_ranks or 2, timeout_s=timeout_s, on_row=on_row)
     classify(result)
+    if temporary:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(result.log_dir)
+        result.log_dir_removed = not Path(result.log_dir).exists()
     if expect is not None:
         result.judgement = judge(
             result.rows,

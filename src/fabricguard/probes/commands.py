@@ -87,7 +87,7 @@ def collective_cmd(
     """Time collectives like nccl-tests, classify the transport from NCCL's own logs and judge it."""
     log_dir = _output_dir(output_path(output, out))
     as_json = wants_json(fmt, as_json)
-    from fabricguard.probes.bw import expectation_for, render_table
+    from fabricguard.probes.bw import Row, TableStream, expectation_for
     from fabricguard.probes.collective import CollectiveConfig, run_probe
     from fabricguard.probes.result import Status, exit_code
 
@@ -111,17 +111,27 @@ def collective_cmd(
         cfg.validate()
     except ValueError as e:
         fail(str(e))
-    res = run_probe(cfg, local_ranks=local_ranks, expect=expect, timeout_s=timeout)
+    stream = TableStream()
+
+    def on_row(row: Row) -> None:  # rows print as they finish, like nccl-tests
+        for line in stream.add(row):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    if not as_json:
+        say(f"# fabricguard collective probe: {local_ranks or 'launcher'} ranks, backend {backend}")
+        if net:
+            say(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
+    res = run_probe(cfg, local_ranks=local_ranks, expect=expect, timeout_s=timeout,
+                    on_row=None if as_json else on_row)
     wrong = sum(r.wrong for r in res.rows)
     verdict = res.judgement.status if res.judgement else (Status.failed if res.failed or wrong else Status.passed)
     if as_json:
         print_json({"verdict": str(verdict), **res.to_dict()})
     else:
-        say(f"# fabricguard collective probe: {res.backend}, {res.world_size} ranks, logs in {res.log_dir}")
-        if net:
-            say(f"# NCCL_NET={net} forced (pool {p.name if p else ''}): a missing fabric fails loudly")
-        if res.rows:
-            console.print(render_table(res.rows), markup=False)
+        for line in stream.close():
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        kept = "read and removed (-o/--output DIR keeps them)" if res.log_dir_removed else "kept"
+        say(f"# {res.backend}, {res.world_size} ranks; logs in {res.log_dir} {kept}")
         console.print(f"# transport: {res.transport} ({res.transport_why})", markup=False)
         if res.failed:
             say(("failed:", "bold red"), f" {res.error}", err=True)

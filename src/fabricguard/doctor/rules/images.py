@@ -92,9 +92,15 @@ def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         g.setdefault("events", []).append(
             {
                 "reason": ev.get("reason"),
-                "count": ev.get("count", 1),
+                "count": ev.get("count") or ev.get("deprecatedCount") or (ev.get("series") or {}).get("count") or 1,
                 "message": msg,
-                "lastTimestamp": ev.get("lastTimestamp"),
+                "object": inv.get("name"),
+                # core/v1 first/last timestamps; events/v1 keeps them as deprecated* or eventTime/series.
+                "firstTimestamp": ev.get("firstTimestamp") or ev.get("deprecatedFirstTimestamp") or ev.get("eventTime"),
+                "lastTimestamp": ev.get("lastTimestamp")
+                or ev.get("deprecatedLastTimestamp")
+                or (ev.get("series") or {}).get("lastObservedTime")
+                or ev.get("eventTime"),
             }
         )
     plugin_pools = _plugin_pools(profile)
