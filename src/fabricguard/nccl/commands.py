@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricguard.console import console, fail, print_json
+from fabricguard.console import EXIT_FAILED, EXIT_INPUT, console, fail, print_json
 from fabricguard.nccl.report import NcclReport
 from fabricguard.nccl.scan import LogInputError, inspect_paths
 from fabricguard.profile.model import Transport
@@ -84,14 +84,25 @@ def inspect(
     paths: list[Path] = typer.Argument(..., help="Log files or directories of them (one file per rank or pod)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Report the NCCL version, selected network, per-connection transports and the inter-node verdict."""
+    """Report the NCCL version, selected network, per-connection transports and the inter-node verdict.
+
+    Exit code: 2 when the logs show the job failed, 3 when the input holds no NCCL output, 0 otherwise.
+    """
     try:
         report = inspect_paths(paths)
     except LogInputError as exc:
         fail(str(exc), hint="pass NCCL_DEBUG=INFO log files or the directory NCCL_DEBUG_FILE wrote into")
     if not report.files:
         fail(f"no readable text files under {', '.join(map(str, paths))}")
+    if not report.nccl_output:
+        fail(
+            f"no NCCL output found in {', '.join(report.files)}",
+            hint="run the job with NCCL_DEBUG=INFO and pass its logs, or pass nccl-tests output",
+            code=EXIT_INPUT,
+        )
     if as_json:
         print_json(report.to_dict())
     else:
         render_report(report)
+    if report.failed:
+        raise typer.Exit(EXIT_FAILED)
