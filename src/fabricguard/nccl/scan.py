@@ -57,11 +57,11 @@ _OUT_OF_BOUNDS = re.compile(rb"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)")
 _RANK_HOST = re.compile(rb"#\s+Rank\s+\d+ .*?\bon\s+(\S+)\s+device\b")
 
 # Two passes over a chunk collect every fact, each anchored on a literal so the regex engine skips
-# ahead in C. Connection lines: the text after " via " (NCCL prints " via " nowhere else; anything that
-# does not parse as a NET or intra-node transport is ignored). Other facts, by group: 1 init fact
+# ahead in C ("via" is rare in trace lines, unlike a leading space). Connection lines: the transport
+# after "via "; anything that does not parse as a NET or intra-node transport is ignored. Other facts, by group: 1 init fact
 # message, 2 nranks, 3 nNodes, 4 a rare NCCL marker (WARN, bare version, error, failure), 5 a torch
 # watchdog line.
-_VIA = re.compile(rb" via ([^\n]*)")
+_VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
     rb"NCCL(?: (?:INFO (?:"
     rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded)[^\n]*)"
@@ -316,7 +316,7 @@ class _FileScan:
         end = self.chunk.find(b"\n", pos)
         return start, (len(self.chunk) if end < 0 else end)
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes, last: bool = False) -> None:
         self.chunk = chunk
         self.cur_pos = 0
         self.cur_line = self.base_line
@@ -348,7 +348,8 @@ class _FileScan:
         if fact_lines or conn_lines:
             self.hosts(fact_lines, conn_lines)
         self.rare_lines(rare)
-        self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
+        if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
+            self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
 
     def hosts(self, fact_lines: int, conn_lines: int) -> None:
         """Hosts named by the prefixes of the fact and connection lines."""
@@ -360,9 +361,7 @@ class _FileScan:
             return
         for pattern, wanted in ((_FACTS, fact_lines), (_VIA, conn_lines)):
             seen = 0
-            for m in pattern.finditer(chunk):
-                if seen >= wanted:
-                    break  # the rest of the chunk holds no fact line: no need to read it again
+            for m in pattern.finditer(chunk) if wanted else ():
                 if pattern is _FACTS and (m.group(4) or m.group(5)):
                     continue
                 start = chunk.rfind(b"\n", 0, m.start()) + 1
@@ -370,6 +369,8 @@ class _FileScan:
                     continue
                 st.process(chunk[start : chunk.find(b"NCCL", start)])
                 seen += 1
+                if seen >= wanted:
+                    break  # the rest of the chunk holds no fact line: no need to read it again
 
     def connection(self, suffix: bytes, n: int) -> bool:
         """Count ``n`` connections with this text after " via "; False when it is not a transport."""
@@ -385,7 +386,7 @@ class _FileScan:
             key = (name, gdr)
             ekind = f"conn:{name}:{gdr}"
             if key not in st.net_conns and st.wants(ekind):
-                line, raw = self.line_of(self.chunk.find(b" via " + suffix))
+                line, raw = self.line_of(self.chunk.find(b"via " + suffix))
                 fam = net_family(name)
                 st.note(
                     ekind,
@@ -399,7 +400,7 @@ class _FileScan:
             st.net_conns[key] += n
         else:
             if name not in st.intra and st.wants(f"intra:{name}"):
-                line, raw = self.line_of(self.chunk.find(b" via " + suffix))
+                line, raw = self.line_of(self.chunk.find(b"via " + suffix))
                 st.note(f"intra:{name}", self.fname, line, raw, f"intra-node connection via {name}")
             st.intra[name] += n
         return True
@@ -666,20 +667,21 @@ def _scan_file(path: Path, st: _Scan) -> None:
     fs = _FileScan(path, st)
     rest = b""
     with path.open("rb") as f:
-        while True:
-            block = f.read(CHUNK)
-            if not block:
-                break
+        block = f.read(CHUNK)
+        while block:
             st.bytes += len(block)
+            nxt = f.read(CHUNK)
             data = rest + block
+            if not nxt:
+                fs.feed(data, last=True)
+                return
             cut = data.rfind(b"\n")
             if cut < 0:
                 rest = data
-                continue
-            rest = data[cut + 1 :]
-            fs.feed(data[: cut + 1])
-    if rest:
-        fs.feed(rest)
+            else:
+                rest = data[cut + 1 :]
+                fs.feed(data[: cut + 1])
+            block = nxt
 
 
 def _is_text(path: Path) -> bool:
