@@ -78,6 +78,13 @@ DENSE_FACT_LINES = 4096
 # WARN text that NCCL and its plugins print without anything having failed.
 _BENIGN_WARN = re.compile(
     rb"NUMA auto balancing|Cannot get incoming CPU|Maximum retry reached|PFN functions not found"
+    rb"|Could not find a path for pattern|falling back to simple order"
+)
+# WARN text of errors that break communication, whatever plugin prints them.
+_FATAL_WARN = re.compile(
+    rb"Got completion|wrong type|Connection closed|Connection reset|Error encountered progressing"
+    rb"|Failed to execute operation|Call to ibv_\w+ failed|Message truncated|Cuda failure|remote process exited"
+    rb"|Duplicate GPU|[Tt]imeout|[Tt]imed out"
 )
 # WARN text from a net plugin that could not start: evidence of a fallback when the same process then
 # selected a network of another kind, a failure otherwise.
@@ -141,6 +148,7 @@ class _Scan:
     failure_count: int = 0
     pending: list[_PendingWarn] = field(default_factory=list)
     selected: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> networks
+    listed: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> device lists
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     tables: list[NcclTestsTable] = field(default_factory=list)
     via_cache: dict[bytes, tuple[str, str, bool] | None] = field(default_factory=dict)
@@ -556,17 +564,23 @@ class _FileScan:
             st.fail(self.fname, line, raw, f"no network plugin could start, and NCCL refused to fall back: {_quote(msg)}")
         elif m:
             st.fail(self.fname, line, raw, f"network {m.group(1).decode()} not found: NCCL refused to fall back")
-        elif _PLUGIN_INIT_WARN.search(msg):
+        elif _PLUGIN_INIT_WARN.search(msg) and not _FATAL_WARN.search(msg):
             ev = Evidence(self.fname, line, _text(raw), f"NCCL WARN {_quote(msg)}")
             st.pending.append(_PendingWarn(key, warn_family(msg), ev))
-            if key is not None and key not in st.selected:
-                # Which network did this process select? Its init lines sit in the same chunk.
-                own = re.escape(f"{key[0]}:{key[1]}:".encode()) + rb"\d+ \[\d+\][^\n]*? NCCL INFO Using network ([^\n]*)"
-                nets = {n.decode("utf-8", "replace").strip() for n in re.findall(own, self.chunk)}
-                if nets:
-                    st.selected[key] = nets
+            if key is not None and key not in st.selected and key not in st.listed:
+                self.what_process_used(key)
         else:
             st.fail(self.fname, line, raw, f"NCCL WARN {_quote(msg)}")
+
+    def what_process_used(self, key: tuple[str, str]) -> None:
+        """The networks one process selected, or else listed devices for; its init lines share the chunk."""
+        own = re.escape(f"{key[0]}:{key[1]}:".encode()) + rb"\d+ \[\d+\][^\n]*? NCCL INFO "
+        nets = {n.decode("utf-8", "replace").strip() for n in re.findall(own + rb"Using network ([^\n]*)", self.chunk)}
+        if nets:
+            self.st.selected[key] = nets
+        lists = {n.decode("utf-8", "replace") for n in re.findall(own + rb"NET/(\S+?) ?: Using \[", self.chunk)}
+        if lists:
+            self.st.listed[key] = lists
 
     def other_lines(self, start: int) -> int:
         """Non-NCCL lines from ``start``: nccl-tests headers, rows, averages, failures. Returns end offset."""
@@ -732,15 +746,18 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> N
 
 
 def _resolve_pending(st: _Scan) -> list[Evidence]:
-    """Plugin WARNs: a fallback where the process then selected another kind of network, else a failure."""
+    """Plugin WARNs: a fallback where the process then used another kind of network, else a failure.
+
+    What the process used: the network it selected, else the devices it listed (older NCCL logs no
+    "Using network"), else what the rest of the log selected or listed.
+    """
     fallbacks: list[Evidence] = []
-    everywhere = {n for nets in st.selected.values() for n in nets} | set(st.networks)
+    everywhere = set(st.networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
     for w in st.pending:
-        chosen = st.selected.get(w.key) if w.key is not None else None
-        if not chosen:
-            chosen = everywhere if (w.key is None or w.key not in st.selected) else set()
+        chosen = st.selected.get(w.key) or st.listed.get(w.key) or everywhere
+        same = w.family != "plugin" and any(net_family(n) == w.family for n in chosen)
         others = sorted(n for n in chosen if w.family == "plugin" or net_family(n) != w.family)
-        if others:
+        if others and not same:
             why = f"{w.evidence.why.removeprefix('NCCL WARN ')}; NCCL then used network {', '.join(others)}"
             fallbacks.append(Evidence(w.evidence.file, w.evidence.line, w.evidence.text, f"net plugin fallback: {why}"))
         else:
