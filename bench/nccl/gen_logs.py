@@ -65,7 +65,9 @@ def _init_only(out: Path, gib: float, gpus: int) -> None:
                     fh.write("\n")
                     lines += 1
         total += path.stat().st_size
-    print(f"wrote {len(list(out.iterdir()))} files ({nodes} nodes, {nodes * gpus} ranks), {total / 1024**3:.2f} GiB, {lines} lines, into {out}")
+    print(
+        f"wrote {len(list(out.iterdir()))} files ({nodes} nodes, {nodes * gpus} ranks), {total / 1024**3:.2f} GiB, {lines} lines, into {out}"
+    )
 
 
 def main() -> None:

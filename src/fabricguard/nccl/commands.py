@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fabricguard.console import EXIT_FAILED, EXIT_INPUT, console, fail, print_json
-from fabricguard.nccl.report import NcclReport
+from fabricguard.nccl.report import NcclReport, NcclTestsRow
 from fabricguard.nccl.scan import LogInputError, inspect_paths
 from fabricguard.profile.model import Transport
 
@@ -28,47 +29,70 @@ _STYLE = {
 def render_report(report: NcclReport) -> None:
     t = report.inter_node_transport
     console.print(
-        f"inter-node transport: [{_STYLE[t]}]{t.value}[/]   network: {report.network or '-'}   "
+        f"inter-node transport: [{_STYLE[t]}]{t.value}[/]   network: {escape(report.network or '-')}   "
         f"GPUDirect RDMA: {_tri(report.gpudirect_rdma)}   failed: " + ("[bold red]yes[/]" if report.failed else "no")
     )
     console.print(
-        f"NCCL {', '.join(report.nccl_version) or '?'}   nodes: {report.nodes or '?'}   "
+        f"NCCL {escape(', '.join(report.nccl_version) or '?')}   nodes: {report.nodes or '?'}   "
         f"ranks: {report.ranks or '?'}   intra-node: {', '.join(report.intra_node) or '-'}   "
         f"files: {len(report.files)}   read: {report.bytes_read / 1e6:,.1f} MB"
     )
-    for r in report.reasons:
-        console.print(f"  • {r}")
+    for reason in report.reasons:
+        console.print(f"  • {escape(reason)}")
     if report.connections:
-        console.print("connections: " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()))
+        console.print("connections: " + escape(", ".join(f"{k}×{v}" for k, v in report.connections.items())))
     if report.evidence:
         et = Table(title="evidence", show_lines=False, expand=False)
         et.add_column("where", no_wrap=True)
         et.add_column("why")
         et.add_column("line", overflow="fold")
         for e in report.evidence:
-            et.add_row(f"{Path(e.file).name}:{e.line}", e.why, e.text.strip()[:160])
+            et.add_row(escape(f"{Path(e.file).name}:{e.line}"), escape(e.why), escape(e.text.strip()[:160]))
         console.print(et)
     for tbl in report.nccl_tests:
-        tt = Table(title=f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})", expand=False)
-        for c in ("size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "ip busbw"):
+        title = escape(f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})")
+        tt = Table(title=title, expand=False)
+        # Older nccl-tests print the largest numeric error per row, not a count of wrong elements.
+        magnitude = all(r.oop_wrong is None for r in tbl.rows) and any(r.oop_max_error is not None for r in tbl.rows)
+        for c in (
+            "size",
+            "count",
+            "type",
+            "redop",
+            "time(us)",
+            "algbw",
+            "busbw",
+            "max err" if magnitude else "#wrong",
+            "ip busbw",
+        ):
             tt.add_column(c, justify="right")
-        for r in tbl.rows:
+        for row in tbl.rows:
             tt.add_row(
-                str(r.size),
-                str(r.count),
-                r.type,
-                r.redop,
-                _f(r.oop_time_us),
-                _f(r.oop_algbw),
-                _f(r.oop_busbw),
-                "N/A" if r.oop_wrong is None else str(r.oop_wrong),
-                _f(r.ip_busbw),
+                str(row.size),
+                str(row.count),
+                escape(row.type),
+                escape(row.redop),
+                _f(row.oop_time_us),
+                _f(row.oop_algbw),
+                _f(row.oop_busbw),
+                _wrong(row),
+                _f(row.ip_busbw),
             )
         console.print(tt)
+        oob = "" if tbl.out_of_bounds is None else f"   out of bounds {tbl.out_of_bounds}"
         console.print(
             f"peak busbw {_f(tbl.peak_busbw_gbps)} GB/s   avg bus bandwidth {_f(tbl.avg_busbw_gbps)} GB/s   "
-            f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}"
+            f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}{oob}"
         )
+
+
+def _wrong(r: NcclTestsRow) -> str:
+    """The row's wrong-element count, or for older nccl-tests its largest numeric error."""
+    if r.oop_wrong is not None:
+        return str(r.oop_wrong)
+    if r.oop_max_error is not None:
+        return f"{r.oop_max_error:g}"
+    return "N/A"
 
 
 def _f(v: float | None) -> str:

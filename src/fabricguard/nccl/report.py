@@ -209,7 +209,7 @@ def decide_transport(
     names the net plugins that loaded or listed devices (``Loaded net plugin X``, ``NET/X : Using``).
     """
     reasons: list[str] = []
-    families = Counter()
+    families: Counter[str] = Counter()
     for (name, _gdr), n in net_conns.items():
         families[net_family(name)] += n
     if families:

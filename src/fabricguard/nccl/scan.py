@@ -41,7 +41,7 @@ MAX_EVIDENCE_PER_KIND = 3
 MAX_FAILURES = 20
 QUOTE_CHARS = 240
 
-_PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\]\s*$")
+_PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\](?: \S+:\d+)?\s*$")  # WARN: "[0] file.cc:42 NCCL WARN"
 _VERSION = re.compile(rb"NCCL version (\S+)")
 _NET_USING = re.compile(rb"NET/(\S+?) ?: Using (.*?)(?:; OOB|\s*$)")
 # "[0]mlx5_0:1/IB" and, inside the merged form "[0]={[0] mlx5_2:1/RoCE, ...}", "[0] mlx5_2:1/RoCE".
@@ -58,9 +58,9 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+\d+ .*?\bon\s+(\S+)\s+device\b")
 
 # Two passes over a chunk collect every fact, each anchored on a literal so the regex engine skips
 # ahead in C ("via" is rare in trace lines, unlike a leading space). Connection lines: the transport
-# after "via "; anything that does not parse as a NET or intra-node transport is ignored. Other facts, by group: 1 init fact
-# message, 2 nranks, 3 nNodes, 4 a rare NCCL marker (WARN, bare version, error, failure), 5 a torch
-# watchdog line.
+# after "via "; anything that does not parse as a NET or intra-node transport is ignored. Other
+# facts, by group: 1 init fact message, 2 nranks, 3 nNodes, 4 a rare NCCL marker (WARN, bare version,
+# error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
     rb"NCCL(?: (?:INFO (?:"
@@ -155,7 +155,7 @@ class _Scan:
     facts_seen: set[bytes] = field(default_factory=set)
     prefix_cache: dict[bytes, tuple[str, str] | None] = field(default_factory=dict)
     nccl_output: bool = False
-    bytes: int = 0
+    bytes_read: int = 0
 
     def wants(self, kind: str) -> bool:
         return len(self.evidence.get(kind, ())) < MAX_EVIDENCE_PER_KIND
@@ -561,7 +561,8 @@ class _FileScan:
         line = self.lineno(line_start)
         m = _NET_NOT_FOUND.search(msg)
         if b"Failed to initialize any NET plugin" in msg:
-            st.fail(self.fname, line, raw, f"no network plugin could start, and NCCL refused to fall back: {_quote(msg)}")
+            why = f"no network plugin could start, and NCCL refused to fall back: {_quote(msg)}"
+            st.fail(self.fname, line, raw, why)
         elif m:
             st.fail(self.fname, line, raw, f"network {m.group(1).decode()} not found: NCCL refused to fall back")
         elif _PLUGIN_INIT_WARN.search(msg) and not _FATAL_WARN.search(msg):
@@ -683,7 +684,7 @@ def _scan_file(path: Path, st: _Scan) -> None:
     with path.open("rb") as f:
         block = f.read(CHUNK)
         while block:
-            st.bytes += len(block)
+            st.bytes_read += len(block)
             nxt = f.read(CHUNK)
             data = rest + block
             if not nxt:
@@ -828,5 +829,5 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         fallbacks=fallbacks,
         nccl_tests=st.tables,
         nccl_output=st.nccl_output or bool(st.failures) or bool(st.tables),
-        bytes_read=st.bytes,
+        bytes_read=st.bytes_read,
     )
