@@ -48,8 +48,10 @@ NODES_PER_FILE = 32
 def _init_only(out: Path, gib: float, gpus: int) -> None:
     # Size one node's init (rank 0 also prints the ring layout, which grows with the job) to pick the
     # number of nodes; rank 0 is written separately below.
-    probe = Job(nodes=2, gpus_per_node=gpus, fabric=IB, version="2.27.7+cuda12.9", channels=16)
-    per_node = sum(len(line) + 1 for r in range(gpus, 2 * gpus) for line in rank_lines(probe, r))
+    # Rank numbers grow with the job, so size a node of a job of about the final size.
+    probe = Job(nodes=int(gib * 40_000), gpus_per_node=gpus, fabric=IB, version="2.27.7+cuda12.9", channels=16)
+    mid = probe.nodes // 2 * gpus
+    per_node = sum(len(line) + 1 for r in range(mid, mid + gpus) for line in rank_lines(probe, r))
     nodes = max(2, int(gib * 1024**3 / per_node))
     job = Job(nodes=nodes, gpus_per_node=gpus, fabric=IB, version="2.27.7+cuda12.9", channels=16)
     total = 0
