@@ -63,10 +63,10 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+\d+ .*?\bon\s+(\S+)\s+device\b")
 # error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
-    rb"NCCL(?: (?:INFO (?:"
+    rb"NCCL(?: (?:INFO (?=[UNGSLncr])(?:"  # the lookahead rejects per-collective trace lines in one step
     rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded)[^\n]*)"
     rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?"
-    rb")|(WARN|version|error|failure)\b)"
+    rb")|(?=[WVvef])(WARN|version|error|failure)\b)"
     rb"|(\.cpp:\d+\][^\n]*?Watchdog caught|\(SeqNum[^\n]*?ran for))"
 )
 _RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught collective")
@@ -331,7 +331,12 @@ class _FileScan:
         st = self.st
         rare = False
         conn_lines = 0
-        for suffix, n in Counter(_VIA.findall(chunk)).items():
+        # Connection lines sit in the init part of a rank's log; the regex need not read past the last.
+        last_via = chunk.rfind(b"via ")
+        via_end = chunk.find(b"\n", last_via)
+        if via_end < 0:
+            via_end = len(chunk)
+        for suffix, n in Counter(_VIA.findall(chunk, 0, via_end) if last_via >= 0 else ()).items():
             if self.connection(suffix, n):
                 conn_lines += n
         fact_lines = 0
