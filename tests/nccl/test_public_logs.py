@@ -231,6 +231,17 @@ def test_hosts_count_from_every_prefixed_line(tmp_path: Path) -> None:
     assert "2 nodes" in r.reasons[0]
 
 
+def test_hosts_of_lines_that_carry_no_fact_count_too(tmp_path: Path) -> None:
+    log = tmp_path / "boot.log"
+    log.write_text(
+        "node-a:11:11 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "node-b:21:21 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
+        "node-c:31:35 [0] NCCL INFO transport/net.cc:1302 -> 6\n"
+        "node-a:11:12 [0] NCCL INFO Using network IB\n"
+    )
+    assert inspect_paths([log]).nodes == 3
+
+
 def test_nccl_226_counts_hosts_from_net_lines_only() -> None:
     r = inspect_paths([PUBLIC / "nccl-226"])
     assert r.nodes == 8 and r.network is None

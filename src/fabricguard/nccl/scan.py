@@ -73,6 +73,7 @@ _RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught coll
 # In a chunk dense with facts (the init of a very large job), hosts are read from the line each process
 # prints once per communicator, and only when no "nNodes" line already gave the node count.
 _USING_NETWORK_LINE = re.compile(rb"NCCL INFO Using network ")
+_NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN) ")
 DENSE_FACT_LINES = 4096
 
 # WARN text that NCCL and its plugins print without anything having failed.
@@ -359,31 +360,31 @@ class _FileScan:
         if fact_lines or conn_lines or rare or b"NCCL INFO" in chunk:
             st.nccl_output = True
         if fact_lines or conn_lines:
-            self.hosts(fact_lines, conn_lines)
+            self.hosts(fact_lines, conn_lines, via_end if conn_lines else 0)
         self.rare_lines(rare)
         if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
             self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
 
-    def hosts(self, fact_lines: int, conn_lines: int) -> None:
-        """Hosts named by the prefixes of the fact and connection lines."""
+    def hosts(self, fact_lines: int, conn_lines: int, via_end: int) -> None:
+        """Hosts named by the prefix of every NCCL line up to the chunk's last fact line."""
         st, chunk = self.st, self.chunk
         if fact_lines + conn_lines > DENSE_FACT_LINES:
             if not st.max_nnodes:
                 for m in _USING_NETWORK_LINE.finditer(chunk):
                     st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
             return
-        for pattern, wanted in ((_FACTS, fact_lines), (_VIA, conn_lines)):
-            seen = 0
-            for m in pattern.finditer(chunk) if wanted else ():
-                if pattern is _FACTS and (m.group(4) or m.group(5)):
-                    continue
-                start = chunk.rfind(b"\n", 0, m.start()) + 1
-                if pattern is _VIA and b"NCCL INFO" not in chunk[start : m.start()]:
-                    continue
-                st.process(chunk[start : chunk.find(b"NCCL", start)])
-                seen += 1
-                if seen >= wanted:
-                    break  # the rest of the chunk holds no fact line: no need to read it again
+        end = via_end
+        seen = 0
+        for m in _FACTS.finditer(chunk) if fact_lines else ():
+            if m.group(4) or m.group(5):
+                continue
+            seen += 1
+            if seen >= fact_lines:
+                end = max(end, m.end())
+                break  # the rest of the chunk holds no fact line: no need to read it again
+        # Past the last fact only per-collective trace lines remain, printed by the same processes.
+        for m in _NCCL_LINE.finditer(chunk, 0, end):
+            st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
 
     def connection(self, suffix: bytes, n: int) -> bool:
         """Count ``n`` connections with this text after " via "; False when it is not a transport."""
