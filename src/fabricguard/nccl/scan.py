@@ -74,6 +74,8 @@ _RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught coll
 # prints once per communicator, and only when no "nNodes" line already gave the node count.
 _USING_NETWORK_LINE = re.compile(rb"NCCL INFO Using network ")
 _NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN) ")
+# What a process used: the network it selected, or (older NCCL) the net whose devices it listed.
+_PROCESS_NETS = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|NET/(\S+?) ?: Using \[)")
 DENSE_FACT_LINES = 4096
 
 # WARN text that NCCL and its plugins print without anything having failed.
@@ -308,6 +310,7 @@ class _FileScan:
         self.cur_pos = 0
         self.cur_line = 1
         self.chunk = b""
+        self.procs_read = False
 
     def lineno(self, pos: int) -> int:
         # Positions arrive in increasing order within a chunk, so counting is one pass at most.
@@ -329,6 +332,7 @@ class _FileScan:
         self.chunk = chunk
         self.cur_pos = 0
         self.cur_line = self.base_line
+        self.procs_read = False
         st = self.st
         rare = False
         conn_lines = 0
@@ -574,20 +578,22 @@ class _FileScan:
         elif _PLUGIN_INIT_WARN.search(msg) and not _FATAL_WARN.search(msg):
             ev = Evidence(self.fname, line, _text(raw), f"NCCL WARN {_quote(msg)}")
             st.pending.append(_PendingWarn(key, warn_family(msg), ev))
-            if key is not None and key not in st.selected and key not in st.listed:
-                self.what_process_used(key)
+            self.what_processes_used()  # its init lines share the chunk
         else:
             st.fail(self.fname, line, raw, f"NCCL WARN {_quote(msg)}")
 
-    def what_process_used(self, key: tuple[str, str]) -> None:
-        """The networks one process selected, or else listed devices for; its init lines share the chunk."""
-        own = re.escape(f"{key[0]}:{key[1]}:".encode()) + rb"\d+ \[\d+\][^\n]*? NCCL INFO "
-        nets = {n.decode("utf-8", "replace").strip() for n in re.findall(own + rb"Using network ([^\n]*)", self.chunk)}
-        if nets:
-            self.st.selected[key] = nets
-        lists = {n.decode("utf-8", "replace") for n in re.findall(own + rb"NET/(\S+?) ?: Using \[", self.chunk)}
-        if lists:
-            self.st.listed[key] = lists
+    def what_processes_used(self) -> None:
+        """Record, once per chunk, the networks each process selected and the devices it listed."""
+        if self.procs_read:
+            return
+        self.procs_read = True
+        st, chunk = self.st, self.chunk
+        for m in _PROCESS_NETS.finditer(chunk):
+            key = st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+            if m.group(1) is not None:
+                st.selected.setdefault(key, set()).add(m.group(1).decode("utf-8", "replace").strip())
+            else:
+                st.listed.setdefault(key, set()).add(m.group(2).decode("utf-8", "replace"))
 
     def other_lines(self, start: int) -> int:
         """Non-NCCL lines from ``start``: nccl-tests headers, rows, averages, failures. Returns end offset."""
@@ -752,24 +758,28 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> N
     return _conclude(st, [str(f) for f in files])
 
 
-def _resolve_pending(st: _Scan) -> list[Evidence]:
+def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
     """Plugin WARNs: a fallback where the process then used another kind of network, else a failure.
 
     What the process used: the network it selected, else the devices it listed (older NCCL logs no
     "Using network"), else what the rest of the log selected or listed.
     """
     fallbacks: list[Evidence] = []
+    count = 0
     everywhere = set(st.networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
     for w in st.pending:
         chosen = st.selected.get(w.key) or st.listed.get(w.key) or everywhere
         same = w.family != "plugin" and any(net_family(n) == w.family for n in chosen)
         others = sorted(n for n in chosen if w.family == "plugin" or net_family(n) != w.family)
         if others and not same:
+            count += 1
+            if len(fallbacks) >= MAX_FAILURES:
+                continue
             why = f"{w.evidence.why.removeprefix('NCCL WARN ')}; NCCL then used network {', '.join(others)}"
             fallbacks.append(Evidence(w.evidence.file, w.evidence.line, w.evidence.text, f"net plugin fallback: {why}"))
         else:
             st.fail(w.evidence.file, w.evidence.line, w.evidence.text.encode(), w.evidence.why)
-    return fallbacks
+    return fallbacks, count
 
 
 def _conclude(st: _Scan, files: list[str]) -> NcclReport:
@@ -780,7 +790,7 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         nodes = len(st.hosts)
     else:
         nodes = None
-    fallbacks = _resolve_pending(st)
+    fallbacks, fallback_count = _resolve_pending(st)
     failed = st.failure_count > 0
     transport, reasons = decide_transport(
         st.net_conns,
@@ -793,7 +803,10 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         plugins=list(st.plugins),
     )
     if fallbacks:
-        reasons.append(f"a net plugin failed to start and NCCL fell back: {fallbacks[0].why.split(': ', 1)[1]}")
+        reasons.append(
+            f"a net plugin failed to start and NCCL fell back ({fallback_count} WARN line(s)); first: "
+            + fallbacks[0].why.split(": ", 1)[1]
+        )
     # GPUDirect RDMA: per connection when connections were logged, otherwise from the init lines.
     gdr: bool | None = None
     rdma_conns = {k: n for k, n in st.net_conns.items() if net_family(k[0]) != "socket"}
