@@ -113,6 +113,21 @@ def test_failure_reasons_quote_the_failing_line(case: str, quoted: str, line: in
     assert any("first:" in x and quoted in x for x in r.reasons), r.reasons
 
 
+def test_notices_printed_as_warn_are_not_failures(tmp_path: Path) -> None:
+    log = tmp_path / "notices.log"
+    log.write_text(
+        "n1:7:7 [0] NCCL INFO Using network IB\n"
+        "n1:7:9 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : port active\n"
+        "n1:7:9 [0] NCCL WARN Invalid value abc for NCCL_BUFFSIZE, using default 4194304\n"
+        "n1:7:9 [0] enqueue.cc:1 NCCL WARN NUMA auto balancing enabled which can lead to variability\n"
+    )
+    assert not inspect_paths([log]).failed
+    log.write_text(
+        "n1:7:7 [0] NCCL INFO Using network IB\nn1:7:9 [0] NCCL WARN NET/IB : Got async event : port error\n"
+    )
+    assert inspect_paths([log]).failed
+
+
 def test_benign_warnings_are_not_failures() -> None:
     # FastSocket "Cannot get incoming CPU" / "Maximum retry reached" and the topology search notice.
     for case in ("fastsocket-4", "nccl-131"):

@@ -81,7 +81,8 @@ DENSE_FACT_LINES = 4096
 # WARN text that NCCL and its plugins print without anything having failed.
 _BENIGN_WARN = re.compile(
     rb"NUMA auto balancing|Cannot get incoming CPU|Maximum retry reached|PFN functions not found"
-    rb"|Could not find a path for pattern|falling back to simple order"
+    rb"|Could not find a path for pattern|falling back to simple order|using default"
+    rb"|async event : (?:port active|GID table change|client reregist|LID change)"
 )
 # WARN text of errors that break communication, whatever plugin prints them.
 _FATAL_WARN = re.compile(
