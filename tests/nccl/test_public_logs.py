@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from fabricguard.cli import app
 from fabricguard.console import EXIT_FAILED, EXIT_INPUT, EXIT_PASS
-from fabricguard.nccl import inspect_paths
+from fabricguard.nccl import NcclReport, inspect_paths
 from fabricguard.profile import Transport
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "nccl" / "public"
@@ -21,7 +21,7 @@ def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
 
-def assert_evidence_points_at_its_line(r) -> None:  # type: ignore[no-untyped-def]
+def assert_evidence_points_at_its_line(r: NcclReport) -> None:
     for e in [*r.evidence, *r.failures, *r.fallbacks]:
         assert lines_of(Path(e.file))[e.line - 1] == e.text, e
 
@@ -94,6 +94,16 @@ def test_plugin_warn_on_the_network_it_then_used_is_a_failure(tmp_path: Path) ->
     r = inspect_paths([log])
     assert r.failed and not r.fallbacks
     assert "Request completed with error. RC: 21" in r.failures[0].why
+
+
+def test_a_warn_after_the_network_was_chosen_is_no_fallback(tmp_path: Path) -> None:
+    log = tmp_path / "init-error.log"
+    log.write_text(
+        "n1:7:7 [0] NCCL INFO Using network IB\n"
+        "n1:7:9 [0] init.cc:1 NCCL WARN Error while initializing the communicator: bootstrap timed out\n"
+    )
+    r = inspect_paths([log])
+    assert r.failed and not r.fallbacks
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,7 @@ _FACTS = re.compile(
     rb"NCCL(?: (?:INFO (?=[UNGSLncr])(?:"  # the lookahead rejects per-collective trace lines in one step
     rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded)[^\n]*)"
     rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?"
-    rb")|(?=[WVvef])(WARN|version|error|failure)\b)"
+    rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
     rb"|(\.cpp:\d+\][^\n]*?Watchdog caught|\(SeqNum[^\n]*?ran for))"
 )
 _RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught collective")
@@ -93,7 +93,7 @@ _FATAL_WARN = re.compile(
 # WARN text from a net plugin that could not start: evidence of a fallback when the same process then
 # selected a network of another kind, a failure otherwise.
 _PLUGIN_INIT_WARN = re.compile(
-    rb"NET/OFI|aws-ofi|libibverbs|ibvwrap|NET/IB|net_ib|IBext|NET/Plugin|[Pp]lugin|initiali[sz]"
+    rb"NET/OFI|aws-ofi|libibverbs|ibvwrap|NET/IB|net_ib|IBext|NET/Plugin|[Nn][Ee][Tt] plugin"
 )
 
 # Lines outside NCCL's own WARN prefix that mean the job's collectives failed.
@@ -111,7 +111,7 @@ _ERROR_MARKERS = (
 )
 
 
-def warn_family(text: bytes) -> str:
+def _warn_family(text: bytes) -> str:
     """Which net plugin a WARN comes from: the family it would fall back *from*."""
     if b"OFI" in text or b"ofi" in text:
         return "libfabric"
@@ -578,7 +578,7 @@ class _FileScan:
             st.fail(self.fname, line, raw, f"network {m.group(1).decode()} not found: NCCL refused to fall back")
         elif _PLUGIN_INIT_WARN.search(msg) and not _FATAL_WARN.search(msg):
             ev = Evidence(self.fname, line, _text(raw), f"NCCL WARN {_quote(msg)}")
-            st.pending.append(_PendingWarn(key, warn_family(msg), ev))
+            st.pending.append(_PendingWarn(key, _warn_family(msg), ev))
             self.what_processes_used()  # its init lines share the chunk
         else:
             st.fail(self.fname, line, raw, f"NCCL WARN {_quote(msg)}")
