@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 
 from fabricguard.nccl import inspect_paths
+from fabricguard.nccl.scan import DENSE_FACT_LINES
 from fabricguard.profile import Transport
 
 GEN = Path(__file__).resolve().parents[2] / "bench" / "nccl" / "gen_logs.py"
@@ -33,7 +34,8 @@ def test_init_only_shape(gen: ModuleType, tmp_path: Path, capsys: pytest.Capture
     gen._init_only(tmp_path, 0.003, 8)
     out = capsys.readouterr().out
     nodes = int(out.split("(")[1].split(" nodes")[0])
-    assert max(f.stat().st_size for f in tmp_path.iterdir()) > 500_000  # dense chunks: the bulk path
+    # Most lines are fact lines, so the largest file is a chunk dense enough for the bulk path.
+    assert max(len(f.read_bytes().splitlines()) for f in tmp_path.iterdir()) > 2 * DENSE_FACT_LINES
     r = inspect_paths([tmp_path])
     assert (r.inter_node_transport, r.nodes, r.ranks) == (Transport.ib, nodes, nodes * 8)
     # The ring crosses nodes `nodes` times (with the wrap-around); each crossing is a send line and a
