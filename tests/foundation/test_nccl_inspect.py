@@ -239,9 +239,13 @@ def test_cli_json_has_contract_keys() -> None:
 
 def test_cli_table_and_error_exit() -> None:
     runner = CliRunner()
-    res = runner.invoke(app, ["nccl", "inspect", str(SYN / "nccl-tests")])
-    assert res.exit_code == 0
+    res = runner.invoke(app, ["nccl", "inspect", str(SYN / "nccl-tests" / "all_reduce_perf-ib-2x8.log")])
+    assert res.exit_code == 0, res.output
     assert "busbw" in res.output and "inter-node transport" in res.output
+    # A directory holding one run with wrong results concludes failed: exit 2.
+    res = runner.invoke(app, ["nccl", "inspect", str(SYN / "nccl-tests")])
+    assert res.exit_code == 2, res.output
+    assert "wrong elements at" in res.output
     bad = runner.invoke(app, ["nccl", "inspect", "/nonexistent"])
     assert bad.exit_code == 3
     assert "no such file" in bad.output

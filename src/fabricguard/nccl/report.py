@@ -42,6 +42,9 @@ class NcclTestsRow:
     ip_algbw: float | None
     ip_busbw: float | None
     ip_wrong: int | None
+    # Older nccl-tests print "error", the largest numeric error of the row (e.g. 5e-07), not a count.
+    oop_max_error: float | None = None
+    ip_max_error: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,12 +58,14 @@ class NcclTestsRow:
                 "algbw_gbps": self.oop_algbw,
                 "busbw_gbps": self.oop_busbw,
                 "wrong": self.oop_wrong,
+                "max_error": self.oop_max_error,
             },
             "in_place": {
                 "time_us": self.ip_time_us,
                 "algbw_gbps": self.ip_algbw,
                 "busbw_gbps": self.ip_busbw,
                 "wrong": self.ip_wrong,
+                "max_error": self.ip_max_error,
             },
         }
 
@@ -73,6 +78,7 @@ class NcclTestsTable:
     rows: list[NcclTestsRow] = field(default_factory=list)
     avg_busbw_gbps: float | None = None
     validation: bool | None = None
+    out_of_bounds: int | None = None  # "# Out of bounds values : N OK|FAILED", the run's own verdict
 
     @property
     def peak_busbw_gbps(self) -> float | None:
@@ -81,11 +87,13 @@ class NcclTestsTable:
 
     @property
     def wrong(self) -> int | None:
-        """Total wrong elements; None when validation was off (every #wrong printed as N/A)."""
+        """Total wrong elements: the ``#wrong`` counts, else the out-of-bounds total; None when unknown."""
         vals = [w for r in self.rows for w in (r.oop_wrong, r.ip_wrong) if w is not None]
-        if not vals:
-            return None
-        return sum(vals)
+        if vals:
+            return sum(vals)
+        if any(r.oop_max_error is not None or r.ip_max_error is not None for r in self.rows):
+            return self.out_of_bounds  # older output: only the out-of-bounds line counts elements
+        return None  # validation off: every #wrong printed as N/A
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +104,7 @@ class NcclTestsTable:
             "peak_busbw_gbps": self.peak_busbw_gbps,
             "avg_busbw_gbps": self.avg_busbw_gbps,
             "wrong": self.wrong,
+            "out_of_bounds": self.out_of_bounds,
         }
 
 
@@ -115,8 +124,8 @@ class NetDevice:
 # Canonical families of a NET plugin name as it appears after "via NET/".
 def net_family(name: str) -> str:
     n = name.lower()
-    if n == "socket":
-        return "socket"
+    if n == "socket" or n.startswith("fastsocket"):
+        return "socket"  # GCP's FastSocket plugin is TCP sockets with better flow placement
     if n == "ib" or n.startswith("ibext") or n == "gib" or n.startswith("ib_") or n == "sharp":
         return "ibverbs"
     if "libfabric" in n or n.startswith("ofi") or n.startswith("aws"):
@@ -145,7 +154,9 @@ class NcclReport:
     evidence: list[Evidence] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     failures: list[Evidence] = field(default_factory=list)
+    fallbacks: list[Evidence] = field(default_factory=list)  # a net plugin failed to start; NCCL used another
     nccl_tests: list[NcclTestsTable] = field(default_factory=list)
+    nccl_output: bool = False  # False when no line of the input is NCCL or nccl-tests output
     bytes_read: int = 0
 
     @property
@@ -174,8 +185,10 @@ class NcclReport:
             "ofi_provider": self.ofi_provider,
             "reasons": self.reasons,
             "failures": [e.to_dict() for e in self.failures],
+            "fallbacks": [e.to_dict() for e in self.fallbacks],
             "evidence": [e.to_dict() for e in self.evidence],
             "nccl_tests": [t.to_dict() for t in self.nccl_tests],
+            "nccl_output": self.nccl_output,
             "bytes_read": self.bytes_read,
         }
 
@@ -188,13 +201,15 @@ def decide_transport(
     nodes: int | None,
     saw_intra_connections: bool,
     failed: bool,
+    plugins: list[str] | None = None,
 ) -> tuple[Transport, list[str]]:
     """The inter-node transport from counted NET connections and init facts, with the reasons.
 
-    ``net_conns`` counts (net name, gdrdma) over every ``via NET/...`` connection line.
+    ``net_conns`` counts (net name, gdrdma) over every ``via NET/...`` connection line; ``plugins``
+    names the net plugins that loaded or listed devices (``Loaded net plugin X``, ``NET/X : Using``).
     """
     reasons: list[str] = []
-    families = Counter()
+    families: Counter[str] = Counter()
     for (name, _gdr), n in net_conns.items():
         families[net_family(name)] += n
     if families:
@@ -255,10 +270,10 @@ def decide_transport(
     # No connection line mentions a network.
     multi_node = nodes is not None and nodes > 1
     if multi_node:
-        if networks and all(n.lower() == "socket" for n in networks):
+        tcp = _tcp_under_another_name(networks, plugins or [], ofi_providers)
+        if tcp:
             reasons.append(
-                f"{nodes} nodes and NCCL selected the Socket network; no connection lines were logged "
-                "(set NCCL_DEBUG_SUBSYS=INIT,NET to see them)"
+                f"{nodes} nodes and {tcp}; no connection lines were logged (set NCCL_DEBUG_SUBSYS=INIT,NET to see them)"
             )
             return Transport.socket, reasons
         reasons.append(
@@ -275,3 +290,18 @@ def decide_transport(
     else:
         reasons.append("the log shows neither connections nor how many nodes took part")
     return Transport.unknown, reasons
+
+
+_TCP_PROVIDERS = {"tcp", "sockets", "tcp;ofi_rxm", "udp", "udp;ofi_rxd", "sockets;ofi_rxm"}
+
+
+def _tcp_under_another_name(networks: list[str], plugins: list[str], ofi_providers: list[str]) -> str | None:
+    """Why init lines alone prove TCP: every selected network is sockets, or libfabric runs over tcp."""
+    if networks and all(net_family(n) == "socket" for n in networks):
+        return f"NCCL selected the {'/'.join(networks)} network (TCP sockets)"
+    provs = {p.lower() for p in ofi_providers}
+    if provs and provs <= _TCP_PROVIDERS and all(net_family(n) in ("libfabric", "socket") for n in networks):
+        return f"the libfabric provider is {'/'.join(sorted(provs))}, which is TCP, not EFA"
+    if not networks and plugins and all(net_family(p) == "socket" for p in plugins):
+        return f"the only net plugin that started is {'/'.join(plugins)} (TCP sockets)"
+    return None

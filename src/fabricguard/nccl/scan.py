@@ -1,16 +1,22 @@
 """Streaming scanner for NCCL_DEBUG=INFO logs and nccl-tests output.
 
-Reads files line by line in binary, so memory stays flat on multi-GiB logs of 512-rank jobs. Most
-lines of a large log are repetitive (collective traces, topology dumps); each line costs one substring
-search for ``NCCL `` and, for NCCL lines, one dictionary lookup on the first bytes of the message.
-Only the rare lines that carry a fact (version, selected network, devices, connections, init,
-failures, nccl-tests rows) are decoded and matched with regular expressions.
+Reads files in 8 MiB binary chunks, so memory stays flat on multi-GiB logs of 512-rank jobs. The
+work per line must stay in C, because a log can be gigabytes of lines that all carry a fact (the
+init of a very large job prints dozens of connection lines per rank). So one compiled regular
+expression, anchored on the literal ``NCCL `` and run with ``findall``, returns the facts of a whole
+chunk: the text after `` via `` of every connection line, the message of every init line that names
+a network, device, version, provider or GPUDirect state, and the rank and node counts. A ``Counter``
+folds the repeats (every rank prints the same ``Using network IB``), so Python code runs once per
+*distinct* fact, not once per line. Rare lines (WARN, errors, nccl-tests tables) are handled line by
+line with their line numbers.
 
 Formats covered (from NCCL's own source and real logs): ``host:pid:tid [dev] NCCL INFO ...`` with any
-prefix before it (``kubectl logs --timestamps``, ``--prefix``, launcher tags); connection lines
-``Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0(1)/GDRDMA`` (2.12+), ``Channel 00 : 0[1b000] ->
-1[1c000] via P2P/IPC`` (2.4-2.11) and ``Ring 00 : 3 -> 4 [send] via NET/IB/0/GDRDMA`` (2.3); WARN lines
-with or without a ``[timestamp]`` and ``file.cc:line`` prefix.
+prefix before it (``kubectl logs --timestamps``, ``--prefix``, launcher tags, CloudWatch columns);
+connection lines ``Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0(1)/GDRDMA`` (2.12+), ``Channel 00
+: 0[1b000] -> 1[1c000] via P2P/IPC`` (2.4-2.11) and ``Ring 00 : 3 -> 4 [send] via NET/IB/0/GDRDMA``
+(2.3); device lists ``[0]mlx5_0:1/IB`` and the merged form ``[0]={[0] mlx5_2:1/RoCE, [1]
+mlx5_3:1/RoCE}`` (2.2x); WARN lines with or without a ``[timestamp]`` and ``file.cc:line`` prefix;
+nccl-tests tables with a ``#wrong`` count column or the older ``error`` magnitude column.
 """
 
 from __future__ import annotations
@@ -32,46 +38,101 @@ from fabricguard.nccl.report import (
 )
 
 MAX_EVIDENCE_PER_KIND = 3
+MAX_FAILURES = 20
+QUOTE_CHARS = 240
 
-_PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\]\s*$")
+_PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\](?: \S+:\d+)?\s*$")  # WARN: "[0] file.cc:42 NCCL WARN"
 _VERSION = re.compile(rb"NCCL version (\S+)")
-_USING_NETWORK = re.compile(rb"Using network (.+?)\s*$")
 _NET_USING = re.compile(rb"NET/(\S+?) ?: Using (.*?)(?:; OOB|\s*$)")
-_DEVICE = re.compile(rb"\[(\d+)\]([A-Za-z0-9_.\-]+)(?::(\d+))?(?:/(IB|RoCE|ETH|Ethernet))?")
-_RANKS = re.compile(rb"\brank (\d+) n[Rr]anks (\d+)")
-_NNODES = re.compile(rb"\bnNodes (\d+)")
+# "[0]mlx5_0:1/IB" and, inside the merged form "[0]={[0] mlx5_2:1/RoCE, ...}", "[0] mlx5_2:1/RoCE".
+_DEVICE = re.compile(rb"\[(\d+)\] ?([A-Za-z0-9_.\-]+)(?::(\d+))?(?:/(IB|RoCE|ETH|Ethernet))?")
 _VIA_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\(\d+\))?(/GDRDMA)?(?:/Shared)?\s*$")
 _GDR_LINE = re.compile(rb"GPU Direct RDMA (Enabled|Disabled)")
 _OFI_PROVIDER = re.compile(rb"Selected [Pp]rovider is ([A-Za-z0-9_;\-]+)")
+_LOADED_PLUGIN = re.compile(rb"Loaded (?:net|NET) plugin (\S+)")
 _NET_NOT_FOUND = re.compile(rb"[Nn]etwork (\S+) not found")
 _PERF_NAME = re.compile(rb"\b([a-z_]+_perf)(?:_mpi)?\b")
 _AVG_BUSBW = re.compile(rb"Avg bus bandwidth\s*:\s*([0-9.eE+\-]+|N/A)")
+_OUT_OF_BOUNDS = re.compile(rb"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)")
+_RANK_HOST = re.compile(rb"#\s+Rank\s+\d+ .*?\bon\s+(\S+)\s+device\b")
 
-# Connection-line message prefixes (first 4 bytes after "NCCL INFO ").
-_CONN_PREFIXES = {b"Chan", b"Ring", b"Coll", b"NVLS", b"Tree"}
-
-# WARN text that NCCL prints without anything having failed.
-_BENIGN_WARN = (b"NUMA auto balancing",)
-
-# Lines outside NCCL's own prefix that mean the job's collectives failed.
-_ERROR_MARKERS = (
-    b"DistBackendError",
-    b"NCCL error",
-    b"ncclSystemError",
-    b"ncclInternalError",
-    b"ncclInvalidUsage",
-    b"ncclRemoteError",
-    b"ncclUnhandledCudaError",
-    b"Watchdog caught collective operation timeout",
-    b"Test NCCL failure",
-    b"Test CUDA failure",
+# Two passes over a chunk collect every fact, each anchored on a literal so the regex engine skips
+# ahead in C ("via" is rare in trace lines, unlike a leading space). Connection lines: the transport
+# after "via "; anything that does not parse as a NET or intra-node transport is ignored. Other
+# facts, by group: 1 init fact message, 2 nranks, 3 nNodes, 4 a rare NCCL marker (WARN, bare version,
+# error, failure), 5 a torch watchdog line.
+_VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
+_FACTS = re.compile(
+    rb"NCCL(?: (?:INFO (?=[UNGSLncr])(?:"  # the lookahead rejects per-collective trace lines in one step
+    rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded)[^\n]*)"
+    rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?"
+    rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
+    rb"|(\.cpp:\d+\][^\n]*?Watchdog caught|\(SeqNum[^\n]*?ran for))"
 )
+_RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught collective")
+# In a chunk dense with facts (the init of a very large job), hosts are read from the line each process
+# prints once per communicator, and only when no "nNodes" line already gave the node count.
+_USING_NETWORK_LINE = re.compile(rb"NCCL INFO Using network ")
+_NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN) ")
+# What a process used: the network it selected, or (older NCCL) the net whose devices it listed.
+_PROCESS_NETS = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|NET/(\S+?) ?: Using \[)")
+DENSE_FACT_LINES = 4096
+
+# WARN text that NCCL and its plugins print without anything having failed.
+_BENIGN_WARN = re.compile(
+    rb"NUMA auto balancing|Cannot get incoming CPU|Maximum retry reached|PFN functions not found"
+    rb"|Could not find a path for pattern|falling back to simple order|using default"
+    rb"|async event : (?:port active|GID table change|client reregist|LID change)"
+)
+# WARN text of errors that break communication, whatever plugin prints them.
+_FATAL_WARN = re.compile(
+    rb"Got completion|wrong type|Connection closed|Connection reset|Error encountered progressing"
+    rb"|Failed to execute operation|Call to ibv_\w+ failed|Message truncated|Cuda failure|remote process exited"
+    rb"|Duplicate GPU|[Tt]imeout|[Tt]imed out"
+)
+# WARN text from a net plugin that could not start: evidence of a fallback when the same process then
+# selected a network of another kind, a failure otherwise.
+_PLUGIN_INIT_WARN = re.compile(
+    rb"NET/OFI|aws-ofi|libibverbs|ibvwrap|NET/IB|net_ib|IBext|NET/Plugin|[Nn][Ee][Tt] plugin"
+)
+
+# Lines outside NCCL's own WARN prefix that mean the job's collectives failed.
+_ERROR_MARKERS = (
+    (b"Watchdog caught collective operation timeout", "collective timed out"),
+    (b"DistBackendError", "torch.distributed backend error"),
+    (b"Test NCCL failure", "nccl-tests: NCCL failure"),
+    (b"Test CUDA failure", "nccl-tests: CUDA failure"),
+    (b"NCCL error", "NCCL error"),
+    (b"ncclSystemError", "NCCL error"),
+    (b"ncclInternalError", "NCCL error"),
+    (b"ncclInvalidUsage", "NCCL error"),
+    (b"ncclRemoteError", "NCCL error"),
+    (b"ncclUnhandledCudaError", "NCCL error"),
+)
+
+
+def _warn_family(text: bytes) -> str:
+    """Which net plugin a WARN comes from: the family it would fall back *from*."""
+    if b"OFI" in text or b"ofi" in text:
+        return "libfabric"
+    if b"ibverbs" in text or b"ibvwrap" in text or b"IB" in text or b"net_ib" in text:
+        return "ibverbs"
+    return "plugin"
 
 
 @dataclass
 class _TableState:
     columns: list[str]
     table: NcclTestsTable
+
+
+@dataclass
+class _PendingWarn:
+    """A net-plugin WARN whose meaning (fallback or failure) depends on what the process did next."""
+
+    key: tuple[str, str] | None  # (host, pid) from the line's prefix
+    family: str
+    evidence: Evidence
 
 
 @dataclass
@@ -84,28 +145,46 @@ class _Scan:
     net_conns: Counter[tuple[str, bool]] = field(default_factory=Counter)
     intra: Counter[str] = field(default_factory=Counter)
     devices: dict[tuple[str, int, str], NetDevice] = field(default_factory=dict)
+    plugins: dict[str, None] = field(default_factory=dict)  # "Loaded net plugin X" and NET/X device lists
     gdr_lines: Counter[str] = field(default_factory=Counter)
     ofi: dict[str, None] = field(default_factory=dict)
     failures: list[Evidence] = field(default_factory=list)
     failure_count: int = 0
+    pending: list[_PendingWarn] = field(default_factory=list)
+    selected: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> networks
+    listed: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> device lists
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     tables: list[NcclTestsTable] = field(default_factory=list)
     via_cache: dict[bytes, tuple[str, str, bool] | None] = field(default_factory=dict)
-    bytes: int = 0
+    facts_seen: set[bytes] = field(default_factory=set)
+    prefix_cache: dict[bytes, tuple[str, str] | None] = field(default_factory=dict)
+    nccl_output: bool = False
+    bytes_read: int = 0
+
+    def wants(self, kind: str) -> bool:
+        return len(self.evidence.get(kind, ())) < MAX_EVIDENCE_PER_KIND
 
     def note(self, kind: str, file: str, line: int, raw: bytes, why: str) -> None:
         bucket = self.evidence.setdefault(kind, [])
         if len(bucket) < MAX_EVIDENCE_PER_KIND:
             bucket.append(Evidence(file, line, _text(raw), why))
 
-    def add_host(self, prefix: bytes) -> None:
-        h = _host_of(prefix)
-        if h:
-            self.hosts.add(h)
+    def process(self, prefix: bytes) -> tuple[str, str] | None:
+        """(host, pid) named by a line's prefix, cached: a rank prints thousands of lines with one prefix."""
+        try:
+            return self.prefix_cache[prefix]
+        except KeyError:
+            m = _PREFIX.search(prefix)
+            key = (m.group(1).decode("ascii", "replace"), m.group(2).decode()) if m else None
+            if len(self.prefix_cache) < 1_000_000:
+                self.prefix_cache[prefix] = key
+            if key:
+                self.hosts.add(key[0])
+            return key
 
     def fail(self, file: str, line: int, raw: bytes, why: str) -> None:
         self.failure_count += 1
-        if len(self.failures) < 20:
+        if len(self.failures) < MAX_FAILURES:
             self.failures.append(Evidence(file, line, _text(raw), why))
 
 
@@ -113,9 +192,10 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").rstrip("\r\n")[:500]
 
 
-def _host_of(prefix: bytes) -> str | None:
-    m = _PREFIX.search(prefix)
-    return m.group(1).decode("ascii", "replace") if m else None
+def _quote(raw: bytes) -> str:
+    """The failing line's own words, for a reason a person can act on."""
+    s = raw.decode("utf-8", "replace").strip()
+    return s if len(s) <= QUOTE_CHARS else s[: QUOTE_CHARS - 1] + "…"
 
 
 def _parse_via(suffix: bytes) -> tuple[str, str, bool] | None:
@@ -136,7 +216,7 @@ def _parse_via(suffix: bytes) -> tuple[str, str, bool] | None:
         detail = sub[1] if len(sub) > 1 else ""
         label = f"{head}/{detail}" if head == "P2P" and detail else head
         return ("intra", label, False)
-    return ("intra", head or s, False)
+    return None  # " via " in some other text
 
 
 def _num(tok: str) -> float | None:
@@ -146,15 +226,11 @@ def _num(tok: str) -> float | None:
         return None
 
 
-def _int(tok: str) -> int | None:
+def _count(tok: str) -> int | None:
     try:
         return int(tok)
     except ValueError:
-        try:
-            f = float(tok)  # older nccl-tests print an error magnitude such as 0e+00
-        except ValueError:
-            return None
-        return 0 if f == 0 else 1
+        return None
 
 
 def _header_columns(raw: bytes) -> list[str] | None:
@@ -180,7 +256,7 @@ def _parse_row(columns: list[str], raw: bytes) -> NcclTestsRow | None:
     first: dict[str, str] = {}
     second: dict[str, str] = {}
     for name, tok in zip(columns, toks, strict=True):
-        key = "wrong" if name in ("#wrong", "wrong", "error", "#error") else name
+        key = name.lstrip("#")
         if key in first:
             second[key] = tok
         else:
@@ -189,12 +265,15 @@ def _parse_row(columns: list[str], raw: bytes) -> NcclTestsRow | None:
         return None
 
     def wrong(d: dict[str, str]) -> int | None:
+        # "#wrong" counts wrong elements; the older "error" column is a magnitude, not a count.
         v = d.get("wrong")
-        if v is None or v == "N/A":
-            return None
-        return _int(v)
+        return None if v is None or v == "N/A" else _count(v)
 
-    root = _int(first["root"]) if "root" in first else None
+    def error(d: dict[str, str]) -> float | None:
+        v = d.get("error")
+        return None if v is None or v == "N/A" else _num(v)
+
+    root = _count(first["root"]) if "root" in first else None
     return NcclTestsRow(
         size=int(first["size"]),
         count=int(first["count"]),
@@ -209,18 +288,12 @@ def _parse_row(columns: list[str], raw: bytes) -> NcclTestsRow | None:
         ip_algbw=_num(second.get("algbw", "")) if second else None,
         ip_busbw=_num(second.get("busbw", "")) if second else None,
         ip_wrong=wrong(second) if second else None,
+        oop_max_error=error(first),
+        ip_max_error=error(second) if second else None,
     )
 
 
 CHUNK = 8 * 1024 * 1024
-
-# Every line that carries a fact contains "NCCL" followed by one of these. Python's regex engine
-# finds the literal prefix at memchr-like speed and rejects the thousands of per-collective trace
-# lines ("NCCL INFO AllReduce: opCount ...") in C, so only fact lines reach Python code.
-_HIT = re.compile(
-    rb"NCCL(?: INFO (?:Chan|Ring|Coll|NVLS|Usin|NET/|NCCL vers|comm |nccl|GPU Direct|Selected)"
-    rb"| WARN | version | error| failure|\.cpp:\d+\] Watchdog)"
-)
 
 
 class _FileScan:
@@ -238,6 +311,7 @@ class _FileScan:
         self.cur_pos = 0
         self.cur_line = 1
         self.chunk = b""
+        self.procs_read = False
 
     def lineno(self, pos: int) -> int:
         # Positions arrive in increasing order within a chunk, so counting is one pass at most.
@@ -245,46 +319,282 @@ class _FileScan:
         self.cur_pos = pos
         return self.cur_line
 
+    def line_of(self, pos: int) -> tuple[int, bytes]:
+        """Line number and text at ``pos``, for the few facts that become evidence (any order)."""
+        start, end = self.line_at(pos)
+        return self.base_line + self.chunk.count(b"\n", 0, start), self.chunk[start:end]
+
     def line_at(self, pos: int) -> tuple[int, int]:
         start = self.chunk.rfind(b"\n", 0, pos) + 1
         end = self.chunk.find(b"\n", pos)
         return start, (len(self.chunk) if end < 0 else end)
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes, last: bool = False) -> None:
         self.chunk = chunk
         self.cur_pos = 0
         self.cur_line = self.base_line
-        events: list[tuple[int, re.Match[bytes] | None]] = [(m.start(), m) for m in _HIT.finditer(chunk)]
+        self.procs_read = False
+        st = self.st
+        rare = False
+        conn_lines = 0
+        # Connection lines sit in the init part of a rank's log; the regex need not read past the last.
+        last_via = chunk.rfind(b"via ")
+        via_end = chunk.find(b"\n", last_via)
+        if via_end < 0:
+            via_end = len(chunk)
+        for suffix, n in Counter(_VIA.findall(chunk, 0, via_end) if last_via >= 0 else ()).items():
+            if self.connection(suffix, n):
+                conn_lines += n
+        fact_lines = 0
+        for (fact, nranks, nnodes, marker, torch), n in Counter(_FACTS.findall(chunk)).items():
+            if fact:
+                self.fact(fact, n)
+                fact_lines += n
+            elif nranks:
+                fact_lines += n
+                st.max_nranks = max(st.max_nranks, int(nranks))
+                if nnodes and int(nnodes) > st.max_nnodes:
+                    st.max_nnodes = int(nnodes)
+                    if st.wants("nnodes"):
+                        m = re.search(rb" nNodes " + nnodes + rb"\b", chunk)
+                        if m:
+                            line, raw = self.line_of(m.start())
+                            st.note("nnodes", self.fname, line, raw, f"communicator spans {int(nnodes)} nodes")
+            elif marker or torch:
+                rare = True
+        if fact_lines or conn_lines or rare or b"NCCL INFO" in chunk:
+            st.nccl_output = True
+        if fact_lines or conn_lines:
+            self.hosts(fact_lines, conn_lines, via_end if conn_lines else 0)
+        self.rare_lines(rare)
+        if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
+            self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
+
+    def hosts(self, fact_lines: int, conn_lines: int, via_end: int) -> None:
+        """Hosts named by the prefix of every NCCL line up to the chunk's last fact line."""
+        st, chunk = self.st, self.chunk
+        if fact_lines + conn_lines > DENSE_FACT_LINES:
+            if not st.max_nnodes:
+                for m in _USING_NETWORK_LINE.finditer(chunk):
+                    st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+            return
+        end = via_end
+        seen = 0
+        for m in _FACTS.finditer(chunk) if fact_lines else ():
+            if m.group(4) or m.group(5):
+                continue
+            seen += 1
+            if seen >= fact_lines:
+                end = max(end, m.end())
+                break  # the rest of the chunk holds no fact line: no need to read it again
+        # Past the last fact only per-collective trace lines remain, printed by the same processes.
+        for m in _NCCL_LINE.finditer(chunk, 0, end):
+            st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+
+    def connection(self, suffix: bytes, n: int) -> bool:
+        """Count ``n`` connections with this text after " via "; False when it is not a transport."""
+        st = self.st
+        parsed = st.via_cache.get(suffix)
+        if parsed is None and suffix not in st.via_cache:
+            parsed = _parse_via(suffix)
+            st.via_cache[suffix] = parsed
+        if parsed is None:
+            return False
+        kind, name, gdr = parsed
+        if kind == "net":
+            key = (name, gdr)
+            ekind = f"conn:{name}:{gdr}"
+            if key not in st.net_conns and st.wants(ekind):
+                line, raw = self.line_of(self.chunk.find(b"via " + suffix))
+                fam = net_family(name)
+                st.note(
+                    ekind,
+                    self.fname,
+                    line,
+                    raw,
+                    f"connection via NET/{name}"
+                    + (" with GPUDirect RDMA" if gdr else " without GPUDirect RDMA")
+                    + ("" if fam != "socket" else " (TCP sockets)"),
+                )
+            st.net_conns[key] += n
+        else:
+            if name not in st.intra and st.wants(f"intra:{name}"):
+                line, raw = self.line_of(self.chunk.find(b"via " + suffix))
+                st.note(f"intra:{name}", self.fname, line, raw, f"intra-node connection via {name}")
+            st.intra[name] += n
+        return True
+
+    def fact(self, msg: bytes, n: int) -> None:
+        st = self.st
+        if msg.startswith(b"GPU Direct") or b"GPU Direct RDMA" in msg:
+            m = _GDR_LINE.search(msg)
+            if m:
+                state = m.group(1).decode()
+                if not st.gdr_lines[state] and st.wants(f"gdr:{state}"):
+                    line, raw = self.line_of(self.chunk.find(msg))
+                    st.note(f"gdr:{state}", self.fname, line, raw, f"GPUDirect RDMA {state.lower()}")
+                st.gdr_lines[state] += n
+            return
+        if msg in st.facts_seen:
+            return
+        if len(st.facts_seen) < 100_000:
+            st.facts_seen.add(msg)
+        if msg.startswith(b"Using network"):
+            net = msg[len(b"Using network") :].decode("utf-8", "replace").strip()
+            if net and net not in st.networks:
+                st.networks[net] = None
+                line, raw = self.line_of(self.chunk.find(msg))
+                st.note("network", self.fname, line, raw, f"NCCL selected network {net}")
+            return
+        if msg.startswith(b"NCCL version"):
+            m = _VERSION.match(msg)
+            if m:
+                self.version(m.group(1), self.chunk.find(msg))
+            return
+        m = _LOADED_PLUGIN.search(msg)
+        if m:
+            st.plugins.setdefault(m.group(1).decode("utf-8", "replace"), None)
+            return
+        m = _OFI_PROVIDER.search(msg)
+        if m:
+            p = m.group(1).decode().rstrip(",")
+            if p not in st.ofi:
+                st.ofi[p] = None
+                line, raw = self.line_of(self.chunk.find(msg))
+                st.note("ofi", self.fname, line, raw, f"libfabric provider {p}")
+            return
+        if b"Using" in msg:
+            self.devices(msg)
+        elif msg.startswith(b"NET/") and (b" Connected" in msg or b" Accepted" in msg):
+            # FastSocket logs its data connections this way, with no "via NET/" line.
+            st.plugins.setdefault(msg[4:].split(b" ", 1)[0].rstrip(b":").decode("utf-8", "replace"), None)
+
+    def devices(self, msg: bytes) -> None:
+        st = self.st
+        m = _NET_USING.search(msg)
+        if not m:
+            return
+        net = m.group(1).decode("utf-8", "replace")
+        found = False
+        for dm in _DEVICE.finditer(m.group(2)):
+            idx = int(dm.group(1))
+            name = dm.group(2).decode()
+            ll = dm.group(4).decode() if dm.group(4) else None
+            if ll in ("ETH", "Ethernet"):
+                ll = "RoCE"
+            if net_family(net) == "socket":
+                ll = None
+            key = (net, idx, name)
+            if key not in st.devices:
+                st.devices[key] = NetDevice(net, idx, name, ll)
+                found = True
+        if found:
+            st.plugins.setdefault(net, None)
+            if st.wants(f"devices:{net}"):
+                line, raw = self.line_of(self.chunk.find(msg))
+                st.note(f"devices:{net}", self.fname, line, raw, f"NET/{net} devices")
+
+    def version(self, v_raw: bytes, pos: int) -> None:
+        v = v_raw.decode("utf-8", "replace").rstrip(",")
+        if v not in self.st.versions:
+            self.st.versions[v] = None
+            line, raw = self.line_of(pos)
+            self.st.note("version", self.fname, line, raw, f"NCCL {v}")
+
+    # --- rare lines: WARN, errors, nccl-tests, line by line -------------------------------------------
+
+    def rare_lines(self, nccl_rare: bool) -> None:
+        chunk = self.chunk
+        events: list[tuple[int, bool]] = []  # (position, is a rare NCCL or torch line)
+        if nccl_rare:
+            events += [(m.start(), True) for m in _RARE.finditer(chunk)]
         if self.table is not None:
-            events.append((0, None))
+            events.append((0, False))
         pos = chunk.find(b"#")
-        if pos >= 0 or self.table is not None:
-            while pos >= 0:
-                events.append((pos, None))
-                nl = chunk.find(b"\n", pos)
-                if nl < 0:
-                    break
-                pos = chunk.find(b"#", nl)
+        if pos >= 0:
             # nccl-tests output is small; its CUDA failures carry no NCCL marker.
             f = chunk.find(b"Test CUDA failure")
             while f >= 0:
-                events.append((f, None))
+                events.append((f, False))
                 f = chunk.find(b"Test CUDA failure", f + 1)
-            events.sort(key=lambda e: e[0])
+        while pos >= 0:
+            events.append((pos, False))
+            nl = chunk.find(b"\n", pos)
+            if nl < 0:
+                break
+            pos = chunk.find(b"#", nl)
+        if not events:
+            return
+        events.sort()
         done_until = -1
-        for pos, m in events:
+        for pos, nccl in events:
             if pos < done_until:
                 continue
             start, end = self.line_at(pos)
             if start < done_until:
                 continue
-            raw = chunk[start:end]
-            if m is not None:
-                self.nccl_line(raw, pos - start, start)
+            if nccl:
+                self.rare_nccl(chunk[start:end], pos - start, start)
                 done_until = end
             else:
                 done_until = self.other_lines(start)
-        self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
+
+    def rare_nccl(self, raw: bytes, i: int, line_start: int) -> None:
+        if raw.startswith(b"Watchdog", i):
+            self.markers(raw, line_start)
+            return
+        level = raw[i + 5 : i + 9]
+        if level == b"WARN":
+            self.warn(raw, i, line_start)
+            return
+        if level == b"vers":
+            # nccl-tests and old NCCL print the version bare, without the INFO prefix.
+            m = _VERSION.match(raw, i)
+            if m and b"NCCL INFO" not in raw[:i]:
+                self.version(m.group(1), line_start)
+            return
+        self.markers(raw, line_start)
+
+    def markers(self, raw: bytes, line_start: int) -> bool:
+        for marker, label in _ERROR_MARKERS:
+            j = raw.find(marker)
+            if j >= 0:
+                self.st.fail(self.fname, self.lineno(line_start), raw, f"{label}: {_quote(raw[j:])}")
+                return True
+        return False
+
+    def warn(self, raw: bytes, i: int, line_start: int) -> None:
+        st = self.st
+        msg = raw[i + 10 :]
+        if _BENIGN_WARN.search(msg):
+            return
+        key = st.process(raw[:i])
+        line = self.lineno(line_start)
+        m = _NET_NOT_FOUND.search(msg)
+        if b"Failed to initialize any NET plugin" in msg:
+            why = f"no network plugin could start, and NCCL refused to fall back: {_quote(msg)}"
+            st.fail(self.fname, line, raw, why)
+        elif m:
+            st.fail(self.fname, line, raw, f"network {m.group(1).decode()} not found: NCCL refused to fall back")
+        elif _PLUGIN_INIT_WARN.search(msg) and not _FATAL_WARN.search(msg):
+            ev = Evidence(self.fname, line, _text(raw), f"NCCL WARN {_quote(msg)}")
+            st.pending.append(_PendingWarn(key, _warn_family(msg), ev))
+            self.what_processes_used()  # its init lines share the chunk
+        else:
+            st.fail(self.fname, line, raw, f"NCCL WARN {_quote(msg)}")
+
+    def what_processes_used(self) -> None:
+        """Record, once per chunk, the networks each process selected and the devices it listed."""
+        if self.procs_read:
+            return
+        self.procs_read = True
+        st, chunk = self.st, self.chunk
+        for m in _PROCESS_NETS.finditer(chunk):
+            key = st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+            if m.group(1) is not None:
+                st.selected.setdefault(key, set()).add(m.group(1).decode("utf-8", "replace").strip())
+            else:
+                st.listed.setdefault(key, set()).add(m.group(2).decode("utf-8", "replace"))
 
     def other_lines(self, start: int) -> int:
         """Non-NCCL lines from ``start``: nccl-tests headers, rows, averages, failures. Returns end offset."""
@@ -297,11 +607,13 @@ class _FileScan:
             if end < 0:
                 end = n
             raw = chunk[pos:end]
-            if b"NCCL" in raw:
-                # An NCCL line inside a table region is still an NCCL fact.
-                m = _HIT.search(raw)
+            if b"NCCL" in raw or b"Watchdog" in raw or b"DistBackendError" in raw:
+                # An NCCL line inside a table region: its facts were counted in bulk; rare ones here.
+                m = _RARE.search(raw)
                 if m:
-                    self.nccl_line(raw, m.start(), pos)
+                    self.rare_nccl(raw, m.start(), pos)
+                elif b"NCCL INFO" not in raw:
+                    self.markers(raw, pos)
                 if self.table is None:
                     return end
                 pos = end + 1
@@ -313,35 +625,19 @@ class _FileScan:
                     w = (row.oop_wrong or 0) + (row.ip_wrong or 0)
                     if w:
                         st.fail(
-                            self.fname, self.lineno(pos), raw, f"nccl-tests counted {w} wrong elements at {row.size} B"
+                            self.fname,
+                            self.lineno(pos),
+                            raw,
+                            f"nccl-tests counted {w} wrong elements at {row.size} B: {_quote(raw)}",
                         )
                     pos = end + 1
                     continue
             if b"#" in raw:
-                cols = _header_columns(raw)
-                if cols is not None:
-                    if self.perf_name is None:
-                        i = chunk.rfind(b"_perf", max(0, pos - 65536), pos)
-                        if i >= 0:
-                            m = _PERF_NAME.search(chunk, max(0, i - 64), i + 10)
-                            if m:
-                                self.perf_name = m.group(1).decode()
-                    self.table = _TableState(cols, NcclTestsTable(self.perf_name, self.fname, self.lineno(pos)))
-                    st.tables.append(self.table.table)
+                if self.hash_line(raw, pos, chunk):
                     pos = end + 1
                     continue
-                m = _AVG_BUSBW.search(raw)
-                if m and self.table is not None:
-                    v = m.group(1)
-                    self.table.table.avg_busbw_gbps = None if v == b"N/A" else float(v)
-                    self.table = None
-                    self.perf_name = None
-                elif b"_perf" in raw:
-                    m = _PERF_NAME.search(raw)
-                    if m:
-                        self.perf_name = m.group(1).decode()
             elif b"Test CUDA failure" in raw:
-                st.fail(self.fname, self.lineno(pos), raw, "nccl-tests: CUDA failure")
+                self.markers(raw, pos)
             if self.table is None:
                 return end
             stray += 1
@@ -351,177 +647,69 @@ class _FileScan:
             pos = end + 1
         return n
 
-    def nccl_line(self, raw: bytes, i: int, line_start: int) -> None:
-        st, fname = self.st, self.fname
-        level = raw[i + 5 : i + 9]
-        if level == b"INFO":
-            msg = raw[i + 10 :]
-            head = msg[:4]
-            if head in _CONN_PREFIXES:
-                j = msg.find(b" via ")
-                if j < 0:
-                    if head == b"NVLS":
-                        st.intra["NVLS"] += 1
-                    return
-                suffix = msg[j + 5 :]
-                parsed = st.via_cache.get(suffix)
-                if parsed is None and suffix not in st.via_cache:
-                    parsed = _parse_via(suffix)
-                    st.via_cache[suffix] = parsed
-                if parsed is None:
-                    return
-                kind, name, gdr = parsed
-                st.add_host(raw[:i])
-                if kind == "net":
-                    key = (name, gdr)
-                    if key not in st.net_conns:
-                        fam = net_family(name)
-                        st.note(
-                            f"conn:{name}:{gdr}",
-                            fname,
-                            self.lineno(line_start),
-                            raw,
-                            f"connection via NET/{name}"
-                            + (" with GPUDirect RDMA" if gdr else " without GPUDirect RDMA")
-                            + ("" if fam != "socket" else " (TCP sockets)"),
-                        )
-                    st.net_conns[key] += 1
-                else:
-                    if name not in st.intra:
-                        st.note(
-                            f"intra:{name}", fname, self.lineno(line_start), raw, f"intra-node connection via {name}"
-                        )
-                    st.intra[name] += 1
-                return
-            if head == b"Usin":
-                m = _USING_NETWORK.search(msg)
-                if m:
-                    net = m.group(1).decode("utf-8", "replace")
-                    if net not in st.networks:
-                        st.networks[net] = None
-                        st.note("network", fname, self.lineno(line_start), raw, f"NCCL selected network {net}")
-                    st.add_host(raw[:i])
-                return
-            if head == b"NET/":
-                _net_line(st, fname, self.lineno(line_start), raw, msg)
-                return
-            if head == b"NCCL":
-                m = _VERSION.search(msg)
-                if m:
-                    self.version(m, raw, line_start)
-                st.add_host(raw[:i])
-                return
-            if b" nranks " in msg or b" nRanks " in msg:
-                m = _RANKS.search(msg)
-                if m:
-                    st.max_nranks = max(st.max_nranks, int(m.group(2)))
-                    st.add_host(raw[:i])
-                m = _NNODES.search(msg)
-                if m:
-                    nn = int(m.group(1))
-                    if nn > st.max_nnodes:
-                        st.max_nnodes = nn
-                        st.note("nnodes", fname, self.lineno(line_start), raw, f"communicator spans {nn} nodes")
-                return
-            if b"GPU Direct RDMA" in msg:
-                _gdr_line(st, fname, self.lineno(line_start), raw, msg)
-            elif b"rovider" in msg:
-                _ofi_line(st, fname, self.lineno(line_start), raw, msg)
-            return
-        if level == b"WARN":
-            if any(b in raw for b in _BENIGN_WARN):
-                return
-            msg = raw[i + 10 :]
-            m = _NET_NOT_FOUND.search(msg)
-            why = "NCCL WARN"
-            if b"Failed to initialize any NET plugin" in msg:
-                why = "the forced network is not available: NCCL refused to fall back"
-            elif m:
-                why = f"network {m.group(1).decode()} not found: NCCL refused to fall back"
-            st.fail(fname, self.lineno(line_start), raw, why)
-            return
-        if level == b"vers":
-            # nccl-tests and old NCCL print the version bare, without the INFO prefix.
-            m = _VERSION.search(raw, i)
+    def hash_line(self, raw: bytes, pos: int, chunk: bytes) -> bool:
+        """An nccl-tests ``#`` line; True when it opened a table."""
+        st = self.st
+        cols = _header_columns(raw)
+        if cols is not None:
+            if self.perf_name is None:
+                i = chunk.rfind(b"_perf", max(0, pos - 65536), pos)
+                if i >= 0:
+                    m = _PERF_NAME.search(chunk, max(0, i - 64), i + 10)
+                    if m:
+                        self.perf_name = m.group(1).decode()
+            self.table = _TableState(cols, NcclTestsTable(self.perf_name, self.fname, self.lineno(pos)))
+            st.tables.append(self.table.table)
+            st.nccl_output = True
+            return True
+        m = _OUT_OF_BOUNDS.search(raw)
+        if m:
+            bad = int(m.group(1))
+            if self.table is not None:
+                self.table.table.out_of_bounds = bad
+            elif st.tables:
+                st.tables[-1].out_of_bounds = bad
+            st.nccl_output = True
+            if bad or m.group(2) == b"FAILED":
+                st.fail(self.fname, self.lineno(pos), raw, f"nccl-tests found wrong results: {_quote(raw)}")
+            return False
+        m = _AVG_BUSBW.search(raw)
+        if m and self.table is not None:
+            v = m.group(1)
+            self.table.table.avg_busbw_gbps = None if v == b"N/A" else float(v)
+            self.table = None
+            self.perf_name = None
+            return False
+        m = _RANK_HOST.search(raw)
+        if m:
+            st.hosts.add(m.group(1).decode("utf-8", "replace"))
+            return False
+        if b"_perf" in raw:
+            m = _PERF_NAME.search(raw)
             if m:
-                self.version(m, raw, line_start)
-            return
-        for marker in _ERROR_MARKERS:
-            if marker in raw:
-                st.fail(fname, self.lineno(line_start), raw, f"collective failure ({marker.decode()})")
-                return
-
-    def version(self, m: re.Match[bytes], raw: bytes, line_start: int) -> None:
-        v = m.group(1).decode("utf-8", "replace")
-        if v not in self.st.versions:
-            self.st.versions[v] = None
-            self.st.note("version", self.fname, self.lineno(line_start), raw, f"NCCL {v}")
+                self.perf_name = m.group(1).decode()
+        return False
 
 
 def _scan_file(path: Path, st: _Scan) -> None:
     fs = _FileScan(path, st)
     rest = b""
     with path.open("rb") as f:
-        while True:
-            block = f.read(CHUNK)
-            if not block:
-                break
-            st.bytes += len(block)
+        block = f.read(CHUNK)
+        while block:
+            st.bytes_read += len(block)
+            nxt = f.read(CHUNK)
             data = rest + block
+            if not nxt:
+                fs.feed(data, last=True)
+                return
             cut = data.rfind(b"\n")
             if cut < 0:
                 rest = data
-                continue
-            rest = data[cut + 1 :]
-            fs.feed(data[: cut + 1])
-    if rest:
-        fs.feed(rest)
-
-
-def _net_line(st: _Scan, fname: str, lineno: int, raw: bytes, msg: bytes) -> None:
-    if b"Using" in msg:
-        m = _NET_USING.search(msg)
-        if m:
-            net = m.group(1).decode("utf-8", "replace")
-            listed = m.group(2)
-            found = False
-            for dm in _DEVICE.finditer(listed):
-                idx = int(dm.group(1))
-                name = dm.group(2).decode()
-                ll = dm.group(4).decode() if dm.group(4) else None
-                if ll in ("ETH", "Ethernet"):
-                    ll = "RoCE"
-                if net.lower() == "socket":
-                    ll = None
-                key = (net, idx, name)
-                if key not in st.devices:
-                    st.devices[key] = NetDevice(net, idx, name, ll)
-                    found = True
-            if found:
-                st.note(f"devices:{net}", fname, lineno, raw, f"NET/{net} devices")
-        return
-    if b"GPU Direct RDMA" in msg:
-        _gdr_line(st, fname, lineno, raw, msg)
-    elif b"rovider" in msg:
-        _ofi_line(st, fname, lineno, raw, msg)
-
-
-def _gdr_line(st: _Scan, fname: str, lineno: int, raw: bytes, msg: bytes) -> None:
-    m = _GDR_LINE.search(msg)
-    if m:
-        state = m.group(1).decode()
-        if not st.gdr_lines[state]:
-            st.note(f"gdr:{state}", fname, lineno, raw, f"GPUDirect RDMA {state.lower()}")
-        st.gdr_lines[state] += 1
-
-
-def _ofi_line(st: _Scan, fname: str, lineno: int, raw: bytes, msg: bytes) -> None:
-    m = _OFI_PROVIDER.search(msg)
-    if m:
-        p = m.group(1).decode()
-        if p not in st.ofi:
-            st.ofi[p] = None
-            st.note("ofi", fname, lineno, raw, f"libfabric provider {p}")
+            else:
+                rest = data[cut + 1 :]
+                fs.feed(data[: cut + 1])
+            block = nxt
 
 
 def _is_text(path: Path) -> bool:
@@ -571,6 +759,30 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> N
     return _conclude(st, [str(f) for f in files])
 
 
+def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
+    """Plugin WARNs: a fallback where the process then used another kind of network, else a failure.
+
+    What the process used: the network it selected, else the devices it listed (older NCCL logs no
+    "Using network"), else what the rest of the log selected or listed.
+    """
+    fallbacks: list[Evidence] = []
+    count = 0
+    everywhere = set(st.networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
+    for w in st.pending:
+        chosen = st.selected.get(w.key) or st.listed.get(w.key) or everywhere
+        same = w.family != "plugin" and any(net_family(n) == w.family for n in chosen)
+        others = sorted(n for n in chosen if w.family == "plugin" or net_family(n) != w.family)
+        if others and not same:
+            count += 1
+            if len(fallbacks) >= MAX_FAILURES:
+                continue
+            why = f"{w.evidence.why.removeprefix('NCCL WARN ')}; NCCL then used network {', '.join(others)}"
+            fallbacks.append(Evidence(w.evidence.file, w.evidence.line, w.evidence.text, f"net plugin fallback: {why}"))
+        else:
+            st.fail(w.evidence.file, w.evidence.line, w.evidence.text.encode(), w.evidence.why)
+    return fallbacks, count
+
+
 def _conclude(st: _Scan, files: list[str]) -> NcclReport:
     nodes: int | None
     if st.max_nnodes:
@@ -579,6 +791,7 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         nodes = len(st.hosts)
     else:
         nodes = None
+    fallbacks, fallback_count = _resolve_pending(st)
     failed = st.failure_count > 0
     transport, reasons = decide_transport(
         st.net_conns,
@@ -588,7 +801,13 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         nodes,
         bool(st.intra),
         failed,
+        plugins=list(st.plugins),
     )
+    if fallbacks:
+        reasons.append(
+            f"a net plugin failed to start and NCCL fell back ({fallback_count} WARN line(s)); first: "
+            + fallbacks[0].why.split(": ", 1)[1]
+        )
     # GPUDirect RDMA: per connection when connections were logged, otherwise from the init lines.
     gdr: bool | None = None
     rdma_conns = {k: n for k, n in st.net_conns.items() if net_family(k[0]) != "socket"}
@@ -604,6 +823,7 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
     evidence: list[Evidence] = []
     for kind in sorted(st.evidence):
         evidence.extend(st.evidence[kind])
+    evidence.extend(fallbacks[:MAX_EVIDENCE_PER_KIND])
     evidence.extend(st.failures[:MAX_EVIDENCE_PER_KIND])
     conns: dict[str, int] = {}
     for (name, g), n in sorted(st.net_conns.items()):
@@ -626,6 +846,8 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         evidence=evidence,
         reasons=reasons,
         failures=st.failures,
+        fallbacks=fallbacks,
         nccl_tests=st.tables,
-        bytes_read=st.bytes,
+        nccl_output=st.nccl_output or bool(st.failures) or bool(st.tables),
+        bytes_read=st.bytes_read,
     )
