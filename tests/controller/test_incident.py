@@ -1,0 +1,77 @@
+"""Replays against kmock's emulator over real HTTP, driven by ``fabricguard controller --once --now``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from controller_support import (
+    FVS,
+    NOW,
+    WORKLOADS,
+    canaries,
+    jobset_created,
+    live,
+    run_once,
+    schedule_fails,
+)
+
+SCHED = (
+    "0/9 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, "
+    "6 Insufficient rdma/rdma_shared_device_a. preemption: 0/9 nodes are available: "
+    "9 No preemption victims found for incoming pod."
+)
+
+
+def _our_check(wl: dict) -> dict:
+    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")
+
+
+async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile_path, lustre) -> None:
+    k8s, kc = cluster
+    rc, doc = await run_once(kc, profile_path, NOW, lustre)
+    assert rc == 1
+    (js,) = canaries(k8s)
+    js = jobset_created(k8s, js, NOW)
+    assert doc["pools"]["gh200-roce"]["ready"] is False
+    # The canary asks for the fabric exactly like a training job: the missing resource makes it unschedulable.
+    schedule_fails(k8s, js, SCHED, NOW + timedelta(seconds=5))
+
+    rc, doc = await run_once(kc, profile_path, NOW + timedelta(minutes=2), lustre)
+    assert rc == 1 and len(canaries(k8s)) == 1  # still within pendingTimeout: waits, starts no second canary
+
+    t = NOW + timedelta(minutes=4)
+    rc, doc = await run_once(kc, profile_path, t, lustre)
+    assert rc == 1
+    pool = doc["pools"]["gh200-roce"]
+    assert pool["outcome"] == "unschedulable"
+    assert "Insufficient rdma/rdma_shared_device_a" in pool["message"]
+    assert pool["heldWorkloads"] == 1
+    # Detected within one canary interval of the first pass.
+    (fv,) = live(k8s, FVS)
+    run = fv["status"]["runs"][0]
+    assert run["outcome"] == "unschedulable" and run["name"] == js["metadata"]["name"]
+    assert (t - NOW) <= timedelta(minutes=10)
+    assert canaries(k8s) == []  # the stuck canary is removed, its record kept
+
+    (wl,) = live(k8s, WORKLOADS)
+    ours = _our_check(wl)
+    assert ours["state"] == "Pending"
+    assert "pool gh200-roce" in ours["message"] and "unschedulable" in ours["message"]
+    assert "Insufficient rdma/rdma_shared_device_a" in ours["message"]
+    # The doctor's second, independent path: the device plugin that was never ready.
+    assert "daemonset-never-ready" in {f["rule"] for f in doc["findings"]}
+    events = [e for e in live(k8s, "v1/events") if e["involvedObject"].get("kind") == "Workload"]
+    # One Event per change of the message: "no canary yet" on the first pass, then the scheduler's reason.
+    assert [e["reason"] for e in events] == ["FabricNotValidated", "FabricNotValidated"]
+    assert "no canary has finished yet" in events[0]["message"]
+    assert "Insufficient rdma" in events[1]["message"] and events[1]["type"] == "Warning"
+
+    # Only our entry was written, with server-side apply under our field manager.
+    patches = [r for r in list(k8s) if r.method.value.upper() == "PATCH" and r.url.path.endswith("/status")
+               and "/workloads/" in r.url.path]
+    assert patches, "the Workload's check was never written"
+    for r in patches:
+        assert r.headers["Content-Type"] == "application/apply-patch+yaml"
+        assert r.params["fieldManager"] == "fabricguard-controller" and r.params["force"] == "true"
+        sent = r.data["status"]["admissionChecks"]
+        assert [c["name"] for c in sent] == ["fabric-validated"]
