@@ -41,7 +41,7 @@ POOL = "gh200-roce"
 # The incident's profile with the Lustre claim the canary needs and an explicit canary block.
 PROFILE = gen.INCIDENT_PROFILE.format(name="gh200-prod", env="production").replace(
     "spec:\n", "spec:\n  storage:\n    lustre: {claimName: training-lustre, mountPath: /mnt/lustre}\n", 1
-) + "    canary: {interval: 10m, pendingTimeout: 3m, runTimeout: 5m}\n"
+) + "    canary: {interval: 10m, pendingTimeout: 3m, runTimeout: 15m}\n"
 
 RESOURCE = {
     "Node": "v1/nodes",
