@@ -125,7 +125,7 @@ def render_controller_cmd(
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
-    sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace)))
+    sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace), prof))
 
 
 def render_alerts_cmd(
