@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from controller_support import PROFILE, kubeconfig, load_incident
-from kmock import KubernetesEmulator, Server
+from controller_support import PROFILE, apply_aware_emulator, kubeconfig, load_incident
+from kmock import Server
 
 
 @pytest.fixture()
 async def cluster(tmp_path: Path):
-    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+    async with apply_aware_emulator() as k8s, Server(k8s) as server:
         # kr8s asks for "/version/" (trailing slash); kmock serves only "/version".
         k8s["get /version/"] << {"major": "1", "minor": "31", "gitVersion": "v1.31.6", "platform": "linux/amd64"}
         load_incident(k8s)

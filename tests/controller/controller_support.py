@@ -63,6 +63,19 @@ def ts(t: datetime) -> str:
     return gen.ts(t)
 
 
+SCHEMAS = Path(__file__).parent / "schemas"
+
+
+def kueue_validate(obj: dict[str, Any], name: str) -> None:
+    """Validate against a Kueue v0.19.2 v1beta2 schema (tests/controller/schemas). The schema itself is not
+    meta-checked: its Go patterns use inline flags (``^(?i)...``) that Python compiles only where used."""
+    import jsonschema
+
+    doc = json.loads((SCHEMAS / f"kueue-v0.19.2-{name}-v1beta2.json").read_text())
+    assert "v0.19.2" in doc["source"]
+    jsonschema.Draft7Validator(doc["schema"]).validate(obj)
+
+
 def kubeconfig(tmp_path: Path, url: str) -> str:
     cfg = {
         "apiVersion": "v1",
@@ -109,6 +122,47 @@ def workload(name: str, flavor: str = POOL, *, other_check: bool = True) -> dict
             "admissionChecks": checks,
         },
     }
+
+
+# List-map fields (``x-kubernetes-list-type: map``) the controller applies, with their keys.
+LIST_MAP_KEYS = {"admissionChecks": "name", "conditions": "type"}
+
+
+def merge_apply(current: Any, patch: Any) -> Any:
+    """What the API server does with a server-side apply patch of list-map fields: merge entries by key."""
+    if isinstance(current, dict) and isinstance(patch, dict):
+        out = dict(patch)
+        for k, v in patch.items():
+            key = LIST_MAP_KEYS.get(k)
+            if key and isinstance(v, list) and isinstance(current.get(k), list):
+                mine = {e.get(key) for e in v if isinstance(e, dict)}
+                out[k] = [e for e in current[k] if not (isinstance(e, dict) and e.get(key) in mine)] + v
+            elif k in current:
+                out[k] = merge_apply(current[k], v)
+        return out
+    return patch
+
+
+def apply_aware_emulator() -> Any:
+    """kmock's emulator, plus the API server's merge of server-side apply patches on list-map fields.
+
+    kmock merges dicts and replaces lists (its docs say to subclass for special fields). Without this, a test
+    could not tell a controller that writes only its own ``admissionChecks`` entry from one that clobbers
+    the others'; the requests themselves are asserted separately.
+    """
+    import attrs
+    from kmock import KubernetesEmulator, action
+
+    class ApplyAwareEmulator(KubernetesEmulator):
+        async def _handle(self, request: Any) -> Any:
+            ctype = request.headers.get("Content-Type", "")
+            if request.resource is not None and request.action == action.UPDATE and "apply-patch" in ctype:
+                key = (request.resource, request.namespace, request.name)
+                if key in self.objects and not self.objects[key].deleted:
+                    request = attrs.evolve(request, data=merge_apply(self.objects[key].raw, request.data))
+            return await super()._handle(request)
+
+    return ApplyAwareEmulator()
 
 
 def load_incident(k8s: Any) -> None:

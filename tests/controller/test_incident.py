@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from controller_support import (
+    CHECKS,
+    kueue_validate,
     FVS,
     NOW,
     WORKLOADS,
@@ -75,3 +77,15 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
         assert r.params["fieldManager"] == "fabricguard-controller" and r.params["force"] == "true"
         sent = r.data["status"]["admissionChecks"]
         assert [c["name"] for c in sent] == ["fabric-validated"]
+        kueue_validate(r.data, "workload-admissionchecks")
+    # The other controller's entry is untouched (the emulator merges naively; the API server merges by name).
+    assert any(c["name"] == "capacity-provisioning" and c["state"] == "Ready" for c in wl["status"]["admissionChecks"])
+
+    # The AdmissionCheck is kept Active, also by server-side apply, or its ClusterQueues would go inactive.
+    (ac,) = live(k8s, CHECKS)
+    (active,) = [c for c in ac["status"]["conditions"] if c["type"] == "Active"]
+    assert active["status"] == "True"
+    kueue_validate({"apiVersion": ac.get("apiVersion", "kueue.x-k8s.io/v1beta2"), "kind": "AdmissionCheck", **ac},
+                   "admissionchecks")
+    ac_patches = [r for r in list(k8s) if r.method.value.upper() == "PATCH" and "/admissionchecks/" in r.url.path]
+    assert len(ac_patches) == 1  # once; later passes see it Active and write nothing
