@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
 NS = "fabricguard-system"
 CANARY_LABEL = "fabricguard.io/canary-pool"
+ROCE_LOGS = sorted((FIXTURES / "synthetic" / "roce-2x2-kubectl").iterdir())
+SOCKET_LOGS = sorted((FIXTURES / "synthetic" / "socket-fallback-2x4").iterdir())
 
 
 def _load_generate() -> ModuleType:
@@ -150,17 +152,21 @@ def apply_aware_emulator() -> Any:
     could not tell a controller that writes only its own ``admissionChecks`` entry from one that clobbers
     the others'; the requests themselves are asserted separately.
     """
-    import attrs
     from kmock import KubernetesEmulator, action
 
     class ApplyAwareEmulator(KubernetesEmulator):
         async def _handle(self, request: Any) -> Any:
             ctype = request.headers.get("Content-Type", "")
+            key = (request.resource, request.namespace, request.name)
+            before = None
             if request.resource is not None and request.action == action.UPDATE and "apply-patch" in ctype:
-                key = (request.resource, request.namespace, request.name)
                 if key in self.objects and not self.objects[key].deleted:
-                    request = attrs.evolve(request, data=merge_apply(self.objects[key].raw, request.data))
-            return await super()._handle(request)
+                    before = json.loads(json.dumps(self.objects[key].raw))
+            response = await super()._handle(request)
+            if before is not None and isinstance(request.data, dict):
+                # kmock stored a naive merge (lists replaced); store the API server's merge instead.
+                self.objects[key].patch(merge_apply(before, request.data))
+            return response
 
     return ApplyAwareEmulator()
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from controller_support import (
-    FIXTURES,
     FVS,
+    ROCE_LOGS,
+    SOCKET_LOGS,
     NOW,
     WORKLOADS,
     canaries,
@@ -18,8 +19,6 @@ from controller_support import (
     run_once,
 )
 
-SOCKET_LOGS = sorted((FIXTURES / "synthetic" / "socket-fallback-2x4").iterdir())
-ROCE_LOGS = sorted((FIXTURES / "synthetic" / "roce-2x2-kubectl").iterdir())
 NODES = ["prd-gh200-02", "prd-gh200-03"]
 
 

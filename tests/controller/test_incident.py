@@ -43,7 +43,7 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
 
     t = NOW + timedelta(minutes=4)
     rc, doc = await run_once(kc, profile_path, t, lustre)
-    assert rc == 1
+    assert rc == 1 and doc["errors"] == []
     pool = doc["pools"]["gh200-roce"]
     assert pool["outcome"] == "unschedulable"
     assert "Insufficient rdma/rdma_shared_device_a" in pool["message"]
@@ -89,3 +89,56 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
                    "admissionchecks")
     ac_patches = [r for r in list(k8s) if r.method.value.upper() == "PATCH" and "/admissionchecks/" in r.url.path]
     assert len(ac_patches) == 1  # once; later passes see it Active and write nothing
+
+
+async def test_incident_alert_expression_holds_and_clears(cluster, profile_path, lustre, tmp_path) -> None:
+    """The pass's own /metrics, fed to promtool: the unschedulable alert fires on the incident, not after recovery."""
+    from controller_support import ROCE_LOGS, jobset_finishes, pods_run, ranks_wrote
+    from promtool_support import run_promtool_tests, series_from_exposition
+
+    from fabricguard.controller.alerts import rule_groups
+    from fabricguard.controller.metrics import Metrics
+    from fabricguard.controller.runner import RunConfig, run_pass
+    from fabricguard.profile import load_profile
+
+    k8s, kc = cluster
+    profile = load_profile(profile_path)
+    cfg = RunConfig(profile, kubeconfig=kc, lustre_root=lustre)
+    metrics = Metrics()
+    rep = await run_pass(cfg, NOW)
+    metrics.observe(profile, rep.result, rep.seconds, len(rep.errors))
+    (js,) = canaries(k8s)
+    js = jobset_created(k8s, js, NOW)
+    schedule_fails(k8s, js, SCHED, NOW + timedelta(seconds=5))
+    rep = await run_pass(cfg, NOW + timedelta(minutes=4))
+    metrics.observe(profile, rep.result, rep.seconds, len(rep.errors))
+    text = metrics.exposition().decode()
+    assert 'fabricguard_canary_runs_total{outcome="unschedulable",pool="gh200-roce"} 1.0' in text
+    assert 'fabricguard_admission_check_pending_workloads{pool="gh200-roce"} 1.0' in text
+    assert 'fabricguard_doctor_findings{rule="daemonset-never-ready",severity="critical"} 1.0' in text
+    incident = series_from_exposition(text)
+
+    # Recovery: the next canary passes over RoCE.
+    t = NOW + timedelta(minutes=10)
+    await run_pass(cfg, t)
+    (js2,) = canaries(k8s)
+    js2 = jobset_created(k8s, js2, t)
+    pods_run(k8s, js2, ["prd-gh200-02", "prd-gh200-03"])
+    ranks_wrote(lustre, js2, ROCE_LOGS, busbw=40.0)
+    jobset_finishes(k8s, js2, t + timedelta(minutes=2))
+    rep = await run_pass(cfg, t + timedelta(minutes=3))
+    metrics.observe(profile, rep.result, rep.seconds, len(rep.errors))
+    recovered = series_from_exposition(metrics.exposition().decode())
+
+    labels = {"severity": "critical", "pool": "gh200-roce", "outcome": "unschedulable"}
+    r = run_promtool_tests(tmp_path, rule_groups(profile), [
+        {"interval": "1m", "input_series": incident, "alert_rule_test": [
+            {"eval_time": "5m", "alertname": "FabricguardCanaryUnschedulable",
+             "exp_alerts": [{"exp_labels": labels}]},
+            {"eval_time": "20m", "alertname": "FabricguardWorkloadsHeld",
+             "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "gh200-roce"}}]}]},
+        {"interval": "1m", "input_series": recovered, "alert_rule_test": [
+            {"eval_time": "5m", "alertname": "FabricguardCanaryUnschedulable", "exp_alerts": []},
+            {"eval_time": "20m", "alertname": "FabricguardWorkloadsHeld", "exp_alerts": []}]},
+    ])
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -100,7 +100,7 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("jobset.x-k8s.io", "jobsets", "delete"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
-        ("coordination.k8s.io", "leases", "update"),
+        ("coordination.k8s.io", "leases", "patch"),
     }
     assert not _allowed(cluster, "", "secrets", "list")
     assert not _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")  # status only

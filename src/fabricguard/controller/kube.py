@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from fabricguard.controller import objects as o
@@ -55,16 +57,21 @@ async def _call(api: Any, method: str, api_version: str, url: str, **kwargs: Any
         return body
 
 
-async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, str], dict[str, Any]],
+                        leading: Callable[[], bool] | None = None) -> list[str]:
     """Carry out the actions in order; ``known`` holds listed objects by (plural, name) for owner uids.
 
     Returns one line per action that failed (the pass goes on: the next pass retries what is still wanted).
+    ``leading`` is asked before each action: a replica that lost the Lease mid-pass stops writing.
     """
     import httpx
     import kr8s
 
     errors: list[str] = []
     for a in actions:
+        if leading is not None and not leading():
+            errors.append(f"lost the Lease: {len(actions) - actions.index(a)} action(s) left to the new leader")
+            break
         try:
             await _apply_one(api, a, known)
         except (httpx.HTTPError, kr8s.ServerError) as exc:
@@ -74,6 +81,8 @@ async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, 
                 continue  # already there (a previous pass or the other replica): the state we wanted
             if isinstance(a, Delete) and code == 404:
                 continue
+            if isinstance(a, Emit) and code == 409:
+                continue  # the same event (its name is derived from object, reason, message and time)
             errors.append(f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: "
                           f"HTTP {code}: {exc}")
     return errors
@@ -125,7 +134,9 @@ async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.E
     import httpx
     import kr8s
 
+    backoff = 1.0
     while not stop.is_set():
+        started = time.monotonic()
         try:
             body = await _call(api, "GET", api_version, plural, params={"limit": 1})
             rv = (body.get("metadata") or {}).get("resourceVersion") or ""
@@ -149,6 +160,11 @@ async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.E
                         wake.set()
         except (httpx.HTTPError, kr8s.ServerError) as exc:
             log.info("watch %s: %s; relisting", plural, exc)
-            await asyncio.sleep(2)
         except asyncio.CancelledError:
             return
+        # A stream that ends at once (an error, a server that closes watches) must not become a busy loop.
+        backoff = 1.0 if time.monotonic() - started > 30 else min(backoff * 2, 30.0)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=backoff)
+        except TimeoutError:
+            pass

@@ -1,12 +1,14 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, so that two replicas never both act.
 
 The rules are client-go's: the holder renews ``renewTime`` well within ``leaseDurationSeconds``; another
-replica takes over only when the lease has expired, and every write carries the ``resourceVersion`` it read,
-so of two replicas racing for an expired lease the API server accepts one update and answers 409 to the other.
+replica takes over only when the lease has expired, and every write carries the ``resourceVersion`` it read
+(a merge patch with that precondition), so of two replicas racing for an expired lease the API server accepts
+one write and answers 409 to the other.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -75,7 +77,12 @@ async def try_lead(api: Any, namespace: str, identity: str, now: datetime, *, du
             async with api.call_api("POST", version=LEASE_API, url=url, json=body):
                 pass
         else:
-            async with api.call_api("PUT", version=LEASE_API, url=f"{url}/{name}", json=body):
+            # A merge patch that carries the resourceVersion it read: the API server applies it only if the
+            # lease is unchanged since, and answers 409 otherwise (the same precondition as an update).
+            patch = {"metadata": {"resourceVersion": (lease or {}).get("metadata", {}).get("resourceVersion")},
+                     "spec": body["spec"]}
+            async with api.call_api("PATCH", version=LEASE_API, url=f"{url}/{name}", content=json.dumps(patch),
+                                    headers={"Content-Type": "application/merge-patch+json"}):
                 pass
     except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
         if exc.response is not None and exc.response.status_code == 409:

@@ -139,7 +139,7 @@ def namespace_rules() -> list[dict[str, Any]]:
     """In the controller's own namespace: its canaries and its Lease."""
     return [
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
     ]
 
 

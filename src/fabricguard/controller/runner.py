@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,8 +64,9 @@ async def api_for(cfg: RunConfig):  # type: ignore[no-untyped-def]
     return await kr8s.asyncio.api(kubeconfig=cfg.kubeconfig, context=cfg.context)
 
 
-async def run_pass(cfg: RunConfig, now: datetime | None = None, *, measure_memory: bool = False) -> PassReport:
-    """List, reconcile and act once."""
+async def run_pass(cfg: RunConfig, now: datetime | None = None, *, measure_memory: bool = False,
+                   leading: Callable[[], bool] | None = None) -> PassReport:
+    """List, reconcile and act once; ``leading`` is asked before each action (a lost Lease stops the writes)."""
     api = await api_for(cfg)
     t0 = time.perf_counter()
     if measure_memory:
@@ -72,7 +74,7 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, measure_memor
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context)
     result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, now or datetime.now(UTC), cfg.canary_config())
     known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
-    errors = await apply_actions(api, result.actions, known)
+    errors = await apply_actions(api, result.actions, known, leading)
     peak = 0
     if measure_memory:
         peak = tracemalloc.get_traced_memory()[1]
@@ -80,27 +82,54 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, measure_memor
     return PassReport(result, errors, time.perf_counter() - t0, peak)
 
 
+class Leadership:
+    """This replica's standing, renewed by its own task so that a long pass never lets the Lease lapse."""
+
+    def __init__(self) -> None:
+        self.leading = False
+        self.valid_until = 0.0  # monotonic time until which a won round keeps us the holder
+
+    def active(self) -> bool:
+        return self.leading and time.monotonic() < self.valid_until
+
+
+async def keep_lease(api, cfg: RunConfig, identity: str, who: Leadership, metrics: Metrics,  # type: ignore[no-untyped-def]
+                     stop: asyncio.Event) -> None:
+    """Renew (or try to take) the Lease every third of its duration until ``stop``."""
+    period = max(0.5, cfg.lease_s / 3)
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            won = await try_lead(api, cfg.namespace, identity, datetime.now(UTC), duration_s=cfg.lease_s)
+        except Exception as exc:  # an unreachable API server: lead nothing until it answers again
+            log.warning("lease: %s", exc)
+            won = False
+        who.leading = won
+        # Count the lease from before the request: the holder stops acting before anyone else may start.
+        who.valid_until = started + cfg.lease_s * 2 / 3 if won else 0.0
+        metrics.leader.set(1 if won else 0)
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=period)
+        except TimeoutError:
+            pass
+
+
 async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> None:
     """The controller's main loop, until ``stop`` is set."""
     api = await api_for(cfg)
     identity = cfg.identity or default_identity()
+    who = Leadership()
     wake = asyncio.Event()
-    watchers = [asyncio.create_task(watch_changes(api, v, plural, wake, stop)) for v, plural in WATCHED]
+    tasks = [asyncio.create_task(watch_changes(api, v, plural, wake, stop)) for v, plural in WATCHED]
+    tasks.append(asyncio.create_task(keep_lease(api, cfg, identity, who, metrics, stop)))
     last_pass = 0.0
-    tick = max(1.0, cfg.lease_s / 3)
     try:
         while not stop.is_set():
-            try:
-                leading = await try_lead(api, cfg.namespace, identity, datetime.now(UTC), duration_s=cfg.lease_s)
-            except Exception as exc:  # an unreachable API server: lead nothing until it answers again
-                log.warning("lease: %s", exc)
-                leading = False
-            metrics.leader.set(1 if leading else 0)
             due = wake.is_set() or time.monotonic() - last_pass >= cfg.resync_s
-            if leading and due:
+            if who.active() and due:
                 wake.clear()
                 try:
-                    rep = await run_pass(cfg)
+                    rep = await run_pass(cfg, leading=who.active)
                 except Exception as exc:
                     log.warning("pass failed: %s", exc)
                     metrics.errors.inc()
@@ -110,10 +139,10 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
                     for e in rep.errors:
                         log.warning("%s", e)
             try:
-                await asyncio.wait_for(stop.wait(), timeout=tick)
+                await asyncio.wait_for(stop.wait(), timeout=0.5)
             except TimeoutError:
                 pass
     finally:
-        for w in watchers:
-            w.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
