@@ -159,9 +159,9 @@ def apply_aware_emulator() -> Any:
             ctype = request.headers.get("Content-Type", "")
             key = (request.resource, request.namespace, request.name)
             before = None
-            if request.resource is not None and request.action == action.UPDATE and "apply-patch" in ctype:
-                if key in self.objects and not self.objects[key].deleted:
-                    before = json.loads(json.dumps(self.objects[key].raw))
+            if (request.resource is not None and request.action == action.UPDATE and "apply-patch" in ctype
+                    and key in self.objects and not self.objects[key].deleted):
+                before = json.loads(json.dumps(self.objects[key].raw))
             response = await super()._handle(request)
             if before is not None and isinstance(request.data, dict):
                 # kmock stored a naive merge (lists replaced); store the API server's merge instead.

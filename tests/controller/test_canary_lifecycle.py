@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from controller_support import (
     FVS,
+    NOW,
     ROCE_LOGS,
     SOCKET_LOGS,
-    NOW,
     WORKLOADS,
     canaries,
     jobset_created,
@@ -98,13 +98,13 @@ async def test_restart_mid_canary_adopts_the_running_jobset(cluster, profile_pat
     assert _posts(k8s, "jobsets") == 1
     # Every --once is a fresh controller process: two more "restarts" while the canary runs, past the interval.
     for minutes in (2, 11):
-        rc, doc = await run_once(kc, profile_path, NOW + timedelta(minutes=minutes), lustre)
+        await run_once(kc, profile_path, NOW + timedelta(minutes=minutes), lustre)
         assert _posts(k8s, "jobsets") == 1, "a restarted controller started a duplicate canary"
         (fv,) = live(k8s, FVS)
         assert fv["status"]["active"]["jobSet"] == js["metadata"]["name"]
     ranks_wrote(lustre, js, ROCE_LOGS, busbw=40.0)
     jobset_finishes(k8s, js, NOW + timedelta(minutes=12))
-    rc, doc = await run_once(kc, profile_path, NOW + timedelta(minutes=12, seconds=30), lustre)
+    _rc, _doc = await run_once(kc, profile_path, NOW + timedelta(minutes=12, seconds=30), lustre)
     (fv,) = live(k8s, FVS)
     assert [r["name"] for r in fv["status"]["runs"]] == [js["metadata"]["name"]]  # the result landed, once
     assert fv["status"]["runs"][0]["outcome"] == "passed"

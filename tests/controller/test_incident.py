@@ -6,12 +6,12 @@ from datetime import timedelta
 
 from controller_support import (
     CHECKS,
-    kueue_validate,
     FVS,
     NOW,
     WORKLOADS,
     canaries,
     jobset_created,
+    kueue_validate,
     live,
     run_once,
     schedule_fails,

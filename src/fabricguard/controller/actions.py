@@ -1,7 +1,8 @@
 """What one reconcile pass wants done to the cluster, as plain data; the I/O edge (``kube.py``) carries it out.
 
-Status that others share is never written with a merge patch: a merge patch replaces whole lists, and ``status.conditions`` of
-an AdmissionCheck or ``status.admissionChecks`` of a Workload hold entries that other controllers own.
+Status that others share is never written with a merge patch: a merge patch replaces whole lists, and
+``status.conditions`` of an AdmissionCheck or ``status.admissionChecks`` of a Workload hold entries that other
+controllers own.
 :class:`ApplyStatus` is a server-side apply of only the fields given, under the controller's field manager,
 so the API server merges our one list entry (lists keyed by ``name`` or ``type``) with everyone else's.
 """

@@ -44,7 +44,7 @@ def controller_cmd(
     as_json: bool = typer.Option(False, "--json", help="With --once: print the pass as JSON."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
-    from fabricguard.controller.runner import RunConfig, run_forever, run_pass
+    from fabricguard.controller.runner import RunConfig, run_pass
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)

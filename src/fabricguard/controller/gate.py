@@ -22,7 +22,7 @@ from fabricguard.controller.actions import Action, ApplyStatus, event
 from fabricguard.controller.canaries import PoolState
 from fabricguard.profile.model import PlatformProfile
 
-MAX_MESSAGE = 1024  # the Workload API's limit on an admission check message (maxLength 32768 in v1beta2; we keep it short)
+MAX_MESSAGE = 1024  # Kueue allows 32768 characters; Events and `kubectl describe` read better short
 
 
 @dataclass

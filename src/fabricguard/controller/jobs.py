@@ -42,7 +42,7 @@ def judge_finished(
     labels = o.labels(obj)
     if labels.get(wl.LABEL_MANAGED) != "true" or o.LABEL_CANARY_POOL in labels:
         return []
-    if o.ANN_VERDICT in o.annotations(obj) or not finished(obj, kind):
+    if o.ANN_VERDICT in o.annotations_of(obj) or not finished(obj, kind):
         return []
     ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
     try:

@@ -9,6 +9,7 @@ raw ``call_api`` as a server-side apply (``application/apply-patch+yaml`` with o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -164,7 +165,5 @@ async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.E
             return
         # A stream that ends at once (an error, a server that closes watches) must not become a busy loop.
         backoff = 1.0 if time.monotonic() - started > 30 else min(backoff * 2, 30.0)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=backoff)
-        except TimeoutError:
-            pass

@@ -114,7 +114,8 @@ def rbac_rules() -> list[dict[str, Any]]:
 
     watched = {plural for _v, plural in WATCHED}
     by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for api_version, plural, _kind in LIVE_RESOURCES + CONTROLLER_RESOURCES:
+    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES]
+    for api_version, plural, _kind in resources:
         verbs = ("list", "watch") if plural in watched else ("list",)
         by_group.setdefault((_plural_group(api_version), verbs), []).append(plural)
     rules: list[dict[str, Any]] = [
@@ -150,7 +151,7 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
     selector = {"app.kubernetes.io/name": NAME}
     lustre = profile.spec.storage.lustre
     args = ["controller", "--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--namespace", namespace,
-            "--image", image, "--metrics-port", str(METRICS_PORT)]
+            "--image", image, "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)"]
     mounts: list[dict[str, Any]] = [
         {"name": "profile", "mountPath": f"/etc/fabricguard/{PROFILE_KEY}", "subPath": PROFILE_KEY,
          "readOnly": True},
@@ -166,7 +167,7 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName,
                                                                       "readOnly": True}})
     probe = {"httpGet": {"path": "/metrics", "port": "metrics"}}
-    container = {
+    container: dict[str, Any] = {
         "name": "controller",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
@@ -180,7 +181,6 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,
     }
-    container["args"] += ["--identity", "$(POD_NAME)"]
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
         "spec": {

@@ -73,7 +73,7 @@ def labels(obj: dict[str, Any]) -> dict[str, str]:
     return v if isinstance(v, dict) else {}
 
 
-def annotations(obj: dict[str, Any]) -> dict[str, str]:
+def annotations_of(obj: dict[str, Any]) -> dict[str, str]:
     v = meta(obj).get("annotations")
     return v if isinstance(v, dict) else {}
 

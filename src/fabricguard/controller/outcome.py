@@ -135,7 +135,9 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
         if d.get("failed"):
             failed.append(f"collective probe failed: {d.get('error') or 'no error text'}")
 
-    logs_present = log_dir.is_dir() and any(p.is_file() and not p.name.startswith("mountinfo") for p in log_dir.rglob("*"))
+    logs_present = log_dir.is_dir() and any(
+        p.is_file() and not p.name.startswith("mountinfo") for p in log_dir.rglob("*")
+    )
     if logs_present:
         try:
             verdict = judge_job(log_dir, profile, pool.name)
@@ -173,7 +175,7 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
             if c.name == "collective.busbw" and c.status is Status.degraded:
                 degraded.append(f"busbw below the floor: {c.detail}")
     for d in storage:
-        status = str((d.get("status") or "")).lower()
+        status = str(d.get("status") or "").lower()
         for c in d.get("checks") or ():
             st = str(c.get("status") or "")
             if st in ("failed", "degraded"):
@@ -201,7 +203,8 @@ def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -
         inv = e.get("involvedObject") or e.get("regarding") or {}
         if inv.get("kind") != "Pod" or inv.get("name") not in names or e.get("reason") != "FailedScheduling":
             continue
-        when = str(e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+        when = str(e.get("lastTimestamp") or e.get("eventTime")
+                   or (e.get("metadata") or {}).get("creationTimestamp") or "")
         msg = str(e.get("message") or e.get("note") or "")
         if best is None or when >= best[0]:
             best = (when, msg)

@@ -8,6 +8,7 @@ other renews nothing and waits, ready to take over when the lease expires.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -108,10 +109,8 @@ async def keep_lease(api, cfg: RunConfig, identity: str, who: Leadership, metric
         # Count the lease from before the request: the holder stops acting before anyone else may start.
         who.valid_until = started + cfg.lease_s * 2 / 3 if won else 0.0
         metrics.leader.set(1 if won else 0)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=period)
-        except TimeoutError:
-            pass
 
 
 async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> None:
@@ -138,10 +137,8 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
                     metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
                     for e in rep.errors:
                         log.warning("%s", e)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=0.5)
-            except TimeoutError:
-                pass
     finally:
         for t in tasks:
             t.cancel()

@@ -210,6 +210,13 @@ def duration_seconds(text: str) -> int:
     return h * 3600 + mi * 60 + s
 
 
+CanaryCollective = Literal["all_reduce", "all_gather", "reduce_scatter"]
+
+
+def _default_collectives() -> list[CanaryCollective]:
+    return ["all_reduce"]
+
+
 class CanarySizes(_Strict):
     """Message sizes of the canary's collective probe (nccl-tests' -b, -e, -f)."""
 
@@ -234,9 +241,7 @@ class Canary(_Strict):
     runTimeout: str = Field(default="15m", description="activeDeadlineSeconds of each canary pod.")
     nodes: int = Field(default=2, ge=2, description="Pods, one per node.")
     gpusPerPod: int = Field(default=1, ge=1, description="GPUs (and torchrun processes) per canary pod.")
-    collectives: list[Literal["all_reduce", "all_gather", "reduce_scatter"]] = Field(
-        default_factory=lambda: ["all_reduce"], min_length=1
-    )
+    collectives: list[CanaryCollective] = Field(default_factory=_default_collectives, min_length=1)
     sizes: CanarySizes = Field(default_factory=CanarySizes)
     storageSize: str = Field(default="1G", description="Checkpoint bytes per node for the storage probe.")
     priorityClassName: str = "fabricguard-canary"
