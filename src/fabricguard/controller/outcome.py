@@ -103,7 +103,11 @@ def _load_results(result_dir: Path, pattern: str) -> tuple[list[dict[str, Any]],
         try:
             doc = json.loads(text)
         except ValueError:
-            bad.append(f"{f.name}: not the probe's JSON ({text[:120] or 'empty'})")
+            err = f.with_suffix(".stderr")
+            said = err.read_text(encoding="utf-8", errors="replace").strip() if err.is_file() else ""
+            said = " ".join(said.splitlines()[-3:])[-300:]
+            bad.append(f"{f.name}: not the probe's JSON ({text[:120] or 'empty'})" + (f"; it said: {said}" if said
+                                                                                         else ""))
             continue
         if isinstance(doc, dict):
             docs.append(doc)
