@@ -111,6 +111,7 @@ def _evaluate(
 ) -> CanaryRun | None:
     """The run record of a canary JobSet that is over, or None while it still runs."""
     name = o.name_of(js)
+    cfg_ns = o.namespace_of(js) or ""
     started = o.created(js) or now
     nodes = sorted({str((p.get("spec") or {}).get("nodeName")) for p in pods if (p.get("spec") or {}).get("nodeName")})
     done, when = _finished(js, pods, canary)
@@ -129,7 +130,7 @@ def _evaluate(
         reason = scheduler_reason(pods, inv.events)
         return CanaryRun(name, Outcome.unschedulable, o.iso(started), o.iso(now),
                          f"Pending for {int(age)} s (timeout {canary.pendingTimeout}): {reason}",
-                         [f"Pod {o.name_of(p)}: {reason}" for p in pods[:2]] or [reason], nodes=nodes)
+                         [f"Pod {cfg_ns}/{o.name_of(p)}: FailedScheduling" for p in pods[:2]], nodes=nodes)
     if age >= canary.pending_timeout_s + canary.run_timeout_s + 60:
         return CanaryRun(name, Outcome.failed, o.iso(started), o.iso(now),
                          f"did not finish within pendingTimeout + runTimeout ({int(age)} s); its pods: "
