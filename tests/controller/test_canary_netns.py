@@ -134,7 +134,7 @@ async def _one_canary(k8s, kc, profile_path: Path, lustre: Path, mount: Path, ns
     for p in done:
         assert (job_dir / ".fabricguard" / "canary").is_dir(), p.stderr[-3000:]
     jobset_finishes(k8s, js, at + timedelta(minutes=2), failed=any(p.returncode for p in done))
-    rc, doc = await run_once(kc, profile_path, at + timedelta(minutes=3), lustre)
+    await run_once(kc, profile_path, at + timedelta(minutes=3), lustre)
     (fv,) = live(k8s, FVS)
     run = fv["status"]["runs"][0]
     assert run["name"] == js["metadata"]["name"]
