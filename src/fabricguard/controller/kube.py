@@ -121,16 +121,18 @@ async def _apply_one(api: Any, a: Action, known: dict[tuple[str, str], dict[str,
         await _call(api, "POST", "v1", _path("events", ns), json=a.body)
 
 
-WATCHED: tuple[tuple[str, str], ...] = (
-    (o.JOBSET_API, "jobsets"),
-    ("v1", "pods"),
-    (o.KUEUE_API, "workloads"),
-    (o.FV_API, o.FV_PLURAL),
+# What wakes a pass early: (apiVersion, plural, labelSelector). Only canary pods: every other pod change in a
+# large cluster would keep the controller busy for nothing, and the periodic pass sees them anyway.
+WATCHED: tuple[tuple[str, str, str | None], ...] = (
+    (o.JOBSET_API, "jobsets", None),
+    ("v1", "pods", o.LABEL_CANARY_POOL),
+    (o.KUEUE_API, "workloads", None),
+    (o.FV_API, o.FV_PLURAL, None),
 )
 
 
 async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.Event,
-                        stop: asyncio.Event, *, timeout_s: int = 300) -> None:
+                        stop: asyncio.Event, *, selector: str | None = None, timeout_s: int = 300) -> None:
     """Set ``wake`` on every change of ``plural``. Lists first for a resourceVersion; relists on 410 or EOF."""
     import httpx
     import kr8s
@@ -139,9 +141,11 @@ async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.E
     while not stop.is_set():
         started = time.monotonic()
         try:
-            body = await _call(api, "GET", api_version, plural, params={"limit": 1})
+            sel: dict[str, Any] = {"labelSelector": selector} if selector else {}
+            body = await _call(api, "GET", api_version, plural, params={"limit": 1, **sel})
             rv = (body.get("metadata") or {}).get("resourceVersion") or ""
-            params: dict[str, Any] = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s}
+            params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s,
+                                      **sel}
             if rv and rv != "...":
                 params["resourceVersion"] = rv
             async with api.call_api("GET", version=api_version, url=plural, params=params, stream=True,

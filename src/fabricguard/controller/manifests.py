@@ -112,7 +112,7 @@ def rbac_rules() -> list[dict[str, Any]]:
     """Cluster-wide rules: list/watch what a pass reads, and the few writes it makes."""
     from fabricguard.controller.kube import CONTROLLER_RESOURCES, WATCHED
 
-    watched = {plural for _v, plural in WATCHED}
+    watched = {plural for _v, plural, _sel in WATCHED}
     by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES]
     for api_version, plural, _kind in resources:

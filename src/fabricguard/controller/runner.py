@@ -40,6 +40,7 @@ class RunConfig:
     context: str | None = None
     identity: str = ""
     resync_s: float = 30.0
+    min_gap_s: float = 5.0  # a burst of watch events costs one pass, not one per event
     lease_s: int = 15
     history: int = 10
 
@@ -119,12 +120,14 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
     identity = cfg.identity or default_identity()
     who = Leadership()
     wake = asyncio.Event()
-    tasks = [asyncio.create_task(watch_changes(api, v, plural, wake, stop)) for v, plural in WATCHED]
+    tasks = [asyncio.create_task(watch_changes(api, v, plural, wake, stop, selector=sel))
+             for v, plural, sel in WATCHED]
     tasks.append(asyncio.create_task(keep_lease(api, cfg, identity, who, metrics, stop)))
     last_pass = 0.0
     try:
         while not stop.is_set():
-            due = wake.is_set() or time.monotonic() - last_pass >= cfg.resync_s
+            since = time.monotonic() - last_pass
+            due = (wake.is_set() and since >= cfg.min_gap_s) or since >= cfg.resync_s
             if who.active() and due:
                 wake.clear()
                 try:
