@@ -32,3 +32,22 @@ def test_bad_now_missing_lustre_and_unreachable_cluster(tmp_path: Path, profile_
     bad.write_text("apiVersion: fabricguard.io/v1alpha1\nkind: PlatformProfile\n")
     r = _run("--profile", str(bad), "--once")
     assert r.exit_code == 3 and "Traceback" not in r.output
+
+
+async def test_once_only_reads_while_another_controller_holds_the_lease(cluster, profile_path, lustre) -> None:
+    from datetime import UTC, datetime
+
+    from controller_support import LEASES, NOW, NS, canaries, run_once
+
+    from fabricguard.controller.lease import micro
+
+    k8s, kc = cluster
+    k8s.objects[LEASES, NS, "fabricguard-controller"] = {
+        "metadata": {"name": "fabricguard-controller", "namespace": NS},
+        "spec": {"holderIdentity": "fabricguard-controller-7d9f-abcde", "leaseDurationSeconds": 3600,
+                 "renewTime": micro(datetime.now(UTC))}}
+    rc, doc = await run_once(kc, profile_path, NOW, lustre)
+    assert doc["acted"] is False and canaries(k8s) == []
+    assert doc["pools"]["gh200-roce"]["ready"] is False and rc == 1
+    rc, doc = await run_once(kc, profile_path, NOW, lustre, "--force")
+    assert doc["acted"] is True and len(canaries(k8s)) == 1

@@ -42,9 +42,10 @@ def controller_cmd(
     metrics_port: int = typer.Option(8080, "--metrics-port", help="Port of /metrics (0: none)."),
     resync: float = typer.Option(30.0, "--resync", help="Seconds between full passes without changes."),
     as_json: bool = typer.Option(False, "--json", help="With --once: print the pass as JSON."),
+    force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
-    from fabricguard.controller.runner import RunConfig, run_pass
+    from fabricguard.controller.runner import RunConfig, run_once
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
@@ -62,21 +63,24 @@ def controller_cmd(
         import kr8s
 
         try:
-            rep = asyncio.run(run_pass(cfg, fixed))
+            rep = asyncio.run(run_once(cfg, fixed, force=force))
         except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
             # kubeconfig missing, API server unreachable or refusing: say so, no traceback
             fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}",
                  hint="check --kubeconfig/--context, or run in a cluster")
-        _print_pass(rep.result, rep.errors, as_json)
+        if rep.lease_holder:
+            err_console.print(f"[yellow]warning:[/] controller {rep.lease_holder!r} holds the Lease: this pass only "
+                              "read the cluster and changed nothing (--force to act anyway)")
+        _print_pass(rep.result, rep.errors, as_json, rep.acted)
         raise typer.Exit(rep.result.exit_code)
     _serve(cfg, metrics_port)
 
 
-def _print_pass(result, errors: list[str], as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _print_pass(result, errors: list[str], as_json: bool, acted: bool) -> None:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
     if as_json:
-        print_json(result.summary() | {"errors": errors})
+        print_json(result.summary() | {"errors": errors, "acted": acted})
         return
     for name, s in result.pools.items():
         state = "[green]VALIDATED[/]" if s.ready else ("[red]HELD[/]" if s.canary else "[yellow]UNHEALTHY[/]")
@@ -86,7 +90,8 @@ def _print_pass(result, errors: list[str], as_json: bool) -> None:  # type: igno
     crit = [f for f in result.findings if str(f.severity) == "critical"]
     if crit:
         console.print(f"doctor: {len(crit)} critical finding(s): " + ", ".join(sorted({f.rule for f in crit})))
-    console.print(f"actions: {len(result.actions)}" + (f", {len(errors)} refused" if errors else ""))
+    console.print(f"actions: {len(result.actions)}" + ("" if acted else " (not carried out)")
+                  + (f", {len(errors)} refused" if errors else ""))
     for e in errors:
         err_console.print(f"[red]refused:[/] {escape(e)}")
 

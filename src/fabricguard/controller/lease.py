@@ -53,6 +53,20 @@ def desired(lease: dict[str, Any] | None, identity: str, now: datetime, duration
     return {"apiVersion": LEASE_API, "kind": "Lease", "metadata": md, "spec": spec}
 
 
+async def read_lease(api: Any, namespace: str, name: str = o.LEASE_NAME) -> dict[str, Any] | None:
+    import httpx
+    import kr8s
+
+    try:
+        async with api.call_api("GET", version=LEASE_API, url=f"namespaces/{namespace}/leases/{name}") as resp:
+            lease: dict[str, Any] = resp.json()
+    except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
+        if exc.response is None or exc.response.status_code != 404:
+            raise
+        return None
+    return lease
+
+
 async def try_lead(api: Any, namespace: str, identity: str, now: datetime, *, duration_s: int = 15,
                    name: str = o.LEASE_NAME) -> bool:
     """One election round: True when ``identity`` holds the lease after it."""
@@ -60,13 +74,7 @@ async def try_lead(api: Any, namespace: str, identity: str, now: datetime, *, du
     import kr8s
 
     url = f"namespaces/{namespace}/leases"
-    try:
-        async with api.call_api("GET", version=LEASE_API, url=f"{url}/{name}") as resp:
-            lease: dict[str, Any] | None = resp.json()
-    except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
-        if exc.response is None or exc.response.status_code != 404:
-            raise
-        lease = None
+    lease = await read_lease(api, namespace, name)
     step = decide(lease, identity, now)
     if step is Step.follow:
         return False

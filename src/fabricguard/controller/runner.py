@@ -13,7 +13,6 @@ import logging
 import os
 import socket
 import time
-import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +21,8 @@ from pathlib import Path
 from fabricguard.controller import objects as o
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import WATCHED, apply_actions, list_cluster, watch_changes
-from fabricguard.controller.lease import try_lead
+from fabricguard.controller.lease import Step, decide, read_lease, try_lead
+from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult, reconcile
 from fabricguard.profile.model import PlatformProfile
@@ -53,7 +53,8 @@ class PassReport:
     result: PassResult
     errors: list[str]
     seconds: float
-    peak_bytes: int = 0
+    acted: bool = True
+    lease_holder: str | None = None  # another live controller, when --once only read
 
 
 def default_identity() -> str:
@@ -66,22 +67,30 @@ async def api_for(cfg: RunConfig):  # type: ignore[no-untyped-def]
     return await kr8s.asyncio.api(kubeconfig=cfg.kubeconfig, context=cfg.context)
 
 
-async def run_pass(cfg: RunConfig, now: datetime | None = None, *, measure_memory: bool = False,
+async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
                    leading: Callable[[], bool] | None = None) -> PassReport:
-    """List, reconcile and act once; ``leading`` is asked before each action (a lost Lease stops the writes)."""
+    """List, reconcile and (``act``) carry out the actions; ``leading`` is asked before each action."""
     api = await api_for(cfg)
     t0 = time.perf_counter()
-    if measure_memory:
-        tracemalloc.start()
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context)
     result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, now or datetime.now(UTC), cfg.canary_config())
     known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
-    errors = await apply_actions(api, result.actions, known, leading)
-    peak = 0
-    if measure_memory:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return PassReport(result, errors, time.perf_counter() - t0, peak)
+    errors = await apply_actions(api, result.actions, known, leading) if act else []
+    return PassReport(result, errors, time.perf_counter() - t0, acted=act)
+
+
+async def run_once(cfg: RunConfig, now: datetime | None = None, *, force: bool = False) -> PassReport:
+    """One pass for ``--once``. While a running controller holds the Lease, the pass only reads and reports
+    (unless ``force``): two actors would start two canaries per pool. The Lease is judged by the wall clock
+    even when ``now`` replays another time."""
+    holder = None
+    if not force:
+        lease = await read_lease(await api_for(cfg), cfg.namespace)
+        if decide(lease, cfg.identity or default_identity(), datetime.now(UTC)) is Step.follow:
+            holder = holder_of(lease)
+    rep = await run_pass(cfg, now, act=holder is None)
+    rep.lease_holder = holder
+    return rep
 
 
 class Leadership:
