@@ -51,3 +51,13 @@ async def test_once_only_reads_while_another_controller_holds_the_lease(cluster,
     assert doc["pools"]["gh200-roce"]["ready"] is False and rc == 1
     rc, doc = await run_once(kc, profile_path, NOW, lustre, "--force")
     assert doc["acted"] is True and len(canaries(k8s)) == 1
+
+
+def test_the_controller_never_imports_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, fabricguard.cli, fabricguard.controller.runner, fabricguard.controller.outcome, "
+            "fabricguard.controller.manifests; assert 'torch' not in sys.modules, 'torch imported'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
