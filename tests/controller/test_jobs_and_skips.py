@@ -70,7 +70,9 @@ async def test_saturated_pool_skips_and_then_goes_stale(cluster, profile_path, l
     (fv,) = live(k8s, FVS)
     run = fv["status"]["runs"][0]
     assert run["outcome"] == "skipped" and "pool saturated" in run["message"]
-    assert doc["pools"]["gh200-roce"]["ready"] is False
+    pool = doc["pools"]["gh200-roce"]
+    assert pool["ready"] is False and pool["latest"] == "skipped" and pool["outcome"] is None
+    assert "no canary has finished yet" in pool["message"] and "pool saturated" in pool["message"]
     # Within the interval nothing new is recorded; after it, another skip.
     await run_once(kc, profile_path, NOW + timedelta(minutes=5), lustre)
     assert len(live(k8s, FVS)[0]["status"]["runs"]) == 1

@@ -37,6 +37,7 @@ class PoolState:
     last_success: str | None = None
     interval_s: int = 0
     busbw: dict[str, float] = field(default_factory=dict)
+    latest: str | None = None  # the newest run's outcome, `skipped` included (``outcome`` is the newest judged)
 
 
 @dataclass
@@ -168,10 +169,10 @@ def pool_state(pool: Pool, canary: Canary | None, runs: list[CanaryRun], last_su
         msg = f"pool {pool.name}: no canary has finished yet"
         if last is not None:
             msg += f" (last: {last.outcome}: {last.message})"
-        return PoolState(pool.name, True, False, str(last.outcome) if last else None, msg,
-                         interval_s=canary.interval_s)
+        return PoolState(pool.name, True, False, None, msg, interval_s=canary.interval_s,
+                         latest=str(last.outcome) if last else None)
     base = PoolState(pool.name, True, False, str(judged.outcome), "", list(judged.evidence), last_success,
-                     canary.interval_s, dict(judged.busbwGBps))
+                     canary.interval_s, dict(judged.busbwGBps), str(last.outcome) if last else None)
     if judged.outcome is Outcome.passed and fresh:
         base.ready = True
         base.message = f"pool {pool.name}: canary {judged.name} passed at {judged.finished} ({judged.message})"

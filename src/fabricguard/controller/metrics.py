@@ -63,7 +63,7 @@ class Metrics:
             if t is not None:
                 self.last_success.labels(p.name).set(t.timestamp())
             for o in Outcome:
-                self.last_outcome.labels(p.name, str(o)).set(1 if s.outcome == str(o) else 0)
+                self.last_outcome.labels(p.name, str(o)).set(1 if s.latest == str(o) else 0)
             for coll, v in s.busbw.items():
                 self.busbw.labels(p.name, coll).set(v)
             if p.baseline.busbw_floor_gbps is not None:

@@ -46,7 +46,8 @@ class PassResult:
         return {
             "now": o.iso(self.now),
             "pools": {
-                p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "message": s.message,
+                p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "latest": s.latest,
+                    "message": s.message,
                     "lastSuccess": s.last_success, "heldWorkloads": self.pending.get(p, 0)}
                 for p, s in self.pools.items()
             },
