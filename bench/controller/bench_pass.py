@@ -126,7 +126,7 @@ async def kmock_pass(lists: dict[str, dict], lustre: Path) -> float:
                                   "clusters": [{"name": "b", "cluster": {"server": str(server.url).rstrip("/")}}],
                                   "users": [{"name": "b", "user": {"token": "t"}}],
                                   "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}]}))
-        cfg = RunConfig(loads_profile(PROFILE), kubeconfig=str(kc), lustre_root=lustre)
+        cfg = RunConfig(loads_profile(PROFILE), image="img:1", kubeconfig=str(kc), lustre_root=lustre)
         rep = await run_pass(cfg, gen.NOW)
         assert not rep.errors, rep.errors[:3]
         return rep.seconds

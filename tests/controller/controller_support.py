@@ -22,6 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
 NS = "fabricguard-system"
+CANARY_IMAGE = "ghcr.io/acme/fabricguard-probe@sha256:" + "cd" * 32
 CANARY_LABEL = "fabricguard.io/canary-pool"
 ROCE_LOGS = sorted((FIXTURES / "synthetic" / "roce-2x2-kubectl").iterdir())
 SOCKET_LOGS = sorted((FIXTURES / "synthetic" / "socket-fallback-2x4").iterdir())
@@ -212,7 +213,7 @@ async def run_once(kubeconfig_path: str, profile_path: Path, now: datetime, lust
     from fabricguard.cli import app
 
     args = ["controller", "--profile", str(profile_path), "--once", "--now", ts(now), "--kubeconfig", kubeconfig_path,
-            "--lustre-root", str(lustre), "--json", *extra]
+            "--lustre-root", str(lustre), "--canary-image", CANARY_IMAGE, "--json", *extra]
     r = await asyncio.to_thread(CliRunner().invoke, app, args)
     try:
         doc = json.loads(r.stdout)

@@ -27,6 +27,9 @@ def test_bad_now_missing_lustre_and_unreachable_cluster(tmp_path: Path, profile_
         port = s.getsockname()[1]
     kc = kubeconfig(tmp_path, f"http://127.0.0.1:{port}")
     r = _run("--profile", str(profile_path), "--once", "--kubeconfig", kc, "--lustre-root", str(tmp_path))
+    assert r.exit_code == 3 and "no canary.image" in r.output and "--canary-image" in r.output
+    r = _run("--profile", str(profile_path), "--once", "--kubeconfig", kc, "--lustre-root", str(tmp_path),
+             "--canary-image", "reg.example.com/fabricguard-probe:1")
     assert r.exit_code == 3 and "cannot reach the cluster" in r.output and "Traceback" not in r.output
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: fabricguard.io/v1alpha1\nkind: PlatformProfile\n")

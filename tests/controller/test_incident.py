@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from controller_support import (
+    CANARY_IMAGE,
     CHECKS,
     FVS,
     NOW,
@@ -103,7 +104,7 @@ async def test_incident_alert_expression_holds_and_clears(cluster, profile_path,
 
     k8s, kc = cluster
     profile = load_profile(profile_path)
-    cfg = RunConfig(profile, kubeconfig=kc, lustre_root=lustre)
+    cfg = RunConfig(profile, image=CANARY_IMAGE, kubeconfig=kc, lustre_root=lustre)
     metrics = Metrics()
     rep = await run_pass(cfg, NOW)
     metrics.observe(profile, rep.result, rep.seconds, len(rep.errors))

@@ -6,7 +6,7 @@ import asyncio
 from datetime import timedelta
 
 import kr8s.asyncio
-from controller_support import NOW, NS, canaries, live
+from controller_support import CANARY_IMAGE, NOW, NS, canaries, live
 
 from fabricguard.controller.lease import Step, decide, try_lead
 
@@ -48,7 +48,7 @@ async def test_two_running_controllers_start_one_canary(cluster, profile_path, l
     stop = asyncio.Event()
     metrics = [Metrics(), Metrics()]
     loops = [asyncio.create_task(run_forever(
-        RunConfig(profile, kubeconfig=kc, lustre_root=lustre, identity=f"replica-{i}", resync_s=0.5,
+        RunConfig(profile, image=CANARY_IMAGE, kubeconfig=kc, lustre_root=lustre, identity=f"replica-{i}", resync_s=0.5,
                   lease_s=3, min_gap_s=0.5),
         metrics[i], stop)) for i in range(2)]
     await asyncio.sleep(4)

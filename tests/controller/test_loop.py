@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from controller_support import WORKLOADS, live, workload
+from controller_support import CANARY_IMAGE, WORKLOADS, live, workload
 
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.runner import RunConfig, run_forever
@@ -14,7 +14,7 @@ from fabricguard.profile import load_profile
 
 async def test_a_new_workload_is_handled_on_its_watch_event_not_at_resync(cluster, profile_path, lustre) -> None:
     k8s, kc = cluster
-    cfg = RunConfig(load_profile(profile_path), kubeconfig=kc, lustre_root=lustre, identity="solo", resync_s=3600,
+    cfg = RunConfig(load_profile(profile_path), image=CANARY_IMAGE, kubeconfig=kc, lustre_root=lustre, identity="solo", resync_s=3600,
                     lease_s=3, min_gap_s=0.2)
     stop = asyncio.Event()
     metrics = Metrics()

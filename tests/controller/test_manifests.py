@@ -24,13 +24,14 @@ from fabricguard.profile import load_profile, loads_profile
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = sorted((ROOT / "examples" / "profiles").glob("*.yaml"))
 IMAGE = "ghcr.io/acme/fabricguard@sha256:" + "ab" * 32
+CANARY_IMAGE = "ghcr.io/acme/fabricguard-probe@sha256:" + "cd" * 32
 K8S = kubernetes_validate.latest_version()
 NOT_BUILTIN = {"AdmissionCheck", "ServiceMonitor"}
 
 
 @pytest.fixture(params=PROFILES, ids=[p.stem for p in PROFILES])
 def rendered(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return manifests(load_profile(request.param), request.param.read_text(), IMAGE, "fg-system")
+    return manifests(load_profile(request.param), request.param.read_text(), IMAGE, "fg-system", CANARY_IMAGE)
 
 
 def by_kind(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -74,6 +75,7 @@ def test_deployment_is_two_replicas_non_root_read_only_with_lustre(rendered) -> 
     lustre = [v for v in spec["volumes"] if v["name"] == "lustre"]
     assert lustre and lustre[0]["persistentVolumeClaim"]["readOnly"] is True
     assert "--lustre-root" in c["args"] and "$(POD_NAME)" in c["args"]
+    assert c["image"] == IMAGE and c["args"][c["args"].index("--canary-image") + 1] == CANARY_IMAGE
     assert by_kind(rendered, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     sm = by_kind(rendered, "ServiceMonitor")
     assert sm["spec"]["endpoints"][0]["port"] == by_kind(rendered, "Service")["spec"]["ports"][0]["name"]
@@ -131,6 +133,9 @@ def test_crd_status_accepts_what_the_controller_writes() -> None:
 def test_render_controller_cli_prints_the_fragment_and_refuses_a_bad_image() -> None:
     prof = str(PROFILES[0])
     r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", IMAGE])
+    assert r.exit_code == 3 and "--canary-image" in r.output  # the controller's image has no torch
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", IMAGE,
+                                 "--canary-image", CANARY_IMAGE])
     assert r.exit_code == 0, r.output
     assert "#       - name: fabric-validated" in r.stdout and "kind: CustomResourceDefinition" in r.stdout
     r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", "UPPER/Case:tag"])

@@ -194,6 +194,8 @@ def render_canary(
     canary = profile.canary(pool)
     if canary is None:
         raise ValueError(f"pool {pool.name} has no canary")
+    if not (canary.image or image):
+        raise ValueError(f"pool {pool.name}: no canary image (canary.image or --canary-image)")
     bare = _bare_jobset(pool, canary, spec, canary.image or image)
     w = wl.locate(bare, "JobSet", spec.namespace)
     mutation = mutate_workload(w, profile, pool)

@@ -32,8 +32,9 @@ def controller_cmd(
     once: bool = typer.Option(False, "--once", help="Run one reconcile pass and exit (0 healthy, 1 not)."),
     now: str = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replays; only with --once."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="Where canaries run."),
-    image: str = typer.Option("ghcr.io/fabricguard/fabricguard:latest", "--image",
-                              help="Image of the canary pods (a pool's canary.image wins)."),
+    image: str = typer.Option(None, "--canary-image",
+                              help="Image of the canary pods: fabricguard with the probe extra (torch with NCCL); "
+                                   "a pool's canary.image wins."),
     lustre_root: Path = typer.Option(None, "--lustre-root",
                                      help="Where the Lustre claim's root is mounted here (read-only is enough)."),
     kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster or ~/.kube)."),
@@ -57,7 +58,11 @@ def controller_cmd(
     if lustre_root is None and any(prof.canary(p) for p in prof.spec.pools):
         err_console.print("[yellow]warning:[/] no --lustre-root: finished canaries are recorded as failed (their "
                           "logs cannot be read) and finished jobs get no verdict")
-    cfg = RunConfig(prof, namespace, image, lustre_root, kubeconfig, context, identity or "", resync)
+    missing = [p.name for p in prof.spec.pools if (c := prof.canary(p)) is not None and not c.image]
+    if missing and not image:
+        fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
+             hint="pass --canary-image REF (fabricguard with the probe extra: torch with NCCL), or set canary.image")
+    cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync)
     if once:
         import httpx
         import kr8s
@@ -119,6 +124,8 @@ def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
 def render_controller_cmd(
     profile: Path = PROFILE_OPT,
     image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
+    canary_image: str = typer.Option(None, "--canary-image",
+                                     help="Image of the canary pods: fabricguard with the probe extra (torch, NCCL)."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
 ) -> None:
     """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment."""
@@ -127,10 +134,15 @@ def render_controller_cmd(
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
-    problem = reference_problem(image)
-    if problem:
-        fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
-    sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace), prof))
+    for opt, ref in (("--image", image), ("--canary-image", canary_image)):
+        problem = reference_problem(ref) if ref else None
+        if problem:
+            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard@sha256:<index digest>")
+    missing = [p.name for p in prof.spec.pools if (c := prof.canary(p)) is not None and not c.image]
+    if missing and not canary_image:
+        fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
+             hint="pass --canary-image REF: the controller's image has no torch; canaries need the probe extra")
+    sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace, canary_image), prof))
 
 
 def render_alerts_cmd(

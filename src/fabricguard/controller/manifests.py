@@ -145,13 +145,15 @@ def namespace_rules() -> list[dict[str, Any]]:
 
 
 def manifests(profile: PlatformProfile, profile_text: str, image: str,
-              namespace: str = "fabricguard-system") -> list[dict[str, Any]]:
+              namespace: str = "fabricguard-system", canary_image: str | None = None) -> list[dict[str, Any]]:
     labels = _labels()
     meta = {"name": NAME, "namespace": namespace, "labels": labels}
     selector = {"app.kubernetes.io/name": NAME}
     lustre = profile.spec.storage.lustre
     args = ["controller", "--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--namespace", namespace,
-            "--image", image, "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)"]
+            "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)"]
+    if canary_image:
+        args += ["--canary-image", canary_image]
     mounts: list[dict[str, Any]] = [
         {"name": "profile", "mountPath": f"/etc/fabricguard/{PROFILE_KEY}", "subPath": PROFILE_KEY,
          "readOnly": True},

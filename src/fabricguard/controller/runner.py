@@ -34,7 +34,7 @@ log = logging.getLogger("fabricguard.controller")
 class RunConfig:
     profile: PlatformProfile
     namespace: str = "fabricguard-system"
-    image: str = "ghcr.io/fabricguard/fabricguard:latest"
+    image: str = ""  # the canary image (fabricguard with the probe extra); a pool's canary.image wins
     lustre_root: Path | None = None
     kubeconfig: str | None = None
     context: str | None = None
