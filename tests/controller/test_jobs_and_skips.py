@@ -78,3 +78,15 @@ async def test_saturated_pool_skips_and_then_goes_stale(cluster, profile_path, l
     assert len(live(k8s, FVS)[0]["status"]["runs"]) == 1
     await run_once(kc, profile_path, NOW + timedelta(minutes=10), lustre)
     assert [r["outcome"] for r in live(k8s, FVS)[0]["status"]["runs"]] == ["skipped", "skipped"]
+
+
+async def test_a_jobset_that_never_gets_pods_is_reported_as_such(cluster, profile_path, lustre) -> None:
+    from controller_support import jobset_created
+
+    k8s, kc = cluster
+    await run_once(kc, profile_path, NOW, lustre)
+    (js,) = canaries(k8s)
+    jobset_created(k8s, js, NOW)  # and nothing else happens: no JobSet controller made its pods
+    _rc, doc = await run_once(kc, profile_path, NOW + timedelta(minutes=4), lustre)
+    assert doc["pools"]["gh200-roce"]["outcome"] == "unschedulable"
+    assert "is the JobSet controller running" in doc["pools"]["gh200-roce"]["message"]

@@ -128,7 +128,9 @@ def _evaluate(
                          j.transport, j.busbw, nodes)
     age = (now - started).total_seconds()
     if _pending_since(js, pods) and age >= canary.pending_timeout_s:
-        reason = scheduler_reason(pods, inv.events)
+        reason = scheduler_reason(pods, inv.events) if pods else (
+            "no pod of the canary exists: is the JobSet controller running, and may it create pods in "
+            f"{cfg_ns} (kubectl describe jobset -n {cfg_ns} {name})?")
         return CanaryRun(name, Outcome.unschedulable, o.iso(started), o.iso(now),
                          f"Pending for {int(age)} s (timeout {canary.pendingTimeout}): {reason}",
                          [f"Pod {cfg_ns}/{o.name_of(p)}: FailedScheduling" for p in pods[:2]], nodes=nodes)
