@@ -6,8 +6,12 @@ reconcile core and the tests agree on them.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
+
+# Times are read and written by the doctor's helpers: one parser of API-server timestamps.
+from fabricguard.doctor.model import iso as iso
+from fabricguard.doctor.model import parse_time as parse_time
 
 GROUP = "fabricguard.io"
 VERSION = "v1alpha1"
@@ -37,21 +41,6 @@ MANAGED_KINDS: tuple[tuple[str, str, str], ...] = (
     (BATCH_API, "jobs", "Job"),
     (TRAINJOB_API, "trainjobs", "TrainJob"),
 )
-
-
-def iso(t: datetime) -> str:
-    """RFC 3339 in UTC with a Z and whole seconds, as the API server writes times."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def meta(obj: dict[str, Any]) -> dict[str, Any]:
