@@ -140,3 +140,14 @@ def test_render_controller_cli_prints_the_fragment_and_refuses_a_bad_image() -> 
     assert "#       - name: fabric-validated" in r.stdout and "kind: CustomResourceDefinition" in r.stdout
     r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", "UPPER/Case:tag"])
     assert r.exit_code == 3 and "error:" in r.output and "Traceback" not in r.output
+
+
+def test_render_kueue_check_prints_the_check_and_the_fragment() -> None:
+    import yaml
+
+    r = CliRunner().invoke(app, ["render", "kueue-check", "--profile", str(ROOT / "examples/profiles/onprem-infiniband.yaml")])
+    assert r.exit_code == 0, r.output
+    ac = yaml.safe_load(r.stdout)
+    kueue_validate(ac, "admissionchecks")
+    assert ac["spec"]["controllerName"] == "fabricguard.io/fabric-validated"
+    assert "#         onFlavors:" in r.stdout and "#         - h100-ib" in r.stdout and "#         - gh200-roce" in r.stdout

@@ -145,6 +145,20 @@ def render_controller_cmd(
     sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace, canary_image), prof))
 
 
+def render_kueue_check_cmd(profile: Path = PROFILE_OPT) -> None:
+    """Print the AdmissionCheck and the ClusterQueue fragment that attaches it to the fabric pools' flavors."""
+    import yaml
+
+    from fabricguard.controller.manifests import admission_check, clusterqueue_fragment
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    frag = yaml.safe_dump({"spec": clusterqueue_fragment(prof)}, sort_keys=False).rstrip("\n")
+    sys.stdout.write("# Add to each ClusterQueue (kueue.x-k8s.io/v1beta2) that serves these flavors:\n"
+                     + "".join(f"#   {line}\n" for line in frag.splitlines())
+                     + yaml.safe_dump(admission_check(), sort_keys=False))
+
+
 def render_alerts_cmd(
     profile: Path = PROFILE_OPT,
     plain: bool = typer.Option(False, "--plain", help="A Prometheus rules file instead of a PrometheusRule."),
@@ -176,5 +190,6 @@ def register(app: typer.Typer) -> None:
 
     app.command("controller")(controller_cmd)
     render_app.command("controller")(render_controller_cmd)
+    render_app.command("kueue-check")(render_kueue_check_cmd)
     render_app.command("alerts")(render_alerts_cmd)
     render_app.command("dashboard")(render_dashboard_cmd)
