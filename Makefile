@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build of torch lies on disk on our machines; a loose range would pull a multi-GB CUDA build.
 TORCH_PIN ?= torch==2.13.0
-APT_PACKAGES := fio iproute2 docker-registry chromium
+APT_PACKAGES := fio iproute2 docker-registry chromium prometheus
 
 .PHONY: demo test deps venv lint bench clean
 

@@ -7,6 +7,7 @@ import typer
 from fabricguard import __version__
 from fabricguard.admission import commands as admission_commands
 from fabricguard.console import CommandGroup
+from fabricguard.controller import commands as controller_commands
 from fabricguard.doctor import commands as doctor_commands
 from fabricguard.nccl import commands as nccl_commands
 from fabricguard.placement import commands as placement_commands
@@ -46,6 +47,7 @@ probe_commands.register(app)
 doctor_commands.register(app)
 admission_commands.register(app)
 placement_commands.register(app)
+controller_commands.register(app)
 
 
 def main() -> None:

@@ -20,6 +20,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_BYTES = re.compile(r"^[0-9]+[KMG]?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
@@ -208,6 +210,98 @@ class Baseline(_Strict):
         return self.allReduceBusBwGBps * self.floorFraction
 
 
+def duration_seconds(text: str) -> int:
+    """A Go-style duration such as ``10m``, ``1h30m`` or ``90s``, in whole seconds."""
+    m = _DURATION.match(text)
+    if not text or m is None:
+        raise ValueError(f"{text!r} is not a duration; write it like 90s, 10m or 1h30m")
+    h, mi, s = (int(g) if g else 0 for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+CanaryCollective = Literal["all_reduce", "all_gather", "reduce_scatter"]
+
+
+def _default_collectives() -> list[CanaryCollective]:
+    return ["all_reduce"]
+
+
+class CanarySizes(_Strict):
+    """Message sizes of the canary's collective probe (nccl-tests' -b, -e, -f)."""
+
+    minBytes: str = "1M"
+    maxBytes: str = "256M"
+    stepFactor: float = Field(default=2.0, gt=1)
+
+    @field_validator("minBytes", "maxBytes")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        if not _BYTES.match(v):
+            raise ValueError(f"{v!r} is not a size; write it like 1M, 256M or 1G")
+        return v
+
+
+class Canary(_Strict):
+    """A small two-node job that asks for the pool's fabric on a schedule, so a broken fabric is found first."""
+
+    enabled: bool = True
+    interval: str = Field(default="10m", description="Time between canary starts.")
+    pendingTimeout: str = Field(default="5m", description="Pending longer than this is unschedulable.")
+    runTimeout: str = Field(default="15m", description="activeDeadlineSeconds of each canary pod.")
+    nodes: int = Field(default=2, ge=2, description="Pods, one per node.")
+    gpusPerPod: int = Field(default=1, ge=1, description="GPUs (and torchrun processes) per canary pod.")
+    collectives: list[CanaryCollective] = Field(default_factory=_default_collectives, min_length=1)
+    sizes: CanarySizes = Field(default_factory=CanarySizes)
+    storageSize: str = Field(default="1G", description="Checkpoint bytes per node for the storage probe.")
+    priorityClassName: str = "fabricguard-canary"
+    queue: str | None = Field(
+        default=None, description="LocalQueue without the fabric check; none: the canary bypasses Kueue."
+    )
+    flavors: list[str] = Field(
+        default_factory=list, description="Kueue ResourceFlavors this canary gates (default: the pool's name)."
+    )
+    image: str | None = Field(default=None, description="Canary image (default: the controller's own image).")
+
+    @field_validator("interval", "pendingTimeout", "runTimeout")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        if duration_seconds(v) <= 0:
+            raise ValueError(f"{v!r} must be longer than zero")
+        return v
+
+    @field_validator("storageSize")
+    @classmethod
+    def _storage(cls, v: str) -> str:
+        if not _BYTES.match(v):
+            raise ValueError(f"{v!r} is not a size; write it like 256M or 1G")
+        return v
+
+    @field_validator("queue", "priorityClassName")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a valid name (lowercase letters, digits and '-')")
+        return v
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> Canary:
+        if duration_seconds(self.pendingTimeout) >= duration_seconds(self.interval):
+            raise ValueError("pendingTimeout must be shorter than interval, or a stuck canary hides the next one")
+        return self
+
+    @property
+    def interval_s(self) -> int:
+        return duration_seconds(self.interval)
+
+    @property
+    def pending_timeout_s(self) -> int:
+        return duration_seconds(self.pendingTimeout)
+
+    @property
+    def run_timeout_s(self) -> int:
+        return duration_seconds(self.runTimeout)
+
+
 class QueueTopology(_Strict):
     level: str
     mode: Literal["required", "preferred", "unconstrained"] = "preferred"
@@ -325,6 +419,9 @@ class Pool(_Strict):
         if coarse is None:
             return []
         return [coarse] if coarse == HOSTNAME_LABEL else [coarse, HOSTNAME_LABEL]
+    canary: Canary | None = Field(
+        default=None, description="The pool's canary (default: on for fabric pools with Lustre, else off)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -339,6 +436,14 @@ class Pool(_Strict):
         if v is not None and not _QUANTITY.match(v):
             raise ValueError(f"{v!r} is not a Kubernetes quantity such as '250Gi'")
         return v
+
+    @model_validator(mode="after")
+    def _canary_fits(self) -> Pool:
+        if self.canary is not None and self.canary.gpusPerPod > self.gpusPerNode:
+            raise ValueError(
+                f"canary.gpusPerPod {self.canary.gpusPerPod} exceeds gpusPerNode {self.gpusPerNode}"
+            )
+        return self
 
 
 class Lustre(_Strict):
@@ -397,6 +502,17 @@ class Spec(_Strict):
         if self.defaultPool is not None and self.defaultPool not in seen:
             raise ValueError(f"defaultPool {self.defaultPool!r} is not a pool; known pools: {sorted(seen)}")
         self._shared_queues_agree()
+        flavors: dict[str, str] = {}
+        for p in self.pools:
+            if p.canary is not None and p.canary.enabled and (self.storage.lustre is None or not p.lustre):
+                raise ValueError(
+                    f"pool {p.name!r}: canary.enabled needs the pool's Lustre (spec.storage.lustre and "
+                    "lustre: true), where the canary's ranks leave their NCCL logs; set canary.enabled: false"
+                )
+            for f in p.canary.flavors if p.canary else ():
+                if f in flavors:
+                    raise ValueError(f"ResourceFlavor {f!r} is gated by two pools' canaries: {flavors[f]}, {p.name}")
+                flavors[f] = p.name
         return self
 
     def _shared_queues_agree(self) -> None:
@@ -438,6 +554,18 @@ class PlatformProfile(_Strict):
     def pool_names(self) -> list[str]:
         return [p.name for p in self.spec.pools]
 
+    def canary(self, pool: Pool) -> Canary | None:
+        """The pool's effective canary: its block, or the defaults on a fabric pool with Lustre; None: no canary."""
+        if pool.canary is not None:
+            return pool.canary if pool.canary.enabled else None
+        if pool.fabric.has_fabric and pool.lustre and self.spec.storage.lustre is not None:
+            return Canary()
+        return None
+
+    def canary_flavors(self, pool: Pool) -> list[str]:
+        """Kueue ResourceFlavors whose workloads wait for this pool's canary."""
+        return list(pool.canary.flavors) if pool.canary and pool.canary.flavors else [pool.name]
+
     def advisories(self) -> list[str]:
         """Valid but risky choices, worth a warning in ``profile check``."""
         out: list[str] = []
@@ -451,6 +579,8 @@ class PlatformProfile(_Strict):
                 )
             if f.has_fabric and f.devicePlugin is None:
                 out.append(f"{where}: no fabric.devicePlugin; the doctor cannot check that it is ever ready")
+            if f.has_fabric and self.canary(p) is None:
+                out.append(f"{where}: no canary; a broken fabric is found only when a job runs on it")
             if f.has_fabric and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: no baseline.allReduceBusBwGBps; bandwidth cannot be judged, only transport")
         return out

@@ -1,0 +1,106 @@
+"""Alerting rules: ``fabricguard render alerts`` (a PrometheusRule, or ``--plain`` a Prometheus rules file).
+
+The rules read the controller's metrics (names in ``metrics.py``) and kube-state-metrics for the fabric
+device plugins. kubernetes-mixin's DaemonSet alerts compare ``desired`` with ``current``/``available``, so a
+DaemonSet that wants no pod at all (``desiredNumberScheduled == 0``: a nodeSelector or an untolerated taint
+that matches none of the pool's nodes) never fires them; the never-ready rule here fires on desired 0 as on
+"none ready", and on a DaemonSet that kube-state-metrics does not report at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabricguard.profile.model import PlatformProfile
+
+GROUP = "fabricguard"
+
+
+def _rule(alert: str, expr: str, for_: str, severity: str, summary: str, description: str) -> dict[str, Any]:
+    return {"alert": alert, "expr": expr, "for": for_, "labels": {"severity": severity},
+            "annotations": {"summary": summary, "description": description}}
+
+
+def _plugin_expr(profile: PlatformProfile) -> str | None:
+    plugins = sorted({(p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet)
+                      for p in profile.spec.pools if p.fabric.devicePlugin is not None})
+    if not plugins:
+        return None
+    terms = []
+    for ns, ds in plugins:
+        sel = f'namespace="{ns}",daemonset="{ds}"'
+        terms += [f"kube_daemonset_status_desired_number_scheduled{{{sel}}} == 0",
+                  f"kube_daemonset_status_number_ready{{{sel}}} == 0",
+                  f"absent(kube_daemonset_status_desired_number_scheduled{{{sel}}})"]
+    return "\nor\n".join(f"({t})" for t in terms)
+
+
+def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
+    pool = "pool {{ $labels.pool }}"
+    out = [
+        _rule("FabricguardCanaryUnschedulable", 'fabricguard_canary_last_outcome{outcome="unschedulable"} == 1',
+              "1m", "critical", f"{pool}: the fabric canary cannot be scheduled",
+              "The canary asked for the pool's fabric resources and stayed Pending past its timeout; the "
+              "scheduler's reason is in the FabricValidation's latest run. A device plugin that does not "
+              "advertise the resource is the usual cause. Training workloads on this pool are held."),
+        _rule("FabricguardCanarySocketFallback", 'fabricguard_canary_last_outcome{outcome="fallback"} == 1',
+              "1m", "critical", f"{pool}: the canary fell back to TCP sockets",
+              "NCCL in the canary used NET/Socket instead of the pool's fabric: jobs here would run at a "
+              "fraction of their speed without an error. See the evidence lines in the FabricValidation."),
+        _rule("FabricguardCanaryFailed", 'fabricguard_canary_last_outcome{outcome="failed"} == 1',
+              "1m", "critical", f"{pool}: the canary failed",
+              "NCCL or the probe failed in the canary (with NCCL_NET forced, a missing fabric fails here)."),
+        _rule("FabricguardCanaryBusBwBelowFloor",
+              'fabricguard_canary_busbw_gbps{collective="all_reduce"} < on(pool) fabricguard_canary_busbw_floor_gbps',
+              "5m", "warning", f"{pool}: canary all-reduce busbw below the floor",
+              "Peak bus bandwidth {{ $value }} GB/s is below the pool's floor (floorFraction x baseline)."),
+        _rule("FabricguardNoRecentValidation",
+              "(time() - fabricguard_canary_last_success_timestamp_seconds > 2 * fabricguard_canary_interval_seconds)"
+              "\nor\n(fabricguard_canary_interval_seconds unless on(pool) "
+              "fabricguard_canary_last_success_timestamp_seconds)",
+              "10m", "warning", f"{pool}: no successful fabric validation for more than two intervals",
+              "Workloads on this pool wait in Kueue until a canary passes again."),
+        _rule("FabricguardCanarySkippedTooLong", 'fabricguard_canary_last_outcome{outcome="skipped"} == 1',
+              "1h", "warning", f"{pool}: canaries skipped for an hour (pool saturated)",
+              "No node had free GPUs for the canary; the fabric is not being validated."),
+        _rule("FabricguardWorkloadsHeld", "fabricguard_admission_check_pending_workloads > 0", "15m", "warning",
+              f"{pool}: workloads held by the fabric-validated check",
+              "{{ $value }} workload(s) wait for the pool's fabric; kubectl describe workload shows why."),
+        _rule("FabricguardJobsFinishingDegraded",
+              'sum by (pool, verdict, transport) (increase(fabricguard_job_verdicts_total{verdict!="pass"}[1h])) > 0',
+              "0m", "warning", f"{pool}: jobs finished with verdict {{{{ $labels.verdict }}}}",
+              "Finished jobs did not prove they used the fabric (transport {{ $labels.transport }}); see the "
+              "fabricguard.io/verdict annotation and Events on the jobs."),
+        _rule("FabricguardDoctorCritical", 'fabricguard_doctor_findings{severity="critical"} > 0', "15m",
+              "critical", "doctor: {{ $labels.rule }}",
+              "The controller's doctor pass reports {{ $value }} critical finding(s) of rule {{ $labels.rule }}; "
+              "run fabricguard doctor for the objects and the fix."),
+        _rule("FabricguardControllerNotReconciling",
+              "time() - max(fabricguard_reconcile_last_timestamp_seconds) > 300", "5m", "warning",
+              "fabricguard controller has not finished a pass for 5 minutes",
+              "No replica holds the Lease or the API server refuses the controller; canaries and the Kueue "
+              "check are frozen."),
+    ]
+    plugin = _plugin_expr(profile)
+    if plugin is not None:
+        out.insert(6, _rule(
+            "FabricguardFabricDaemonSetNeverReady", plugin, "15m", "critical",
+            "fabric device plugin {{ $labels.namespace }}/{{ $labels.daemonset }} has no ready pod",
+            "The DaemonSet wants no pod (desiredNumberScheduled 0: selector or taints match no node), has none "
+            "ready, or is missing. kubernetes-mixin's DaemonSet alerts compare desired with current and stay "
+            "silent when desired is 0."))
+    return out
+
+
+def rule_groups(profile: PlatformProfile) -> dict[str, Any]:
+    return {"groups": [{"name": GROUP, "rules": rules(profile)}]}
+
+
+def prometheus_rule(profile: PlatformProfile, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "fabricguard", "namespace": namespace,
+                     "labels": {"app.kubernetes.io/part-of": "fabricguard"}},
+        "spec": rule_groups(profile),
+    }

@@ -1,0 +1,267 @@
+"""The canary part of a reconcile pass, per pool: adopt, judge, time out, record, and start the next canary.
+
+State lives in the cluster only (the canary JobSet and the pool's FabricValidation), so a restarted
+controller picks up where the last one stopped: a running JobSet is adopted, a finished one is judged once
+(its name in the history says it was recorded), and a new canary starts only when none is running and the
+interval since the last start has passed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fabricguard.admission import workloads as wl
+from fabricguard.controller import objects as o
+from fabricguard.controller.actions import Action, Counters, Create, Delete, MergeStatus
+from fabricguard.controller.canary import RESULT_SUBDIR, CanarySpec, job_dir, log_dir, render_canary, spec_for
+from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, judge_canary, scheduler_reason
+from fabricguard.profile.model import Canary, PlatformProfile, Pool
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass
+class PoolState:
+    """A pool's standing after this pass: what the admission check and the exit code are decided from."""
+
+    pool: str
+    canary: bool
+    ready: bool
+    outcome: str | None
+    message: str
+    evidence: list[str] = field(default_factory=list)
+    last_success: str | None = None
+    interval_s: int = 0
+    busbw: dict[str, float] = field(default_factory=dict)
+    latest: str | None = None  # the newest run's outcome, `skipped` included (``outcome`` is the newest judged)
+
+
+@dataclass
+class Inventory:
+    """Indexes over the listed objects that every pool's pass reads."""
+
+    pods_by_jobset: dict[tuple[str, str], list[dict[str, Any]]]
+    used_gpus: dict[tuple[str, str], int]  # (node, resource) -> GPUs requested by live pods
+    nodes: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+    @classmethod
+    def build(cls, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], events: list[dict[str, Any]],
+              gpu_resources: set[str]) -> Inventory:
+        by_js: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        used: dict[tuple[str, str], int] = defaultdict(int)
+        for p in pods:
+            js = o.labels(p).get(wl.JOBSET_NAME)
+            if js:
+                by_js[(o.namespace_of(p) or "", js)].append(p)
+            st = p.get("status") or {}
+            spec = p.get("spec") or {}
+            node = spec.get("nodeName")
+            if not node or st.get("phase") in TERMINAL_PHASES:
+                continue
+            for r in gpu_resources:
+                n = wl.pod_gpus(spec, r)
+                if n:
+                    used[(node, r)] += n
+        return cls(dict(by_js), dict(used), nodes, events)
+
+    def free_nodes(self, pool: Pool, gpus: int) -> int:
+        """Nodes of the pool, Ready and schedulable, with ``gpus`` GPUs that no live pod requests."""
+        count = 0
+        for n in self.nodes:
+            labels = o.labels(n)
+            if any(labels.get(k) != v for k, v in pool.nodeSelector.items()):
+                continue
+            if (n.get("spec") or {}).get("unschedulable") or not o.condition_true(n, "Ready"):
+                continue
+            alloc = wl.parse_quantity(((n.get("status") or {}).get("allocatable") or {}).get(pool.gpuResource, 0))
+            if alloc - self.used_gpus.get((o.name_of(n), pool.gpuResource), 0) >= gpus:
+                count += 1
+        return count
+
+
+def _finished(js: dict[str, Any], pods: list[dict[str, Any]], canary: Canary) -> tuple[bool, datetime | None]:
+    for ctype in ("Completed", "Failed"):
+        c = o.condition(js, ctype)
+        if c is not None and c.get("status") == "True":
+            return True, o.parse_time(c.get("lastTransitionTime"))
+    phases = [(p.get("status") or {}).get("phase") for p in pods]
+    if len(pods) >= canary.nodes and all(ph in TERMINAL_PHASES for ph in phases):
+        return True, None
+    return False, None
+
+
+def _pending_since(js: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
+    """No pod of the canary has been placed on a node (missing pods count as not placed)."""
+    return all(not (p.get("spec") or {}).get("nodeName") for p in pods)
+
+
+def _evaluate(
+    profile: PlatformProfile,
+    pool: Pool,
+    canary: Canary,
+    js: dict[str, Any],
+    pods: list[dict[str, Any]],
+    inv: Inventory,
+    now: datetime,
+    lustre_root: Path | None,
+) -> CanaryRun | None:
+    """The run record of a canary JobSet that is over, or None while it still runs."""
+    name = o.name_of(js)
+    cfg_ns = o.namespace_of(js) or ""
+    started = o.created(js) or now
+    nodes = sorted({str((p.get("spec") or {}).get("nodeName")) for p in pods if (p.get("spec") or {}).get("nodeName")})
+    done, when = _finished(js, pods, canary)
+    if done:
+        if lustre_root is None:
+            return CanaryRun(name, Outcome.failed, o.iso(started), o.iso(when or now),
+                             "the controller has no Lustre root (--lustre-root) to read the canary's logs from",
+                             nodes=nodes)
+        ns = o.namespace_of(js) or ""
+        run_dir = lustre_root / job_dir(profile, ns, name)
+        j = judge_canary(profile, pool, run_dir, lustre_root / log_dir(profile, ns, name), run_dir / RESULT_SUBDIR)
+        return CanaryRun(name, j.outcome, o.iso(started), o.iso(when or now), j.message, j.evidence,
+                         j.transport, j.busbw, nodes)
+    age = (now - started).total_seconds()
+    if _pending_since(js, pods) and age >= canary.pending_timeout_s:
+        reason = scheduler_reason(pods, inv.events) if pods else (
+            "no pod of the canary exists: is the JobSet controller running, and may it create pods in "
+            f"{cfg_ns} (kubectl describe jobset -n {cfg_ns} {name})?")
+        return CanaryRun(name, Outcome.unschedulable, o.iso(started), o.iso(now),
+                         f"Pending for {int(age)} s (timeout {canary.pendingTimeout}): {reason}",
+                         [f"Pod {cfg_ns}/{o.name_of(p)}: FailedScheduling" for p in pods[:2]], nodes=nodes)
+    if age >= canary.pending_timeout_s + canary.run_timeout_s + 60:
+        return CanaryRun(name, Outcome.failed, o.iso(started), o.iso(now),
+                         f"did not finish within pendingTimeout + runTimeout ({int(age)} s); its pods: "
+                         + ", ".join(f"{o.name_of(p)} {(p.get('status') or {}).get('phase')}" for p in pods),
+                         nodes=nodes)
+    return None
+
+
+def _status(runs: list[CanaryRun], history: int, active: dict[str, Any] | None,
+            previous_success: str | None, pool: Pool) -> dict[str, Any]:
+    runs = runs[:history]
+    success = next((r.finished for r in runs if r.outcome is Outcome.passed), previous_success)
+    # Every key, None where absent: the merge patch then removes what no longer applies.
+    return {
+        "pool": pool.name,
+        "runs": [r.to_dict() for r in runs],
+        "lastOutcome": str(runs[0].outcome) if runs else None,
+        "lastRun": runs[0].finished if runs else None,
+        "lastSuccess": success,
+        "active": {"jobSet": o.name_of(active), "started": o.meta(active).get("creationTimestamp")}
+        if active is not None else None,
+    }
+
+
+def pool_state(pool: Pool, canary: Canary | None, runs: list[CanaryRun], last_success: str | None,
+               now: datetime) -> PoolState:
+    if canary is None:
+        return PoolState(pool.name, False, True, None, f"pool {pool.name} has no canary")
+    judged = next((r for r in runs if r.outcome in JUDGED), None)
+    last = runs[0] if runs else None
+    stale_after = 2 * canary.interval_s
+    success_t = o.parse_time(last_success)
+    fresh = success_t is not None and (now - success_t).total_seconds() <= stale_after
+    if judged is None:
+        msg = f"pool {pool.name}: no canary has finished yet"
+        if last is not None:
+            msg += f" (last: {last.outcome}: {last.message})"
+        return PoolState(pool.name, True, False, None, msg, interval_s=canary.interval_s,
+                         latest=str(last.outcome) if last else None)
+    base = PoolState(pool.name, True, False, str(judged.outcome), "", list(judged.evidence), last_success,
+                     canary.interval_s, dict(judged.busbwGBps), str(last.outcome) if last else None)
+    if judged.outcome is Outcome.passed and fresh:
+        base.ready = True
+        base.message = f"pool {pool.name}: canary {judged.name} passed at {judged.finished} ({judged.message})"
+    elif judged.outcome is Outcome.passed:
+        base.message = (f"pool {pool.name}: no successful canary within two intervals ({2 * canary.interval_s} s); "
+                        f"last success {last_success}"
+                        + (f"; latest run {last.outcome}: {last.message}" if last is not None else ""))
+    else:
+        ev = f"; evidence: {judged.evidence[0]}" if judged.evidence else ""
+        base.message = (f"pool {pool.name}: canary {judged.outcome} at {judged.finished}: {judged.message}{ev}")
+    return base
+
+
+@dataclass
+class CanaryConfig:
+    namespace: str
+    image: str
+    lustre_root: Path | None
+    history: int = 10
+
+
+def reconcile_pool(
+    profile: PlatformProfile,
+    pool: Pool,
+    fv: dict[str, Any] | None,
+    jobsets: list[dict[str, Any]],
+    inv: Inventory,
+    now: datetime,
+    cfg: CanaryConfig,
+    counters: Counters,
+) -> tuple[list[Action], PoolState]:
+    canary = profile.canary(pool)
+    actions: list[Action] = []
+    status = (fv or {}).get("status") or {}
+    runs = [r for r in (CanaryRun.from_dict(d) for d in status.get("runs") or () if isinstance(d, dict)) if r]
+    previous_success = status.get("lastSuccess")
+    if fv is None:
+        actions.append(Create(o.FV_API, o.FV_PLURAL, None, {
+            "apiVersion": o.FV_API, "kind": o.FV_KIND,
+            "metadata": {"name": pool.name, "labels": {o.LABEL_CANARY_POOL: pool.name}},
+            "spec": {"pool": pool.name, "interval": canary.interval if canary else None},
+        }))
+    recorded = {r.name for r in runs}
+    mine = sorted(
+        (js for js in jobsets if o.labels(js).get(o.LABEL_CANARY_POOL) == pool.name
+         and o.namespace_of(js) == cfg.namespace),
+        key=lambda js: (o.meta(js).get("creationTimestamp") or "", o.name_of(js)),
+    )
+    active: dict[str, Any] | None = None
+    new_runs: list[CanaryRun] = []
+    for js in mine:
+        name = o.name_of(js)
+        if name in recorded or canary is None:
+            actions.append(Delete(o.JOBSET_API, "jobsets", cfg.namespace, name))
+            continue
+        pods = inv.pods_by_jobset.get((cfg.namespace, name), [])
+        run = _evaluate(profile, pool, canary, js, pods, inv, now, cfg.lustre_root)
+        if run is not None:
+            new_runs.append(run)
+            actions.append(Delete(o.JOBSET_API, "jobsets", cfg.namespace, name))
+        elif active is None:
+            active = js  # adopted: a restarted controller waits for it instead of starting another
+        else:
+            actions.append(Delete(o.JOBSET_API, "jobsets", cfg.namespace, name))  # at most one per pool
+    if canary is not None and active is None:
+        starts = [o.parse_time(r.started) for r in new_runs + runs]
+        last_start = max((t for t in starts if t is not None), default=None)
+        if last_start is None or (now - last_start) >= timedelta(seconds=canary.interval_s):
+            free = inv.free_nodes(pool, canary.gpusPerPod)
+            if free < canary.nodes:
+                new_runs.append(CanaryRun(
+                    f"skipped-{int(now.timestamp())}", Outcome.skipped, o.iso(now), o.iso(now),
+                    f"pool saturated: {free} node(s) of pool {pool.name} have {canary.gpusPerPod} free "
+                    f"{pool.gpuResource}; the canary needs {canary.nodes}",
+                ))
+            else:
+                spec: CanarySpec = spec_for(profile, pool, cfg.namespace, now)
+                body = render_canary(profile, pool, spec, image=cfg.image, owner=fv)
+                actions.append(Create(o.JOBSET_API, "jobsets", cfg.namespace, body,
+                                      owner=None if fv is not None else (o.FV_PLURAL, pool.name)))
+                active = {"metadata": {"name": spec.name, "creationTimestamp": o.iso(now)}}
+    new_runs.sort(key=lambda r: r.finished, reverse=True)
+    for r in new_runs:
+        counters.canary_runs.append((pool.name, str(r.outcome)))
+    all_runs = new_runs + runs
+    want = _status(all_runs, cfg.history, active, previous_success, pool)
+    if want != {k: status.get(k) for k in want}:
+        actions.append(MergeStatus(o.FV_API, o.FV_PLURAL, None, pool.name, want))
+    state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now)
+    return actions, state

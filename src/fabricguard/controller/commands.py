@@ -1,0 +1,195 @@
+"""CLI of the controller: ``fabricguard controller`` and ``fabricguard render controller|alerts|dashboard``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import typer
+
+from fabricguard.console import console, err_console, fail, print_json
+
+PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile (YAML).")
+
+
+def _now(value: str | None) -> datetime | None:
+    from fabricguard.controller.objects import parse_time
+
+    if value is None:
+        return None
+    t = parse_time(value)
+    if t is None:
+        fail(f"--now {value!r} is not an RFC 3339 time", hint="e.g. --now 2025-09-30T12:00:00Z")
+    return t
+
+
+def controller_cmd(
+    profile: Path = PROFILE_OPT,
+    once: bool = typer.Option(False, "--once", help="Run one reconcile pass and exit (0 healthy, 1 not)."),
+    now: str = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replays; only with --once."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="Where canaries run."),
+    image: str = typer.Option(None, "--canary-image",
+                              help="Image of the canary pods: fabricguard with the probe extra (torch with NCCL); "
+                                   "a pool's canary.image wins."),
+    lustre_root: Path = typer.Option(None, "--lustre-root",
+                                     help="Where the Lustre claim's root is mounted here (read-only is enough)."),
+    kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster or ~/.kube)."),
+    context: str = typer.Option(None, "--context"),
+    identity: str = typer.Option(None, "--identity", help="Leader-election identity (default: host-pid)."),
+    metrics_port: int = typer.Option(8080, "--metrics-port", help="Port of /metrics (0: none)."),
+    resync: float = typer.Option(30.0, "--resync", help="Seconds between full passes without changes."),
+    as_json: bool = typer.Option(False, "--json", help="With --once: print the pass as JSON."),
+    force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
+) -> None:
+    """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
+    from fabricguard.controller.runner import RunConfig, run_once
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    fixed = _now(now)
+    if fixed is not None and not once:
+        fail("--now fixes the clock of one pass; use it with --once")
+    if lustre_root is not None and not lustre_root.is_dir():
+        fail(f"--lustre-root {lustre_root}: not a directory", hint="mount the Lustre claim's root and pass its path")
+    if lustre_root is None and any(prof.canary(p) for p in prof.spec.pools):
+        err_console.print("[yellow]warning:[/] no --lustre-root: finished canaries are recorded as failed (their "
+                          "logs cannot be read) and finished jobs get no verdict")
+    missing = [p.name for p in prof.spec.pools if (c := prof.canary(p)) is not None and not c.image]
+    if missing and not image:
+        fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
+             hint="pass --canary-image REF (fabricguard with the probe extra: torch with NCCL), or set canary.image")
+    cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync)
+    if once:
+        import httpx
+        import kr8s
+
+        try:
+            rep = asyncio.run(run_once(cfg, fixed, force=force))
+        except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
+            # kubeconfig missing, API server unreachable or refusing: say so, no traceback
+            fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}",
+                 hint="check --kubeconfig/--context, or run in a cluster")
+        if rep.lease_holder:
+            err_console.print(f"[yellow]warning:[/] controller {rep.lease_holder!r} holds the Lease: this pass only "
+                              "read the cluster and changed nothing (--force to act anyway)")
+        _print_pass(rep.result, rep.errors, as_json, rep.acted)
+        raise typer.Exit(rep.result.exit_code)
+    _serve(cfg, metrics_port)
+
+
+def _print_pass(result, errors: list[str], as_json: bool, acted: bool) -> None:  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+
+    if as_json:
+        print_json(result.summary() | {"errors": errors, "acted": acted})
+        return
+    for name, s in result.pools.items():
+        state = "[green]VALIDATED[/]" if s.ready else ("[red]HELD[/]" if s.canary else "[yellow]UNHEALTHY[/]")
+        held = result.pending.get(name, 0)
+        console.print(f"{state}  pool {escape(name)}  outcome {s.outcome or '-'}  held workloads {held}")
+        console.print(f"  {escape(s.message)}", soft_wrap=True)
+    crit = [f for f in result.findings if str(f.severity) == "critical"]
+    if crit:
+        console.print(f"doctor: {len(crit)} critical finding(s): " + ", ".join(sorted({f.rule for f in crit})))
+    console.print(f"actions: {len(result.actions)}" + ("" if acted else " (not carried out)")
+                  + (f", {len(errors)} refused" if errors else ""))
+    for e in errors:
+        err_console.print(f"[red]refused:[/] {escape(e)}")
+
+
+def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
+    from prometheus_client import start_http_server
+
+    from fabricguard.controller.metrics import Metrics
+    from fabricguard.controller.runner import run_forever
+
+    metrics = Metrics()
+    if port:
+        start_http_server(port, registry=metrics.registry)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_forever(cfg, metrics, stop)
+
+    asyncio.run(main())
+
+
+def render_controller_cmd(
+    profile: Path = PROFILE_OPT,
+    image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
+    canary_image: str = typer.Option(None, "--canary-image",
+                                     help="Image of the canary pods: fabricguard with the probe extra (torch, NCCL)."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+) -> None:
+    """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment."""
+    from fabricguard.controller.manifests import manifests, to_yaml
+    from fabricguard.imageref import reference_problem
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    for opt, ref in (("--image", image), ("--canary-image", canary_image)):
+        problem = reference_problem(ref) if ref else None
+        if problem:
+            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard@sha256:<index digest>")
+    missing = [p.name for p in prof.spec.pools if (c := prof.canary(p)) is not None and not c.image]
+    if missing and not canary_image:
+        fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
+             hint="pass --canary-image REF: the controller's image has no torch; canaries need the probe extra")
+    sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace, canary_image), prof))
+
+
+def render_kueue_check_cmd(profile: Path = PROFILE_OPT) -> None:
+    """Print the AdmissionCheck and the ClusterQueue fragment that attaches it to the fabric pools' flavors."""
+    import yaml
+
+    from fabricguard.controller.manifests import admission_check, clusterqueue_fragment
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    frag = yaml.safe_dump({"spec": clusterqueue_fragment(prof)}, sort_keys=False).rstrip("\n")
+    sys.stdout.write("# Add to each ClusterQueue (kueue.x-k8s.io/v1beta2) that serves these flavors:\n"
+                     + "".join(f"#   {line}\n" for line in frag.splitlines())
+                     + yaml.safe_dump(admission_check(), sort_keys=False))
+
+
+def render_alerts_cmd(
+    profile: Path = PROFILE_OPT,
+    plain: bool = typer.Option(False, "--plain", help="A Prometheus rules file instead of a PrometheusRule."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+) -> None:
+    """Print the alerting rules (PrometheusRule, or --plain a rules file for promtool/Prometheus)."""
+    import yaml
+
+    from fabricguard.controller.alerts import prometheus_rule, rule_groups
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    doc = rule_groups(prof) if plain else prometheus_rule(prof, namespace)
+    sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
+
+
+def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
+    """Print the Grafana dashboard JSON."""
+    from fabricguard.controller.dashboard import dashboard
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``controller`` to the root app and the controller's manifests to ``render``."""
+    from fabricguard.admission.commands import render_app
+
+    app.command("controller")(controller_cmd)
+    render_app.command("controller")(render_controller_cmd)
+    render_app.command("kueue-check")(render_kueue_check_cmd)
+    render_app.command("alerts")(render_alerts_cmd)
+    render_app.command("dashboard")(render_dashboard_cmd)

@@ -1,0 +1,118 @@
+"""The Kueue admission check ``fabricguard.io/fabric-validated``: hold workloads off a pool whose canary failed.
+
+Kueue adds the check's entry (state ``Pending``) to a Workload's ``status.admissionChecks`` once quota is
+reserved on a flavor the ClusterQueue attaches the check to. For each such Workload not yet admitted, the
+check's state follows the pool of its flavor: ``Ready`` when the pool's latest canary passed within two
+intervals, else ``Pending`` with a message naming the pool, the outcome and its evidence, plus an Event,
+because ``kubectl get workloads`` never shows the message. An admitted Workload is left alone: turning its
+check back to Pending would evict a running job for a later canary's result.
+
+Only this check's entry is written (server-side apply; ``admissionChecks`` is a list keyed by name), and
+the AdmissionCheck object's ``Active`` condition is kept True, without which its ClusterQueues go inactive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fabricguard.controller import objects as o
+from fabricguard.controller.actions import Action, ApplyStatus, event
+from fabricguard.controller.canaries import PoolState
+from fabricguard.profile.model import PlatformProfile
+
+MAX_MESSAGE = 1024  # Kueue allows 32768 characters; Events and `kubectl describe` read better short
+
+
+@dataclass
+class GateResult:
+    actions: list[Action] = field(default_factory=list)
+    pending: dict[str, int] = field(default_factory=dict)  # pool -> workloads held by the check
+
+
+def our_checks(admission_checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [ac for ac in admission_checks if (ac.get("spec") or {}).get("controllerName") == o.CHECK_CONTROLLER]
+
+
+def keep_active(admission_checks: list[dict[str, Any]], now: datetime) -> list[Action]:
+    out: list[Action] = []
+    for ac in our_checks(admission_checks):
+        if o.condition_true(ac, "Active"):
+            continue
+        out.append(ApplyStatus(o.KUEUE_API, "AdmissionCheck", "admissionchecks", None, o.name_of(ac), {
+            "conditions": [{
+                "type": "Active",
+                "status": "True",
+                "reason": "Active",
+                "message": "fabricguard-controller is running and validates fabric pools with canaries",
+                "lastTransitionTime": o.iso(now),
+                "observedGeneration": int(o.meta(ac).get("generation") or 1),
+            }],
+        }))
+    return out
+
+
+def _flavors(wl: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ():
+        for f in (psa.get("flavors") or {}).values():
+            out.add(str(f))
+    return out
+
+
+def decide(wl: dict[str, Any], flavor_pool: dict[str, str], states: dict[str, PoolState]) -> tuple[str, str, list[str]]:
+    """(state, message, pools) for one Workload's entry of this check."""
+    flavors = _flavors(wl)
+    pools = sorted({flavor_pool[f] for f in flavors if f in flavor_pool})
+    unknown = sorted(f for f in flavors if f not in flavor_pool)
+    if not flavors:
+        return "Pending", "fabricguard: the workload has no flavor assignment yet", []
+    if unknown and not pools:
+        return ("Pending",
+                f"fabricguard: flavor(s) {', '.join(unknown)} belong to no pool of the profile; add them to a "
+                "pool's canary.flavors, or remove this check from those flavors (onFlavors)", [])
+    bad = [states[p] for p in pools if p in states and not states[p].ready]
+    if bad:
+        return "Pending", "fabricguard: " + " | ".join(s.message for s in bad), [s.pool for s in bad]
+    return "Ready", "fabricguard: " + " | ".join(states[p].message for p in pools if p in states), pools
+
+
+def gate_workloads(
+    profile: PlatformProfile,
+    workloads: list[dict[str, Any]],
+    admission_checks: list[dict[str, Any]],
+    states: dict[str, PoolState],
+    now: datetime,
+) -> GateResult:
+    res = GateResult()
+    names = {o.name_of(ac) for ac in our_checks(admission_checks)} or {o.CHECK_NAME}
+    flavor_pool = {f: p.name for p in profile.spec.pools for f in profile.canary_flavors(p)}
+    for wl in workloads:
+        st = wl.get("status") or {}
+        entry = next((e for e in st.get("admissionChecks") or () if isinstance(e, dict) and e.get("name") in names),
+                     None)
+        if entry is None or not o.condition_true(wl, "QuotaReserved"):
+            continue
+        if o.condition_true(wl, "Admitted") or o.condition_true(wl, "Finished"):
+            continue
+        state, message, pools = decide(wl, flavor_pool, states)
+        message = message[:MAX_MESSAGE]
+        if state == "Pending":
+            for p in pools:
+                res.pending[p] = res.pending.get(p, 0) + 1
+        if entry.get("state") == state and entry.get("message") == message:
+            continue
+        changed = entry.get("state") != state
+        res.actions.append(ApplyStatus(o.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
+            "admissionChecks": [{
+                "name": entry["name"],
+                "state": state,
+                "message": message,
+                "lastTransitionTime": o.iso(now) if changed else entry.get("lastTransitionTime") or o.iso(now),
+            }],
+        }))
+        res.actions.append(event(wl, o.KUEUE_API, "Workload",
+                                 "FabricValidated" if state == "Ready" else "FabricNotValidated",
+                                 message, now, warning=state != "Ready"))
+    return res

@@ -1,0 +1,173 @@
+"""The controller's I/O edge: list the cluster, carry out a pass's actions, and watch for changes (kr8s).
+
+kr8s' object ``patch()`` offers merge and JSON patches only, so status that others share goes through the
+raw ``call_api`` as a server-side apply (``application/apply-patch+yaml`` with our field manager and
+``force``). kr8s' ``async_watch`` does no initial list and keeps a stale ``resourceVersion`` after HTTP 410;
+:func:`watch_changes` lists first, watches from the list's version, and relists on 410 or a closed stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fabricguard.controller import objects as o
+from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergeStatus
+from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot, collect_live, snapshot_from_lists
+
+log = logging.getLogger("fabricguard.controller")
+
+CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
+    (o.FV_API, o.FV_PLURAL, o.FV_KIND),
+    (o.KUEUE_API, "admissionchecks", "AdmissionCheck"),
+    (o.JOBSET_API, "jobsets", "JobSet"),
+    (o.BATCH_API, "jobs", "Job"),
+    (o.TRAINJOB_API, "trainjobs", "TrainJob"),
+)
+ALL_RESOURCES = LIVE_RESOURCES + CONTROLLER_RESOURCES
+
+
+async def list_cluster(kubeconfig: str | None, context: str | None) -> Snapshot:
+    """Every resource the pass reads, as one snapshot, through the doctor's paged collector (GET only)."""
+    lists = await collect_live(kubeconfig=kubeconfig, context=context, resources=ALL_RESOURCES)
+    return snapshot_from_lists(lists, source="live")
+
+
+def _path(plural: str, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+    parts = ([f"namespaces/{namespace}"] if namespace else []) + [plural] + ([name] if name else []) + (
+        [sub] if sub else [])
+    return "/".join(parts)
+
+
+def _version_and_url(api_version: str, plural: str, namespace: str | None, name: str | None = None,
+                     sub: str | None = None) -> tuple[str, str]:
+    return api_version, _path(plural, namespace, name, sub)
+
+
+async def _call(api: Any, method: str, api_version: str, url: str, **kwargs: Any) -> dict[str, Any]:
+    async with api.call_api(method, version=api_version, url=url, **kwargs) as resp:
+        try:
+            body: dict[str, Any] = resp.json()
+        except ValueError:
+            body = {}
+        return body
+
+
+async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, str], dict[str, Any]],
+                        leading: Callable[[], bool] | None = None) -> list[str]:
+    """Carry out the actions in order; ``known`` holds listed objects by (plural, name) for owner uids.
+
+    Returns one line per action that failed (the pass goes on: the next pass retries what is still wanted).
+    ``leading`` is asked before each action: a replica that lost the Lease mid-pass stops writing.
+    """
+    import httpx
+    import kr8s
+
+    errors: list[str] = []
+    for a in actions:
+        if leading is not None and not leading():
+            errors.append(f"lost the Lease: {len(actions) - actions.index(a)} action(s) left to the new leader")
+            break
+        try:
+            await _apply_one(api, a, known)
+        except (httpx.HTTPError, kr8s.ServerError) as exc:
+            resp = getattr(exc, "response", None)
+            code = resp.status_code if resp is not None else "?"
+            if isinstance(a, Create) and code == 409:
+                continue  # already there (a previous pass or the other replica): the state we wanted
+            if isinstance(a, Delete) and code == 404:
+                continue
+            if isinstance(a, Emit) and code == 409:
+                continue  # the same event (its name is derived from object, reason, message and time)
+            errors.append(f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: "
+                          f"HTTP {code}: {exc}")
+    return errors
+
+
+async def _apply_one(api: Any, a: Action, known: dict[tuple[str, str], dict[str, Any]]) -> None:
+    if isinstance(a, Create):
+        body = a.body
+        if a.owner is not None and a.owner in known:
+            body = json.loads(json.dumps(body))
+            body["metadata"]["ownerReferences"] = [o.owner_ref(known[a.owner], o.FV_API, o.FV_KIND)]
+        v, url = _version_and_url(a.api_version, a.plural, a.namespace)
+        created = await _call(api, "POST", v, url, json=body)
+        known[(a.plural, a.name)] = created or body
+    elif isinstance(a, Delete):
+        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name)
+        await _call(api, "DELETE", v, url, json={"propagationPolicy": "Background"})
+    elif isinstance(a, ApplyStatus):
+        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name, "status")
+        await _call(api, "PATCH", v, url, content=json.dumps(a.body()),
+                    headers={"Content-Type": "application/apply-patch+yaml"},
+                    params={"fieldManager": o.FIELD_MANAGER, "force": "true"})
+    elif isinstance(a, MergeStatus):
+        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name, "status")
+        await _call(api, "PATCH", v, url, content=json.dumps({"status": a.status}),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                    params={"fieldManager": o.FIELD_MANAGER})
+    elif isinstance(a, Annotate):
+        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name)
+        await _call(api, "PATCH", v, url, content=json.dumps({"metadata": {"annotations": a.annotations}}),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                    params={"fieldManager": o.FIELD_MANAGER})
+    elif isinstance(a, Emit):
+        ns = a.body["metadata"]["namespace"]
+        await _call(api, "POST", "v1", _path("events", ns), json=a.body)
+
+
+# What wakes a pass early: (apiVersion, plural, labelSelector). Only canary pods: every other pod change in a
+# large cluster would keep the controller busy for nothing, and the periodic pass sees them anyway.
+WATCHED: tuple[tuple[str, str, str | None], ...] = (
+    (o.JOBSET_API, "jobsets", None),
+    ("v1", "pods", o.LABEL_CANARY_POOL),
+    (o.KUEUE_API, "workloads", None),
+    (o.FV_API, o.FV_PLURAL, None),
+)
+
+
+async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.Event,
+                        stop: asyncio.Event, *, selector: str | None = None, timeout_s: int = 300) -> None:
+    """Set ``wake`` on every change of ``plural``. Lists first for a resourceVersion; relists on 410 or EOF."""
+    import httpx
+    import kr8s
+
+    backoff = 1.0
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            sel: dict[str, Any] = {"labelSelector": selector} if selector else {}
+            body = await _call(api, "GET", api_version, plural, params={"limit": 1, **sel})
+            rv = (body.get("metadata") or {}).get("resourceVersion") or ""
+            params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s,
+                                      **sel}
+            if rv and rv != "...":
+                params["resourceVersion"] = rv
+            async with api.call_api("GET", version=api_version, url=plural, params=params, stream=True,
+                                    timeout=None) as resp:
+                async for line in resp.aiter_lines():
+                    if stop.is_set():
+                        return
+                    if not line.strip():
+                        continue
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    if ev.get("type") == "ERROR":
+                        break  # 410 Gone (or another error): relist with a fresh resourceVersion
+                    if ev.get("type") != "BOOKMARK":
+                        wake.set()
+        except (httpx.HTTPError, kr8s.ServerError) as exc:
+            log.info("watch %s: %s; relisting", plural, exc)
+        except asyncio.CancelledError:
+            return
+        # A stream that ends at once (an error, a server that closes watches) must not become a busy loop.
+        backoff = 1.0 if time.monotonic() - started > 30 else min(backoff * 2, 30.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=backoff)

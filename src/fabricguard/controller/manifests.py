@@ -1,0 +1,248 @@
+"""Manifests that install the controller: ``fabricguard render controller --profile P --image REF``.
+
+Rendered: the FabricValidation CRD (cluster-scoped, status subresource, printer columns), the Kueue
+AdmissionCheck ``fabric-validated``, the canaries' PriorityClass, a ServiceAccount with RBAC granting exactly
+the verbs the controller uses, a ConfigMap with the profile, a Deployment of 2 replicas (Lease leader
+election; non-root, read-only root filesystem, the Lustre claim mounted read-only to read NCCL logs), a
+PodDisruptionBudget, a metrics Service and a ServiceMonitor. The ClusterQueue fragment that attaches the check
+to the fabric pools' flavors is printed as a comment: a ClusterQueue is the platform team's object to edit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from fabricguard.controller import objects as o
+from fabricguard.doctor.snapshot import LIVE_RESOURCES
+from fabricguard.profile.model import PlatformProfile
+
+NAME = "fabricguard-controller"
+PROFILE_KEY = "profile.yaml"
+METRICS_PORT = 8080
+LUSTRE_ROOT = "/lustre"
+
+
+def _labels() -> dict[str, str]:
+    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "fabricguard",
+            "app.kubernetes.io/component": "controller"}
+
+
+def crd() -> dict[str, Any]:
+    run = {
+        "type": "object",
+        "required": ["name", "outcome", "started", "finished"],
+        "properties": {
+            "name": {"type": "string", "description": "The canary JobSet (or skipped-<time>)."},
+            "outcome": {"type": "string",
+                        "enum": ["passed", "degraded", "fallback", "failed", "unschedulable", "skipped"]},
+            "started": {"type": "string", "format": "date-time"},
+            "finished": {"type": "string", "format": "date-time"},
+            "message": {"type": "string"},
+            "evidence": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
+            "transport": {"type": "string"},
+            "busbwGBps": {"type": "object", "additionalProperties": {"type": "number"}},
+            "nodes": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    schema = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "required": ["pool"], "properties": {
+                "pool": {"type": "string"}, "interval": {"type": "string"}}},
+            "status": {"type": "object", "properties": {
+                "pool": {"type": "string"},
+                "lastOutcome": {"type": "string"},
+                "lastRun": {"type": "string", "format": "date-time"},
+                "lastSuccess": {"type": "string", "format": "date-time"},
+                "active": {"type": "object", "properties": {
+                    "jobSet": {"type": "string"}, "started": {"type": "string", "format": "date-time"}}},
+                "runs": {"type": "array", "maxItems": 50, "items": run},
+            }},
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{o.FV_PLURAL}.{o.GROUP}", "labels": _labels()},
+        "spec": {
+            "group": o.GROUP,
+            "scope": "Cluster",
+            "names": {"plural": o.FV_PLURAL, "singular": "fabricvalidation", "kind": o.FV_KIND,
+                      "listKind": f"{o.FV_KIND}List", "shortNames": ["fv"], "categories": ["fabricguard"]},
+            "versions": [{
+                "name": o.VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Pool", "type": "string", "jsonPath": ".spec.pool"},
+                    {"name": "Last outcome", "type": "string", "jsonPath": ".status.lastOutcome"},
+                    {"name": "Last success", "type": "date", "jsonPath": ".status.lastSuccess"},
+                    {"name": "Running", "type": "string", "jsonPath": ".status.active.jobSet", "priority": 1},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+                "schema": {"openAPIV3Schema": schema},
+            }],
+        },
+    }
+
+
+def admission_check() -> dict[str, Any]:
+    return {"apiVersion": o.KUEUE_API, "kind": "AdmissionCheck",
+            "metadata": {"name": o.CHECK_NAME, "labels": _labels()},
+            "spec": {"controllerName": o.CHECK_CONTROLLER}}
+
+
+def clusterqueue_fragment(profile: PlatformProfile) -> dict[str, Any]:
+    """``spec.admissionChecksStrategy`` for the ClusterQueues of the fabric pools: the check on their flavors."""
+    flavors = [f for p in profile.spec.pools if profile.canary(p) is not None for f in profile.canary_flavors(p)]
+    return {"admissionChecksStrategy": {"admissionChecks": [{"name": o.CHECK_NAME, "onFlavors": flavors}]}}
+
+
+def _plural_group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def rbac_rules() -> list[dict[str, Any]]:
+    """Cluster-wide rules: list/watch what a pass reads, and the few writes it makes."""
+    from fabricguard.controller.kube import CONTROLLER_RESOURCES, WATCHED
+
+    watched = {plural for _v, plural, _sel in WATCHED}
+    by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES]
+    for api_version, plural, _kind in resources:
+        verbs = ("list", "watch") if plural in watched else ("list",)
+        by_group.setdefault((_plural_group(api_version), verbs), []).append(plural)
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [g], "resources": sorted(set(res)), "verbs": list(verbs)}
+        for (g, verbs), res in sorted(by_group.items())
+    ]
+    rules += [
+        {"apiGroups": [o.GROUP], "resources": [o.FV_PLURAL], "verbs": ["create"]},
+        {"apiGroups": [o.GROUP], "resources": [f"{o.FV_PLURAL}/status"], "verbs": ["patch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
+         "verbs": ["patch"]},
+        # The verdict annotation on finished managed jobs.
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
+    return rules
+
+
+def namespace_rules() -> list[dict[str, Any]]:
+    """In the controller's own namespace: its canaries and its Lease."""
+    return [
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
+    ]
+
+
+def manifests(profile: PlatformProfile, profile_text: str, image: str,
+              namespace: str = "fabricguard-system", canary_image: str | None = None) -> list[dict[str, Any]]:
+    labels = _labels()
+    meta = {"name": NAME, "namespace": namespace, "labels": labels}
+    selector = {"app.kubernetes.io/name": NAME}
+    lustre = profile.spec.storage.lustre
+    args = ["controller", "--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--namespace", namespace,
+            "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)"]
+    if canary_image:
+        args += ["--canary-image", canary_image]
+    mounts: list[dict[str, Any]] = [
+        {"name": "profile", "mountPath": f"/etc/fabricguard/{PROFILE_KEY}", "subPath": PROFILE_KEY,
+         "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "profile", "configMap": {"name": f"{NAME}-profile"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+    ]
+    if lustre is not None:
+        args += ["--lustre-root", LUSTRE_ROOT]
+        mounts.append({"name": "lustre", "mountPath": LUSTRE_ROOT, "readOnly": True})
+        volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName,
+                                                                      "readOnly": True}})
+    probe = {"httpGet": {"path": "/metrics", "port": "metrics"}}
+    container: dict[str, Any] = {
+        "name": "controller",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "readinessProbe": {**probe, "periodSeconds": 10},
+        "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3, "timeoutSeconds": 5},
+        "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+        "spec": {
+            "replicas": 2,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                        "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                        "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                           "labelSelector": {"matchLabels": selector}}}]}},
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+    role_meta = {"name": NAME, "labels": labels}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}},
+        crd(),
+        admission_check(),
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": "fabricguard-canary", "labels": labels}, "value": 100, "globalDefault": False,
+         "preemptionPolicy": "Never",
+         "description": "fabricguard canaries: below training jobs, never preempting them"},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": role_meta,
+         "rules": rbac_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": role_meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": namespace_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{NAME}-profile"},
+         "data": {PROFILE_KEY: profile_text}},
+        deployment,
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta,
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": meta,
+         "spec": {"selector": selector, "ports": [{"name": "metrics", "port": METRICS_PORT,
+                                                   "targetPort": "metrics", "protocol": "TCP"}]}},
+        {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": meta,
+         "spec": {"selector": {"matchLabels": selector}, "namespaceSelector": {"matchNames": [namespace]},
+                  "endpoints": [{"port": "metrics", "interval": "30s"}]}},
+    ]
+
+
+def to_yaml(objs: list[dict[str, Any]], profile: PlatformProfile | None = None) -> str:
+    head = "# fabricguard controller: canaries, the Kueue check fabric-validated, job verdicts, metrics.\n"
+    if profile is not None:
+        frag = yaml.safe_dump({"spec": clusterqueue_fragment(profile)}, sort_keys=False).rstrip("\n")
+        head += ("# Attach the check to the fabric pools' flavors in each ClusterQueue (kueue.x-k8s.io/v1beta2):\n"
+                 + "".join(f"#   {line}\n" for line in frag.splitlines()))
+    return head + yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)

@@ -1,0 +1,221 @@
+"""A canary's outcome, with its evidence: passed, degraded, fallback, failed, unschedulable or skipped.
+
+Nothing here re-derives a transport or a bandwidth judgement. The ranks' NCCL logs and each node's mountinfo
+are judged by ``verify-job``'s rules (:func:`fabricguard.verdict.job.judge_job`, which reads the logs with the
+``nccl`` scanner), and the probe's measurements by the collective probe's own judge
+(:func:`fabricguard.probes.bw.judge`). This module only maps their reasons onto the canary's outcomes, in
+order of severity: a failure beats a fallback, which beats a degradation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from fabricguard.controller import objects as o
+from fabricguard.probes.bw import Row, expectation_for, judge
+from fabricguard.probes.result import Status
+from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.verdict.job import JobInputError, Level, judge_job
+
+MAX_EVIDENCE = 6
+
+
+class Outcome(StrEnum):
+    passed = "passed"
+    degraded = "degraded"
+    fallback = "fallback"
+    failed = "failed"
+    unschedulable = "unschedulable"
+    skipped = "skipped"
+
+
+# Outcomes that say something about the fabric; `skipped` says only that no canary could run.
+JUDGED = frozenset(Outcome) - {Outcome.skipped}
+
+
+@dataclass
+class CanaryRun:
+    """One canary run as the FabricValidation's status keeps it."""
+
+    name: str
+    outcome: Outcome
+    started: str
+    finished: str
+    message: str
+    evidence: list[str] = field(default_factory=list)
+    transport: str | None = None
+    busbwGBps: dict[str, float] = field(default_factory=dict)
+    nodes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["outcome"] = str(self.outcome)
+        return {k: v for k, v in d.items() if v not in (None, [], {})}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CanaryRun | None:
+        try:
+            outcome = Outcome(str(d.get("outcome")))
+        except ValueError:
+            return None
+        return cls(
+            name=str(d.get("name", "")),
+            outcome=outcome,
+            started=str(d.get("started", "")),
+            finished=str(d.get("finished", "")),
+            message=str(d.get("message", "")),
+            evidence=[str(e) for e in d.get("evidence") or ()],
+            transport=d.get("transport"),
+            busbwGBps={str(k): float(v) for k, v in (d.get("busbwGBps") or {}).items()},
+            nodes=[str(n) for n in d.get("nodes") or ()],
+        )
+
+
+@dataclass
+class Judged:
+    outcome: Outcome
+    message: str
+    evidence: list[str]
+    transport: str | None
+    busbw: dict[str, float]
+
+
+def _ev_line(e: dict[str, Any], base: Path) -> str:
+    f = str(e.get("file") or "")
+    try:
+        f = str(Path(f).relative_to(base))
+    except ValueError:
+        f = Path(f).name
+    where = f"{f}:{e['line']}" if e.get("line") else f
+    why = str(e.get("why") or e.get("text") or "").strip()
+    return f"{where} {why}".strip()
+
+
+def _load_results(result_dir: Path, pattern: str) -> tuple[list[dict[str, Any]], list[str]]:
+    docs: list[dict[str, Any]] = []
+    bad: list[str] = []
+    for f in sorted(result_dir.glob(pattern)) if result_dir.is_dir() else ():
+        text = f.read_text(encoding="utf-8", errors="replace").strip()
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            err = f.with_suffix(".stderr")
+            said = err.read_text(encoding="utf-8", errors="replace").strip() if err.is_file() else ""
+            said = " ".join(said.splitlines()[-3:])[-300:]
+            bad.append(f"{f.name}: not the probe's JSON ({text[:120] or 'empty'})" + (f"; it said: {said}" if said
+                                                                                         else ""))
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs, bad
+
+
+def _peaks(rows: list[Row]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in rows:
+        out[r.collective] = max(out.get(r.collective, 0.0), r.busbw_gbps)
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: Path, result_dir: Path) -> Judged:
+    """Judge a finished canary from what its pods left on Lustre."""
+    collective, bad = _load_results(result_dir, "collective.rank*.json")
+    storage, bad_storage = _load_results(result_dir, "storage.node*.json")
+    failed: list[str] = list(bad)
+    fallback: list[str] = []
+    degraded: list[str] = [f"storage probe gave no result: {b}" for b in bad_storage]
+    evidence: list[str] = []
+    transport: str | None = None
+
+    rank0 = next((d for d in collective if int(d.get("world_size") or 0) and d.get("rows")), None)
+    rows = [Row(**r) for r in (rank0 or {}).get("rows") or ()]
+    if not collective and not bad:
+        failed.append(f"no collective probe result in {result_dir} (the pods did not get to run the probe)")
+    for d in collective:
+        if d.get("failed"):
+            failed.append(f"collective probe failed: {d.get('error') or 'no error text'}")
+
+    logs_present = log_dir.is_dir() and any(
+        p.is_file() and not p.name.startswith("mountinfo") for p in log_dir.rglob("*")
+    )
+    if logs_present:
+        try:
+            verdict = judge_job(log_dir, profile, pool.name)
+        except JobInputError as e:
+            failed.append(str(e))
+        else:
+            transport = verdict.nccl.inter_node_transport.value
+            for r in verdict.reasons:
+                lines = [_ev_line(e, run_dir) for e in r.evidence[:3]]
+                if r.level is Level.failed:
+                    failed.append(r.message)
+                    evidence += lines
+                elif r.level is Level.degraded and r.check == "transport" and transport == "socket":
+                    fallback.append(r.message)
+                    evidence += lines
+                elif r.level is Level.degraded and r.check == "transport":
+                    failed.append(r.message)  # not proven on a fabric pool: the canary cannot pass
+                    evidence += lines
+                elif r.level is Level.degraded:
+                    degraded.append(r.message)
+                    evidence += lines
+    elif rank0 is not None and rank0.get("backend") == "gloo":
+        # gloo writes no NCCL log; it moves tensors over TCP by construction (the probe says so).
+        transport = str(rank0.get("transport") or "socket")
+        if pool.fabric.has_fabric:
+            fallback.append(f"the probe ran on gloo ({rank0.get('transport_why')}); pool {pool.name} has a fabric")
+    elif collective:
+        failed.append(f"no NCCL log in {log_dir}: NCCL_DEBUG_FILE was not written, so the transport is unproven")
+
+    if rows:
+        j = judge(rows, transport or "unknown", "", expectation_for(pool))
+        for c in j.checks:
+            if c.name == "collective.correct" and c.status is Status.failed:
+                failed.append(f"collective results were wrong: {c.detail}")
+            if c.name == "collective.busbw" and c.status is Status.degraded:
+                degraded.append(f"busbw below the floor: {c.detail}")
+    for d in storage:
+        status = str(d.get("status") or "").lower()
+        for c in d.get("checks") or ():
+            st = str(c.get("status") or "")
+            if st in ("failed", "degraded"):
+                msg = f"storage {c.get('name')}: {c.get('detail')}"
+                (failed if st == "failed" and c.get("name") != "storage.fstype" else degraded).append(msg)
+        if not d.get("checks") and status in ("failed", "degraded"):
+            degraded.append(f"storage probe {status}")
+
+    busbw = _peaks(rows)
+    if failed:
+        return Judged(Outcome.failed, failed[0], (failed[1:] + evidence)[:MAX_EVIDENCE], transport, busbw)
+    if fallback:
+        return Judged(Outcome.fallback, fallback[0], (evidence + fallback[1:])[:MAX_EVIDENCE], transport, busbw)
+    if degraded:
+        return Judged(Outcome.degraded, degraded[0], (degraded[1:] + evidence)[:MAX_EVIDENCE], transport, busbw)
+    peak = ", ".join(f"{k} {v:g} GB/s" for k, v in busbw.items())
+    return Judged(Outcome.passed, f"transport {transport}; {peak}", evidence[:MAX_EVIDENCE], transport, busbw)
+
+
+def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:
+    """The scheduler's own words for why the canary's pods are Pending (latest FailedScheduling event)."""
+    names = {o.name_of(p) for p in pods}
+    best: tuple[str, str] | None = None
+    for e in events:
+        inv = e.get("involvedObject") or e.get("regarding") or {}
+        if inv.get("kind") != "Pod" or inv.get("name") not in names or e.get("reason") != "FailedScheduling":
+            continue
+        when = str(e.get("lastTimestamp") or e.get("eventTime")
+                   or (e.get("metadata") or {}).get("creationTimestamp") or "")
+        msg = str(e.get("message") or e.get("note") or "")
+        if best is None or when >= best[0]:
+            best = (when, msg)
+    if best is not None:
+        return best[1]
+    for p in pods:
+        c = o.condition(p, "PodScheduled")
+        if c and c.get("status") == "False" and c.get("message"):
+            return str(c["message"])
+    return "no FailedScheduling event and no PodScheduled message (is a scheduler running for these pods?)"

@@ -1,0 +1,77 @@
+"""One reconcile pass as pure logic: the listed cluster, the profile and a clock in; actions and standings out.
+
+The pass is level-based: it reads the whole state every time (a missed watch event is repaired by the next
+pass) and asks only for the changes that bring the cluster to what it should be, so running it twice with
+nothing new in between asks for nothing the second time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fabricguard.controller import objects as o
+from fabricguard.controller.actions import Action, Counters
+from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
+from fabricguard.controller.gate import gate_workloads, keep_active
+from fabricguard.controller.jobs import judge_jobs
+from fabricguard.doctor.model import Finding, Severity
+from fabricguard.doctor.rules import run_rules
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile.model import PlatformProfile
+
+
+@dataclass
+class PassResult:
+    now: datetime
+    actions: list[Action]
+    pools: dict[str, PoolState]
+    findings: list[Finding]
+    pending: dict[str, int]
+    counters: Counters = field(default_factory=Counters)
+
+    @property
+    def unhealthy_pools(self) -> list[str]:
+        """Pools whose canary is not a fresh pass, or that a critical doctor finding names."""
+        bad = {p for p, s in self.pools.items() if not s.ready}
+        bad |= {p for f in self.findings if f.severity is Severity.critical for p in f.pools}
+        return sorted(bad)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.unhealthy_pools else 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "now": o.iso(self.now),
+            "pools": {
+                p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "latest": s.latest,
+                    "message": s.message,
+                    "lastSuccess": s.last_success, "heldWorkloads": self.pending.get(p, 0)}
+                for p, s in self.pools.items()
+            },
+            "findings": [f.to_dict() | {"pools": f.pools} for f in self.findings],
+            "actions": [type(a).__name__ for a in self.actions],
+        }
+
+
+def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig) -> PassResult:
+    counters = Counters()
+    actions: list[Action] = []
+    gpu_resources = {p.gpuResource for p in profile.spec.pools}
+    inv = Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources)
+    fvs = {o.name_of(fv): fv for fv in snapshot.kind(o.FV_KIND)}
+    jobsets = snapshot.kind("JobSet")
+    states: dict[str, PoolState] = {}
+    for pool in profile.spec.pools:
+        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters)
+        actions += acts
+        states[pool.name] = state
+    checks = snapshot.kind("AdmissionCheck")
+    actions += keep_active(checks, now)
+    gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
+    actions += gate.actions
+    actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
+    findings = run_rules(snapshot, profile, now)
+    return PassResult(now, actions, states, findings, gate.pending, counters)

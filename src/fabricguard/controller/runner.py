@@ -1,0 +1,157 @@
+"""Run the controller: one pass on demand (``--once``), or the level-based loop with leader election.
+
+The loop lists the whole cluster on every pass, every ``resync`` seconds and sooner when a watch reports a
+change, so a missed event costs at most one resync. Only the replica that holds the Lease runs passes; the
+other renews nothing and waits, ready to take over when the lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fabricguard.controller import objects as o
+from fabricguard.controller.canaries import CanaryConfig
+from fabricguard.controller.kube import WATCHED, apply_actions, list_cluster, watch_changes
+from fabricguard.controller.lease import Step, decide, read_lease, try_lead
+from fabricguard.controller.lease import holder as holder_of
+from fabricguard.controller.metrics import Metrics
+from fabricguard.controller.reconcile import PassResult, reconcile
+from fabricguard.profile.model import PlatformProfile
+
+log = logging.getLogger("fabricguard.controller")
+
+
+@dataclass
+class RunConfig:
+    profile: PlatformProfile
+    namespace: str = "fabricguard-system"
+    image: str = ""  # the canary image (fabricguard with the probe extra); a pool's canary.image wins
+    lustre_root: Path | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    identity: str = ""
+    resync_s: float = 30.0
+    min_gap_s: float = 5.0  # a burst of watch events costs one pass, not one per event
+    lease_s: int = 15
+    history: int = 10
+
+    def canary_config(self) -> CanaryConfig:
+        return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
+
+
+@dataclass
+class PassReport:
+    result: PassResult
+    errors: list[str]
+    seconds: float
+    acted: bool = True
+    lease_holder: str | None = None  # another live controller, when --once only read
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def api_for(cfg: RunConfig):  # type: ignore[no-untyped-def]
+    import kr8s.asyncio
+
+    return await kr8s.asyncio.api(kubeconfig=cfg.kubeconfig, context=cfg.context)
+
+
+async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
+                   leading: Callable[[], bool] | None = None) -> PassReport:
+    """List, reconcile and (``act``) carry out the actions; ``leading`` is asked before each action."""
+    api = await api_for(cfg)
+    t0 = time.perf_counter()
+    snapshot = await list_cluster(cfg.kubeconfig, cfg.context)
+    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, now or datetime.now(UTC), cfg.canary_config())
+    known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
+    errors = await apply_actions(api, result.actions, known, leading) if act else []
+    return PassReport(result, errors, time.perf_counter() - t0, acted=act)
+
+
+async def run_once(cfg: RunConfig, now: datetime | None = None, *, force: bool = False) -> PassReport:
+    """One pass for ``--once``. While a running controller holds the Lease, the pass only reads and reports
+    (unless ``force``): two actors would start two canaries per pool. The Lease is judged by the wall clock
+    even when ``now`` replays another time."""
+    holder = None
+    if not force:
+        lease = await read_lease(await api_for(cfg), cfg.namespace)
+        if decide(lease, cfg.identity or default_identity(), datetime.now(UTC)) is Step.follow:
+            holder = holder_of(lease)
+    rep = await run_pass(cfg, now, act=holder is None)
+    rep.lease_holder = holder
+    return rep
+
+
+class Leadership:
+    """This replica's standing, renewed by its own task so that a long pass never lets the Lease lapse."""
+
+    def __init__(self) -> None:
+        self.leading = False
+        self.valid_until = 0.0  # monotonic time until which a won round keeps us the holder
+
+    def active(self) -> bool:
+        return self.leading and time.monotonic() < self.valid_until
+
+
+async def keep_lease(api, cfg: RunConfig, identity: str, who: Leadership, metrics: Metrics,  # type: ignore[no-untyped-def]
+                     stop: asyncio.Event) -> None:
+    """Renew (or try to take) the Lease every third of its duration until ``stop``."""
+    period = max(0.5, cfg.lease_s / 3)
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            won = await try_lead(api, cfg.namespace, identity, datetime.now(UTC), duration_s=cfg.lease_s)
+        except Exception as exc:  # an unreachable API server: lead nothing until it answers again
+            log.warning("lease: %s", exc)
+            won = False
+        who.leading = won
+        # Count the lease from before the request: the holder stops acting before anyone else may start.
+        who.valid_until = started + cfg.lease_s * 2 / 3 if won else 0.0
+        metrics.leader.set(1 if won else 0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=period)
+
+
+async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> None:
+    """The controller's main loop, until ``stop`` is set."""
+    api = await api_for(cfg)
+    identity = cfg.identity or default_identity()
+    who = Leadership()
+    wake = asyncio.Event()
+    tasks = [asyncio.create_task(watch_changes(api, v, plural, wake, stop, selector=sel))
+             for v, plural, sel in WATCHED]
+    tasks.append(asyncio.create_task(keep_lease(api, cfg, identity, who, metrics, stop)))
+    last_pass = 0.0
+    try:
+        while not stop.is_set():
+            since = time.monotonic() - last_pass
+            due = (wake.is_set() and since >= cfg.min_gap_s) or since >= cfg.resync_s
+            if who.active() and due:
+                wake.clear()
+                try:
+                    rep = await run_pass(cfg, leading=who.active)
+                except Exception as exc:
+                    log.warning("pass failed: %s", exc)
+                    metrics.errors.inc()
+                else:
+                    last_pass = time.monotonic()
+                    metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
+                    for e in rep.errors:
+                        log.warning("%s", e)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=0.5)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

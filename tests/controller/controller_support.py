@@ -1,0 +1,313 @@
+"""Helpers for the controller tests: the incident cluster in kmock's emulator, and the cluster's other actors.
+
+kmock emulates the API server only: no scheduler, no Job or JobSet controller, no Kueue. What those would do
+is written here as small, named steps (``schedule_fails``, ``pods_run``, ``jobset_finishes``, ``ranks_wrote``),
+so each test says which part of the world moved between two controller passes. The controller itself runs
+unmodified through the CLI (``fabricguard controller --once --now``) over real HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import json
+import shutil
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
+NS = "fabricguard-system"
+CANARY_IMAGE = "ghcr.io/acme/fabricguard-probe@sha256:" + "cd" * 32
+CANARY_LABEL = "fabricguard.io/canary-pool"
+ROCE_LOGS = sorted((FIXTURES / "synthetic" / "roce-2x2-kubectl").iterdir())
+SOCKET_LOGS = sorted((FIXTURES / "synthetic" / "socket-fallback-2x4").iterdir())
+
+
+def _load_generate() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fg_example_snapshots_ctl", ROOT / "examples/snapshots/generate.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+gen = _load_generate()
+NOW: datetime = gen.NOW
+POOL = "gh200-roce"
+
+# The incident's profile with the Lustre claim the canary needs and an explicit canary block.
+PROFILE = gen.INCIDENT_PROFILE.format(name="gh200-prod", env="production").replace(
+    "spec:\n", "spec:\n  storage:\n    lustre: {claimName: training-lustre, mountPath: /mnt/lustre}\n", 1
+) + "    canary: {interval: 10m, pendingTimeout: 3m, runTimeout: 15m}\n"
+
+RESOURCE = {
+    "Node": "v1/nodes",
+    "Pod": "v1/pods",
+    "Event": "v1/events",
+    "DaemonSet": "apps/v1/daemonsets",
+    "ControllerRevision": "apps/v1/controllerrevisions",
+    "ConfigMap": "v1/configmaps",
+    "NetworkAttachmentDefinition": "k8s.cni.cncf.io/v1/network-attachment-definitions",
+}
+JOBSETS = "jobset.x-k8s.io/v1alpha2/jobsets"
+FVS = "fabricguard.io/v1alpha1/fabricvalidations"
+WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"
+CHECKS = "kueue.x-k8s.io/v1beta2/admissionchecks"
+LEASES = "coordination.k8s.io/v1/leases"
+
+
+def ts(t: datetime) -> str:
+    return gen.ts(t)
+
+
+SCHEMAS = Path(__file__).parent / "schemas"
+
+
+def kueue_validate(obj: dict[str, Any], name: str) -> None:
+    """Validate against a Kueue v0.19.2 v1beta2 schema (tests/controller/schemas). The schema itself is not
+    meta-checked: its Go patterns use inline flags (``^(?i)...``) that Python compiles only where used."""
+    import jsonschema
+
+    doc = json.loads((SCHEMAS / f"kueue-v0.19.2-{name}-v1beta2.json").read_text())
+    assert "v0.19.2" in doc["source"]
+    jsonschema.Draft7Validator(doc["schema"]).validate(obj)
+
+
+def kubeconfig(tmp_path: Path, url: str) -> str:
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
+        "users": [{"name": "controller", "user": {"token": "controller"}}],
+        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "controller"}}],
+        "current-context": "kmock",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def admission_check() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "fabric-validated", "uid": "ac-1", "generation": 1,
+                     "creationTimestamp": ts(NOW - timedelta(days=3))},
+        "spec": {"controllerName": "fabricguard.io/fabric-validated"},
+    }
+
+
+def workload(name: str, flavor: str = POOL, *, other_check: bool = True) -> dict[str, Any]:
+    """A training Workload as Kueue stores it once quota is reserved on ``flavor``: our check is Pending."""
+    checks = [{"name": "fabric-validated", "state": "Pending", "lastTransitionTime": ts(NOW - timedelta(minutes=5)),
+               "message": ""}]
+    if other_check:
+        checks.append({"name": "capacity-provisioning", "state": "Ready",
+                       "lastTransitionTime": ts(NOW - timedelta(minutes=4)), "message": "ProvisioningRequest ready"})
+    return {
+        "metadata": {"name": name, "namespace": "ml-training", "uid": f"wl-{name}",
+                     "creationTimestamp": ts(NOW - timedelta(minutes=6)),
+                     "labels": {"kueue.x-k8s.io/job-uid": "js-uid"}},
+        "spec": {"queueName": "gh200", "podSets": [{"name": "workers", "count": 2}]},
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                 "message": "Quota reserved in ClusterQueue gh200", "lastTransitionTime": ts(NOW - timedelta(minutes=5))},
+                {"type": "Admitted", "status": "False", "reason": "NoChecks",
+                 "message": "The workload has not all checks ready", "lastTransitionTime": ts(NOW - timedelta(minutes=5))},
+            ],
+            "admission": {"clusterQueue": "gh200", "podSetAssignments": [
+                {"name": "workers", "count": 2, "flavors": {"nvidia.com/gpu": flavor}}]},
+            "admissionChecks": checks,
+        },
+    }
+
+
+# List-map fields (``x-kubernetes-list-type: map``) the controller applies, with their keys.
+LIST_MAP_KEYS = {"admissionChecks": "name", "conditions": "type"}
+
+
+def merge_apply(current: Any, patch: Any) -> Any:
+    """What the API server does with a server-side apply patch of list-map fields: merge entries by key."""
+    if isinstance(current, dict) and isinstance(patch, dict):
+        out = dict(patch)
+        for k, v in patch.items():
+            key = LIST_MAP_KEYS.get(k)
+            if key and isinstance(v, list) and isinstance(current.get(k), list):
+                mine = {e.get(key) for e in v if isinstance(e, dict)}
+                out[k] = [e for e in current[k] if not (isinstance(e, dict) and e.get(key) in mine)] + v
+            elif k in current:
+                out[k] = merge_apply(current[k], v)
+        return out
+    return patch
+
+
+def apply_aware_emulator() -> Any:
+    """kmock's emulator, plus the API server's merge of server-side apply patches on list-map fields.
+
+    kmock merges dicts and replaces lists (its docs say to subclass for special fields). Without this, a test
+    could not tell a controller that writes only its own ``admissionChecks`` entry from one that clobbers
+    the others'; the requests themselves are asserted separately.
+    """
+    from kmock import KubernetesEmulator, action
+
+    class ApplyAwareEmulator(KubernetesEmulator):
+        async def _handle(self, request: Any) -> Any:
+            ctype = request.headers.get("Content-Type", "")
+            key = (request.resource, request.namespace, request.name)
+            before = None
+            if (request.resource is not None and request.action == action.UPDATE and "apply-patch" in ctype
+                    and key in self.objects and not self.objects[key].deleted):
+                before = json.loads(json.dumps(self.objects[key].raw))
+            response = await super()._handle(request)
+            if before is not None and isinstance(request.data, dict):
+                # kmock stored a naive merge (lists replaced); store the API server's merge instead.
+                self.objects[key].patch(merge_apply(before, request.data))
+            return response
+
+    return ApplyAwareEmulator()
+
+
+def load_incident(k8s: Any) -> None:
+    for lst in gen.incident("production").values():
+        for obj in lst["items"]:
+            m = obj["metadata"]
+            stored = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+            k8s.objects[RESOURCE[obj["kind"]], m.get("namespace"), m["name"]] = stored
+    for res in (JOBSETS, FVS, WORKLOADS, CHECKS, LEASES, "batch/v1/jobs"):
+        k8s.resources[res].verbs = {"list", "watch", "get", "create", "patch", "delete"}
+    k8s.objects[CHECKS, None, "fabric-validated"] = admission_check()
+    k8s.objects[WORKLOADS, "ml-training", "jobset-llama-ft-3b1c2"] = workload("jobset-llama-ft-3b1c2")
+
+
+def _matches(res: Any, resource: str) -> bool:
+    parts = resource.split("/")
+    group = "" if len(parts) == 2 else parts[0]
+    return getattr(res, "plural", None) == parts[-1] and (getattr(res, "group", "") or "") == group
+
+
+def live(k8s: Any, resource: str) -> list[dict[str, Any]]:
+    out = []
+    for key in list(k8s.objects):
+        res, _ns, _name = key
+        if _matches(res, resource):
+            obj = k8s.objects[key]
+            if not obj.deleted:
+                out.append(json.loads(json.dumps(obj.raw)))
+    return out
+
+
+def canaries(k8s: Any) -> list[dict[str, Any]]:
+    return [js for js in live(k8s, JOBSETS) if CANARY_LABEL in (js["metadata"].get("labels") or {})]
+
+
+async def run_once(kubeconfig_path: str, profile_path: Path, now: datetime, lustre: Path,
+                   *extra: str) -> tuple[int, dict[str, Any]]:
+    """``fabricguard controller --once --now`` in a thread (it runs its own event loop)."""
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    args = ["controller", "--profile", str(profile_path), "--once", "--now", ts(now), "--kubeconfig", kubeconfig_path,
+            "--lustre-root", str(lustre), "--canary-image", CANARY_IMAGE, "--json", *extra]
+    r = await asyncio.to_thread(CliRunner().invoke, app, args)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError as e:
+        raise AssertionError(f"exit {r.exit_code}: {r.output}") from e
+    return r.exit_code, doc
+
+
+# --------------------------------------------------------------------------------- the other actors
+
+
+def pods_of(js: dict[str, Any], nodes: int = 2) -> list[dict[str, Any]]:
+    name = js["metadata"]["name"]
+    tpl = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    out = []
+    for i in range(nodes):
+        pod_name = f"{name}-workers-0-{i}-{hashlib.sha1(f'{name}{i}'.encode()).hexdigest()[:5]}"
+        out.append({
+            "metadata": {"name": pod_name, "namespace": NS, "uid": f"uid-{pod_name}",
+                         "creationTimestamp": js["metadata"]["creationTimestamp"],
+                         "labels": {**tpl["metadata"].get("labels", {}), "jobset.sigs.k8s.io/jobset-name": name,
+                                    "batch.kubernetes.io/job-completion-index": str(i)}},
+            "spec": json.loads(json.dumps(tpl["spec"])),
+            "status": {"phase": "Pending"},
+        })
+    return out
+
+
+def jobset_created(k8s: Any, js: dict[str, Any], at: datetime) -> dict[str, Any]:
+    """What the API server adds on create: a creation time and a uid. Returns the stored JobSet."""
+    name = js["metadata"]["name"]
+    k8s.objects[JOBSETS, NS, name].patch({"metadata": {"creationTimestamp": ts(at), "uid": f"uid-{name}"}})
+    return json.loads(json.dumps(k8s.objects[JOBSETS, NS, name].raw))
+
+
+def schedule_fails(k8s: Any, js: dict[str, Any], message: str, at: datetime) -> None:
+    """The Job controller made the pods; the scheduler cannot place them and says why (FailedScheduling)."""
+    for p in pods_of(js):
+        p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                      "message": message, "lastTransitionTime": ts(at)}]
+        k8s.objects["v1/pods", NS, p["metadata"]["name"]] = p
+        ev_name = f"{p['metadata']['name']}.{hashlib.sha1(message.encode()).hexdigest()[:10]}"
+        k8s.objects["v1/events", NS, ev_name] = {
+            "metadata": {"name": ev_name, "namespace": NS, "creationTimestamp": ts(at)},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": p["metadata"]["name"], "namespace": NS,
+                               "uid": p["metadata"]["uid"]},
+            "reason": "FailedScheduling", "message": message, "type": "Warning",
+            "source": {"component": "default-scheduler"}, "reportingComponent": "default-scheduler",
+            "firstTimestamp": ts(at), "lastTimestamp": ts(at), "count": 1,
+        }
+
+
+def pods_run(k8s: Any, js: dict[str, Any], nodes: list[str], phase: str = "Running") -> None:
+    for p, node in zip(pods_of(js), nodes, strict=True):
+        p["spec"]["nodeName"] = node
+        p["status"] = {"phase": phase}
+        k8s.objects["v1/pods", NS, p["metadata"]["name"]] = p
+
+
+def jobset_finishes(k8s: Any, js: dict[str, Any], at: datetime, *, failed: bool = False) -> None:
+    ctype = "Failed" if failed else "Completed"
+    k8s.objects[JOBSETS, NS, js["metadata"]["name"]].patch({"status": {"conditions": [
+        {"type": ctype, "status": "True", "reason": "AllJobsCompleted" if not failed else "FailedJobs",
+         "message": "jobset completed successfully" if not failed else "jobset failed", "lastTransitionTime": ts(at)}]}})
+
+
+def ranks_wrote(lustre: Path, js: dict[str, Any], nccl_logs: list[Path], *, busbw: float, backend: str = "nccl",
+                transport: str = "roce", failed: bool = False, error: str | None = None,
+                mount_fstype: str = "lustre") -> Path:
+    """What the canary's pods leave in their job directory on Lustre: per-rank NCCL logs and probe JSON."""
+    name = js["metadata"]["name"]
+    job = lustre / NS / name
+    logs = job / ".fabricguard" / "nccl"
+    out = job / ".fabricguard" / "canary"
+    logs.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for i, f in enumerate(nccl_logs):
+        shutil.copy(f, logs / f"nccl.rank{i}.gpu-node-00{i}.{4000 + i}.log")
+    source = "10.0.0.5@o2ib:/lustrefs" if mount_fstype == "lustre" else "overlay"
+    for i in range(2):
+        (logs / f"mountinfo-node{i}").write_text(
+            f"3021 2890 0:412 /{NS}/{name} /mnt/lustre rw,relatime shared:1201 - {mount_fstype} {source} rw\n")
+    rows = [] if failed else [
+        {"collective": "all_reduce", "size": s, "count": s // 4, "type": "float", "redop": "sum",
+         "time_us": s / (busbw * 1e3), "algbw_gbps": busbw / 2 * (s / (1 << 28)) ** 0.1,
+         "busbw_gbps": busbw * (s / (1 << 28)) ** 0.1, "wrong": 0}
+        for s in (1 << 20, 1 << 24, 1 << 28)]
+    for r in range(2):
+        (out / f"collective.rank{r}.json").write_text(json.dumps({
+            "backend": backend, "world_size": 2, "rows": rows, "failed": failed, "error": error,
+            "log_dir": "/mnt/lustre/.fabricguard/nccl", "env": {}, "transport": transport, "transport_why": "",
+            "nccl": None, "hosts": ["gpu-node-000", "gpu-node-001"], "seconds": 12.0, "judgement": None}))
+        (out / f"storage.node{r}.json").write_text(json.dumps({
+            "path": "/mnt/lustre/.fabricguard/canary-storage", "engine": "fio", "status": "pass",
+            "checks": [{"name": "storage.fstype", "status": "pass", "detail": "on lustre", "data": {}}],
+            "metrics": {}, "workdir": "", "left_behind": []}))
+    return job

@@ -1,0 +1,167 @@
+"""The canary's own container command, run for real: two ranks in two network namespaces joined by a veth pair.
+
+The controller renders the canary JobSet into kmock's emulator; the test then does what the kubelet would:
+it runs the container's command with the container's env (downward-API values filled in, JOB_COMPLETION_INDEX
+set as the Job controller sets it), one pod per namespace. Names resolve as in the cluster: ``ip netns exec``
+bind-mounts ``/etc/netns/<ns>/hosts`` over ``/etc/hosts``, which maps rank 0's headless-service name (and each
+pod's host name) to its veth address. The pool's Lustre mount is a directory linked to the job's directory, as
+the kubelet's ``subPathExpr`` mount would be. The ranks run torchrun + the collective probe over gloo (no GPU
+here) and the storage probe; the controller then judges what they left, on an unshaped and on a tc-shaped link.
+Needs root, iproute2 and torchrun; namespace and interface names carry the pid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from controller_support import FVS, NOW, canaries, jobset_created, jobset_finishes, live, pods_run, run_once
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+ADDR = ("10.254.91.1", "10.254.91.2")
+BIN = Path(sys.executable).parent
+
+
+def _profile(mount: Path) -> str:
+    return f"""\
+apiVersion: fabricguard.io/v1alpha1
+kind: PlatformProfile
+metadata: {{name: veth-lab, environment: dev}}
+spec:
+  storage:
+    lustre: {{claimName: lab-lustre, mountPath: {mount}}}
+  pools:
+  - name: veth
+    nodeSelector: {{nvidia.com/gpu.product: NVIDIA-GH200-480GB}}
+    gpusPerNode: 1
+    fabric: {{type: none}}
+    baseline: {{allReduceBusBwGBps: 0.2, floorFraction: 0.5}}   # floor 0.1 GB/s
+    canary:
+      interval: 10m
+      pendingTimeout: 3m
+      storageSize: 16M
+      sizes: {{minBytes: 1M, maxBytes: 2M, stepFactor: 2}}
+"""
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture
+def veth_pair():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create network namespaces (CI runs as root)")
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        pytest.skip("iproute2 (ip, tc) is not installed; make deps installs it")
+    if not (BIN / "torchrun").exists():
+        pytest.skip("torchrun is not installed next to this Python (make venv installs torch)")
+    tag = f"{os.getpid() % 100000:05d}"
+    ns = (f"fgc{tag}a", f"fgc{tag}b")
+    dev = (f"fgc{tag}x", f"fgc{tag}y")
+    try:
+        try:
+            _ip("netns", "add", ns[0])
+        except subprocess.CalledProcessError as e:
+            pytest.skip(f"ip netns is unavailable here: {e.stderr.strip()}")
+        _ip("netns", "add", ns[1])
+        _ip("link", "add", dev[0], "type", "veth", "peer", "name", dev[1])
+        for i in (0, 1):
+            _ip("link", "set", dev[i], "netns", ns[i])
+            _ip("-n", ns[i], "addr", "add", f"{ADDR[i]}/24", "dev", dev[i])
+            _ip("-n", ns[i], "link", "set", dev[i], "up")
+            _ip("-n", ns[i], "link", "set", "lo", "up")
+        yield ns, dev
+    finally:
+        for n in ns:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+            shutil.rmtree(f"/etc/netns/{n}", ignore_errors=True)
+
+
+def _hosts(ns: tuple[str, str], master: str) -> None:
+    for i, n in enumerate(ns):
+        d = Path("/etc/netns") / n
+        d.mkdir(parents=True, exist_ok=True)
+        # This pod's own name (gloo binds to what the host name resolves to) and rank 0's service name.
+        (d / "hosts").write_text(f"127.0.0.1 localhost\n{ADDR[i]} {socket.gethostname()}\n{ADDR[0]} {master}\n")
+
+
+def _pod_env(js: dict, index: int) -> tuple[list[str], dict[str, str]]:
+    """The container's command and env as the kubelet gives them to the process."""
+    tpl = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    (c,) = tpl["spec"]["containers"]
+    env = {"PATH": f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "JOB_COMPLETION_INDEX": str(index)}
+    for e in c["env"]:
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            path = e["valueFrom"]["fieldRef"]["fieldPath"]
+            env[e["name"]] = (js["metadata"]["namespace"] if path == "metadata.namespace"
+                              else js["metadata"]["name"])  # the jobset-name label
+    return c["command"], env
+
+
+def _run_canary(ns: tuple[str, str], js: dict) -> list[subprocess.CompletedProcess]:
+    procs = []
+    for i in (0, 1):
+        cmd, env = _pod_env(js, i)
+        procs.append(subprocess.Popen(["ip", "netns", "exec", ns[i], *cmd], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    return [subprocess.CompletedProcess(p.args, p.wait(timeout=300), *p.communicate()) for p in procs]
+
+
+async def _one_canary(k8s, kc, profile_path: Path, lustre: Path, mount: Path, ns, at) -> dict:
+    await run_once(kc, profile_path, at, lustre)
+    (js,) = canaries(k8s)
+    js = jobset_created(k8s, js, at)
+    job_dir = lustre / js["metadata"]["namespace"] / js["metadata"]["name"]
+    job_dir.mkdir(parents=True)
+    if mount.is_symlink():
+        mount.unlink()
+    mount.symlink_to(job_dir)  # the kubelet's subPathExpr mount of the claim
+    _, env = _pod_env(js, 0)
+    _hosts(ns, env["FG_CANARY_MASTER"])
+    pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
+    done = _run_canary(ns, js)
+    for p in done:
+        assert (job_dir / ".fabricguard" / "canary").is_dir(), p.stderr[-3000:]
+    jobset_finishes(k8s, js, at + timedelta(minutes=2), failed=any(p.returncode for p in done))
+    await run_once(kc, profile_path, at + timedelta(minutes=3), lustre)
+    (fv,) = live(k8s, FVS)
+    run = fv["status"]["runs"][0]
+    assert run["name"] == js["metadata"]["name"]
+    return run
+
+
+async def test_rendered_canary_runs_as_two_ranks_and_is_judged(cluster, tmp_path, lustre, veth_pair) -> None:
+    k8s, kc = cluster
+    ns, dev = veth_pair
+    mount = tmp_path / "mnt-lustre"
+    profile_path = tmp_path / "veth.yaml"
+    profile_path.write_text(_profile(mount))
+
+    fast = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW)
+    # A socket pool over gloo: the transport and the busbw pass; this machine has no Lustre, which the storage
+    # probe says, so the canary is degraded by storage alone.
+    assert fast["transport"] == "socket", fast
+    assert fast["busbwGBps"]["all_reduce"] > 0.1, fast
+    assert fast["outcome"] == "degraded" and "storage" in fast["message"] and "lustre" in fast["message"], fast
+    assert not any("busbw" in e for e in [fast["message"], *fast.get("evidence", [])])
+
+    for i in (0, 1):
+        tc = ["ip", "netns", "exec", ns[i], "tc", "qdisc", "add", "dev", dev[i], "root"]
+        if subprocess.run([*tc, "netem", "rate", "40mbit", "delay", "5ms"], capture_output=True).returncode:
+            subprocess.run([*tc, "tbf", "rate", "40mbit", "burst", "32kbit", "latency", "400ms"], check=True,
+                           capture_output=True)
+    slow = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW + timedelta(minutes=10))
+    print(f"canary busbw over veth: unshaped {fast['busbwGBps']}, shaped {slow['busbwGBps']}")
+    assert slow["outcome"] == "degraded" and "busbw below the floor" in slow["message"], slow
+    assert slow["busbwGBps"]["all_reduce"] < 0.1 < fast["busbwGBps"]["all_reduce"]

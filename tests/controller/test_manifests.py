@@ -1,0 +1,153 @@
+"""``render controller``: built-in kinds pass kubernetes-validate; Kueue objects pass Kueue v0.19.2's schemas.
+
+The Kueue schemas under ``schemas/`` are the v1beta2 ``openAPIV3Schema`` of kubernetes-sigs/kueue v0.19.2
+(``config/components/crd/bases``); the Workload one is cut down to ``status.admissionChecks``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+from controller_support import PROFILE, kueue_validate
+from typer.testing import CliRunner
+
+from fabricguard.cli import app
+from fabricguard.controller import objects as o
+from fabricguard.controller.actions import ApplyStatus, Create, Delete, MergeStatus
+from fabricguard.controller.manifests import clusterqueue_fragment, crd, manifests, namespace_rules, rbac_rules
+from fabricguard.profile import load_profile, loads_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = sorted((ROOT / "examples" / "profiles").glob("*.yaml"))
+IMAGE = "ghcr.io/acme/fabricguard@sha256:" + "ab" * 32
+CANARY_IMAGE = "ghcr.io/acme/fabricguard-probe@sha256:" + "cd" * 32
+K8S = kubernetes_validate.latest_version()
+NOT_BUILTIN = {"AdmissionCheck", "ServiceMonitor"}
+
+
+@pytest.fixture(params=PROFILES, ids=[p.stem for p in PROFILES])
+def rendered(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return manifests(load_profile(request.param), request.param.read_text(), IMAGE, "fg-system", CANARY_IMAGE)
+
+
+def by_kind(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    [obj] = [x for x in objs if x["kind"] == kind]
+    return obj
+
+
+def test_builtin_kinds_pass_kubernetes_validate(rendered) -> None:
+    kinds = []
+    for obj in rendered:
+        if obj["kind"] not in NOT_BUILTIN:
+            kubernetes_validate.validate(obj, K8S, strict=True)
+            kinds.append(obj["kind"])
+    assert set(kinds) == {"Namespace", "CustomResourceDefinition", "PriorityClass", "ServiceAccount", "ClusterRole",
+                          "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment",
+                          "PodDisruptionBudget", "Service"}
+
+
+def test_admission_check_and_clusterqueue_fragment_pass_kueue_schemas(rendered) -> None:
+    ac = by_kind(rendered, "AdmissionCheck")
+    kueue_validate(ac, "admissionchecks")
+    assert ac["spec"]["controllerName"] == "fabricguard.io/fabric-validated"
+    profile = loads_profile(PROFILE)
+    cq = {"apiVersion": o.KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "gh200"},
+          "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+              {"name": "gh200-roce", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]}],
+                   **clusterqueue_fragment(profile)}}
+    kueue_validate(cq, "clusterqueues")
+    assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"] == [
+        {"name": "fabric-validated", "onFlavors": ["gh200-roce"]}]
+
+
+def test_deployment_is_two_replicas_non_root_read_only_with_lustre(rendered) -> None:
+    dep = by_kind(rendered, "Deployment")
+    spec = dep["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert dep["spec"]["replicas"] == 2
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    lustre = [v for v in spec["volumes"] if v["name"] == "lustre"]
+    assert lustre and lustre[0]["persistentVolumeClaim"]["readOnly"] is True
+    assert "--lustre-root" in c["args"] and "$(POD_NAME)" in c["args"]
+    assert c["image"] == IMAGE and c["args"][c["args"].index("--canary-image") + 1] == CANARY_IMAGE
+    assert by_kind(rendered, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    sm = by_kind(rendered, "ServiceMonitor")
+    assert sm["spec"]["endpoints"][0]["port"] == by_kind(rendered, "Service")["spec"]["ports"][0]["name"]
+
+
+def _allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
+
+
+def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
+    cluster, ns = rbac_rules(), namespace_rules()
+    writes = {(r_group, res, verb) for r in cluster + ns for r_group in r["apiGroups"] for res in r["resources"]
+              for verb in r["verbs"] if verb not in ("list", "watch")}
+    assert writes == {
+        ("fabricguard.io", "fabricvalidations", "create"),
+        ("fabricguard.io", "fabricvalidations/status", "patch"),
+        ("kueue.x-k8s.io", "workloads/status", "patch"),
+        ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
+        ("jobset.x-k8s.io", "jobsets", "patch"),
+        ("batch", "jobs", "patch"),
+        ("trainer.kubeflow.org", "trainjobs", "patch"),
+        ("", "events", "create"),
+        ("jobset.x-k8s.io", "jobsets", "create"),
+        ("jobset.x-k8s.io", "jobsets", "delete"),
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "patch"),
+    }
+    assert not _allowed(cluster, "", "secrets", "list")
+    assert not _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")  # status only
+    assert _allowed(cluster, "", "pods", "watch") and _allowed(cluster, "", "nodes", "list")
+    # Each kind of action the reconcile core emits maps onto one of those grants.
+    assert {Create, Delete, ApplyStatus, MergeStatus}
+
+
+def test_crd_status_accepts_what_the_controller_writes() -> None:
+    c = crd()
+    kubernetes_validate.validate(c, K8S, strict=True)
+    (v,) = c["spec"]["versions"]
+    assert c["spec"]["scope"] == "Cluster" and v["subresources"] == {"status": {}}
+    cols = {col["name"]: col["jsonPath"] for col in v["additionalPrinterColumns"]}
+    assert cols["Pool"] == ".spec.pool" and cols["Last outcome"] == ".status.lastOutcome"
+    assert cols["Last success"] == ".status.lastSuccess" and cols["Age"] == ".metadata.creationTimestamp"
+    schema = v["schema"]["openAPIV3Schema"]
+    status = {"pool": "gh200-roce", "lastOutcome": "unschedulable", "lastRun": "2025-09-30T12:04:00Z",
+              "runs": [{"name": "fgc-gh200-roce-1759233600", "outcome": "unschedulable",
+                        "started": "2025-09-30T12:00:00Z", "finished": "2025-09-30T12:04:00Z",
+                        "message": "Pending for 240 s", "evidence": ["Pod x: 0/9 nodes are available"]}]}
+    jsonschema.validate({"spec": {"pool": "gh200-roce"}, "status": status}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"spec": {"pool": "x"}, "status": {"runs": [{**status["runs"][0], "outcome": "ok"}]}},
+                            schema)
+
+
+def test_render_controller_cli_prints_the_fragment_and_refuses_a_bad_image() -> None:
+    prof = str(PROFILES[0])
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", IMAGE])
+    assert r.exit_code == 3 and "--canary-image" in r.output  # the controller's image has no torch
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", IMAGE,
+                                 "--canary-image", CANARY_IMAGE])
+    assert r.exit_code == 0, r.output
+    assert "#       - name: fabric-validated" in r.stdout and "kind: CustomResourceDefinition" in r.stdout
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", "UPPER/Case:tag"])
+    assert r.exit_code == 3 and "error:" in r.output and "Traceback" not in r.output
+
+
+def test_render_kueue_check_prints_the_check_and_the_fragment() -> None:
+    import yaml
+
+    r = CliRunner().invoke(app, ["render", "kueue-check", "--profile", str(ROOT / "examples/profiles/onprem-infiniband.yaml")])
+    assert r.exit_code == 0, r.output
+    ac = yaml.safe_load(r.stdout)
+    kueue_validate(ac, "admissionchecks")
+    assert ac["spec"]["controllerName"] == "fabricguard.io/fabric-validated"
+    assert "#         onFlavors:" in r.stdout and "#         - h100-ib" in r.stdout and "#         - gh200-roce" in r.stdout
