@@ -63,3 +63,14 @@ def crd_errors(obj: dict[str, Any]) -> list[str]:
 
 def has_schema(api_version: str, kind: str) -> bool:
     return (api_version, kind) in _crds()
+
+
+def crd_subschema_errors(api_version: str, kind: str, path: tuple[str, ...], value: Any) -> list[str]:
+    """Violations of ``value`` against the part of a CRD's schema at ``path`` (e.g. ``("status",
+    "admissionChecks")``): for a patch that carries only that part, as a server-side apply of one field does."""
+    _, schema = _crds()[(api_version, kind)]
+    node = schema
+    for key in path:
+        node = node["properties"][key]
+    validator = jsonschema.Draft7Validator(node)
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in validator.iter_errors(value)]

@@ -1,7 +1,7 @@
 """``render controller``: built-in kinds pass kubernetes-validate; Kueue objects pass Kueue v0.19.2's schemas.
 
-The Kueue schemas under ``schemas/`` are the v1beta2 ``openAPIV3Schema`` of kubernetes-sigs/kueue v0.19.2
-(``config/components/crd/bases``); the Workload one is cut down to ``status.admissionChecks``.
+The Kueue schemas are the CRDs of kubernetes-sigs/kueue v0.19.2 (tests/data/schemas/kueue-v0.19.2/); the
+Workload's is applied to ``status.admissionChecks`` only, all that the controller's apply sends.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def test_schema_check_can_fail() -> None:
 def test_gke_quota_is_nodes_times_per_node_share() -> None:
     prof = load_profile(ROOT / "examples/profiles/gke-a3-ultra.yaml")
     (queue, pools), = kueue.queues(prof)
-    cq = kueue.cluster_queue(queue, pools)
+    cq = kueue.cluster_queue(queue, pools, prof)
     group, = cq["spec"]["resourceGroups"]
     flavor, = group["flavors"]
     quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
@@ -70,7 +70,7 @@ def test_gke_quota_is_nodes_times_per_node_share() -> None:
 def test_excluded_fabric_resources_leave_quota_and_enter_configuration() -> None:
     prof = load_profile(ROOT / "examples/profiles/aws-p5-efa.yaml")
     (queue, pools), = kueue.queues(prof)
-    cq = kueue.cluster_queue(queue, pools)
+    cq = kueue.cluster_queue(queue, pools, prof)
     assert "vpc.amazonaws.com/efa" not in cq["spec"]["resourceGroups"][0]["coveredResources"]
     cfg = kueue.configuration(prof)
     assert cfg["resources"] == {"quotaCheckStrategy": "BlockUndeclared", "excludeResourcePrefixes": ["vpc.amazonaws.com/efa"]}
@@ -97,6 +97,7 @@ apiVersion: fabricguard.io/v1alpha1
 kind: PlatformProfile
 metadata: {name: shared}
 spec:
+  storage: {lustre: {claimName: train}}
   pools:
   - name: block-b
     nodeSelector: {pool: b}
@@ -122,7 +123,7 @@ spec:
 def test_pools_sharing_a_queue_are_flavors_in_profile_order() -> None:
     prof = loads_profile(SHARED)
     (queue, pools), = kueue.queues(prof)
-    cq = kueue.cluster_queue(queue, pools)
+    cq = kueue.cluster_queue(queue, pools, prof)
     group, = cq["spec"]["resourceGroups"]
     assert [f["name"] for f in group["flavors"]] == ["block-b", "block-a", "cpu-only"]
     quota = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
@@ -131,6 +132,22 @@ def test_pools_sharing_a_queue_are_flavors_in_profile_order() -> None:
     assert quota["block-a"] == {"nvidia.com/gpu": "16", "rdma/ib": "0", "rdma/rdma_shared_device_a": "2"}
     assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"] == ["block-b", "block-a"]
     assert crd_errors(cq) == []
+
+
+def test_only_flavors_with_a_canary_wait_for_the_check() -> None:
+    # Nothing would ever answer the check for a pool without a canary: its workloads would wait forever.
+    prof = loads_profile(SHARED.replace("    nodes: 2\n", "    nodes: 2\n    canary: {enabled: false}\n"))
+    (queue, pools), = kueue.queues(prof)
+    cq = kueue.cluster_queue(queue, pools, prof)
+    assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"] == ["block-b"]
+    nolustre = loads_profile(SHARED.replace("  storage: {lustre: {claimName: train}}\n", ""))
+    (queue, pools), = kueue.queues(nolustre)
+    assert "admissionChecksStrategy" not in kueue.cluster_queue(queue, pools, nolustre)["spec"]
+    assert "AdmissionCheck" not in {o["kind"] for o in kueue.objects(nolustre)}
+    # The check's name is the one the controller renders and answers.
+    from fabricguard.controller.manifests import admission_check
+
+    assert kueue.admission_check() == admission_check()
 
 
 def test_render_refuses_pool_without_node_count(tmp_path: Path) -> None:

@@ -19,12 +19,14 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from fabricguard.controller import objects as controller_objects
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_API = controller_objects.KUEUE_API
 KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
-FABRIC_CHECK = "fabricguard-fabric-validated"
-FABRIC_CHECK_CONTROLLER = "fabricguard.io/fabric-validated"
+# The check the controller answers: one name, one controllerName, wherever the check is rendered or read.
+FABRIC_CHECK = controller_objects.CHECK_NAME
+FABRIC_CHECK_CONTROLLER = controller_objects.CHECK_CONTROLLER
 MANAGED_BY = {"app.kubernetes.io/managed-by": "fabricguard"}
 POOL_LABEL = "fabricguard.io/pool"
 
@@ -93,7 +95,16 @@ def _per_node(pool: Pool, queue: Queue) -> dict[str, str]:
     return out
 
 
-def cluster_queue(queue: Queue, pools: list[Pool]) -> dict[str, Any]:
+def checked_flavors(profile: PlatformProfile, pools: list[Pool]) -> list[str]:
+    """The flavors whose workloads wait for the fabric check: those of pools with a canary to answer it.
+
+    A fabric pool without a canary (no Lustre for its logs, or ``canary.enabled: false``) gets no check: nothing
+    would ever mark its workloads Ready, and they would wait forever.
+    """
+    return [p.name for p in pools if profile.canary(p) is not None and p.name in profile.canary_flavors(p)]
+
+
+def cluster_queue(queue: Queue, pools: list[Pool], profile: PlatformProfile) -> dict[str, Any]:
     """One ClusterQueue over the pools that name ``queue``, flavors in profile order."""
     missing = [p.name for p in pools if p.nodes is None]
     if missing:
@@ -123,7 +134,7 @@ def cluster_queue(queue: Queue, pools: list[Pool]) -> dict[str, Any]:
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
     }
-    fabric_flavors = [p.name for p in pools if p.fabric.has_fabric]
+    fabric_flavors = checked_flavors(profile, pools)
     if fabric_flavors:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": FABRIC_CHECK, "onFlavors": fabric_flavors}]}
     if queue.cohort:
@@ -145,13 +156,10 @@ def local_queues(queue: Queue) -> list[dict[str, Any]]:
 
 
 def admission_check() -> dict[str, Any]:
-    """The fabric AdmissionCheck; the controller keeps its ``Active`` condition True and answers for Workloads."""
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "AdmissionCheck",
-        "metadata": _meta(FABRIC_CHECK),
-        "spec": {"controllerName": FABRIC_CHECK_CONTROLLER},
-    }
+    """The fabric AdmissionCheck (the controller's own manifest: it keeps ``Active`` True and answers Workloads)."""
+    from fabricguard.controller.manifests import admission_check as controller_admission_check
+
+    return controller_admission_check()
 
 
 def queues(profile: PlatformProfile) -> list[tuple[Queue, list[Pool]]]:
@@ -207,9 +215,9 @@ def objects(profile: PlatformProfile) -> list[dict[str, Any]]:
         if topo is not None:
             out.append(topo)
     out.extend(resource_flavor(p) for p in pools_with_queue)
-    if any(p.fabric.has_fabric for p in pools_with_queue):
+    if checked_flavors(profile, pools_with_queue):
         out.append(admission_check())
     for queue, pools in queues(profile):
-        out.append(cluster_queue(queue, pools))
+        out.append(cluster_queue(queue, pools, profile))
         out.extend(local_queues(queue))
     return out

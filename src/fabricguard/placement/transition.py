@@ -229,7 +229,8 @@ def _flavor_entry(cq: dict[str, Any], flavor: str) -> tuple[int, dict[str, Any]]
 def switched_queue(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, Any]:
     """The ClusterQueue with the target profile's flavors first and the old flavor last, at zero quota."""
     target = kueue.cluster_queue(spec.queue, [p for p in spec.target.spec.pools
-                                              if p.queue is not None and p.queue.name == spec.queue.name])
+                                              if p.queue is not None and p.queue.name == spec.queue.name],
+                                 spec.target)
     out = copy.deepcopy(current)
     out["spec"] = {**(current.get("spec") or {}), **target["spec"]}
     group = out["spec"]["resourceGroups"][0]
@@ -249,7 +250,8 @@ def switched_queue(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, A
 def retired_queue(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, Any]:
     """The ClusterQueue as the target profile renders it: the old flavor gone."""
     target = kueue.cluster_queue(spec.queue, [p for p in spec.target.spec.pools
-                                              if p.queue is not None and p.queue.name == spec.queue.name])
+                                              if p.queue is not None and p.queue.name == spec.queue.name],
+                                 spec.target)
     out = copy.deepcopy(current)
     out["spec"] = {**(current.get("spec") or {}), **target["spec"]}
     return out
