@@ -1,4 +1,4 @@
-"""The Kubernetes API as fabricguard's writers use it: get, list, create, update, patch, delete, over kr8s.
+"""The Kubernetes API as fabricguard's writers use it: get, list, create, update, patch, apply, delete (kr8s).
 
 kr8s resolves the kubeconfig (file, context, in-cluster token) and owns the HTTP session; this module adds what its
 object API leaves out for a workflow that must be exact: a 404 is ``None`` rather than an exception, an update
@@ -8,6 +8,7 @@ its type (a JSON merge patch replaces whole lists, so callers choose it only for
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -36,6 +37,11 @@ class Kube:
 
     def __init__(self, api: Any) -> None:
         self._api = api
+
+    @property
+    def api(self) -> Any:
+        """The kr8s API object, for what this module does not wrap (a watch stream)."""
+        return self._api
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
@@ -121,15 +127,29 @@ class Kube:
                                 patch_type="merge")
 
     async def patch(self, api_version: str, plural: str, name: str, body: Any, *, namespace: str | None = None,
-                    patch_type: PatchType, subresource: str | None = None) -> dict[str, Any]:
+                    patch_type: PatchType, subresource: str | None = None,
+                    field_manager: str | None = None) -> dict[str, Any]:
+        params = {"fieldManager": field_manager} if field_manager else {}
         out = await self._call("PATCH", api_version, _path(plural, name, subresource), namespace, json=body,
-                               headers={"Content-Type": _CONTENT_TYPE[patch_type]})
+                               headers={"Content-Type": _CONTENT_TYPE[patch_type]}, params=params)
         return out if isinstance(out, dict) else {}
 
-    async def delete(self, api_version: str, plural: str, name: str, namespace: str | None = None) -> bool:
-        """Delete; False when it was already gone."""
+    async def apply(self, api_version: str, plural: str, name: str, body: dict[str, Any], *, field_manager: str,
+                    namespace: str | None = None, subresource: str | None = None) -> dict[str, Any]:
+        """Server-side apply of the fields in ``body`` as ``field_manager`` (forced): list entries keyed by the
+        schema's map keys (a Workload's ``status.admissionChecks`` by name) are merged, so only ours changes."""
+        out = await self._call("PATCH", api_version, _path(plural, name, subresource), namespace,
+                               content=json.dumps(body), headers={"Content-Type": "application/apply-patch+yaml"},
+                               params={"fieldManager": field_manager, "force": "true"})
+        return out if isinstance(out, dict) else {}
+
+    async def delete(self, api_version: str, plural: str, name: str, namespace: str | None = None, *,
+                     propagation: str | None = None) -> bool:
+        """Delete; False when it was already gone. ``propagation``: Background, Foreground or Orphan."""
+        body = {"propagationPolicy": propagation} if propagation else None
         try:
-            await self._call("DELETE", api_version, _path(plural, name), namespace)
+            await self._call("DELETE", api_version, _path(plural, name), namespace,
+                             **({"json": body} if body else {}))
         except KubeError as exc:
             if exc.status == 404:
                 return False

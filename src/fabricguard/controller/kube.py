@@ -19,6 +19,7 @@ from typing import Any
 from fabricguard.controller import objects as o
 from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergeStatus
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot, collect_live, snapshot_from_lists
+from fabricguard.kube import Kube, KubeError
 
 log = logging.getLogger("fabricguard.controller")
 
@@ -38,26 +39,6 @@ async def list_cluster(kubeconfig: str | None, context: str | None) -> Snapshot:
     return snapshot_from_lists(lists, source="live")
 
 
-def _path(plural: str, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
-    parts = ([f"namespaces/{namespace}"] if namespace else []) + [plural] + ([name] if name else []) + (
-        [sub] if sub else [])
-    return "/".join(parts)
-
-
-def _version_and_url(api_version: str, plural: str, namespace: str | None, name: str | None = None,
-                     sub: str | None = None) -> tuple[str, str]:
-    return api_version, _path(plural, namespace, name, sub)
-
-
-async def _call(api: Any, method: str, api_version: str, url: str, **kwargs: Any) -> dict[str, Any]:
-    async with api.call_api(method, version=api_version, url=url, **kwargs) as resp:
-        try:
-            body: dict[str, Any] = resp.json()
-        except ValueError:
-            body = {}
-        return body
-
-
 async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, str], dict[str, Any]],
                         leading: Callable[[], bool] | None = None) -> list[str]:
     """Carry out the actions in order; ``known`` holds listed objects by (plural, name) for owner uids.
@@ -65,60 +46,46 @@ async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, 
     Returns one line per action that failed (the pass goes on: the next pass retries what is still wanted).
     ``leading`` is asked before each action: a replica that lost the Lease mid-pass stops writing.
     """
-    import httpx
-    import kr8s
-
+    kube = api if isinstance(api, Kube) else Kube(api)
     errors: list[str] = []
     for a in actions:
         if leading is not None and not leading():
             errors.append(f"lost the Lease: {len(actions) - actions.index(a)} action(s) left to the new leader")
             break
         try:
-            await _apply_one(api, a, known)
-        except (httpx.HTTPError, kr8s.ServerError) as exc:
-            resp = getattr(exc, "response", None)
-            code = resp.status_code if resp is not None else "?"
-            if isinstance(a, Create) and code == 409:
+            await _apply_one(kube, a, known)
+        except KubeError as exc:
+            if isinstance(a, Create) and exc.status == 409:
                 continue  # already there (a previous pass or the other replica): the state we wanted
-            if isinstance(a, Delete) and code == 404:
-                continue
-            if isinstance(a, Emit) and code == 409:
+            if isinstance(a, Emit) and exc.status == 409:
                 continue  # the same event (its name is derived from object, reason, message and time)
             errors.append(f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: "
-                          f"HTTP {code}: {exc}")
+                          f"HTTP {exc.status or '?'}: {exc}")
     return errors
 
 
-async def _apply_one(api: Any, a: Action, known: dict[tuple[str, str], dict[str, Any]]) -> None:
+async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[str, Any]]) -> None:
     if isinstance(a, Create):
         body = a.body
         if a.owner is not None and a.owner in known:
             body = json.loads(json.dumps(body))
             body["metadata"]["ownerReferences"] = [o.owner_ref(known[a.owner], o.FV_API, o.FV_KIND)]
-        v, url = _version_and_url(a.api_version, a.plural, a.namespace)
-        created = await _call(api, "POST", v, url, json=body)
-        known[(a.plural, a.name)] = created or body
+        if a.namespace:
+            body = {**body, "metadata": {**body["metadata"], "namespace": a.namespace}}
+        known[(a.plural, a.name)] = await kube.create(a.api_version, a.plural, body)
     elif isinstance(a, Delete):
-        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name)
-        await _call(api, "DELETE", v, url, json={"propagationPolicy": "Background"})
+        await kube.delete(a.api_version, a.plural, a.name, a.namespace, propagation="Background")
     elif isinstance(a, ApplyStatus):
-        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name, "status")
-        await _call(api, "PATCH", v, url, content=json.dumps(a.body()),
-                    headers={"Content-Type": "application/apply-patch+yaml"},
-                    params={"fieldManager": o.FIELD_MANAGER, "force": "true"})
+        await kube.apply(a.api_version, a.plural, a.name, a.body(), namespace=a.namespace, subresource="status",
+                         field_manager=o.FIELD_MANAGER)
     elif isinstance(a, MergeStatus):
-        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name, "status")
-        await _call(api, "PATCH", v, url, content=json.dumps({"status": a.status}),
-                    headers={"Content-Type": "application/merge-patch+json"},
-                    params={"fieldManager": o.FIELD_MANAGER})
+        await kube.patch(a.api_version, a.plural, a.name, {"status": a.status}, namespace=a.namespace,
+                         subresource="status", patch_type="merge", field_manager=o.FIELD_MANAGER)
     elif isinstance(a, Annotate):
-        v, url = _version_and_url(a.api_version, a.plural, a.namespace, a.name)
-        await _call(api, "PATCH", v, url, content=json.dumps({"metadata": {"annotations": a.annotations}}),
-                    headers={"Content-Type": "application/merge-patch+json"},
-                    params={"fieldManager": o.FIELD_MANAGER})
+        await kube.patch(a.api_version, a.plural, a.name, {"metadata": {"annotations": a.annotations}},
+                         namespace=a.namespace, patch_type="merge", field_manager=o.FIELD_MANAGER)
     elif isinstance(a, Emit):
-        ns = a.body["metadata"]["namespace"]
-        await _call(api, "POST", "v1", _path("events", ns), json=a.body)
+        await kube.create("v1", "events", a.body)
 
 
 # What wakes a pass early: (apiVersion, plural, labelSelector). Only canary pods: every other pod change in a
@@ -142,7 +109,8 @@ async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.E
         started = time.monotonic()
         try:
             sel: dict[str, Any] = {"labelSelector": selector} if selector else {}
-            body = await _call(api, "GET", api_version, plural, params={"limit": 1, **sel})
+            async with api.call_api("GET", version=api_version, url=plural, params={"limit": 1, **sel}) as first:
+                body = first.json()
             rv = (body.get("metadata") or {}).get("resourceVersion") or ""
             params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s,
                                       **sel}
