@@ -1,8 +1,8 @@
 """The controller's I/O edge: list the cluster, carry out a pass's actions, and watch for changes (kr8s).
 
-kr8s' object ``patch()`` offers merge and JSON patches only, so status that others share goes through the
-raw ``call_api`` as a server-side apply (``application/apply-patch+yaml`` with our field manager and
-``force``). kr8s' ``async_watch`` does no initial list and keeps a stale ``resourceVersion`` after HTTP 410;
+kr8s' object ``patch()`` offers merge and JSON patches only, so status that others share goes through
+``fabricguard.kube.Kube.apply``, a server-side apply (``application/apply-patch+yaml`` with our field manager
+and ``force``). kr8s' ``async_watch`` does no initial list and keeps a stale ``resourceVersion`` after HTTP 410;
 :func:`watch_changes` lists first, watches from the list's version, and relists on 410 or a closed stream.
 """
 

@@ -26,13 +26,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from fabricguard.controller import objects as controller_objects
 from fabricguard.placement import kueue
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
 
 STEPS = ("new-pool-ready", "switch-admissions", "drain-old-pool", "retire")
 GATES = ("agent", "canary")
 READY_CONDITION = "FabricReady"
-FABRIC_VALIDATION = ("fabricguard.io/v1alpha1", "fabricvalidations")
+FABRIC_VALIDATION = (controller_objects.FV_API, controller_objects.FV_PLURAL)
 # Labels that name the multi-pod workload a pod belongs to, most specific first.
 _WORKLOAD_LABELS = (
     "jobset.sigs.k8s.io/jobset-name",
@@ -169,12 +170,9 @@ def _condition(node: dict[str, Any], ctype: str) -> dict[str, Any] | None:
 
 
 def canary_outcome(fabric_validation: dict[str, Any]) -> str | None:
-    """The last canary outcome recorded on a FabricValidation, or None when it has none yet."""
-    status = fabric_validation.get("status") or {}
-    if status.get("lastOutcome"):
-        return str(status["lastOutcome"])
-    runs = status.get("runs") or []
-    return str(runs[0].get("outcome")) if runs and runs[0].get("outcome") else None
+    """The last canary outcome the controller recorded on a FabricValidation (``status.lastOutcome``), or None."""
+    outcome = (fabric_validation.get("status") or {}).get("lastOutcome")
+    return str(outcome) if outcome else None
 
 
 def judge_new_pool(spec: TransitionSpec, nodes: list[dict[str, Any]], *, validation_served: bool,
