@@ -213,7 +213,7 @@ async def run_once(kubeconfig_path: str, profile_path: Path, now: datetime, lust
     from fabricguard.cli import app
 
     args = ["controller", "--profile", str(profile_path), "--once", "--now", ts(now), "--kubeconfig", kubeconfig_path,
-            "--lustre-root", str(lustre), "--canary-image", CANARY_IMAGE, "--json", *extra]
+            "--lustre-root", str(lustre), "--canary-image", CANARY_IMAGE, "--format", "json", *extra]
     r = await asyncio.to_thread(CliRunner().invoke, app, args)
     try:
         doc = json.loads(r.stdout)

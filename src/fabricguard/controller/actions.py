@@ -83,13 +83,25 @@ class Annotate:
 
 
 @dataclass(frozen=True)
+class MergePatch:
+    """A merge patch of fields this controller may set on an object it does not own (``spec.suspend`` of a job,
+    ``spec.active`` of a Workload): scalars only, never a list someone else shares."""
+
+    api_version: str
+    plural: str
+    namespace: str | None
+    name: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Emit:
     """A core/v1 Event about an object; Kueue's ``kubectl get workloads`` does not show check messages."""
 
     body: dict[str, Any]
 
 
-Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | Emit
+Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | Emit
 
 
 @dataclass

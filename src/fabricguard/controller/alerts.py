@@ -71,6 +71,12 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "0m", "warning", f"{pool}: jobs finished with verdict {{{{ $labels.verdict }}}}",
               "Finished jobs did not prove they used the fabric (transport {{ $labels.transport }}); see the "
               "fabricguard.io/verdict annotation and Events on the jobs."),
+        _rule("FabricguardJobOnSockets", "max by (namespace, job, pool) (fabricguard_job_on_sockets) == 1", "0m",
+              "critical", "{{ $labels.namespace }}/{{ $labels.job }} runs over TCP sockets on fabric pool "
+              "{{ $labels.pool }}",
+              "The running job's own NCCL logs show inter-node connections over NET/Socket: it runs at a "
+              "fraction of its speed, without an error. The evidence line is in the job's Event and its "
+              "fabricguard.io/transport-detail annotation; the pool's onFallback says whether it was stopped."),
         _rule("FabricguardDoctorCritical", 'fabricguard_doctor_findings{severity="critical"} > 0', "15m",
               "critical", "doctor: {{ $labels.rule }}",
               "The controller's doctor pass reports {{ $value }} critical finding(s) of rule {{ $labels.rule }}; "

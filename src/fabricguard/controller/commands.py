@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile (YAML).")
 
@@ -42,7 +43,8 @@ def controller_cmd(
     identity: str = typer.Option(None, "--identity", help="Leader-election identity (default: host-pid)."),
     metrics_port: int = typer.Option(8080, "--metrics-port", help="Port of /metrics (0: none)."),
     resync: float = typer.Option(30.0, "--resync", help="Seconds between full passes without changes."),
-    as_json: bool = typer.Option(False, "--json", help="With --once: print the pass as JSON."),
+    fmt: Format = format_option(choices="table or json (with --once)"),
+    as_json: bool = JSON_ALIAS,
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
@@ -76,22 +78,27 @@ def controller_cmd(
         if rep.lease_holder:
             err_console.print(f"[yellow]warning:[/] controller {rep.lease_holder!r} holds the Lease: this pass only "
                               "read the cluster and changed nothing (--force to act anyway)")
-        _print_pass(rep.result, rep.errors, as_json, rep.acted)
+        _print_pass(rep.result, rep.errors, wants_json(fmt, as_json), rep.acted, rep.live)
         raise typer.Exit(rep.result.exit_code)
     _serve(cfg, metrics_port)
 
 
-def _print_pass(result, errors: list[str], as_json: bool, acted: bool) -> None:  # type: ignore[no-untyped-def]
+def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) -> None:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
+    running = [{"kind": ob.job.kind, "namespace": ob.job.namespace, "name": ob.job.name, "pool": ob.job.pool,
+                "transport": ob.verdict.transport.value, "final": ob.verdict.final} for ob in live]
     if as_json:
-        print_json(result.summary() | {"errors": errors, "acted": acted})
+        print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})
         return
     for name, s in result.pools.items():
         state = "[green]VALIDATED[/]" if s.ready else ("[red]HELD[/]" if s.canary else "[yellow]UNHEALTHY[/]")
         held = result.pending.get(name, 0)
         console.print(f"{state}  pool {escape(name)}  outcome {s.outcome or '-'}  held workloads {held}")
         console.print(f"  {escape(s.message)}", soft_wrap=True)
+    for r in running:
+        console.print(f"running {escape(r['kind'])} {escape(r['namespace'])}/{escape(r['name'])} on pool "
+                      f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far"))
     crit = [f for f in result.findings if str(f.severity) == "critical"]
     if crit:
         console.print(f"doctor: {len(crit)} critical finding(s): " + ", ".join(sorted({f.rule for f in crit})))

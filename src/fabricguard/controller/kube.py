@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fabricguard.controller import objects as o
-from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergeStatus
+from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot, collect_live, snapshot_from_lists
 from fabricguard.kube import Kube, KubeError
 
@@ -84,6 +84,9 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
     elif isinstance(a, Annotate):
         await kube.patch(a.api_version, a.plural, a.name, {"metadata": {"annotations": a.annotations}},
                          namespace=a.namespace, patch_type="merge", field_manager=o.FIELD_MANAGER)
+    elif isinstance(a, MergePatch):
+        await kube.patch(a.api_version, a.plural, a.name, a.body, namespace=a.namespace, patch_type="merge",
+                         field_manager=o.FIELD_MANAGER)
     elif isinstance(a, Emit):
         await kube.create("v1", "events", a.body)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
 from fabricguard.profile.model import PlatformProfile
@@ -45,6 +46,23 @@ class Metrics:
         self.errors = Counter("fabricguard_reconcile_errors", "Actions the API server refused.", registry=r)
         self.leader = Gauge("fabricguard_controller_leader", "1 while this replica holds the Lease.", registry=r)
         self._finding_keys: set[tuple[str, str]] = set()
+        self.job_transport = Gauge("fabricguard_job_transport",
+                                   "1 for the transport a running managed job's NCCL logs prove so far.",
+                                   ["namespace", "job", "pool", "transport"], registry=r)
+        self.job_on_sockets = Gauge("fabricguard_job_on_sockets",
+                                    "1 while a running managed job on a fabric pool connects over TCP sockets.",
+                                    ["namespace", "job", "pool"], registry=r)
+        self.live_jobs = Gauge("fabricguard_live_jobs_followed", "Running managed jobs whose logs are followed.",
+                               registry=r)
+        self.live_files = Gauge("fabricguard_live_log_files_followed", "NCCL log files followed.", registry=r)
+        self.live_bytes = Counter("fabricguard_live_log_bytes_read", "Bytes of running jobs' NCCL logs read.",
+                                  registry=r)
+        self.live_poll_seconds = Gauge("fabricguard_live_poll_duration_seconds",
+                                       "Duration of the latest read of running jobs' logs.", registry=r)
+        self.live_last_poll = Gauge("fabricguard_live_last_poll_timestamp_seconds",
+                                    "End of the latest read of running jobs' logs.", registry=r)
+        self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
+        self._live_bytes_seen = 0
 
     def observe(self, profile: PlatformProfile, result: PassResult, seconds: float, errors: int) -> None:
         from fabricguard.controller.objects import parse_time
@@ -85,3 +103,35 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+    def observe_live(self, profile: PlatformProfile, observations: list[Observation], cost: LiveCost) -> None:
+        """Per-job transport series for the jobs followed now; series of jobs no longer running are removed."""
+        import time
+
+        from fabricguard.profile.model import Transport
+
+        now_series: dict[tuple[str, str], tuple[str, str]] = {}
+        for ob in observations:
+            job = ob.job
+            transport = ob.verdict.transport
+            key = (job.namespace, job.name)
+            now_series[key] = (job.pool, transport.value)
+            old = self._live_series.get(key)
+            if old is not None and old[1] != transport.value:
+                self.job_transport.remove(job.namespace, job.name, old[0], old[1])
+            self.job_transport.labels(job.namespace, job.name, job.pool, transport.value).set(1)
+            expected = profile.pool(job.pool).fabric.expected_transports
+            on_sockets = transport == Transport.socket and Transport.socket not in expected
+            self.job_on_sockets.labels(job.namespace, job.name, job.pool).set(1 if on_sockets else 0)
+        for key, (pool, was) in self._live_series.items():
+            if key not in now_series:
+                self.job_transport.remove(key[0], key[1], pool, was)
+                self.job_on_sockets.remove(key[0], key[1], pool)
+        self._live_series = now_series
+        self.live_jobs.set(cost.jobs)
+        self.live_files.set(cost.files)
+        if cost.bytes_total > self._live_bytes_seen:
+            self.live_bytes.inc(cost.bytes_total - self._live_bytes_seen)
+            self._live_bytes_seen = cost.bytes_total
+        self.live_poll_seconds.set(cost.last_poll_s)
+        self.live_last_poll.set(time.time())

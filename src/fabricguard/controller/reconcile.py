@@ -16,6 +16,7 @@ from fabricguard.controller.actions import Action, Counters
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
+from fabricguard.controller.live import RunningJob, running_jobs
 from fabricguard.doctor.model import Finding, Severity
 from fabricguard.doctor.rules import run_rules
 from fabricguard.doctor.snapshot import Snapshot
@@ -30,6 +31,8 @@ class PassResult:
     findings: list[Finding]
     pending: dict[str, int]
     counters: Counters = field(default_factory=Counters)
+    running: list[RunningJob] = field(default_factory=list)  # managed jobs whose logs are followed live
+    workloads: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -44,6 +47,7 @@ class PassResult:
 
     def summary(self) -> dict[str, Any]:
         return {
+            "verdict": "degraded" if self.unhealthy_pools else "pass",
             "now": o.iso(self.now),
             "pools": {
                 p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "latest": s.latest,
@@ -74,4 +78,5 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
     findings = run_rules(snapshot, profile, now)
-    return PassResult(now, actions, states, findings, gate.pending, counters)
+    return PassResult(now, actions, states, findings, gate.pending, counters,
+                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"))

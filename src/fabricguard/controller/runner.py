@@ -14,15 +14,17 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from fabricguard.controller import objects as o
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import WATCHED, apply_actions, list_cluster, watch_changes
 from fabricguard.controller.lease import Step, decide, read_lease, try_lead
 from fabricguard.controller.lease import holder as holder_of
+from fabricguard.controller.live import LiveJobs, Observation, live_actions
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult, reconcile
 from fabricguard.profile.model import PlatformProfile
@@ -43,6 +45,7 @@ class RunConfig:
     min_gap_s: float = 5.0  # a burst of watch events costs one pass, not one per event
     lease_s: int = 15
     history: int = 10
+    live_interval_s: float = 10.0  # how often running jobs' logs are read between passes
 
     def canary_config(self) -> CanaryConfig:
         return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
@@ -55,6 +58,24 @@ class PassReport:
     seconds: float
     acted: bool = True
     lease_holder: str | None = None  # another live controller, when --once only read
+    live: list[Observation] = field(default_factory=list)
+
+
+async def follow_live(api, live: LiveJobs, profile: PlatformProfile, workloads: list[dict[str, Any]],  # type: ignore[no-untyped-def]
+                      now: datetime, *, act: bool, leading: Callable[[], bool] | None = None,
+                      ) -> tuple[list[Observation], list[str]]:
+    """Read what running jobs' logs gained; record every newly proven transport on its job (when ``act``)."""
+    observations = await asyncio.to_thread(live.poll)
+    errors: list[str] = []
+    for ob in observations:
+        actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
+        if not actions or not act:
+            continue
+        failed = await apply_actions(api, actions, {}, leading)
+        errors += failed
+        if not failed:
+            live.reported[ob.job.key] = ob.verdict.transport.value
+    return observations, errors
 
 
 def default_identity() -> str:
@@ -68,15 +89,28 @@ async def api_for(cfg: RunConfig):  # type: ignore[no-untyped-def]
 
 
 async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
-                   leading: Callable[[], bool] | None = None) -> PassReport:
-    """List, reconcile and (``act``) carry out the actions; ``leading`` is asked before each action."""
+                   leading: Callable[[], bool] | None = None, live: LiveJobs | None = None) -> PassReport:
+    """List, reconcile and (``act``) carry out the actions; ``leading`` is asked before each action.
+
+    With a Lustre root, the running managed jobs' logs are read too (``live`` keeps the followers between
+    passes; without it a pass reads them from the start, as ``--once`` does)."""
     api = await api_for(cfg)
     t0 = time.perf_counter()
+    at = now or datetime.now(UTC)
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context)
-    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, now or datetime.now(UTC), cfg.canary_config())
+    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config())
     known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
     errors = await apply_actions(api, result.actions, known, leading) if act else []
-    return PassReport(result, errors, time.perf_counter() - t0, acted=act)
+    observations: list[Observation] = []
+    if cfg.lustre_root is not None:
+        followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
+        followers.sync(result.running)
+        observations, live_errors = await follow_live(api, followers, cfg.profile, result.workloads, at, act=act,
+                                                      leading=leading)
+        errors += live_errors
+        if live is None:
+            followers.close()
+    return PassReport(result, errors, time.perf_counter() - t0, acted=act, live=observations)
 
 
 async def run_once(cfg: RunConfig, now: datetime | None = None, *, force: bool = False) -> PassReport:
@@ -132,7 +166,9 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
     tasks = [asyncio.create_task(watch_changes(api, v, plural, wake, stop, selector=sel))
              for v, plural, sel in WATCHED]
     tasks.append(asyncio.create_task(keep_lease(api, cfg, identity, who, metrics, stop)))
-    last_pass = 0.0
+    live = LiveJobs(cfg.profile, cfg.lustre_root) if cfg.lustre_root is not None else None
+    workloads: list[dict[str, Any]] = []
+    last_pass = last_live = 0.0
     try:
         while not stop.is_set():
             since = time.monotonic() - last_pass
@@ -140,18 +176,35 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
             if who.active() and due:
                 wake.clear()
                 try:
-                    rep = await run_pass(cfg, leading=who.active)
+                    rep = await run_pass(cfg, leading=who.active, live=live)
                 except Exception as exc:
                     log.warning("pass failed: %s", exc)
                     metrics.errors.inc()
                 else:
-                    last_pass = time.monotonic()
+                    last_pass = last_live = time.monotonic()
+                    workloads = rep.result.workloads
                     metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
+                    if live is not None:
+                        metrics.observe_live(cfg.profile, rep.live, live.cost)
                     for e in rep.errors:
+                        log.warning("%s", e)
+            elif live is not None and who.active() and time.monotonic() - last_live >= cfg.live_interval_s:
+                # Between passes: the running jobs' logs only, so a fallback is seen within seconds of its line.
+                last_live = time.monotonic()
+                try:
+                    obs, errors = await follow_live(api, live, cfg.profile, workloads, datetime.now(UTC), act=True,
+                                                    leading=who.active)
+                except Exception as exc:
+                    log.warning("following running jobs failed: %s", exc)
+                else:
+                    metrics.observe_live(cfg.profile, obs, live.cost)
+                    for e in errors:
                         log.warning("%s", e)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=0.5)
     finally:
+        if live is not None:
+            live.close()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

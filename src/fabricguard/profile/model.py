@@ -422,6 +422,11 @@ class Pool(_Strict):
     canary: Canary | None = Field(
         default=None, description="The pool's canary (default: on for fabric pools with Lustre, else off)."
     )
+    onFallback: Literal["warn", "stop"] = Field(
+        default="warn",
+        description="When a running managed job's logs show sockets on this fabric pool: warn (annotation, "
+        "Event, metric, alert) or also stop it (a Kueue job's Workload deactivated, another job suspended).",
+    )
 
     @field_validator("name")
     @classmethod

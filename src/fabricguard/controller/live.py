@@ -1,0 +1,187 @@
+"""A verdict while the job runs: follow every running managed job's NCCL logs and act within minutes on sockets.
+
+The webhook sends each managed job's NCCL logs (``NCCL_DEBUG_FILE``, one file per rank) to the job's directory
+on Lustre; NCCL writes the lines that prove the transport during communicator init. ``LiveJobs`` keeps one
+``nccl.follow.LogFollower`` per running job (never rereading a byte), and :func:`live_actions` turns what the
+logs prove into the record a person sees: the annotation ``fabricguard.io/transport``, an Event on the job, and
+the metrics behind the job-on-sockets alert. A pool's ``onFallback: stop`` also stops the job through its own API:
+a Kueue-managed job's Workload is deactivated (``spec.active: false``, so Kueue suspends the job and nothing is
+lost), any other job is suspended (``spec.suspend: true``). The default, ``warn``, only tells.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fabricguard.admission import workloads as wl
+from fabricguard.controller import objects as o
+from fabricguard.controller.actions import Action, Annotate, MergePatch, event
+from fabricguard.controller.canary import log_dir
+from fabricguard.controller.jobs import finished
+from fabricguard.nccl.follow import LiveVerdict, LogFollower
+from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
+
+ANN_TRANSPORT = "fabricguard.io/transport"
+ANN_TRANSPORT_DETAIL = "fabricguard.io/transport-detail"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+# Transports worth writing down: the others say the logs do not prove anything yet.
+_KNOWN = {Transport.ib, Transport.roce, Transport.efa, Transport.tcpx, Transport.socket}
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    kind: str
+    api_version: str
+    plural: str
+    namespace: str
+    name: str
+    pool: str
+    obj: dict[str, Any] = field(compare=False, hash=False)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.kind, self.namespace, self.name
+
+
+def _suspended(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("spec") or {}).get("suspend"))
+
+
+def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> list[RunningJob]:
+    """Managed jobs that run now on a fabric pool whose logs land on Lustre (canaries have their own judge)."""
+    out: list[RunningJob] = []
+    for api_version, plural, kind in o.MANAGED_KINDS:
+        for obj in by_kind.get(kind, ()):
+            labels = o.labels(obj)
+            if labels.get(wl.LABEL_MANAGED) != "true" or o.LABEL_CANARY_POOL in labels:
+                continue
+            if finished(obj, kind) or _suspended(obj):
+                continue
+            try:
+                pool = profile.pool(labels.get(wl.LABEL_POOL))
+            except UnknownPoolError:
+                continue
+            if not pool.fabric.has_fabric or profile.spec.storage.lustre is None or not pool.lustre:
+                continue
+            out.append(RunningJob(kind, api_version, plural, o.namespace_of(obj) or "default", o.name_of(obj),
+                                  pool.name, obj))
+    return out
+
+
+@dataclass
+class Observation:
+    job: RunningJob
+    verdict: LiveVerdict
+
+
+@dataclass
+class LiveCost:
+    jobs: int = 0
+    files: int = 0
+    bytes_total: int = 0
+    last_poll_s: float = 0.0
+
+
+@dataclass
+class LiveJobs:
+    """The followers of the running jobs, kept between passes (each reads only what its files gained)."""
+
+    profile: PlatformProfile
+    lustre_root: Path
+    max_jobs: int = 1000
+    _followers: dict[tuple[str, str, str], tuple[RunningJob, LogFollower]] = field(default_factory=dict)
+    reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    cost: LiveCost = field(default_factory=LiveCost)
+
+    def sync(self, jobs: list[RunningJob]) -> list[tuple[str, str, str]]:
+        """Follow the jobs that run now; forget the ones that stopped. Returns the keys forgotten."""
+        wanted = {j.key: j for j in jobs[: self.max_jobs]}
+        gone = [k for k in self._followers if k not in wanted]
+        for k in gone:
+            self._followers.pop(k)[1].close()
+            self.reported.pop(k, None)
+        for k, job in wanted.items():
+            if k in self._followers:
+                self._followers[k] = (job, self._followers[k][1])
+            else:
+                path = self.lustre_root / log_dir(self.profile, job.namespace, job.name)
+                self._followers[k] = (job, LogFollower(path))
+        return gone
+
+    def poll(self) -> list[Observation]:
+        t0 = time.perf_counter()
+        out = []
+        for job, follower in self._followers.values():
+            stats = follower.poll()
+            self.cost.bytes_total += stats.bytes
+            out.append(Observation(job, follower.verdict()))
+        self.cost.jobs = len(self._followers)
+        self.cost.files = sum(f.total.files for _, f in self._followers.values())
+        self.cost.last_poll_s = time.perf_counter() - t0
+        return out
+
+    def close(self) -> None:
+        for _, f in self._followers.values():
+            f.close()
+        self._followers.clear()
+
+
+def _evidence(v: LiveVerdict) -> str:
+    for e in [*v.report.failures, *v.report.evidence]:
+        if "Socket" in e.text or "socket" in e.why:
+            return f"{Path(e.file).name}:{e.line}: {e.text.strip()[:200]}"
+    return v.report.reasons[0] if v.report.reasons else ""
+
+
+def _workload_of(job: RunningJob, workloads: list[dict[str, Any]]) -> dict[str, Any] | None:
+    uid = o.meta(job.obj).get("uid")
+    for w in workloads:
+        if o.namespace_of(w) != job.namespace:
+            continue
+        for ref in o.meta(w).get("ownerReferences") or ():
+            if (uid and ref.get("uid") == uid) or (ref.get("kind") == job.kind and ref.get("name") == job.name):
+                return w
+    return None
+
+
+def live_actions(profile: PlatformProfile, obs: Observation, reported: str | None,
+                 workloads: list[dict[str, Any]], now: datetime) -> list[Action]:
+    """What to write when the logs prove a transport that was not yet recorded on the job."""
+    v, job = obs.verdict, obs.job
+    transport = v.transport
+    if transport not in _KNOWN:
+        return []
+    current = o.annotations_of(job.obj).get(ANN_TRANSPORT)
+    if reported == transport.value or (reported is None and current == transport.value):
+        return []
+    pool = profile.pool(job.pool)
+    expected = pool.fabric.expected_transports
+    fallback = transport == Transport.socket and Transport.socket not in expected
+    what = "final" if v.final else "so far"
+    detail = f"transport {transport.value} ({what}) on pool {pool.name}, whose fabric is {pool.fabric.type}"
+    if fallback:
+        detail = (f"inter-node traffic runs over TCP sockets on fabric pool {pool.name} "
+                  f"(expected {'/'.join(sorted(t.value for t in expected))}): {_evidence(v)}")
+    actions: list[Action] = [
+        Annotate(job.api_version, job.plural, job.namespace, job.name,
+                 {ANN_TRANSPORT: transport.value, ANN_TRANSPORT_DETAIL: detail[:1000]}),
+        event(job.obj, job.api_version, job.kind, "FabricFallback" if fallback else "FabricTransport", detail, now,
+              warning=fallback),
+    ]
+    if fallback and pool.onFallback == "stop":
+        w = _workload_of(job, workloads) if KUEUE_QUEUE in o.labels(job.obj) else None
+        if w is not None:
+            actions.append(MergePatch(o.KUEUE_API, "workloads", job.namespace, o.name_of(w),
+                                      {"spec": {"active": False}}))
+            how = f"Workload {o.name_of(w)} deactivated (Kueue suspends the job; resubmit when the fabric is fixed)"
+        else:
+            actions.append(MergePatch(job.api_version, job.plural, job.namespace, job.name,
+                                      {"spec": {"suspend": True}}))
+            how = f"{job.kind} suspended (resume or resubmit when the fabric is fixed)"
+        actions.append(event(job.obj, job.api_version, job.kind, "FabricFallbackStopped",
+                             f"stopped by pool {pool.name}'s onFallback: stop: {how}", now, warning=True))
+    return actions
