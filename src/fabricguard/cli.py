@@ -6,6 +6,7 @@ import typer
 
 from fabricguard import __version__
 from fabricguard.admission import commands as admission_commands
+from fabricguard.agent import commands as agent_commands
 from fabricguard.doctor import commands as doctor_commands
 from fabricguard.nccl import commands as nccl_commands
 from fabricguard.probes import commands as probe_commands
@@ -42,6 +43,7 @@ verdict_commands.register(app)
 probe_commands.register(app)
 doctor_commands.register(app)
 admission_commands.register(app)
+agent_commands.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,268 @@
+"""Manifests of the readiness gate: ``render readiness`` (NodeReadinessRules) and ``render agent``.
+
+``readiness_rules``: per pool, two rules of the Node Readiness Controller (``readiness.node.x-k8s.io/v1alpha1``)
+on the ``FabricReady`` condition: a ``bootstrap-only`` rule with taint ``readiness.k8s.io/fabric-unverified``
+(a new node stays closed until its first ``True``; a missing condition counts as Unknown) and a ``continuous``
+rule with ``readiness.k8s.io/fabric-degraded``. Both ``NoSchedule``: never evict running jobs.
+
+``agent_manifests``: the agent's ServiceAccount, ClusterRole and binding (read Nodes, patch ``nodes/status``;
+patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, and a
+ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
+pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
+condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``.
+
+Least privilege, stated: no check needs ``privileged``, host PID or host network, and every capability is
+dropped. The host is read through read-only hostPath mounts (``/sys``, ``/proc``, library directories), NVML
+through the device nodes the NVIDIA container runtime injects (``NVIDIA_VISIBLE_DEVICES=all``, capability
+``utility``) without requesting a GPU, and Lustre through the pool's PVC mounted read-only where workloads
+mount it (the agent's ``lustre.mount`` check reads its own mount table, so the check sees what a pod sees).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from fabricguard.agent.condition import CONDITION_TYPE, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.profile import FabricType, PlatformProfile, Pool
+
+NRR_API = "readiness.node.x-k8s.io/v1alpha1"
+NAME = "fabricguard-agent"
+POOL_LABEL = "fabricguard.io/pool"
+METRICS_PORT = 9400
+PROFILE_KEY = "profile.yaml"
+HOST_ROOT = "/host"
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+TAINT_PREFIX = "readiness.k8s.io/fabric-"
+# Node status fields besides conditions the agent must leave as they are (the kubelet's).
+STATUS_FIELDS = ("capacity", "allocatable", "addresses", "daemonEndpoints", "nodeInfo", "images",
+                 "volumesInUse", "volumesAttached", "config", "runtimeHandlers", "features", "phase")
+SPEC_FIELDS = ("podCIDR", "podCIDRs", "providerID", "unschedulable", "configSource", "externalID")
+META_FIELDS = ("labels", "annotations", "ownerReferences", "finalizers")
+# Host directories the checks read (all read-only); extra ones per fabric for plugins outside /usr.
+HOST_DIRS = ("/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d")
+FABRIC_DIRS = {
+    FabricType.gke_rdma: ("/home/kubernetes/bin",),
+    FabricType.tcpx: ("/home/kubernetes/bin",),
+    FabricType.efa: ("/opt/amazon",),
+}
+
+
+def _labels(pool: str | None = None) -> dict[str, str]:
+    out = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "fabricguard",
+           "app.kubernetes.io/component": "node-agent"}
+    if pool:
+        out[POOL_LABEL] = pool
+    return out
+
+
+def rule_name(pool: str, taint_key: str) -> str:
+    return f"fabricguard-{pool}-{taint_key.split('/', 1)[1]}"
+
+
+def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for pool in profile.spec.pools:
+        for mode, key in (("bootstrap-only", TAINT_UNVERIFIED), ("continuous", TAINT_DEGRADED)):
+            out.append({
+                "apiVersion": NRR_API,
+                "kind": "NodeReadinessRule",
+                "metadata": {"name": rule_name(pool.name, key), "labels": {**_labels(pool.name),
+                                                                           "app.kubernetes.io/component": "readiness"}},
+                "spec": {
+                    "conditions": [{"type": CONDITION_TYPE, "requiredStatus": "True"}],
+                    "taint": {"key": key, "value": pool.name, "effect": "NoSchedule"},
+                    "enforcementMode": mode,
+                    "nodeSelector": {"matchLabels": dict(pool.nodeSelector)},
+                    "dryRun": dry_run,
+                },
+            })
+    return out
+
+
+def agent_tolerations(pool: Pool) -> list[dict[str, Any]]:
+    """The pool's own tolerations plus the readiness taints: an agent that cannot land on a tainted node
+    could never report the True that removes the taint (and its DaemonSet would just want fewer pods)."""
+    tol = [t.to_k8s() for t in pool.tolerations]
+    return tol + [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in TAINT_KEYS]
+
+
+def _host_dirs(pool: Pool) -> list[str]:
+    return list(HOST_DIRS) + list(FABRIC_DIRS.get(pool.fabric.type, ()))
+
+
+def _volume_name(path: str) -> str:
+    return "host" + path.replace("/", "-").replace(".", "-").lower()
+
+
+def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, *, interval: int, passes: int,
+              manage_taints: bool, runtime_class: str | None) -> dict[str, Any]:
+    args = ["agent", "--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--pool", pool.name, "--root", HOST_ROOT,
+            "--interval", str(interval), "--passes", str(passes), "--listen", f"0.0.0.0:{METRICS_PORT}"]
+    if manage_taints:
+        args.append("--manage-taints")
+    mounts: list[dict[str, Any]] = [{"name": "profile", "mountPath": "/etc/fabricguard", "readOnly": True}]
+    volumes: list[dict[str, Any]] = [{"name": "profile", "configMap": {"name": NAME}}]
+    for d in _host_dirs(pool):
+        v = _volume_name(d)
+        mounts.append({"name": v, "mountPath": HOST_ROOT + d, "readOnly": True})
+        volumes.append({"name": v, "hostPath": {"path": d, "type": "Directory"}})
+    lustre = profile.spec.storage.lustre
+    if lustre is not None and pool.lustre:
+        mounts.append({"name": "lustre", "mountPath": lustre.mountPath, "readOnly": True})
+        volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName, "readOnly": True}})
+    container = {
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "env": [
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            # NVML through the runtime's device injection, not a GPU request: training keeps every GPU.
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+        ],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 30,
+                          "timeoutSeconds": 5, "failureThreshold": 3},
+        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "192Mi"}},
+        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": NAME,
+        "automountServiceAccountToken": True,
+        "priorityClassName": "system-node-critical",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "nodeSelector": {**pool.nodeSelector, "kubernetes.io/os": "linux"},
+        "tolerations": agent_tolerations(pool),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": f"{NAME}-{pool.name}", "namespace": namespace, "labels": _labels(pool.name)},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME, POOL_LABEL: pool.name}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+            "template": {
+                "metadata": {"labels": _labels(pool.name),
+                             "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def _unchanged(obj: str, old: str, field: str) -> str:
+    return f"(has({obj}.{field}) == has({old}.{field}) && (!has({obj}.{field}) || {obj}.{field} == {old}.{field}))"
+
+
+def policy_expressions() -> dict[str, str]:
+    """The CEL of the admission policy, by name (the test evaluates exactly these)."""
+    status_rest = " && ".join(_unchanged("object.status", "oldObject.status", f) for f in STATUS_FIELDS)
+    spec_rest = " && ".join(_unchanged("object.spec", "oldObject.spec", f) for f in SPEC_FIELDS)
+    meta_rest = " && ".join(_unchanged("object.metadata", "oldObject.metadata", f) for f in META_FIELDS)
+    return {
+        "ownNode": (
+            f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+            f"request.userInfo.extra['{NODE_NAME_EXTRA}'].exists(n, n == object.metadata.name)"
+        ),
+        "otherConditions": (
+            f"has(object.status.conditions) ? object.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
+        ),
+        "oldOtherConditions": (
+            "has(oldObject.status.conditions) ? "
+            f"oldObject.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
+        ),
+        "otherTaints": (
+            f"has(object.spec.taints) ? object.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
+        ),
+        "oldOtherTaints": (
+            f"has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
+        ),
+        "statusOnlyFabricReady": (
+            "request.subResource != 'status' || "
+            f"(variables.otherConditions == variables.oldOtherConditions && {status_rest})"
+        ),
+        "specOnlyFabricTaints": (
+            "request.subResource == 'status' || (variables.otherTaints == variables.oldOtherTaints && "
+            f"(!has(object.spec.taints) || object.spec.taints.all(t, !t.key.startsWith('{TAINT_PREFIX}') || "
+            f"t.effect == 'NoSchedule')) && {spec_rest} && {meta_rest})"
+        ),
+    }
+
+
+VARIABLES = ("ownNode", "otherConditions", "oldOtherConditions", "otherTaints", "oldOtherTaints")
+
+
+def admission_policy(namespace: str) -> list[dict[str, Any]]:
+    expr = policy_expressions()
+    policy_name = f"{NAME}-own-node"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy_name, "labels": _labels()},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                "resources": ["nodes", "nodes/status"]}]},
+            "matchConditions": [{
+                "name": "is-fabricguard-agent",
+                "expression": f"request.userInfo.username == 'system:serviceaccount:{namespace}:{NAME}'",
+            }],
+            "variables": [{"name": n, "expression": expr[n]} for n in VARIABLES],
+            "validations": [
+                {"expression": "variables.ownNode", "reason": "Forbidden",
+                 "messageExpression": "'the fabricguard agent may write only the Node its pod runs on, not ' + "
+                                      "object.metadata.name"},
+                {"expression": expr["statusOnlyFabricReady"], "reason": "Forbidden",
+                 "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
+                {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
+                 "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* NoSchedule taints of a Node"},
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy_name, "labels": _labels()},
+        "spec": {"policyName": policy_name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, namespace: str = "fabricguard-system",
+                    *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
+                    runtime_class: str | None = None) -> list[dict[str, Any]]:
+    meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
+    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
+    if manage_taints:
+        rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
+    objs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": NAME, "labels": _labels()}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": NAME, "labels": _labels()},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
+    ]
+    objs += [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
+                       manage_taints=manage_taints, runtime_class=runtime_class) for p in profile.spec.pools]
+    objs += admission_policy(namespace)
+    return objs
+
+
+def to_yaml(objs: list[dict[str, Any]], head: str = "") -> str:
+    return head + yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)
