@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import attrs
 import celpy
 import jsonpatch
@@ -169,6 +170,7 @@ class ApiServer(KubernetesEmulator):
     policies: list[dict[str, Any]] = attrs.field(factory=list)
     rv: int = 1000
     patches: list[tuple[str, str, Any]] = attrs.field(factory=list)
+    requests_seen: list[Any] = attrs.field(factory=list)
 
     def put_node(self, node: dict[str, Any]) -> None:
         stored = {k: v for k, v in copy.deepcopy(node).items() if k not in ("kind", "apiVersion")}
@@ -181,10 +183,13 @@ class ApiServer(KubernetesEmulator):
 
     async def _handle(self, request: Any) -> Any:
         if request.resource is not None and str(request.method).upper().endswith("PATCH") and request.name:
-            request = self._patch(request)
+            self.requests_seen.append(request)
+            new = self._patch(request)
+            self.objects[NODES, None, request.name] = new
+            return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Node", **new})
         return await super()._handle(request)
 
-    def _patch(self, request: Any) -> Any:
+    def _patch(self, request: Any) -> dict[str, Any]:
         name, sub = request.name, request.subresource or ""
         old = self.node(name)
         ctype = (request.headers.get("Content-Type") or "").split(";")[0]
@@ -210,12 +215,16 @@ class ApiServer(KubernetesEmulator):
             new = {**new, "status": old.get("status", {})}
         auth = request.headers.get("Authorization", "")
         user = self.tokens.get(auth.removeprefix("Bearer ").strip(), {"username": "system:anonymous"})
+        # A policy denies only through a binding whose validationActions include Deny.
+        bound = {o["spec"]["policyName"] for o in self.policies
+                 if o["kind"] == "ValidatingAdmissionPolicyBinding" and "Deny" in o["spec"]["validationActions"]}
         for policy in self.policies:
+            if policy["kind"] != "ValidatingAdmissionPolicy" or policy["metadata"]["name"] not in bound:
+                continue
             msg = evaluate_policy(policy, user, sub, old, new)
             if msg is not None:
                 raise Denied(message=f"nodes \"{name}\" is forbidden: ValidatingAdmissionPolicy "
                                      f"'{policy['metadata']['name']}' denied request: {msg}")
         self.rv += 1
         new["metadata"]["resourceVersion"] = str(self.rv)
-        # Hand the emulator the whole new object: its merge then stores exactly this state.
-        return attrs.evolve(request, data=new)
+        return new

@@ -176,12 +176,15 @@ class Agent:
         reported = self.damper.apply(raw) if damp else raw
         condition = build_condition(reported, previous, now)
         if not dry_run and self.client is not None:
+            # Bootstrap or not is decided on the Node as it was before this report (a first report creates
+            # the condition, which would otherwise end the bootstrap at once).
+            wanted = wanted_taints(node, reported.status) if node is not None else None
             try:
-                await self.client.patch_status(self.cfg.node, status_patch(condition))
+                node = await self.client.patch_status(self.cfg.node, status_patch(condition))
             except KubeError as e:
                 errors.append(str(e))
-            if self.cfg.manage_taints and node is not None:
-                err = await self._taints(node, reported.status)
+            if self.cfg.manage_taints and node is not None and wanted is not None:
+                err = await self._taints(node, wanted)
                 if err:
                     errors.append(err)
         if errors:
@@ -194,10 +197,10 @@ class Agent:
         self.metrics.observe(reported, seconds, self.last_finished)
         return RunResult(reported, raw, pool, seconds, condition, errors)
 
-    async def _taints(self, node: dict[str, Any], status: str) -> str | None:
+    async def _taints(self, node: dict[str, Any], wanted: set[str]) -> str | None:
         assert self.client is not None
         for _ in range(3):
-            ops = taint_patch(node, wanted_taints(node, status))
+            ops = taint_patch(node, wanted)
             if ops is None:
                 return None
             try:
