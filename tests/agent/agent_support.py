@@ -209,10 +209,7 @@ class ApiServer(KubernetesEmulator):
         else:
             raise Invalid(message=f"unsupported patch type {ctype!r} in this test server")
         # The status subresource changes only status; the main resource never changes status.
-        if sub == "status":
-            new = {**old, "status": new.get("status", {})}
-        else:
-            new = {**new, "status": old.get("status", {})}
+        new = {**old, "status": new.get("status", {})} if sub == "status" else {**new, "status": old["status"]}
         auth = request.headers.get("Authorization", "")
         user = self.tokens.get(auth.removeprefix("Bearer ").strip(), {"username": "system:anonymous"})
         # A policy denies only through a binding whose validationActions include Deny.
