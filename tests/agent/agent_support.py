@@ -82,8 +82,17 @@ def h200_tree(dst: Path) -> Path:
 _ENV = celpy.Environment()
 
 
+def _split(s: Any, sep: Any) -> Any:
+    return celpy.celtypes.ListType([celpy.celtypes.StringType(x) for x in str(s).split(str(sep))])
+
+
+# Kubernetes compiles CEL with the cel-go strings extension; cel-python has the standard library only, so the
+# one extension function these rules use (``split``) is supplied here with the extension's meaning.
+K8S_FUNCTIONS = {"split": _split}
+
+
 def cel(expr: str, activation: dict[str, Any]) -> Any:
-    return _ENV.program(_ENV.compile(expr)).evaluate(activation)
+    return _ENV.program(_ENV.compile(expr), functions=K8S_FUNCTIONS).evaluate(activation)
 
 
 def evaluate_policy(policy: dict[str, Any], user: dict[str, Any], subresource: str,
