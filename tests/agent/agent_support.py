@@ -31,6 +31,7 @@ GKE = PROFILES / "gke-a3-ultra.yaml"
 NODE_NAME = "gke-a3u-pool-1-7f3c9a2e-0001"
 AGENT_USER = "system:serviceaccount:fabricguard-system:fabricguard-agent"
 NODES = "v1/nodes"
+IMAGE_REF = "ghcr.io/acme/fabricguard:0.1.0@sha256:" + "ab" * 32
 
 
 def healthy_node() -> dict[str, Any]:

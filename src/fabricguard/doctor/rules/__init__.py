@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import daemonsets, fabric, images
+from fabricguard.doctor.rules import agent, daemonsets, fabric, images
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -70,6 +70,12 @@ RULES: tuple[Rule, ...] = (
         Severity.warning,
         fabric.node_not_gated,
         "a schedulable fabric-pool node without FabricReady=True",
+    ),
+    Rule(
+        agent.SHORT,
+        Severity.critical,
+        agent.agent_daemonset_short,
+        "a readiness agent DaemonSet wants fewer pods than its pool has nodes (0 included)",
     ),
 )
 
