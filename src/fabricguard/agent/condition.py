@@ -74,7 +74,7 @@ def _listing(lead: str, bad: list[Check]) -> str:
 
 
 def judge(checks: list[Check]) -> Verdict:
-    """One run's checks -> the condition to report (before damping). No check at all is not a pass."""
+    """One run's checks -> the condition to report (before damping). No check that ran is not a pass."""
     if not checks:
         return Verdict("False", Reason.check_error, "no check ran: nothing proves this node's fabric", checks)
     failed = [c for c in checks if c.status is Status.failed]
@@ -85,6 +85,9 @@ def judge(checks: list[Check]) -> Verdict:
         return Verdict("False", reason, _listing(lead, failed), checks)
     degraded = [c for c in checks if c.status is Status.degraded]
     ran = sum(1 for c in checks if c.status is not Status.skipped)
+    if ran == 0:
+        return Verdict("False", Reason.check_error, "every check was skipped: nothing proves this node's fabric",
+                       checks)
     if degraded:
         return Verdict("True", Reason.warnings, _listing(f"{ran} check(s) passed; warnings", degraded), checks)
     return Verdict("True", Reason.passed, f"{ran} check(s) passed", checks)
