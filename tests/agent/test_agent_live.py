@@ -271,26 +271,27 @@ async def test_agent_cannot_touch_other_conditions_or_taints(apiserver, tmp_path
     assert k8s.node(NODE_NAME)["spec"]["unschedulable"] is True
 
 
-async def test_healthz_and_metrics_over_http(apiserver, tmp_path, healthy_root, unused_tcp_port: int) -> None:
+async def test_healthz_and_metrics_over_http(apiserver, tmp_path, healthy_root) -> None:
     from fabricguard.agent.server import make_app, start
 
     _, url = apiserver
     agent = await make_agent(tmp_path, url, healthy_root)
-    app = make_app(agent.metrics, lambda: agent.last_finished, 0.0, 600.0)
-    app2 = make_app(agent.metrics, lambda: agent.last_finished, 0.0, 1.0)
-    runner = await start(app, "127.0.0.1", unused_tcp_port)
+    server = start(make_app(agent.metrics, lambda: agent.last_finished, 0.0, 600.0), "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.port}"
     try:
         await agent.run_once()
         break_port(healthy_root, "mlx5_6")
         await agent.run_once()
         async with aiohttp.ClientSession() as s:
-            async with s.get(f"http://127.0.0.1:{unused_tcp_port}/metrics") as r:
+            async with s.get(f"{base}/metrics") as r:
                 assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
                 text = await r.text()
-            async with s.get(f"http://127.0.0.1:{unused_tcp_port}/healthz") as r:
-                assert r.status == 200
+            async with s.get(f"{base}/healthz") as r:
+                assert r.status == 200 and await r.text() == "ok\n"
+            async with s.get(f"{base}/other") as r:
+                assert r.status == 404
     finally:
-        await runner.cleanup()
+        server.close()
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     checks = {(s.labels["check"], s.labels["status"]): s.value for s in fams["fabricguard_node_check"].samples}
     assert checks[("rdma.ports", "failed")] == 1 and checks[("rdma.ports", "pass")] == 0
@@ -300,13 +301,22 @@ async def test_healthz_and_metrics_over_http(apiserver, tmp_path, healthy_root, 
     count = [s for s in fams["fabricguard_agent_run_duration_seconds"].samples if s.name.endswith("_count")]
     assert count[0].value == 2
     # A wedged agent (no run for longer than the limit) answers 503 so its liveness probe restarts it.
-    runner = await start(app2, "127.0.0.1", unused_tcp_port)
+    server = start(make_app(agent.metrics, lambda: agent.last_finished, 0.0, 1.0), "127.0.0.1", 0)
     try:
         agent.last_finished = (agent.last_finished or 0) - 10
-        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{unused_tcp_port}/healthz") as r:
+        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{server.port}/healthz") as r:
             assert r.status == 503 and "the last run finished" in await r.text()
     finally:
-        await runner.cleanup()
+        server.close()
+
+
+def test_health_rule() -> None:
+    from fabricguard.agent.server import health
+
+    assert health(None, 100.0, 30.0, 120.0) == (True, "ok\n")  # starting: the first run has time
+    assert health(None, 100.0, 30.0, 140.0)[0] is False
+    assert health(130.0, 100.0, 30.0, 150.0)[0] is True
+    assert "the last run finished 40 s ago" in health(110.0, 100.0, 30.0, 150.0)[1]
 
 
 async def test_loop_reports_every_interval_until_stopped(apiserver, tmp_path, healthy_root) -> None:

@@ -158,7 +158,7 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
     started = time.time()
     app = make_app(agent.metrics, lambda: agent.last_finished, started,
                    cfg.max_age.total_seconds() + cfg.check_timeout)
-    runner = await start(app, host, port)
+    server = start(app, host, port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -166,7 +166,7 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
     try:
         await agent.run_forever(stop)
     finally:
-        await runner.cleanup()
+        server.close()
 
 
 def sweep_cmd(

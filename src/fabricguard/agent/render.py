@@ -98,7 +98,7 @@ def _volume_name(path: str) -> str:
 
 def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, *, interval: int, passes: int,
               manage_taints: bool, runtime_class: str | None) -> dict[str, Any]:
-    args = ["agent", "--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--pool", pool.name, "--root", HOST_ROOT,
+    args = ["--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--pool", pool.name, "--root", HOST_ROOT,
             "--interval", str(interval), "--passes", str(passes), "--listen", f"0.0.0.0:{METRICS_PORT}"]
     if manage_taints:
         args.append("--manage-taints")
@@ -116,6 +116,8 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         "name": "agent",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
+        # The agent alone (not the whole CLI): less memory on every node.
+        "command": ["python", "-m", "fabricguard.agent"],
         "args": args,
         "env": [
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},

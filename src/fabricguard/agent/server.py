@@ -1,44 +1,71 @@
-"""``/healthz`` and ``/metrics`` of the agent (aiohttp).
+"""``/healthz`` and ``/metrics`` of the agent: prometheus-client's WSGI app on a stdlib threading server.
 
-``/healthz`` answers 503 once no run has finished for ``stale_after`` seconds: a hung check (an NFS stat that
-never returns, a wedged NVML) gets the pod restarted by its liveness probe instead of silently stopping the
-heartbeat.
+Not aiohttp: the agent's memory target is under 64 MiB, and aiohttp would add ~11 MiB for two GET
+endpoints. This is how prometheus-client's own ``start_http_server`` serves, plus one path.
+
+``/healthz`` answers 503 once no run has finished for ``stale_after`` seconds: a hung check (a stat that never
+returns, a wedged NVML) gets the pod restarted by its liveness probe instead of silently stopping the heartbeat.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from fabricguard.agent.metrics import AgentMetrics
 
 
+def health(last_run: float | None, started: float, stale_after: float, now: float) -> tuple[bool, str]:
+    """(healthy, text): unhealthy once neither a run nor the start is within ``stale_after`` seconds."""
+    since = now - (last_run if last_run is not None else started)
+    if since > stale_after:
+        what = "no run has finished" if last_run is None else "the last run finished"
+        return False, f"{what} {since:.0f} s ago (limit {stale_after:.0f} s)\n"
+    return True, "ok\n"
+
+
 def make_app(
     metrics: AgentMetrics, last_run: Callable[[], float | None], started: float, stale_after: float
-) -> web.Application:
-    async def healthz(_: web.Request) -> web.Response:
-        now = time.time()
-        last = last_run()
-        since = now - (last if last is not None else started)
-        if since > stale_after:
-            what = "no run has finished" if last is None else "the last run finished"
-            return web.Response(status=503, text=f"{what} {since:.0f} s ago (limit {stale_after:.0f} s)\n")
-        return web.Response(text="ok\n")
+) -> Callable[..., Iterable[bytes]]:
+    prom = make_wsgi_app(metrics.registry)
 
-    async def metrics_handler(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/healthz":
+            ok, text = health(last_run(), started, stale_after, time.time())
+            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [text.encode()]
+        if environ.get("PATH_INFO") == "/metrics":
+            return prom(environ, start_response)  # type: ignore[no-any-return]
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"/healthz or /metrics\n"]
 
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_handler)
     return app
 
 
-async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Probes every few seconds would flood the log."""
+
+
+class MetricsServer:
+    """The WSGI app on a daemon thread; ``close()`` stops it."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], host: str, port: int) -> None:
+        self.httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+        self.port = int(self.httpd.server_address[1])
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="agent-http", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def start(app: Callable[..., Iterable[bytes]], host: str, port: int) -> MetricsServer:
+    return MetricsServer(app, host, port)
