@@ -105,7 +105,7 @@ async def measure(label: str, root: Path, nvml: Path | None, seconds: float, int
         finally:
             t_term = time.monotonic()
             proc.terminate()  # SIGTERM, as the kubelet sends it: the agent must stop promptly
-            proc.wait(10)
+            await asyncio.to_thread(proc.wait, 10)  # keep serving the API server meanwhile
             stop_s = time.monotonic() - t_term
             log.close()
             shutil.rmtree(tmp)

@@ -333,6 +333,25 @@ async def test_loop_reports_every_interval_until_stopped(apiserver, tmp_path, he
     assert len([p for p in k8s.patches if p[0] == "status"]) == agent.runs
 
 
+async def test_stop_cancels_a_run_stuck_on_the_api_server(apiserver, tmp_path, healthy_root) -> None:
+    k8s, url = apiserver
+    agent = await make_agent(tmp_path, url, healthy_root)
+    hung = asyncio.Event()
+
+    async def never_answers(name: str) -> dict:
+        hung.set()
+        await asyncio.sleep(3600)
+        return {}
+
+    agent.client.get = never_answers  # type: ignore[union-attr,method-assign]
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run_forever(stop))
+    await asyncio.wait_for(hung.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(task, 2)  # SIGTERM does not wait for the request's timeout
+    assert agent.runs == 0 and k8s.patches == []
+
+
 async def test_cli_once_writes_the_condition(apiserver, tmp_path, healthy_root) -> None:
     from typer.testing import CliRunner
 

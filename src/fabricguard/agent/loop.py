@@ -217,10 +217,21 @@ class Agent:
         return f"taints of Node {self.cfg.node}: the Node kept changing; retrying next run"
 
     async def run_forever(self, stop: asyncio.Event) -> None:
+        """Run every interval until ``stop`` is set; a run in flight (a hung API call) is cancelled at once, so
+        SIGTERM never waits for a request timeout."""
         while not stop.is_set():
             started = time.monotonic()
+            run = asyncio.ensure_future(self.run_once())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not run.done():
+                run.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run
+                return
             try:
-                res = await self.run_once()
+                res = run.result()
                 log.info("FabricReady=%s %s: %s", res.reported.status, res.reported.reason, res.reported.message)
             except Exception:  # a bug must not stop the heartbeat silently: log it, /healthz goes 503 later
                 log.exception("agent run crashed")
