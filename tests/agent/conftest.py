@@ -54,6 +54,7 @@ async def apiserver(tmp_path: Path):
         "agent-other": {"username": AGENT_USER,
                         "extra": {"authentication.kubernetes.io/node-name": ["gke-a3u-pool-1-7f3c9a2e-0002"]}},
         "admin": {"username": "kubernetes-admin", "groups": ["system:masters"]},
+        "sweep": {"username": "system:serviceaccount:fabricguard-system:fabricguard-agent-sweep"},
     }
     async with k8s, Server(k8s) as server:
         # kr8s asks for "/version/" (a real API server accepts the slash); kmock serves "/version" only.

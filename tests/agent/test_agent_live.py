@@ -216,6 +216,21 @@ async def test_sweep_turns_stale_conditions_unknown(apiserver, tmp_path, healthy
     assert await sweep_stale(admin, T0 + timedelta(days=1), timedelta(seconds=180)) == []  # Unknown stays
 
 
+async def test_sweep_account_may_only_mark_fabricready_unknown(apiserver, tmp_path, healthy_root) -> None:
+    k8s, url = apiserver
+    k8s.policies = admission_policy("fabricguard-system")
+    agent = await make_agent(tmp_path, url, healthy_root)
+    await agent.run_once()
+    sweep = NodeClient(await connect(kubeconfig(tmp_path, url, "sweep")))
+    with pytest.raises(KubeError, match="may only set FabricReady to Unknown"):
+        await sweep.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "FabricReady", "status": "True"}]}})
+    with pytest.raises(KubeError, match="only the FabricReady condition"):
+        await sweep.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+    assert await sweep_stale(sweep, T0 + timedelta(hours=1), timedelta(seconds=180)) == [NODE_NAME]
+    c = condition(k8s)
+    assert c is not None and c["status"] == "Unknown"
+
+
 async def test_sweep_loses_to_an_agent_that_reported_meanwhile(apiserver, tmp_path, healthy_root) -> None:
     from fabricguard.agent.staleness import stale_patches
 

@@ -92,7 +92,19 @@ def test_agent_manifests_pass_kubernetes_validate(profile: Path, manage_taints: 
     kinds = [o["kind"] for o in objs]
     assert kinds.count("DaemonSet") == len(load_profile(profile).spec.pools)
     assert {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding"} <= set(kinds)
+            "ValidatingAdmissionPolicyBinding", "CronJob"} <= set(kinds)
+
+
+def test_staleness_sweep_runs_every_minute_with_its_own_narrow_account() -> None:
+    objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, interval=30)
+    [cron] = by_kind(objs, "CronJob")
+    assert cron["spec"]["schedule"] == "* * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["args"] == ["agent-sweep", "--max-age", "90"]
+    roles = {r["metadata"]["name"]: r["rules"] for r in by_kind(objs, "ClusterRole")}
+    assert roles[pod["serviceAccountName"]] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+                                                {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
+    assert not by_kind(agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, sweep=False), "CronJob")
 
 
 def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -121,14 +133,14 @@ def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
     assert "nvidia.com/gpu" not in c["resources"].get("requests", {})  # never takes a GPU from training
     assert c["image"] == IMAGE
     assert c["args"][c["args"].index("--pool") + 1] == "h200-rdma" and "--manage-taints" not in c["args"]
-    [role] = by_kind(objs, "ClusterRole")
+    [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
                              {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
 
 
 def test_manage_taints_adds_only_node_patch() -> None:
     objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, manage_taints=True)
-    [role] = by_kind(objs, "ClusterRole")
+    [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
     assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]} in role["rules"]
     [ds] = by_kind(objs, "DaemonSet")
     assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]

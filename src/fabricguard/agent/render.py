@@ -6,7 +6,8 @@ on the ``FabricReady`` condition: a ``bootstrap-only`` rule with taint ``readine
 rule with ``readiness.k8s.io/fabric-degraded``. Both ``NoSchedule``: never evict running jobs.
 
 ``agent_manifests``: the agent's ServiceAccount, ClusterRole and binding (read Nodes, patch ``nodes/status``;
-patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, and a
+patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, the staleness
+sweep (a CronJob with its own account, see ``sweeper``), and a
 ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
 pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
 condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``.
@@ -167,15 +168,21 @@ def _unchanged(obj: str, old: str, field: str) -> str:
     return f"(has({obj}.{field}) == has({old}.{field}) && (!has({obj}.{field}) || {obj}.{field} == {old}.{field}))"
 
 
-def policy_expressions() -> dict[str, str]:
+def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
     """The CEL of the admission policy, by name (the test evaluates exactly these)."""
+    sweep_user = f"system:serviceaccount:{namespace}:{SWEEPER}"
     status_rest = " && ".join(_unchanged("object.status", "oldObject.status", f) for f in STATUS_FIELDS)
     spec_rest = " && ".join(_unchanged("object.spec", "oldObject.spec", f) for f in SPEC_FIELDS)
     meta_rest = " && ".join(_unchanged("object.metadata", "oldObject.metadata", f) for f in META_FIELDS)
     return {
+        "isSweep": f"request.userInfo.username == '{sweep_user}'",
         "ownNode": (
             f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
             f"request.userInfo.extra['{NODE_NAME_EXTRA}'].exists(n, n == object.metadata.name)"
+        ),
+        "sweepOnlyUnknown": (
+            "!variables.isSweep || (has(object.status.conditions) && "
+            f"object.status.conditions.exists(c, c.type == '{CONDITION_TYPE}' && c.status == 'Unknown'))"
         ),
         "otherConditions": (
             f"has(object.status.conditions) ? object.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
@@ -202,11 +209,11 @@ def policy_expressions() -> dict[str, str]:
     }
 
 
-VARIABLES = ("ownNode", "otherConditions", "oldOtherConditions", "otherTaints", "oldOtherTaints")
+VARIABLES = ("isSweep", "ownNode", "otherConditions", "oldOtherConditions", "otherTaints", "oldOtherTaints")
 
 
 def admission_policy(namespace: str) -> list[dict[str, Any]]:
-    expr = policy_expressions()
+    expr = policy_expressions(namespace)
     policy_name = f"{NAME}-own-node"
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -218,18 +225,21 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                 "apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
                 "resources": ["nodes", "nodes/status"]}]},
             "matchConditions": [{
-                "name": "is-fabricguard-agent",
-                "expression": f"request.userInfo.username == 'system:serviceaccount:{namespace}:{NAME}'",
+                "name": "is-fabricguard-agent-or-sweep",
+                "expression": f"request.userInfo.username in ['system:serviceaccount:{namespace}:{NAME}', "
+                              f"'system:serviceaccount:{namespace}:{SWEEPER}']",
             }],
             "variables": [{"name": n, "expression": expr[n]} for n in VARIABLES],
             "validations": [
-                {"expression": "variables.ownNode", "reason": "Forbidden",
+                {"expression": "variables.isSweep || variables.ownNode", "reason": "Forbidden",
                  "messageExpression": "'the fabricguard agent may write only the Node its pod runs on, not ' + "
                                       "object.metadata.name"},
                 {"expression": expr["statusOnlyFabricReady"], "reason": "Forbidden",
                  "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
                 {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
                  "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* NoSchedule taints of a Node"},
+                {"expression": expr["sweepOnlyUnknown"], "reason": "Forbidden",
+                 "message": f"the staleness sweep may only set {CONDITION_TYPE} to Unknown"},
             ],
         },
     }
@@ -242,9 +252,51 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
     return [policy, binding]
 
 
+SWEEPER = "fabricguard-agent-sweep"
+STALE_INTERVALS = 3
+
+
+def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
+    """A CronJob (every minute) that turns FabricReady conditions older than 3 intervals Unknown, with its own
+    service account: list Nodes, patch ``nodes/status``. The Node Readiness Controller ignores heartbeat age;
+    this is what makes a dead agent's last True stop counting. (A CronJob needs no leader election.)"""
+    labels = {**_labels(), "app.kubernetes.io/component": "staleness-sweep"}
+    meta = {"name": SWEEPER, "namespace": namespace, "labels": labels}
+    pod = {
+        "serviceAccountName": SWEEPER,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "sweep",
+            "image": image,
+            "args": ["agent-sweep", "--max-age", str(interval * STALE_INTERVALS)],
+            "resources": {"requests": {"cpu": "10m", "memory": "96Mi"}, "limits": {"memory": "192Mi"}},
+            "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        }],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": SWEEPER, "labels": labels},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+                   {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": SWEEPER, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWEEPER},
+         "subjects": [{"kind": "ServiceAccount", "name": SWEEPER, "namespace": namespace}]},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+         "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 50,
+                  "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
+                  "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 50,
+                                           "template": {"metadata": {"labels": labels}, "spec": pod}}}}},
+    ]
+
+
 def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, namespace: str = "fabricguard-system",
                     *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
-                    runtime_class: str | None = None) -> list[dict[str, Any]]:
+                    runtime_class: str | None = None, sweep: bool = True) -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
     rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
              {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
@@ -263,6 +315,8 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
     objs += [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
                        manage_taints=manage_taints, runtime_class=runtime_class) for p in profile.spec.pools]
     objs += admission_policy(namespace)
+    if sweep:
+        objs += sweeper(image, namespace, interval)
     return objs
 
 

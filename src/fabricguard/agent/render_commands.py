@@ -50,6 +50,8 @@ def render_agent_cmd(
                                        "keeps the taints itself (and may patch its Node's spec.taints)."),
     runtime_class: str = typer.Option(None, "--runtime-class", help="RuntimeClass that injects the NVIDIA driver "
                                       "(e.g. nvidia with the GPU Operator)."),
+    sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="Render the staleness sweep CronJob (turn it off "
+                               "where the validation controller sweeps)."),
 ) -> None:
     """Print the agent's DaemonSets (one per pool), RBAC, profile ConfigMap and own-node admission policy."""
     from fabricguard.agent.render import agent_manifests, to_yaml
@@ -62,5 +64,5 @@ def render_agent_cmd(
     head = ("# fabricguard node agent. The admission policy needs Kubernetes >= 1.30 (ValidatingAdmissionPolicy v1,\n"
             "# node name in service-account tokens); the agents tolerate the readiness taints they clear.\n")
     objs = agent_manifests(prof, profile.read_text(), image, namespace, interval=interval, passes=passes,
-                           manage_taints=manage_taints, runtime_class=runtime_class)
+                           manage_taints=manage_taints, runtime_class=runtime_class, sweep=sweep)
     sys.stdout.write(to_yaml(objs, head))
