@@ -57,7 +57,8 @@ def _print_human(out: dict[str, Any]) -> None:
 
     style = "bold green" if out["status"] == "True" else "bold red"
     console.print(f"Node {out['node']} pool {out['pool']}: FabricReady=[{style}]{out['status']}[/] ({out['reason']})")
-    console.print(f"  {out['message']}", markup=False)
+    # The message's details repeat what the check lines below say; its head names the failing checks.
+    console.print(f"  {out['message'].split(' | ')[0]}", markup=False)
     for c in out["checks"]:
         st = Status(c["status"])
         console.print(f"  [{STATUS_STYLE[st]}]{st:>8}[/] {c['name']}: {c['detail']}", highlight=False)
