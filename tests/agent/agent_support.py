@@ -26,6 +26,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 HEALTHY = HERE / "fixtures" / "healthy-a3-ultra"
 H200_RECORD = REPO / "tests" / "fixtures" / "h200-host"
+# The same recording as the team keeps it outside the repository (checked too where it exists).
+SHARED_H200_RECORD = Path("/work/shared/fixtures/h200-host")
 PROFILES = REPO / "examples" / "profiles"
 GKE = PROFILES / "gke-a3-ultra.yaml"
 NODE_NAME = "gke-a3u-pool-1-7f3c9a2e-0001"
@@ -38,7 +40,7 @@ def healthy_node() -> dict[str, Any]:
     return json.loads((HEALTHY / "node.json").read_text())
 
 
-def h200_tree(dst: Path) -> Path:
+def h200_tree(dst: Path, record: Path = H200_RECORD) -> Path:
     """The recorded H200 VM (tests/fixtures/h200-host) as a root the agent reads.
 
     sysfs.txt is ``ls -l`` of /sys/class/infiniband and /sys/class/net followed by each netdev's operstate;
@@ -48,7 +50,7 @@ def h200_tree(dst: Path) -> Path:
     sections: dict[str, list[str]] = {}
     states: list[str] = []
     current: str | None = None
-    for line in (H200_RECORD / "sysfs.txt").read_text().splitlines():
+    for line in (record / "sysfs.txt").read_text().splitlines():
         if line.startswith("/") and line.endswith(":"):
             current = line[:-1]
             sections[current] = []
@@ -70,7 +72,7 @@ def h200_tree(dst: Path) -> Path:
         (root / "sys/class/net" / nd).mkdir(parents=True)
         (root / "sys/class/net" / nd / "operstate").write_text(st + "\n")
     (root / "proc/self").mkdir(parents=True)
-    (root / "proc/modules").write_text((H200_RECORD / "proc-modules.txt").read_text())
+    (root / "proc/modules").write_text((record / "proc-modules.txt").read_text())
     (root / "proc/self/mountinfo").write_text(
         "2210 2101 0:512 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/containerd/l1,upperdir=/u,workdir=/w\n"
     )

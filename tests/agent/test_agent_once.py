@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from agent_support import GKE, H200_RECORD, HEALTHY, NODE_NAME, PROFILES
+from agent_support import GKE, H200_RECORD, HEALTHY, NODE_NAME, PROFILES, SHARED_H200_RECORD, h200_tree
 from typer.testing import CliRunner
 
 from fabricguard.cli import app
@@ -47,11 +47,15 @@ def test_healthy_node_is_true_with_every_check(healthy_root: Path) -> None:
     assert out["lastHeartbeatTime"].endswith("Z")
 
 
-def test_recorded_h200_is_refused_naming_every_failing_check(h200_root: Path) -> None:
+@pytest.mark.parametrize("record", [H200_RECORD, SHARED_H200_RECORD], ids=["repo", "shared"])
+def test_recorded_h200_is_refused_naming_every_failing_check(record: Path, tmp_path: Path) -> None:
     """The real H200 VM: GPU health passes, everything about the fabric fails."""
+    if not record.is_dir():
+        pytest.skip(f"{record} is not on this machine (the repository's copy is tested)")
+    h200_root = h200_tree(tmp_path, record)
     node = json.loads((HEALTHY / "node.json").read_text())
     code, out, _ = agent("--json", "--node", NODE_NAME, "--profile", str(GKE), "--root", str(h200_root),
-                         "--nvml-json", str(H200_RECORD / "nvml.json"), "--node-json", str(HEALTHY / "node.json"))
+                         "--nvml-json", str(record / "nvml.json"), "--node-json", str(HEALTHY / "node.json"))
     assert code == 2
     assert out["status"] == "False" and out["reason"] == "ChecksFailed"
     c = checks(out)

@@ -151,6 +151,10 @@ def test_render_commands(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
     assert [d["kind"] for d in docs] == ["NodeReadinessRule", "NodeReadinessRule"]
+    r = RUN.invoke(app, ["render", "readiness", "--profile", str(GKE), "--dry-run-rules"])
+    assert all(d["spec"]["dryRun"] is True for d in yaml.safe_load_all(r.stdout) if d)
+    r = RUN.invoke(app, ["render", "readiness", "--profile", str(tmp_path / "absent.yaml")])
+    assert r.exit_code == 3 and "absent.yaml" in r.output
     r = RUN.invoke(app, ["render", "agent", "--profile", str(GKE), "--image", IMAGE])
     assert r.exit_code == 0, r.output
     assert any(d["kind"] == "DaemonSet" for d in yaml.safe_load_all(r.stdout) if d)
