@@ -392,3 +392,14 @@ async def test_cli_once_writes_the_condition(apiserver, tmp_path, healthy_root) 
     r = await asyncio.to_thread(CliRunner().invoke, app, ["agent-sweep", "--kubeconfig", cfg, "--max-age", "1",
                                                           "--json"])
     assert r.exit_code == 0, r.output
+
+
+async def test_node_of_no_pool_is_refused_with_the_reason(apiserver, tmp_path, healthy_root) -> None:
+    k8s, url = apiserver
+    node = k8s.node(NODE_NAME)
+    node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] = "cpu-pool"
+    k8s.put_node(node)
+    res = await (await make_agent(tmp_path, url, healthy_root)).run_once()
+    assert (res.reported.status, res.reported.reason) == ("False", "NoPoolForNode")
+    c = condition(k8s)
+    assert c is not None and "match no pool's nodeSelector in profile prod-gcp" in c["message"]

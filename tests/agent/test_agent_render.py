@@ -172,3 +172,16 @@ def test_agent_image_needs_tag_and_index_digest(image: str, needle: str) -> None
     r = RUN.invoke(app, ["render", "agent", "--profile", str(GKE), "--image", image])
     assert r.exit_code == 3
     assert needle in " ".join(r.output.split()) and "Traceback" not in r.output
+
+
+def test_policy_guards_every_node_field_of_the_oldest_supported_release() -> None:
+    """The policy names fields explicitly (CEL cannot drop one field from an object): it must cover all of
+    Kubernetes 1.30's NodeStatus and NodeSpec, and nothing newer (that would not compile on 1.30)."""
+    import json
+
+    from fabricguard.agent.render import SPEC_FIELDS, STATUS_FIELDS
+
+    base = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / "v1.30.0-local"
+    status = set(json.loads((base / "nodestatus-v1.json").read_text())["properties"]) - {"conditions"}
+    spec = set(json.loads((base / "nodespec-v1.json").read_text())["properties"]) - {"taints"}
+    assert set(STATUS_FIELDS) == status and set(SPEC_FIELDS) == spec

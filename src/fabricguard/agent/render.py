@@ -36,9 +36,11 @@ PROFILE_KEY = "profile.yaml"
 HOST_ROOT = "/host"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 TAINT_PREFIX = "readiness.k8s.io/fabric-"
-# Node status fields besides conditions the agent must leave as they are (the kubelet's).
+# Node status and spec fields besides conditions and taints that the agent must leave as they are: every field
+# of Kubernetes 1.30, the oldest release the policy supports. A field newer than the API server would make the
+# policy fail to compile there (and, failurePolicy Fail, refuse every agent write), so newer ones are left out.
 STATUS_FIELDS = ("capacity", "allocatable", "addresses", "daemonEndpoints", "nodeInfo", "images",
-                 "volumesInUse", "volumesAttached", "config", "runtimeHandlers", "features", "phase")
+                 "volumesInUse", "volumesAttached", "config", "runtimeHandlers", "phase")
 SPEC_FIELDS = ("podCIDR", "podCIDRs", "providerID", "unschedulable", "configSource", "externalID")
 META_FIELDS = ("labels", "annotations", "ownerReferences", "finalizers")
 # Host directories the checks read (all read-only); extra ones per fabric for plugins outside /usr.
