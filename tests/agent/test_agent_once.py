@@ -157,3 +157,17 @@ def test_node_json_refused_without_dry_run() -> None:
     r = RUN.invoke(app, ["agent", "--once", "--node", NODE_NAME, "--profile", str(GKE),
                          "--node-json", str(HEALTHY / "node.json")])
     assert r.exit_code == 3 and "only for --dry-run" in r.output
+
+
+def test_gpu_perf_asked_for_but_impossible_fails_closed(healthy_root: Path) -> None:
+    """--gpu-ceilings requires the GPU performance check; without CUDA (this machine) it cannot run: False."""
+    import importlib.util
+
+    ceilings = Path(__file__).resolve().parents[1] / "fixtures" / "h200-gpu-ceilings.json"
+    code, out, _ = agent(*healthy_args(healthy_root, "--gpu-ceilings", str(ceilings)))
+    c = checks(out)["gpu.perf"]
+    if c["status"] in ("pass", "degraded"):
+        pytest.skip("a CUDA GPU is present: the check ran")
+    assert code == 2 and out["reason"] == "CheckError" and c["status"] == "failed"
+    why = "torch is not installed" if importlib.util.find_spec("torch") is None else "no CUDA device"
+    assert why in c["detail"]

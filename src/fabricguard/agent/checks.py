@@ -66,7 +66,13 @@ def gpu_perf_checks(ceilings: Path | None) -> list[Check]:
         checks, _ = gpu_check(ceilings)
     except Exception as e:  # fail closed: a broken CUDA stack is a failed check, not a crash
         return [Check("gpu.perf", Status.failed, f"check could not run: {type(e).__name__}: {e}", {"error": True})]
-    return checks
+    # Asked for and not run (no torch, no CUDA) is not a pass: the operator required this check.
+    return [
+        Check(c.name, Status.failed, f"check could not run: {c.detail}", {"error": True})
+        if c.status is Status.skipped and c.name == "gpu.perf"
+        else c
+        for c in checks
+    ]
 
 
 def node_checks(
