@@ -171,3 +171,10 @@ def test_gpu_perf_asked_for_but_impossible_fails_closed(healthy_root: Path) -> N
     assert code == 2 and out["reason"] == "CheckError" and c["status"] == "failed"
     why = "torch is not installed" if importlib.util.find_spec("torch") is None else "no CUDA device"
     assert why in c["detail"]
+
+
+@pytest.mark.parametrize("cmd", [["agent", "--once", "--node", "n", "--profile", str(GKE)], ["agent-sweep"]])
+def test_missing_kubeconfig_is_one_line_and_exit_3(cmd: list[str], tmp_path: Path) -> None:
+    r = RUN.invoke(app, [*cmd, "--kubeconfig", str(tmp_path / "nope")])
+    assert r.exit_code == 3 and f"--kubeconfig {tmp_path / 'nope'}: no such file" in r.output
+    assert "Traceback" not in r.output

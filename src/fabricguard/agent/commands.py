@@ -10,6 +10,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,11 +117,9 @@ def agent_cmd(
                 client = NodeClient(await connect(kubeconfig))
             except KubeError as e:
                 if not dry_run:
-                    fail(str(e), hint="pass --kubeconfig, or --dry-run to only print the condition")
+                    fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run to print only")
                 conn_error = str(e)
         agent = Agent(cfg, client)
-        import time
-
         if saved is not None or client is None:
             res = await agent.report(saved, conn_error, [], time.monotonic(), dry_run=True, damp=False)
         else:
@@ -143,14 +142,12 @@ def agent_cmd(
     try:
         asyncio.run(_serve(cfg, kubeconfig, host, int(port_s)))
     except KubeError as e:
-        fail(str(e), hint="pass --kubeconfig, or run in the cluster with the agent's service account")
+        fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or run in the cluster")
     except OSError as e:
         fail(f"cannot serve on {listen}: {e.strerror or e}")
 
 
 async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None:
-    import time
-
     from fabricguard.agent.kube import NodeClient, connect
     from fabricguard.agent.loop import Agent
     from fabricguard.agent.server import make_app, start
@@ -186,7 +183,7 @@ def sweep_cmd(
     try:
         changed = asyncio.run(go())
     except KubeError as e:
-        fail(str(e), hint="pass --kubeconfig")
+        fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
     if as_json:
         print_json({"stale": changed})
     else:

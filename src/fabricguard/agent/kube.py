@@ -25,12 +25,21 @@ class KubeError(RuntimeError):
 
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """A kr8s API client: the kubeconfig when given, else the usual discovery (in-cluster service account)."""
+    import os
+
     import kr8s.asyncio
 
+    if kubeconfig is not None and not os.path.isfile(kubeconfig):
+        raise KubeError(f"--kubeconfig {kubeconfig}: no such file")
     try:
         return await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
     except Exception as e:
-        raise KubeError(f"cannot load Kubernetes credentials ({type(e).__name__}: {e})") from e
+        where = (
+            f"--kubeconfig {kubeconfig}"
+            if kubeconfig
+            else "no usable kubeconfig ($KUBECONFIG, ~/.kube/config) and no in-cluster service account"
+        )
+        raise KubeError(f"{where}: cannot connect ({type(e).__name__}: {e})") from e
 
 
 def _error(what: str, exc: Exception) -> KubeError:
