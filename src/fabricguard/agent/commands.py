@@ -117,7 +117,7 @@ def agent_cmd(
                 client = NodeClient(await connect(kubeconfig))
             except KubeError as e:
                 if not dry_run:
-                    fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run to print only")
+                    fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run")
                 conn_error = str(e)
         agent = Agent(cfg, client)
         if saved is not None or client is None:
