@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
+import fabricguard.agent.commands as agent_commands
 from fabricguard import __version__
 from fabricguard.admission import commands as admission_commands
-from fabricguard.agent import commands as agent_commands
 from fabricguard.doctor import commands as doctor_commands
 from fabricguard.nccl import commands as nccl_commands
 from fabricguard.probes import commands as probe_commands
@@ -39,11 +39,11 @@ def _root(
 app.add_typer(profile_commands.app, name="profile")
 app.add_typer(nccl_commands.app, name="nccl")
 app.add_typer(storage_commands.app, name="storage")
+agent_commands.register(app)
 verdict_commands.register(app)
 probe_commands.register(app)
 doctor_commands.register(app)
 admission_commands.register(app)
-agent_commands.register(app)
 
 
 def main() -> None:

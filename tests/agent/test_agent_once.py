@@ -18,14 +18,14 @@ RUN = CliRunner()
 def agent(*args: str) -> tuple[int, dict, str]:
     r = RUN.invoke(app, ["agent", "--once", "--dry-run", *args])
     try:
-        out = json.loads(r.stdout) if "--json" in args else {}
+        out = json.loads(r.stdout) if "json" in args else {}
     except ValueError:
         out = {}
     return r.exit_code, out, r.stderr if r.stderr_bytes is not None else r.output
 
 
 def healthy_args(root: Path, *extra: str) -> list[str]:
-    return ["--json", "--node", NODE_NAME, "--profile", str(GKE), "--root", str(root),
+    return ["--format", "json", "--node", NODE_NAME, "--profile", str(GKE), "--root", str(root),
             "--nvml-json", str(HEALTHY / "nvml.json"), "--node-json", str(HEALTHY / "node.json"), *extra]
 
 
@@ -37,6 +37,7 @@ def test_healthy_node_is_true_with_every_check(healthy_root: Path) -> None:
     code, out, _ = agent(*healthy_args(healthy_root))
     assert code == 0, out
     assert (out["type"], out["status"], out["reason"]) == ("FabricReady", "True", "AllChecksPassed")
+    assert out["verdict"] == "pass"
     assert out["pool"] == "h200-rdma"  # found by the node's labels
     c = checks(out)
     assert set(c) == {"rdma.devices", "rdma.ports", "rdma.netdevs", "modules", "modules.gpudirect",
@@ -54,7 +55,7 @@ def test_recorded_h200_is_refused_naming_every_failing_check(record: Path, tmp_p
         pytest.skip(f"{record} is not on this machine (the repository's copy is tested)")
     h200_root = h200_tree(tmp_path, record)
     node = json.loads((HEALTHY / "node.json").read_text())
-    code, out, _ = agent("--json", "--node", NODE_NAME, "--profile", str(GKE), "--root", str(h200_root),
+    code, out, _ = agent("--format", "json", "--node", NODE_NAME, "--profile", str(GKE), "--root", str(h200_root),
                          "--nvml-json", str(record / "nvml.json"), "--node-json", str(HEALTHY / "node.json"))
     assert code == 2
     assert out["status"] == "False" and out["reason"] == "ChecksFailed"
@@ -75,7 +76,7 @@ def test_recorded_h200_is_refused_for_every_fabric_pool(h200_root: Path, profile
 
     prof = load_profile(PROFILES / profile)
     for pool in prof.spec.pools:
-        code, out, _ = agent("--json", "--node", "h200", "--profile", str(PROFILES / profile), "--pool", pool.name,
+        code, out, _ = agent("--format", "json", "--node", "h200", "--profile", str(PROFILES / profile), "--pool", pool.name,
                              "--root", str(h200_root), "--nvml-json", str(H200_RECORD / "nvml.json"))
         assert code == 2 and out["status"] == "False"
         if pool.fabric.has_fabric:
@@ -87,7 +88,7 @@ def test_recorded_h200_is_refused_for_every_fabric_pool(h200_root: Path, profile
 def test_without_the_node_object_allocatable_fails_closed(healthy_root: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.setenv("HOME", str(tmp_path))
-    code, out, _ = agent("--json", "--node", NODE_NAME, "--profile", str(GKE), "--pool", "h200-rdma",
+    code, out, _ = agent("--format", "json", "--node", NODE_NAME, "--profile", str(GKE), "--pool", "h200-rdma",
                          "--root", str(healthy_root), "--nvml-json", str(HEALTHY / "nvml.json"))
     assert code == 2
     assert out["reason"] == "CheckError"
@@ -115,21 +116,21 @@ def test_garbage_nvml_data_is_a_check_error_not_a_traceback(healthy_root: Path, 
     args = healthy_args(healthy_root)
     args[args.index("--nvml-json") + 1] = str(bad)
     code, out, _ = agent(*args)
-    assert code == 2 and out["reason"] == "CheckError"
-    assert checks(out)["gpu.count"]["data"] == {"error": True}
+    assert code == 2 and out["status"] == "False" and out["verdict"] == "failed"
+    assert checks(out)["gpu.count"]["status"] == "failed" and "gpu.count" in out["message"]
 
 
 def test_degraded_check_keeps_true_with_warning_and_exit_1(healthy_root: Path) -> None:
     mods = healthy_root / "proc/modules"
     mods.write_text("".join(ln + "\n" for ln in mods.read_text().splitlines() if not ln.startswith("nvidia_peermem")))
     code, out, _ = agent(*healthy_args(healthy_root))
-    assert code == 1
+    assert code == 1 and out["verdict"] == "degraded"
     assert (out["status"], out["reason"]) == ("True", "PassedWithWarnings")
     assert "modules.gpudirect" in out["message"]
 
 
 def test_human_output_names_the_verdict(healthy_root: Path) -> None:
-    args = [a for a in healthy_args(healthy_root) if a != "--json"]
+    args = healthy_args(healthy_root)[2:]  # without --format json: the table
     r = RUN.invoke(app, ["agent", "--once", "--dry-run", *args])
     assert r.exit_code == 0
     text = " ".join(r.stdout.split())
@@ -178,3 +179,20 @@ def test_missing_kubeconfig_is_one_line_and_exit_3(cmd: list[str], tmp_path: Pat
     r = RUN.invoke(app, [*cmd, "--kubeconfig", str(tmp_path / "nope")])
     assert r.exit_code == 3 and f"--kubeconfig {tmp_path / 'nope'}: no such file" in r.output
     assert "Traceback" not in r.output
+
+
+def test_usage_errors_exit_3_from_the_agent_entry_point() -> None:
+    """``python -m fabricguard.agent`` (the DaemonSet's command) treats a usage error as unusable input."""
+    import subprocess
+    import sys
+
+    from agent_support import REPO
+
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "fabricguard.agent", "--bogus"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 3 and "--bogus" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "fabricguard.agent", "--once", "--dry-run", "--format", "json",
+                        *healthy_args(HEALTHY / "root")[2:]], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["verdict"] == "pass"

@@ -223,10 +223,10 @@ def test_rule_ids_are_stable():
     assert [r.id for r in RULES] == [
         "daemonset-never-ready",
         "daemonset-no-nodes",
+        "agent-daemonset-short",
         "image-arch-mismatch",
         "fabric-not-advertised",
         "fabric-request-missing",
         "topology-mapping-mismatch",
         "node-not-gated",
-        "agent-daemonset-short",
     ]

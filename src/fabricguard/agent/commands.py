@@ -45,12 +45,16 @@ def _node_json(path: Path, name: str) -> dict[str, Any]:
     return node
 
 
-def _exit_code(status: str, reason: str) -> int:
+VERDICT_EXIT = {"pass": EXIT_PASS, "degraded": EXIT_DEGRADED, "failed": EXIT_FAILED}
+
+
+def verdict_word(status: str, reason: str) -> str:
+    """The command's answer in the words every fabricguard JSON output uses under ``verdict``."""
     from fabricguard.agent.condition import Reason
 
     if status != "True":
-        return EXIT_FAILED
-    return EXIT_DEGRADED if reason == Reason.warnings else EXIT_PASS
+        return "failed"
+    return "degraded" if reason == Reason.warnings else "pass"
 
 
 def _print_human(out: dict[str, Any]) -> None:
@@ -67,7 +71,7 @@ def _print_human(out: dict[str, Any]) -> None:
 
 def agent_cmd(
     node: str = typer.Option(None, "--node", envvar="NODE_NAME", help="This node's name (the pod's spec.nodeName)."),
-    profile: Path = typer.Option(..., "--profile", help="Platform profile YAML."),
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
     pool: str = typer.Option(None, "--pool", help="Pool to check for (default: the pool whose nodeSelector matches)."),
     root: Path = typer.Option(Path("/"), "--root", help="Read /sys, /proc and libraries below this directory."),
     nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
@@ -76,7 +80,9 @@ def agent_cmd(
     gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="Run the GPU performance check against these."),
     once: bool = typer.Option(False, "--once", help="Check once and exit (0 True, 1 True with warnings, 2 False)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the condition instead of writing it."),
-    as_json: bool = typer.Option(False, "--json", help="Print the condition and every check as JSON."),
+    fmt: str = typer.Option("table", "--format", help="Output format: table or json (the condition and every "
+                            "check; the answer under 'verdict')."),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
     interval: float = typer.Option(60.0, "--interval", min=1.0, help="Seconds between runs."),
     passes: int = typer.Option(3, "--passes", min=1, help="Consecutive passing runs before True."),
     stale_intervals: int = typer.Option(3, "--stale-intervals", min=1, help="Heartbeat age (in intervals) = stale."),
@@ -92,6 +98,9 @@ def agent_cmd(
 
     if not node:
         fail("--node is required (or NODE_NAME from the downward API)", hint="pass --node $(hostname)")
+    if fmt not in ("table", "json"):
+        fail(f"--format {fmt!r}: use table or json")
+    as_json = as_json or fmt == "json"
     prof = _load(profile, pool)
     if not root.is_dir():
         fail(f"--root {root} is not a directory")
@@ -124,7 +133,9 @@ def agent_cmd(
             res = await agent.report(saved, conn_error, [], time.monotonic(), dry_run=True, damp=False)
         else:
             res = await agent.run_once(dry_run=dry_run, damp=False)
-        return res.to_dict(node)
+        out = res.to_dict(node)
+        verdict = "failed" if out["errors"] else verdict_word(out["status"], out["reason"])
+        return {"verdict": verdict, **out}
 
     if once:
         out = asyncio.run(once_run())
@@ -134,7 +145,7 @@ def agent_cmd(
             _print_human(out)
         for e in out["errors"]:
             err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
-        raise typer.Exit(EXIT_FAILED if out["errors"] else _exit_code(out["status"], out["reason"]))
+        raise typer.Exit(VERDICT_EXIT[out["verdict"]])
 
     if dry_run:
         fail("--dry-run needs --once (the loop exists to write the condition)")
@@ -170,7 +181,8 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
 def sweep_cmd(
     max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale."),
     kubeconfig: str = typer.Option(None, "--kubeconfig"),
-    as_json: bool = typer.Option(False, "--json"),
+    fmt: str = typer.Option("table", "--format", help="Output format: table or json."),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
 ) -> None:
     """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once)."""
     from datetime import UTC, datetime, timedelta
@@ -184,8 +196,8 @@ def sweep_cmd(
         changed = asyncio.run(go())
     except KubeError as e:
         fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
-    if as_json:
-        print_json({"stale": changed})
+    if as_json or fmt == "json":
+        print_json({"verdict": "pass", "stale": changed})
     else:
         console.print(f"{len(changed)} stale FabricReady condition(s) set to Unknown: {', '.join(changed) or '-'}")
 

@@ -107,11 +107,15 @@ class Agent:
             return None
 
     def _check(self, pool: Pool, node: dict[str, Any] | None, node_error: str | None) -> list[Check]:
+        try:
+            gpu_data = load_gpus(self.cfg.nvml_json)
+        except Exception as e:  # a recorded file that is not NVML data: the GPUs are unproven, gpu.count fails
+            gpu_data = (None, f"cannot use {self.cfg.nvml_json}: {e}")
         return node_checks(
             self.cfg.profile,
             pool,
             root=self.cfg.root,
-            gpu_data=load_gpus(self.cfg.nvml_json),
+            gpu_data=gpu_data,
             node=node,
             node_error=node_error,
             gpu_ceilings=self.cfg.gpu_ceilings,

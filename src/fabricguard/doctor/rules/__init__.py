@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import agent, daemonsets, fabric, images
+from fabricguard.doctor.rules import agent as agent_rules
+from fabricguard.doctor.rules import daemonsets, fabric, images
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -39,6 +40,12 @@ RULES: tuple[Rule, ...] = (
         Severity.critical,
         daemonsets.daemonset_no_nodes,
         "the pool's device plugin DaemonSet is missing or runs on none of its nodes",
+    ),
+    Rule(
+        agent_rules.SHORT,
+        Severity.critical,
+        agent_rules.agent_daemonset_short,
+        "a readiness agent DaemonSet wants fewer pods than its pool has nodes (0 included)",
     ),
     Rule(
         images.RULE,
@@ -70,12 +77,6 @@ RULES: tuple[Rule, ...] = (
         Severity.warning,
         fabric.node_not_gated,
         "a schedulable fabric-pool node without FabricReady=True",
-    ),
-    Rule(
-        agent.SHORT,
-        Severity.critical,
-        agent.agent_daemonset_short,
-        "a readiness agent DaemonSet wants fewer pods than its pool has nodes (0 included)",
     ),
 )
 
