@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import agent as agent_rules
 from fabricguard.doctor.rules import daemonsets, fabric, images
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
