@@ -237,3 +237,17 @@ class ApiServer(KubernetesEmulator):
         self.rv += 1
         new["metadata"]["resourceVersion"] = str(self.rv)
         return new
+
+
+def kubeconfig(tmp_path: Path, url: str, token: str) -> str:
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "u"}}],
+        "current-context": "kmock",
+    }
+    path = tmp_path / f"kubeconfig-{token}"
+    path.write_text(json.dumps(cfg))
+    return str(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -29,20 +28,6 @@ def healthy_root(tmp_path: Path) -> Path:
 @pytest.fixture()
 def h200_root(tmp_path: Path) -> Path:
     return h200_tree(tmp_path)
-
-
-def kubeconfig(tmp_path: Path, url: str, token: str) -> str:
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "u"}}],
-        "current-context": "kmock",
-    }
-    path = tmp_path / f"kubeconfig-{token}"
-    path.write_text(json.dumps(cfg))
-    return str(path)
 
 
 @pytest.fixture()

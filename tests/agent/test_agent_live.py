@@ -11,10 +11,9 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from agent_support import GKE, HEALTHY, NODE_NAME, ApiServer, healthy_node
+from agent_support import GKE, HEALTHY, NODE_NAME, ApiServer, healthy_node, kubeconfig
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import kubeconfig
 from fabricguard.agent.kube import KubeError, NodeClient, connect, sweep_stale
 from fabricguard.agent.loop import Agent, AgentConfig
 from fabricguard.agent.render import admission_policy
