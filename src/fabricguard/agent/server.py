@@ -41,7 +41,8 @@ def make_app(
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
             return [text.encode()]
         if environ.get("PATH_INFO") == "/metrics":
-            return prom(environ, start_response)  # type: ignore[no-any-return]
+            body: Iterable[bytes] = prom(environ, start_response)
+            return body
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"/healthz or /metrics\n"]
 
