@@ -252,7 +252,7 @@ async def test_another_nodes_agent_cannot_write_this_node(apiserver, tmp_path, h
     intruder = await make_agent(tmp_path, url, healthy_root, token="agent-other")
     res = await intruder.run_once()
     assert res.errors and "may write only the Node its pod runs on" in res.errors[0]
-    assert "HTTP 403" in res.errors[0]
+    assert "is forbidden" in res.errors[0]
     assert condition(k8s) is None
     own = await make_agent(tmp_path, url, healthy_root)
     assert (await own.run_once()).errors == []
@@ -402,3 +402,17 @@ async def test_node_of_no_pool_is_refused_with_the_reason(apiserver, tmp_path, h
     assert (res.reported.status, res.reported.reason) == ("False", "NoPoolForNode")
     c = condition(k8s)
     assert c is not None and "match no pool's nodeSelector in profile prod-gcp" in c["message"]
+
+
+async def test_unreachable_api_server_is_a_report_error_not_a_crash(tmp_path, healthy_root) -> None:
+    from kmock import Server
+
+    k8s = ApiServer()
+    async with k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.5"}
+        agent = await make_agent(tmp_path, str(server.url).rstrip("/"), healthy_root)
+    res = await agent.run_once()  # the server is gone now
+    assert res.reported.status == "False"
+    assert "cannot read the Node object" in res.reported.message
+    assert len(res.errors) == 1 and f"patch Node {NODE_NAME} status" in res.errors[0]
+    assert agent.metrics.report_errors._value.get() == 1
