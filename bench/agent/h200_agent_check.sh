@@ -22,7 +22,7 @@ export PYTHONPATH="$PWD/src:$W/site" PYTHONUNBUFFERED=1 KUBECONFIG=/nonexistent
 for p in gke-a3-ultra:h200-rdma onprem-infiniband:h100-ib; do
   prof=${p%%:*}; pool=${p##*:}
   echo "== agent --once --dry-run, profile $prof pool $pool, live NVML, real /"
-  /usr/bin/time -v "$PY" -m fabricguard.agent --once --dry-run --json --node "$(hostname)" \
+  /usr/bin/time -v "$PY" -m fabricguard.agent --once --dry-run --format json --node "$(hostname)" \
     --profile "examples/profiles/$prof.yaml" --pool "$pool" > "$OUT/agent-${prof%%-*}.json" 2> "$W/time.txt"
   echo "exit $? (expect 2)"; grep -E "Maximum resident|Elapsed" "$W/time.txt"
   "$PY" - "$OUT/agent-${prof%%-*}.json" <<'PY'
