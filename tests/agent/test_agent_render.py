@@ -112,30 +112,55 @@ def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
-    prof = load_profile(GKE)
-    objs = agent_manifests(prof, GKE.read_text(), IMAGE)
-    [ds] = by_kind(objs, "DaemonSet")
+    onprem = PROFILES / "onprem-infiniband.yaml"
+    prof = load_profile(onprem)
+    objs = agent_manifests(prof, onprem.read_text(), IMAGE)
+    ds = next(d for d in by_kind(objs, "DaemonSet") if d["metadata"]["name"] == "fabricguard-agent-h100-ib")
     pod = ds["spec"]["template"]["spec"]
     [c] = pod["containers"]
     tol = {(t.get("key"), t.get("effect")) for t in pod["tolerations"]}
-    assert {("readiness.k8s.io/fabric-unverified", "NoSchedule"), ("readiness.k8s.io/fabric-degraded", "NoSchedule"),
-            ("nvidia.com/gpu", "NoSchedule")} <= tol
+    assert {("readiness.k8s.io/fabric-unverified", "NoSchedule"), ("readiness.k8s.io/fabric-degraded", "NoSchedule")} <= tol
     sc = c["securityContext"]
     assert sc["privileged"] is False and sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
+    assert "annotations" not in ds["metadata"]
     host_vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d", "/home/kubernetes/bin"}
+    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d"}
     for m in c["volumeMounts"]:
         assert m["readOnly"] is True, m
     lustre = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
-    assert lustre == [{"name": "lustre", "persistentVolumeClaim": {"claimName": "training-lustre", "readOnly": True}}]
+    assert lustre == [{"name": "lustre", "persistentVolumeClaim": {"claimName": "exa-lustre", "readOnly": True}}]
     assert "nvidia.com/gpu" not in c["resources"].get("requests", {})  # never takes a GPU from training
-    assert c["image"] == IMAGE
-    assert c["args"][c["args"].index("--pool") + 1] == "h200-rdma" and "--manage-taints" not in c["args"]
+    assert c["image"] == IMAGE and c["command"] == ["python", "-m", "fabricguard.agent"]
+    assert c["args"][c["args"].index("--pool") + 1] == "h100-ib" and "--manage-taints" not in c["args"]
     [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
                              {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
+
+
+def test_gke_needs_privilege_for_nvml_only_and_says_so() -> None:
+    """GKE installs the driver on the host without the NVIDIA container toolkit: /dev/nvidia* only reaches
+    GPU requests or privileged containers, so the GPU health checks are the one reason for privilege."""
+    objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE)
+    [ds] = by_kind(objs, "DaemonSet")
+    [c] = ds["spec"]["template"]["spec"]["containers"]
+    assert c["securityContext"]["privileged"] is True
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    why = ds["metadata"]["annotations"]["fabricguard.io/privileged-for"]
+    assert why.startswith("gpu.count, gpu.ecc, gpu.memory")
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["LD_LIBRARY_PATH"] == "/host/home/kubernetes/bin/nvidia/lib64"
+    host_vols = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"] if "hostPath" in v}
+    assert "/home/kubernetes/bin" in host_vols
+    lustre = [v for v in ds["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    assert lustre[0]["persistentVolumeClaim"]["claimName"] == "training-lustre"
+    # Where the cluster does run the toolkit, say so and the privilege goes.
+    [ds] = by_kind(agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, nvml_access="runtime"), "DaemonSet")
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    assert c["securityContext"]["privileged"] is False and "LD_LIBRARY_PATH" not in {e["name"] for e in c["env"]}
+    r = RUN.invoke(app, ["render", "agent", "-p", str(GKE), "--image", IMAGE, "--nvml-access", "maybe"])
+    assert r.exit_code == 3 and "--nvml-access 'maybe'" in r.output
 
 
 def test_manage_taints_adds_only_node_patch() -> None:

@@ -12,11 +12,14 @@ ValidatingAdmissionPolicy with its binding that lets the agent's service account
 pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
 condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``.
 
-Least privilege, stated: no check needs ``privileged``, host PID or host network, and every capability is
-dropped. The host is read through read-only hostPath mounts (``/sys``, ``/proc``, library directories), NVML
-through the device nodes the NVIDIA container runtime injects (``NVIDIA_VISIBLE_DEVICES=all``, capability
-``utility``) without requesting a GPU, and Lustre through the pool's PVC mounted read-only where workloads
-mount it (the agent's ``lustre.mount`` check reads its own mount table, so the check sees what a pod sees).
+Least privilege, stated: no check needs host PID or host network, every capability is dropped, and only the
+GPU health checks (NVML: ``gpu.count``, ``gpu.ecc``, ``gpu.memory``) may need ``privileged``, and only where
+the driver is on the host without the NVIDIA container toolkit (GKE): there ``/dev/nvidia*`` is visible only to
+GPU requests (training keeps every GPU) or privileged containers (``nvml_privileged``; the DaemonSet says why
+in an annotation). Elsewhere NVML goes through the device nodes the toolkit injects for
+``NVIDIA_VISIBLE_DEVICES=all`` (capability ``utility``). The host is read through read-only hostPath mounts
+(``/sys``, ``/proc``, library directories), and Lustre through the pool's PVC mounted read-only where
+workloads mount it (the agent's ``lustre.mount`` check reads its own mount table, so it sees what a pod sees).
 """
 
 from __future__ import annotations
@@ -99,8 +102,29 @@ def _volume_name(path: str) -> str:
     return "host" + path.replace("/", "-").replace(".", "-").lower()
 
 
+# Platforms that install the NVIDIA driver on the host without the NVIDIA container toolkit: a pod sees the GPU
+# device nodes only when it requests GPUs (which the agent must not: training keeps them) or runs privileged.
+GKE_DRIVER = "/home/kubernetes/bin/nvidia"
+DRIVER_WITHOUT_TOOLKIT = {FabricType.gke_rdma: GKE_DRIVER, FabricType.tcpx: GKE_DRIVER}
+NVML_ACCESS = ("auto", "runtime", "privileged")
+
+
+def nvml_privileged(pool: Pool, nvml_access: str) -> bool:
+    """Whether the GPU health checks (NVML) need a privileged container on this pool.
+
+    ``runtime``: the NVIDIA container toolkit injects the device nodes for ``NVIDIA_VISIBLE_DEVICES=all`` (GPU
+    Operator clusters): no privilege. ``privileged``: the only way to open ``/dev/nvidia*`` without requesting
+    a GPU where the driver is on the host and no toolkit runs (GKE). ``auto`` picks by the pool's platform.
+    """
+    if nvml_access not in NVML_ACCESS:
+        raise ValueError(f"nvml access {nvml_access!r}: use one of {', '.join(NVML_ACCESS)}")
+    if nvml_access == "auto":
+        return pool.fabric.type in DRIVER_WITHOUT_TOOLKIT
+    return nvml_access == "privileged"
+
+
 def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, *, interval: int, passes: int,
-              manage_taints: bool, runtime_class: str | None) -> dict[str, Any]:
+              manage_taints: bool, runtime_class: str | None, nvml_access: str = "auto") -> dict[str, Any]:
     args = ["--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--pool", pool.name, "--root", HOST_ROOT,
             "--interval", str(interval), "--passes", str(passes), "--listen", f"0.0.0.0:{METRICS_PORT}"]
     if manage_taints:
@@ -111,6 +135,17 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         v = _volume_name(d)
         mounts.append({"name": v, "mountPath": HOST_ROOT + d, "readOnly": True})
         volumes.append({"name": v, "hostPath": {"path": d, "type": "Directory"}})
+    privileged = nvml_privileged(pool, nvml_access)
+    env: list[dict[str, Any]] = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        # NVML through the runtime's device injection, not a GPU request: training keeps every GPU.
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+    ]
+    driver = DRIVER_WITHOUT_TOOLKIT.get(pool.fabric.type)
+    if privileged and driver:
+        # libnvidia-ml.so.1 of the host's driver, read through the read-only host mount of its directory.
+        env.append({"name": "LD_LIBRARY_PATH", "value": f"{HOST_ROOT}{driver}/lib64"})
     lustre = profile.spec.storage.lustre
     if lustre is not None and pool.lustre:
         mounts.append({"name": "lustre", "mountPath": lustre.mountPath, "readOnly": True})
@@ -122,17 +157,12 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         # The agent alone (not the whole CLI): less memory on every node.
         "command": ["python", "-m", "fabricguard.agent"],
         "args": args,
-        "env": [
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            # NVML through the runtime's device injection, not a GPU request: training keeps every GPU.
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
-        ],
+        "env": env,
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 30,
                           "timeoutSeconds": 5, "failureThreshold": 3},
         "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "192Mi"}},
-        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
+        "securityContext": {"privileged": privileged, "allowPrivilegeEscalation": privileged,
                             "readOnlyRootFilesystem": True, "runAsNonRoot": True,
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,
@@ -150,10 +180,17 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
     }
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
+    annotations = {}
+    if privileged:
+        annotations["fabricguard.io/privileged-for"] = (
+            "gpu.count, gpu.ecc, gpu.memory: NVML opens /dev/nvidia*, which this platform exposes only to GPU "
+            "requests or privileged containers; no other check needs privilege"
+        )
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": f"{NAME}-{pool.name}", "namespace": namespace, "labels": _labels(pool.name)},
+        "metadata": {"name": f"{NAME}-{pool.name}", "namespace": namespace, "labels": _labels(pool.name),
+                     **({"annotations": annotations} if annotations else {})},
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": NAME, POOL_LABEL: pool.name}},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
@@ -298,7 +335,8 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
 
 def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, namespace: str = "fabricguard-system",
                     *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
-                    runtime_class: str | None = None, sweep: bool = True) -> list[dict[str, Any]]:
+                    runtime_class: str | None = None, sweep: bool = True,
+                    nvml_access: str = "auto") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
     rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
              {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
@@ -314,8 +352,8 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
     ]
-    objs += [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
-                       manage_taints=manage_taints, runtime_class=runtime_class) for p in profile.spec.pools]
+    objs += [daemonset(profile, p, image, namespace, interval=interval, passes=passes, manage_taints=manage_taints,
+                       runtime_class=runtime_class, nvml_access=nvml_access) for p in profile.spec.pools]
     objs += admission_policy(namespace)
     if sweep:
         objs += sweeper(image, namespace, interval)

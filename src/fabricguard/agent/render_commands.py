@@ -52,6 +52,9 @@ def render_agent_cmd(
                                       "(e.g. nvidia with the GPU Operator)."),
     sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="Render the staleness sweep CronJob (turn it off "
                                "where the validation controller sweeps)."),
+    nvml_access: str = typer.Option("auto", "--nvml-access", help="How the GPU checks reach NVML: runtime (the "
+                                    "NVIDIA container toolkit injects the devices), privileged (driver on the host "
+                                    "without the toolkit, e.g. GKE), or auto (by the pool's platform)."),
 ) -> None:
     """Print the agent's DaemonSets (one per pool), RBAC, profile ConfigMap and own-node admission policy."""
     from fabricguard.agent.render import agent_manifests, to_yaml
@@ -63,6 +66,9 @@ def render_agent_cmd(
         fail(problem, hint="e.g. --image registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
     head = ("# fabricguard node agent. The admission policy needs Kubernetes >= 1.30 (ValidatingAdmissionPolicy v1,\n"
             "# node name in service-account tokens); the agents tolerate the readiness taints they clear.\n")
+    if nvml_access not in ("auto", "runtime", "privileged"):
+        fail(f"--nvml-access {nvml_access!r}: use auto, runtime or privileged")
     objs = agent_manifests(prof, profile.read_text(), image, namespace, interval=interval, passes=passes,
-                           manage_taints=manage_taints, runtime_class=runtime_class, sweep=sweep)
+                           manage_taints=manage_taints, runtime_class=runtime_class, sweep=sweep,
+                           nvml_access=nvml_access)
     sys.stdout.write(to_yaml(objs, head))
