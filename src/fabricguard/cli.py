@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+import fabricguard.agent.commands as agent_commands
 from fabricguard import __version__
 from fabricguard.admission import commands as admission_commands
 from fabricguard.console import CommandGroup
@@ -42,6 +43,7 @@ def _root(
 app.add_typer(profile_commands.app, name="profile")
 app.add_typer(nccl_commands.app, name="nccl")
 app.add_typer(storage_commands.app, name="storage")
+agent_commands.register(app)
 verdict_commands.register(app)
 probe_commands.register(app)
 doctor_commands.register(app)

@@ -185,7 +185,7 @@ def test_node_not_gated_without_agent(prod_lists, prod_profile, now):
 def test_node_not_gated_negatives(prod_lists, prod_profile, now):
     nodes = [n for n in prod_lists["nodes"]["items"] if "gh200" in n["metadata"]["name"]]
     nodes[0]["spec"]["unschedulable"] = True
-    nodes[1]["spec"]["taints"] = [{"key": "fabricguard.io/unverified", "effect": "NoSchedule"}]
+    nodes[1]["spec"]["taints"] = [{"key": "readiness.k8s.io/fabric-unverified", "effect": "NoSchedule"}]
     for n in nodes[2:]:
         n["status"]["conditions"].append({"type": "FabricReady", "status": "True"})
     assert node_not_gated(snap(prod_lists), prod_profile, now) == []
@@ -223,6 +223,7 @@ def test_rule_ids_are_stable():
     assert [r.id for r in RULES] == [
         "daemonset-never-ready",
         "daemonset-no-nodes",
+        "agent-daemonset-short",
         "image-arch-mismatch",
         "fabric-not-advertised",
         "fabric-request-missing",

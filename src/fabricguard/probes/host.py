@@ -1,7 +1,9 @@
 """Host probe: is this node ready for a pool? RDMA links, kernel modules, libraries, GPUs, the Lustre mount.
 
 Everything is read below a configurable root (default ``/``), so the node agent reads the real node and tests
-read realistic fake trees. Which checks apply depends on the pool's fabric; a check that applies and whose
+read realistic fake trees. ``host_checks`` is the one list of host checks: ``probe host`` reports it and the
+node agent (``fabricguard.agent``) turns it into the node's ``FabricReady`` condition. Which checks apply
+depends on the pool's fabric; a check that applies and whose
 data cannot be read FAILS with the reason (a missing /sys/class/infiniband is not "no problem found").
 
 Assumptions, stated: RDMA fabrics (infiniband, roce, gke-rdma) use NVIDIA ConnectX NICs (mlx5_ib); GPUDirect
@@ -186,7 +188,7 @@ def _nvml_value(fn: Any, *args: Any) -> Any:
 
 def collect_nvml() -> dict[str, Any]:
     """Read the GPUs through NVML (nvidia-ml-py, imported lazily) into the recorded nvml.json shape."""
-    import pynvml as n  # type: ignore[import-not-found,unused-ignore]
+    import pynvml as n  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     n.nvmlInit()
     try:
@@ -473,6 +475,36 @@ def lustre_mount_check(profile: PlatformProfile | None, pool: Pool, root: Path) 
     return Check("lustre.mount", Status.passed if finding.ok else Status.failed, finding.message, finding.to_dict())
 
 
+def _guarded(group: str, run: Any) -> list[Check]:
+    """Run one group of checks; one that raises (an unreadable sysfs tree, a broken NVML) FAILS, never passes."""
+    try:
+        return list(run())
+    except Exception as e:  # fail closed: whatever went wrong, the group did not prove anything
+        return [Check(group, Status.failed, f"check could not run: {type(e).__name__}: {e}", {"error": True})]
+
+
+def host_checks(
+    profile: PlatformProfile | None,
+    pool: Pool,
+    root: Path,
+    gpu_data: tuple[dict[str, Any] | None, str],
+    require_gpus: bool = True,
+) -> list[Check]:
+    """Every host check for one pool, in report order; shared by ``probe host`` and the node agent.
+
+    Each group runs guarded: an exception becomes a failed check carrying ``data["error"] = True``, so the
+    agent can say "could not check" apart from "checked and found broken".
+    """
+    gd, source = gpu_data
+    return (
+        _guarded("rdma.devices", lambda: rdma_checks(pool, root))
+        + _guarded("modules", lambda: module_checks(profile, pool, root))
+        + _guarded("libs", lambda: library_checks(pool, root))
+        + _guarded("gpu.count", lambda: gpu_checks(pool, gd, source, require_gpus))
+        + _guarded("lustre.mount", lambda: [lustre_mount_check(profile, pool, root)])
+    )
+
+
 def probe_host(
     profile: PlatformProfile | None,
     pool: Pool,
@@ -483,12 +515,7 @@ def probe_host(
     require_gpus: bool = True,
 ) -> HostReport:
     """Every check for one pool. ``gpu_data`` lets a caller read NVML once for several pools."""
-    gd, source = gpu_data if gpu_data is not None else load_gpus(nvml_json)
-    checks = (
-        rdma_checks(pool, root)
-        + module_checks(profile, pool, root)
-        + library_checks(pool, root)
-        + gpu_checks(pool, gd, source, require_gpus)
-        + [lustre_mount_check(profile, pool, root)]
+    checks = host_checks(
+        profile, pool, root, gpu_data if gpu_data is not None else load_gpus(nvml_json), require_gpus
     )
     return HostReport(pool.name, str(pool.fabric.type), str(root), overall([c.status for c in checks]), checks)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
 from fabricguard.doctor.rules import daemonsets, fabric, images, placement
 from fabricguard.doctor.snapshot import Snapshot
@@ -39,6 +40,12 @@ RULES: tuple[Rule, ...] = (
         Severity.critical,
         daemonsets.daemonset_no_nodes,
         "the pool's device plugin DaemonSet is missing or runs on none of its nodes",
+    ),
+    Rule(
+        agent_rules.SHORT,
+        Severity.critical,
+        agent_rules.agent_daemonset_short,
+        "a readiness agent DaemonSet wants fewer pods than its pool has nodes (0 included)",
     ),
     Rule(
         images.RULE,

@@ -4,7 +4,8 @@
 - ``fabric-request-missing``: running pods of a multi-node GPU workload on a fabric pool that request no
   fabric resource; NCCL falls back to sockets and the job runs, slowly, without any error.
 - ``topology-mapping-mismatch``: a node whose ``topologyLabel`` value is absent from ``networkMapping``.
-- ``node-not-gated``: a schedulable fabric-pool node without ``FabricReady=True``.
+- ``node-not-gated``: a schedulable fabric-pool node without ``FabricReady=True`` and without a readiness taint
+  (``readiness.k8s.io/fabric-unverified`` or ``-degraded``, the keys of ``fabricguard.agent.condition``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from fabricguard.agent.condition import CONDITION_TYPE as READY_CONDITION
+from fabricguard.agent.condition import TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.doctor.model import Finding, ObjRef, Severity, quantity
 from fabricguard.doctor.rules._common import (
     MAX_EVIDENCE_ITEMS,
@@ -29,8 +32,7 @@ NOT_ADVERTISED = "fabric-not-advertised"
 REQUEST_MISSING = "fabric-request-missing"
 TOPOLOGY = "topology-mapping-mismatch"
 NOT_GATED = "node-not-gated"
-UNVERIFIED_TAINT = "fabricguard.io/unverified"
-READY_CONDITION = "FabricReady"
+UNVERIFIED_TAINT = TAINT_UNVERIFIED
 
 
 def _node_refs(nodes: list[dict[str, Any]]) -> list[ObjRef]:
@@ -204,7 +206,7 @@ def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
             spec = n.get("spec") or {}
             if spec.get("unschedulable"):
                 continue
-            if any(t.get("key") == UNVERIFIED_TAINT for t in spec.get("taints") or ()):
+            if any(t.get("key") in TAINT_KEYS for t in spec.get("taints") or ()):
                 continue
             cond = next(
                 (c for c in (n.get("status") or {}).get("conditions") or () if c.get("type") == READY_CONDITION),
@@ -234,9 +236,8 @@ def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
                 "readiness "
                 f"({why}); jobs can land on a node whose fabric was never verified.",
                 evidence,
-                "Deploy the fabricguard readiness agent; create nodes with the "
-                f"{UNVERIFIED_TAINT}:NoSchedule "
-                "taint so they become schedulable only after the fabric check passes.",
+                "Deploy the fabricguard readiness agent and its NodeReadinessRules (fabricguard render agent, "
+                f"render readiness): nodes then carry {UNVERIFIED_TAINT}:NoSchedule until the fabric check passes.",
                 pools=[pool.name],
             )
         )

@@ -1,0 +1,213 @@
+"""CLI of the node agent: ``fabricguard agent`` (the DaemonSet's command, and ``--once --dry-run`` for a
+person at a node's console), ``fabricguard agent-sweep`` (stale conditions -> Unknown), and the
+``render readiness`` / ``render agent`` manifests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fabricguard.console import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS, console, err_console, fail, print_json
+
+
+def _load(profile: Path, pool: str | None):  # type: ignore[no-untyped-def]
+    from fabricguard.profile import UnknownPoolError
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    if pool is not None:
+        try:
+            prof.pool(pool)
+        except UnknownPoolError as e:
+            fail(f"--pool: {e}")
+    return prof
+
+
+def _node_json(path: Path, name: str) -> dict[str, Any]:
+    try:
+        node = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        fail(f"--node-json {path}: cannot read it as JSON ({e})", hint="save one with kubectl get node NAME -o json")
+    if not isinstance(node, dict) or node.get("kind") != "Node":
+        fail(f"--node-json {path}: not a Node object", hint="save one with kubectl get node NAME -o json")
+    got = (node.get("metadata") or {}).get("name")
+    if got != name:
+        fail(f"--node-json {path} holds Node {got!r}, not --node {name!r}")
+    return node
+
+
+VERDICT_EXIT = {"pass": EXIT_PASS, "degraded": EXIT_DEGRADED, "failed": EXIT_FAILED}
+
+
+def verdict_word(status: str, reason: str) -> str:
+    """The command's answer in the words every fabricguard JSON output uses under ``verdict``."""
+    from fabricguard.agent.condition import Reason
+
+    if status != "True":
+        return "failed"
+    return "degraded" if reason == Reason.warnings else "pass"
+
+
+def _print_human(out: dict[str, Any]) -> None:
+    from fabricguard.probes.result import STATUS_STYLE, Status
+
+    style = "bold green" if out["status"] == "True" else "bold red"
+    console.print(f"Node {out['node']} pool {out['pool']}: FabricReady=[{style}]{out['status']}[/] ({out['reason']})")
+    # The message's details repeat what the check lines below say; its head names the failing checks.
+    console.print(f"  {out['message'].split(' | ')[0]}", markup=False)
+    for c in out["checks"]:
+        st = Status(c["status"])
+        console.print(f"  [{STATUS_STYLE[st]}]{st:>8}[/] {c['name']}: {c['detail']}", highlight=False)
+
+
+def agent_cmd(
+    node: str = typer.Option(None, "--node", envvar="NODE_NAME", help="This node's name (the pod's spec.nodeName)."),
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    pool: str = typer.Option(None, "--pool", help="Pool to check for (default: the pool whose nodeSelector matches)."),
+    root: Path = typer.Option(Path("/"), "--root", help="Read /sys, /proc and libraries below this directory."),
+    nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
+    node_json: Path = typer.Option(None, "--node-json", help="With --dry-run: a saved Node (kubectl get node -o json)."
+                                   ),
+    gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="Run the GPU performance check against these."),
+    once: bool = typer.Option(False, "--once", help="Check once and exit (0 True, 1 True with warnings, 2 False)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the condition instead of writing it."),
+    fmt: str = typer.Option("table", "--format", help="Output format: table or json (the condition and every "
+                            "check; the answer under 'verdict')."),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
+    interval: float = typer.Option(60.0, "--interval", min=1.0, help="Seconds between runs."),
+    passes: int = typer.Option(3, "--passes", min=1, help="Consecutive passing runs before True."),
+    stale_intervals: int = typer.Option(3, "--stale-intervals", min=1, help="Heartbeat age (in intervals) = stale."),
+    check_timeout: float = typer.Option(30.0, "--check-timeout", min=1.0, help="Deadline of one run's checks."),
+    manage_taints: bool = typer.Option(False, "--manage-taints", help="Keep the readiness taints on this Node "
+                                       "(where the Node Readiness Controller is not installed)."),
+    listen: str = typer.Option("0.0.0.0:9400", "--listen", help="HOST:PORT of /healthz and /metrics."),
+    kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account)."),
+) -> None:
+    """Prove this node's fabric for its pool and report it as the Node's FabricReady condition."""
+    from fabricguard.agent.kube import KubeError, NodeClient, connect
+    from fabricguard.agent.loop import Agent, AgentConfig
+
+    if not node:
+        fail("--node is required (or NODE_NAME from the downward API)", hint="pass --node $(hostname)")
+    if fmt not in ("table", "json"):
+        fail(f"--format {fmt!r}: use table or json")
+    as_json = as_json or fmt == "json"
+    prof = _load(profile, pool)
+    if not root.is_dir():
+        fail(f"--root {root} is not a directory")
+    for opt, p in (("--nvml-json", nvml_json), ("--gpu-ceilings", gpu_ceilings)):
+        if p is not None and not p.is_file():
+            fail(f"{opt} {p} does not exist")
+    if node_json is not None and not dry_run:
+        fail("--node-json is only for --dry-run: a real report reads the Node from the cluster")
+    host, _, port_s = listen.rpartition(":")
+    if not once and (not host or not port_s.isdigit()):
+        fail(f"--listen {listen!r} is not HOST:PORT", hint="e.g. --listen 0.0.0.0:9400")
+    cfg = AgentConfig(
+        node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings,
+        interval=interval, passes=passes, stale_intervals=stale_intervals, manage_taints=manage_taints,
+        check_timeout=check_timeout,
+    )
+    saved = _node_json(node_json, node) if node_json is not None else None
+
+    async def once_run() -> dict[str, Any]:
+        client, conn_error = None, None
+        if saved is None:
+            try:
+                client = NodeClient(await connect(kubeconfig))
+            except KubeError as e:
+                if not dry_run:
+                    fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run")
+                conn_error = str(e)
+        agent = Agent(cfg, client)
+        if saved is not None or client is None:
+            res = await agent.report(saved, conn_error, [], time.monotonic(), dry_run=True, damp=False)
+        else:
+            res = await agent.run_once(dry_run=dry_run, damp=False)
+        out = res.to_dict(node)
+        verdict = "failed" if out["errors"] else verdict_word(out["status"], out["reason"])
+        return {"verdict": verdict, **out}
+
+    if once:
+        out = asyncio.run(once_run())
+        if as_json:
+            print_json(out)
+        else:
+            _print_human(out)
+        for e in out["errors"]:
+            err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+        raise typer.Exit(VERDICT_EXIT[out["verdict"]])
+
+    if dry_run:
+        fail("--dry-run needs --once (the loop exists to write the condition)")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    try:
+        asyncio.run(_serve(cfg, kubeconfig, host, int(port_s)))
+    except KubeError as e:
+        fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or run in the cluster")
+    except OSError as e:
+        fail(f"cannot serve on {listen}: {e.strerror or e}")
+
+
+async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None:
+    from fabricguard.agent.kube import NodeClient, connect
+    from fabricguard.agent.loop import Agent
+    from fabricguard.agent.server import make_app, start
+
+    agent = Agent(cfg, NodeClient(await connect(kubeconfig)))
+    started = time.time()
+    app = make_app(agent.metrics, lambda: agent.last_finished, started,
+                   cfg.max_age.total_seconds() + cfg.check_timeout)
+    server = start(app, host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await agent.run_forever(stop)
+    finally:
+        server.close()
+
+
+def sweep_cmd(
+    max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale."),
+    kubeconfig: str = typer.Option(None, "--kubeconfig"),
+    fmt: str = typer.Option("table", "--format", help="Output format: table or json."),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
+) -> None:
+    """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once)."""
+    from datetime import UTC, datetime, timedelta
+
+    from fabricguard.agent.kube import KubeError, NodeClient, connect, sweep_stale
+
+    async def go() -> list[str]:
+        return await sweep_stale(NodeClient(await connect(kubeconfig)), datetime.now(UTC), timedelta(seconds=max_age))
+
+    try:
+        changed = asyncio.run(go())
+    except KubeError as e:
+        fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
+    if as_json or fmt == "json":
+        print_json({"verdict": "pass", "stale": changed})
+    else:
+        console.print(f"{len(changed)} stale FabricReady condition(s) set to Unknown: {', '.join(changed) or '-'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``agent``, ``agent-sweep`` and ``render readiness|agent`` to the root app."""
+    from fabricguard.admission.commands import render_app
+    from fabricguard.agent import render_commands
+
+    app.command("agent")(agent_cmd)
+    app.command("agent-sweep")(sweep_cmd)
+    render_app.command("readiness")(render_commands.render_readiness_cmd)
+    render_app.command("agent")(render_commands.render_agent_cmd)

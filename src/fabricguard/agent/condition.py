@@ -1,0 +1,131 @@
+"""The ``FabricReady`` node condition: how check results become one condition, and the patch that writes it.
+
+The condition is written with a strategic-merge patch on ``nodes/status``: ``status.conditions`` merges by
+``type``, so the patch carries only this condition and the kubelet's own conditions are left alone.
+
+Fail closed: a failed check, or one that could not run, makes the condition ``False``; a check that is
+``degraded`` (say, GPUDirect RDMA not proven) keeps it ``True`` and is named in the message, because tainting a
+node for what may be a configuration we cannot verify would take healthy capacity away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from fabricguard.probes.result import Check, Status
+
+CONDITION_TYPE = "FabricReady"
+# NodeReadinessRule taint keys must start with readiness.k8s.io/; the agent's --manage-taints uses the same keys.
+TAINT_UNVERIFIED = "readiness.k8s.io/fabric-unverified"
+TAINT_DEGRADED = "readiness.k8s.io/fabric-degraded"
+TAINT_KEYS = (TAINT_UNVERIFIED, TAINT_DEGRADED)
+# The message is for people and `kubectl describe`; the names of failing checks always fit, details are cut.
+MAX_MESSAGE = 1024
+
+
+class Reason(StrEnum):
+    """``reason`` of the condition (CamelCase, as Kubernetes conditions spell it)."""
+
+    passed = "AllChecksPassed"
+    warnings = "PassedWithWarnings"
+    failed = "ChecksFailed"
+    check_error = "CheckError"
+    stabilizing = "AwaitingStablePasses"
+    stale = "HeartbeatStale"
+    unknown_pool = "NoPoolForNode"
+
+
+@dataclass
+class Verdict:
+    """What the agent concluded from one run: the condition's status, reason and message, and the checks."""
+
+    status: str  # "True" | "False" | "Unknown"
+    reason: Reason
+    message: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "True"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": CONDITION_TYPE,
+            "status": self.status,
+            "reason": str(self.reason),
+            "message": self.message,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+def _listing(lead: str, bad: list[Check]) -> str:
+    names = ", ".join(c.name for c in bad)
+    head = f"{lead}: {names}"
+    details = "; ".join(f"{c.name}: {c.detail}" for c in bad)
+    room = MAX_MESSAGE - len(head) - 3
+    if room <= 0:
+        return head
+    if len(details) > room:
+        details = details[: max(room - 1, 0)] + "…"
+    return f"{head} | {details}"
+
+
+def judge(checks: list[Check]) -> Verdict:
+    """One run's checks -> the condition to report (before damping). No check that ran is not a pass."""
+    if not checks:
+        return Verdict("False", Reason.check_error, "no check ran: nothing proves this node's fabric", checks)
+    failed = [c for c in checks if c.status is Status.failed]
+    if failed:
+        errored = any(c.data.get("error") for c in failed)
+        reason = Reason.check_error if errored else Reason.failed
+        lead = f"{len(failed)} check(s) failed" + (" (some could not run)" if errored else "")
+        return Verdict("False", reason, _listing(lead, failed), checks)
+    degraded = [c for c in checks if c.status is Status.degraded]
+    ran = sum(1 for c in checks if c.status is not Status.skipped)
+    if ran == 0:
+        return Verdict("False", Reason.check_error, "every check was skipped: nothing proves this node's fabric",
+                       checks)
+    if degraded:
+        return Verdict("True", Reason.warnings, _listing(f"{ran} check(s) passed; warnings", degraded), checks)
+    return Verdict("True", Reason.passed, f"{ran} check(s) passed", checks)
+
+
+def rfc3339(t: datetime) -> str:
+    """The API server's time format: UTC, whole seconds, ``Z``."""
+    return t.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def find_condition(node: dict[str, Any] | None, ctype: str = CONDITION_TYPE) -> dict[str, Any] | None:
+    for c in ((node or {}).get("status") or {}).get("conditions") or ():
+        if isinstance(c, dict) and c.get("type") == ctype:
+            return c
+    return None
+
+
+def build_condition(verdict: Verdict, previous: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """The condition as stored on the Node: ``lastHeartbeatTime`` is every report, ``lastTransitionTime``
+    only moves when the status changes."""
+    ts = rfc3339(now)
+    same = previous is not None and previous.get("status") == verdict.status and previous.get("lastTransitionTime")
+    return {
+        "type": CONDITION_TYPE,
+        "status": verdict.status,
+        "reason": str(verdict.reason),
+        "message": verdict.message,
+        "lastHeartbeatTime": ts,
+        "lastTransitionTime": previous["lastTransitionTime"] if same and previous else ts,
+    }
+
+
+def status_patch(condition: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:
+    """Strategic-merge patch body for ``nodes/<name>/status`` that touches only this condition.
+
+    With ``resource_version`` the API server applies it only if the Node has not changed since it was read.
+    """
+    body: dict[str, Any] = {"status": {"conditions": [condition]}}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
+    return body

@@ -1,0 +1,244 @@
+"""The agent's schedule: every interval (and at start) check the node, damp, write the condition (and taints).
+
+A run never raises: whatever goes wrong becomes a ``False`` condition that names it (fail closed), or, when
+the API server cannot be reached, a counted report error; the heartbeat then ages and the staleness sweep turns
+the condition ``Unknown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fabricguard.agent.checks import node_checks, node_pool
+from fabricguard.agent.condition import (
+    Reason,
+    Verdict,
+    build_condition,
+    find_condition,
+    judge,
+    status_patch,
+)
+from fabricguard.agent.damping import Damper
+from fabricguard.agent.kube import KubeError, NodeClient
+from fabricguard.agent.metrics import AgentMetrics
+from fabricguard.agent.staleness import is_stale
+from fabricguard.agent.taints import taint_patch, wanted_taints
+from fabricguard.probes.host import load_gpus
+from fabricguard.probes.result import Check, Status
+from fabricguard.profile import PlatformProfile, Pool, UnknownPoolError
+
+log = logging.getLogger("fabricguard.agent")
+
+
+@dataclass
+class AgentConfig:
+    node: str
+    profile: PlatformProfile
+    pool: str | None = None
+    root: Path = Path("/")
+    nvml_json: Path | None = None
+    gpu_ceilings: Path | None = None
+    interval: float = 60.0
+    passes: int = 3
+    stale_intervals: int = 3
+    manage_taints: bool = False
+    check_timeout: float = 30.0
+
+    @property
+    def max_age(self) -> timedelta:
+        """How old a heartbeat may be before the condition is stale (also the ``/healthz`` limit)."""
+        return timedelta(seconds=self.interval * self.stale_intervals)
+
+
+@dataclass
+class RunResult:
+    reported: Verdict
+    raw: Verdict
+    pool: str | None
+    seconds: float
+    condition: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self, node: str) -> dict[str, Any]:
+        out = self.reported.to_dict()
+        if self.condition:
+            out |= {k: self.condition[k] for k in ("lastHeartbeatTime", "lastTransitionTime")}
+        checks = out.pop("checks")
+        return {**out, "node": node, "pool": self.pool, "seconds": round(self.seconds, 3), "checks": checks,
+                "errors": self.errors}
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Agent:
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        client: NodeClient | None,
+        metrics: AgentMetrics | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.metrics = metrics or AgentMetrics(cfg.node)
+        self.clock = clock
+        self.damper = Damper(cfg.passes)
+        self.runs = 0
+        self.last_finished: float | None = None
+
+    def _pool(self, node: dict[str, Any] | None) -> Pool | None:
+        if self.cfg.pool:
+            return self.cfg.profile.pool(self.cfg.pool)
+        if node is not None:
+            return node_pool(self.cfg.profile, node)
+        try:
+            return self.cfg.profile.pool(None)
+        except UnknownPoolError:
+            return None
+
+    def _check(self, pool: Pool, node: dict[str, Any] | None, node_error: str | None) -> list[Check]:
+        try:
+            gpu_data = load_gpus(self.cfg.nvml_json)
+        except Exception as e:  # a recorded file that is not NVML data: the GPUs are unproven, gpu.count fails
+            gpu_data = (None, f"cannot use {self.cfg.nvml_json}: {e}")
+        return node_checks(
+            self.cfg.profile,
+            pool,
+            root=self.cfg.root,
+            gpu_data=gpu_data,
+            node=node,
+            node_error=node_error,
+            gpu_ceilings=self.cfg.gpu_ceilings,
+        )
+
+    async def evaluate(self, node: dict[str, Any] | None, node_error: str | None) -> tuple[Verdict, str | None]:
+        """Run every check once (in a thread, with a deadline) and judge the result; never raises."""
+        pool = self._pool(node)
+        if pool is None:
+            labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+            msg = (
+                f"the labels of Node {self.cfg.node} match no pool's nodeSelector in profile "
+                f"{self.cfg.profile.metadata.name} ({', '.join(self.cfg.profile.pool_names)}); pass --pool "
+                f"or fix the labels ({len(labels)} labels read)"
+                if node is not None
+                else f"cannot tell the pool: {node_error}; pass --pool"
+            )
+            return Verdict("False", Reason.unknown_pool, msg, []), None
+        try:
+            checks = await asyncio.wait_for(
+                asyncio.to_thread(self._check, pool, node, node_error), timeout=self.cfg.check_timeout
+            )
+        except TimeoutError:
+            c = Check("agent.deadline", Status.failed, f"the checks did not finish in {self.cfg.check_timeout:g} s",
+                      {"error": True})
+            return judge([c]), pool.name
+        except Exception as e:  # fail closed on anything the guarded groups did not catch
+            c = Check("agent.run", Status.failed, f"check could not run: {type(e).__name__}: {e}", {"error": True})
+            return judge([c]), pool.name
+        return judge(checks), pool.name
+
+    async def run_once(self, *, dry_run: bool = False, damp: bool = True) -> RunResult:
+        t0 = time.monotonic()
+        node: dict[str, Any] | None = None
+        node_error: str | None = None
+        errors: list[str] = []
+        if self.client is not None:
+            try:
+                node = await self.client.get(self.cfg.node)
+            except KubeError as e:
+                node_error = str(e)
+        else:
+            node_error = "no cluster connection (dry run without --node-json)"
+        return await self.report(node, node_error, errors, t0, dry_run=dry_run, damp=damp)
+
+    async def report(
+        self,
+        node: dict[str, Any] | None,
+        node_error: str | None,
+        errors: list[str],
+        t0: float,
+        *,
+        dry_run: bool,
+        damp: bool,
+    ) -> RunResult:
+        now = self.clock()
+        previous = find_condition(node)
+        fresh_true = previous is not None and previous.get("status") == "True"
+        if self.runs == 0 and fresh_true and previous and not is_stale(previous, now, self.cfg.max_age):
+            self.damper.seed_stable()
+        raw, pool = await self.evaluate(node, node_error)
+        reported = self.damper.apply(raw) if damp else raw
+        condition = build_condition(reported, previous, now)
+        if not dry_run and self.client is not None:
+            # Bootstrap or not is decided on the Node as it was before this report (a first report creates
+            # the condition, which would otherwise end the bootstrap at once).
+            wanted = wanted_taints(node, reported.status) if node is not None else None
+            try:
+                node = await self.client.patch_status(self.cfg.node, status_patch(condition))
+            except KubeError as e:
+                errors.append(str(e))
+            if self.cfg.manage_taints and node is not None and wanted is not None:
+                err = await self._taints(node, wanted)
+                if err:
+                    errors.append(err)
+        if errors:
+            self.metrics.report_errors.inc(len(errors))
+            for msg in errors:
+                log.error("report failed: %s", msg)
+        seconds = time.monotonic() - t0
+        self.runs += 1
+        self.last_finished = time.time()
+        self.metrics.observe(reported, seconds, self.last_finished)
+        return RunResult(reported, raw, pool, seconds, condition, errors)
+
+    async def _taints(self, node: dict[str, Any], wanted: set[str]) -> str | None:
+        assert self.client is not None
+        for _ in range(3):
+            ops = taint_patch(node, wanted)
+            if ops is None:
+                return None
+            try:
+                await self.client.patch_json(self.cfg.node, ops)
+                return None
+            except KubeError as exc:
+                # 409/422: the Node changed since it was read (the resourceVersion test failed): read it again.
+                if exc.status not in (409, 422):
+                    return str(exc)
+            try:
+                node = await self.client.get(self.cfg.node)
+            except KubeError as e:
+                return str(e)
+        return f"taints of Node {self.cfg.node}: the Node kept changing; retrying next run"
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Run every interval until ``stop`` is set; a run in flight (a hung API call) is cancelled at once, so
+        SIGTERM never waits for a request timeout."""
+        while not stop.is_set():
+            started = time.monotonic()
+            run = asyncio.ensure_future(self.run_once())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not run.done():
+                run.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run
+                return
+            try:
+                res = run.result()
+                log.info("FabricReady=%s %s: %s", res.reported.status, res.reported.reason, res.reported.message)
+            except Exception:  # a bug must not stop the heartbeat silently: log it, /healthz goes 503 later
+                log.exception("agent run crashed")
+            delay = max(self.cfg.interval - (time.monotonic() - started), 0.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)

@@ -1,0 +1,62 @@
+"""The agent's Prometheus metrics, in their own registry (one per agent, so tests can run several).
+
+- ``fabricguard_node_check{check,status}``: 1 for the status each check has now, 0 for the others, so a
+  change of status shows as two series flipping, the way kube-state-metrics exports conditions;
+- ``fabricguard_node_fabric_ready``: 1 when the last report was ``True``;
+- ``fabricguard_agent_last_run_timestamp_seconds`` and ``fabricguard_agent_run_duration_seconds``;
+- ``fabricguard_agent_report_errors_total``: reports the API server refused or never received.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from fabricguard.agent.condition import Verdict
+from fabricguard.probes.result import Status
+
+STATUSES = tuple(str(s) for s in Status)
+
+
+class AgentMetrics:
+    def __init__(self, node: str, pool: str | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.check = Gauge(
+            "fabricguard_node_check",
+            "1 for the status the check has in the last run, 0 for the others.",
+            ["check", "status"],
+            registry=self.registry,
+        )
+        self.ready = Gauge(
+            "fabricguard_node_fabric_ready", "1 when the agent last reported FabricReady=True.", registry=self.registry
+        )
+        self.last_run = Gauge(
+            "fabricguard_agent_last_run_timestamp_seconds",
+            "Unix time at which the last run of the checks finished.",
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "fabricguard_agent_run_duration_seconds",
+            "Seconds one run of every check took.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.report_errors = Counter(
+            "fabricguard_agent_report_errors_total",
+            "Condition or taint writes that failed.",
+            registry=self.registry,
+        )
+        self._seen: set[str] = set()
+
+    def observe(self, verdict: Verdict, seconds: float, finished_at: float) -> None:
+        names = {c.name: str(c.status) for c in verdict.checks}
+        # A check that stopped being reported (another pool, a removed check) must not keep its old status.
+        for gone in self._seen - set(names):
+            for s in STATUSES:
+                self.check.remove(gone, s)
+        for name, status in names.items():
+            for s in STATUSES:
+                self.check.labels(name, s).set(1 if s == status else 0)
+        self._seen = set(names)
+        self.ready.set(1 if verdict.ready else 0)
+        self.duration.observe(seconds)
+        self.last_run.set(finished_at)

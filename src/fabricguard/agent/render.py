@@ -1,0 +1,364 @@
+"""Manifests of the readiness gate: ``render readiness`` (NodeReadinessRules) and ``render agent``.
+
+``readiness_rules``: per pool, two rules of the Node Readiness Controller (``readiness.node.x-k8s.io/v1alpha1``)
+on the ``FabricReady`` condition: a ``bootstrap-only`` rule with taint ``readiness.k8s.io/fabric-unverified``
+(a new node stays closed until its first ``True``; a missing condition counts as Unknown) and a ``continuous``
+rule with ``readiness.k8s.io/fabric-degraded``. Both ``NoSchedule``: never evict running jobs.
+
+``agent_manifests``: the agent's ServiceAccount, ClusterRole and binding (read Nodes, patch ``nodes/status``;
+patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, the staleness
+sweep (a CronJob with its own account, see ``sweeper``), and a
+ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
+pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
+condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``.
+
+Least privilege, stated: no check needs host PID or host network, every capability is dropped, and only the
+GPU health checks (NVML: ``gpu.count``, ``gpu.ecc``, ``gpu.memory``) may need ``privileged``, and only where
+the driver is on the host without the NVIDIA container toolkit (GKE): there ``/dev/nvidia*`` is visible only to
+GPU requests (training keeps every GPU) or privileged containers (``nvml_privileged``; the DaemonSet says why
+in an annotation). Elsewhere NVML goes through the device nodes the toolkit injects for
+``NVIDIA_VISIBLE_DEVICES=all`` (capability ``utility``). The host is read through read-only hostPath mounts
+(``/sys``, ``/proc``, library directories), and Lustre through the pool's PVC mounted read-only where
+workloads mount it (the agent's ``lustre.mount`` check reads its own mount table, so it sees what a pod sees).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from fabricguard.agent.condition import CONDITION_TYPE, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.profile import FabricType, PlatformProfile, Pool
+
+NRR_API = "readiness.node.x-k8s.io/v1alpha1"
+NAME = "fabricguard-agent"
+POOL_LABEL = "fabricguard.io/pool"
+METRICS_PORT = 9400
+PROFILE_KEY = "profile.yaml"
+HOST_ROOT = "/host"
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+TAINT_PREFIX = "readiness.k8s.io/fabric-"
+# Node status and spec fields besides conditions and taints that the agent must leave as they are: every field
+# of Kubernetes 1.30, the oldest release the policy supports. A field newer than the API server would make the
+# policy fail to compile there (and, failurePolicy Fail, refuse every agent write), so newer ones are left out.
+STATUS_FIELDS = ("capacity", "allocatable", "addresses", "daemonEndpoints", "nodeInfo", "images",
+                 "volumesInUse", "volumesAttached", "config", "runtimeHandlers", "phase")
+SPEC_FIELDS = ("podCIDR", "podCIDRs", "providerID", "unschedulable", "configSource", "externalID")
+META_FIELDS = ("labels", "annotations", "ownerReferences", "finalizers")
+# Host directories the checks read (all read-only); extra ones per fabric for plugins outside /usr.
+HOST_DIRS = ("/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d")
+FABRIC_DIRS = {
+    FabricType.gke_rdma: ("/home/kubernetes/bin",),
+    FabricType.tcpx: ("/home/kubernetes/bin",),
+    FabricType.efa: ("/opt/amazon",),
+}
+
+
+def _labels(pool: str | None = None) -> dict[str, str]:
+    out = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "fabricguard",
+           "app.kubernetes.io/component": "node-agent"}
+    if pool:
+        out[POOL_LABEL] = pool
+    return out
+
+
+def rule_name(pool: str, taint_key: str) -> str:
+    return f"fabricguard-{pool}-{taint_key.split('/', 1)[1]}"
+
+
+def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for pool in profile.spec.pools:
+        for mode, key in (("bootstrap-only", TAINT_UNVERIFIED), ("continuous", TAINT_DEGRADED)):
+            out.append({
+                "apiVersion": NRR_API,
+                "kind": "NodeReadinessRule",
+                "metadata": {"name": rule_name(pool.name, key), "labels": {**_labels(pool.name),
+                                                                           "app.kubernetes.io/component": "readiness"}},
+                "spec": {
+                    "conditions": [{"type": CONDITION_TYPE, "requiredStatus": "True"}],
+                    "taint": {"key": key, "value": pool.name, "effect": "NoSchedule"},
+                    "enforcementMode": mode,
+                    "nodeSelector": {"matchLabels": dict(pool.nodeSelector)},
+                    "dryRun": dry_run,
+                },
+            })
+    return out
+
+
+def agent_tolerations(pool: Pool) -> list[dict[str, Any]]:
+    """The pool's own tolerations plus the readiness taints: an agent that cannot land on a tainted node
+    could never report the True that removes the taint (and its DaemonSet would just want fewer pods)."""
+    tol = [t.to_k8s() for t in pool.tolerations]
+    return tol + [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in TAINT_KEYS]
+
+
+def _host_dirs(pool: Pool) -> list[str]:
+    return list(HOST_DIRS) + list(FABRIC_DIRS.get(pool.fabric.type, ()))
+
+
+def _volume_name(path: str) -> str:
+    return "host" + path.replace("/", "-").replace(".", "-").lower()
+
+
+# Platforms that install the NVIDIA driver on the host without the NVIDIA container toolkit: a pod sees the GPU
+# device nodes only when it requests GPUs (which the agent must not: training keeps them) or runs privileged.
+GKE_DRIVER = "/home/kubernetes/bin/nvidia"
+DRIVER_WITHOUT_TOOLKIT = {FabricType.gke_rdma: GKE_DRIVER, FabricType.tcpx: GKE_DRIVER}
+NVML_ACCESS = ("auto", "runtime", "privileged")
+
+
+def nvml_privileged(pool: Pool, nvml_access: str) -> bool:
+    """Whether the GPU health checks (NVML) need a privileged container on this pool.
+
+    ``runtime``: the NVIDIA container toolkit injects the device nodes for ``NVIDIA_VISIBLE_DEVICES=all`` (GPU
+    Operator clusters): no privilege. ``privileged``: the only way to open ``/dev/nvidia*`` without requesting
+    a GPU where the driver is on the host and no toolkit runs (GKE). ``auto`` picks by the pool's platform.
+    """
+    if nvml_access not in NVML_ACCESS:
+        raise ValueError(f"nvml access {nvml_access!r}: use one of {', '.join(NVML_ACCESS)}")
+    if nvml_access == "auto":
+        return pool.fabric.type in DRIVER_WITHOUT_TOOLKIT
+    return nvml_access == "privileged"
+
+
+def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, *, interval: int, passes: int,
+              manage_taints: bool, runtime_class: str | None, nvml_access: str = "auto") -> dict[str, Any]:
+    args = ["--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--pool", pool.name, "--root", HOST_ROOT,
+            "--interval", str(interval), "--passes", str(passes), "--listen", f"0.0.0.0:{METRICS_PORT}"]
+    if manage_taints:
+        args.append("--manage-taints")
+    mounts: list[dict[str, Any]] = [{"name": "profile", "mountPath": "/etc/fabricguard", "readOnly": True}]
+    volumes: list[dict[str, Any]] = [{"name": "profile", "configMap": {"name": NAME}}]
+    for d in _host_dirs(pool):
+        v = _volume_name(d)
+        mounts.append({"name": v, "mountPath": HOST_ROOT + d, "readOnly": True})
+        volumes.append({"name": v, "hostPath": {"path": d, "type": "Directory"}})
+    privileged = nvml_privileged(pool, nvml_access)
+    env: list[dict[str, Any]] = [
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        # NVML through the runtime's device injection, not a GPU request: training keeps every GPU.
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+    ]
+    driver = DRIVER_WITHOUT_TOOLKIT.get(pool.fabric.type)
+    if privileged and driver:
+        # libnvidia-ml.so.1 of the host's driver, read through the read-only host mount of its directory.
+        env.append({"name": "LD_LIBRARY_PATH", "value": f"{HOST_ROOT}{driver}/lib64"})
+    lustre = profile.spec.storage.lustre
+    if lustre is not None and pool.lustre:
+        mounts.append({"name": "lustre", "mountPath": lustre.mountPath, "readOnly": True})
+        volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName, "readOnly": True}})
+    container = {
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        # The agent alone (not the whole CLI): less memory on every node.
+        "command": ["python", "-m", "fabricguard.agent"],
+        "args": args,
+        "env": env,
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 30,
+                          "timeoutSeconds": 5, "failureThreshold": 3},
+        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "192Mi"}},
+        "securityContext": {"privileged": privileged, "allowPrivilegeEscalation": privileged,
+                            "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": NAME,
+        "automountServiceAccountToken": True,
+        "priorityClassName": "system-node-critical",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "nodeSelector": {**pool.nodeSelector, "kubernetes.io/os": "linux"},
+        "tolerations": agent_tolerations(pool),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
+    annotations = {}
+    if privileged:
+        annotations["fabricguard.io/privileged-for"] = (
+            "gpu.count, gpu.ecc, gpu.memory: NVML opens /dev/nvidia*, which this platform exposes only to GPU "
+            "requests or privileged containers; no other check needs privilege"
+        )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": f"{NAME}-{pool.name}", "namespace": namespace, "labels": _labels(pool.name),
+                     **({"annotations": annotations} if annotations else {})},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME, POOL_LABEL: pool.name}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+            "template": {
+                "metadata": {"labels": _labels(pool.name),
+                             "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def _unchanged(obj: str, old: str, field: str) -> str:
+    return f"(has({obj}.{field}) == has({old}.{field}) && (!has({obj}.{field}) || {obj}.{field} == {old}.{field}))"
+
+
+def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
+    """The CEL of the admission policy, by name (the test evaluates exactly these)."""
+    sweep_user = f"system:serviceaccount:{namespace}:{SWEEPER}"
+    status_rest = " && ".join(_unchanged("object.status", "oldObject.status", f) for f in STATUS_FIELDS)
+    spec_rest = " && ".join(_unchanged("object.spec", "oldObject.spec", f) for f in SPEC_FIELDS)
+    meta_rest = " && ".join(_unchanged("object.metadata", "oldObject.metadata", f) for f in META_FIELDS)
+    return {
+        "isSweep": f"request.userInfo.username == '{sweep_user}'",
+        "ownNode": (
+            f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+            f"request.userInfo.extra['{NODE_NAME_EXTRA}'].exists(n, n == object.metadata.name)"
+        ),
+        "sweepOnlyUnknown": (
+            "!variables.isSweep || (has(object.status.conditions) && "
+            f"object.status.conditions.exists(c, c.type == '{CONDITION_TYPE}' && c.status == 'Unknown'))"
+        ),
+        "otherConditions": (
+            f"has(object.status.conditions) ? object.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
+        ),
+        "oldOtherConditions": (
+            "has(oldObject.status.conditions) ? "
+            f"oldObject.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
+        ),
+        "otherTaints": (
+            f"has(object.spec.taints) ? object.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
+        ),
+        "oldOtherTaints": (
+            f"has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
+        ),
+        "statusOnlyFabricReady": (
+            "request.subResource != 'status' || "
+            f"(variables.otherConditions == variables.oldOtherConditions && {status_rest})"
+        ),
+        "specOnlyFabricTaints": (
+            "request.subResource == 'status' || (variables.otherTaints == variables.oldOtherTaints && "
+            f"(!has(object.spec.taints) || object.spec.taints.all(t, !t.key.startsWith('{TAINT_PREFIX}') || "
+            f"t.effect == 'NoSchedule')) && {spec_rest} && {meta_rest})"
+        ),
+    }
+
+
+VARIABLES = ("isSweep", "ownNode", "otherConditions", "oldOtherConditions", "otherTaints", "oldOtherTaints")
+
+
+def admission_policy(namespace: str) -> list[dict[str, Any]]:
+    expr = policy_expressions(namespace)
+    policy_name = f"{NAME}-own-node"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy_name, "labels": _labels()},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                "resources": ["nodes", "nodes/status"]}]},
+            "matchConditions": [{
+                "name": "is-fabricguard-agent-or-sweep",
+                "expression": f"request.userInfo.username in ['system:serviceaccount:{namespace}:{NAME}', "
+                              f"'system:serviceaccount:{namespace}:{SWEEPER}']",
+            }],
+            "variables": [{"name": n, "expression": expr[n]} for n in VARIABLES],
+            "validations": [
+                {"expression": "variables.isSweep || variables.ownNode", "reason": "Forbidden",
+                 "messageExpression": "'the fabricguard agent may write only the Node its pod runs on, not ' + "
+                                      "object.metadata.name"},
+                {"expression": expr["statusOnlyFabricReady"], "reason": "Forbidden",
+                 "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
+                {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
+                 "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* NoSchedule taints of a Node"},
+                {"expression": expr["sweepOnlyUnknown"], "reason": "Forbidden",
+                 "message": f"the staleness sweep may only set {CONDITION_TYPE} to Unknown"},
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy_name, "labels": _labels()},
+        "spec": {"policyName": policy_name, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
+
+
+SWEEPER = "fabricguard-agent-sweep"
+STALE_INTERVALS = 3
+
+
+def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
+    """A CronJob (every minute) that turns FabricReady conditions older than 3 intervals Unknown, with its own
+    service account: list Nodes, patch ``nodes/status``. The Node Readiness Controller ignores heartbeat age;
+    this is what makes a dead agent's last True stop counting. (A CronJob needs no leader election.)"""
+    labels = {**_labels(), "app.kubernetes.io/component": "staleness-sweep"}
+    meta = {"name": SWEEPER, "namespace": namespace, "labels": labels}
+    pod = {
+        "serviceAccountName": SWEEPER,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "sweep",
+            "image": image,
+            "args": ["agent-sweep", "--max-age", str(interval * STALE_INTERVALS)],
+            "resources": {"requests": {"cpu": "10m", "memory": "96Mi"}, "limits": {"memory": "192Mi"}},
+            "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        }],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": SWEEPER, "labels": labels},
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+                   {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": SWEEPER, "labels": labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWEEPER},
+         "subjects": [{"kind": "ServiceAccount", "name": SWEEPER, "namespace": namespace}]},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+         "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 50,
+                  "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
+                  "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 50,
+                                           "template": {"metadata": {"labels": labels}, "spec": pod}}}}},
+    ]
+
+
+def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, namespace: str = "fabricguard-system",
+                    *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
+                    runtime_class: str | None = None, sweep: bool = True,
+                    nvml_access: str = "auto") -> list[dict[str, Any]]:
+    meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
+    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
+    if manage_taints:
+        rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
+    objs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": NAME, "labels": _labels()}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": NAME, "labels": _labels()},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
+    ]
+    objs += [daemonset(profile, p, image, namespace, interval=interval, passes=passes, manage_taints=manage_taints,
+                       runtime_class=runtime_class, nvml_access=nvml_access) for p in profile.spec.pools]
+    objs += admission_policy(namespace)
+    if sweep:
+        objs += sweeper(image, namespace, interval)
+    return objs
+
+
+def to_yaml(objs: list[dict[str, Any]], head: str = "") -> str:
+    return head + yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)

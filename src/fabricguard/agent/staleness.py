@@ -1,0 +1,76 @@
+"""Staleness: a ``FabricReady`` condition whose heartbeat is too old says nothing, so it becomes ``Unknown``.
+
+The Node Readiness Controller compares only a condition's type and status, never its age: a crashed agent's
+last ``True`` would keep the node open for ever. Whoever sweeps (the validation controller, or ``fabricguard
+agent sweep``) applies this rule; the rule itself is pure so both read the same thing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from fabricguard.agent.condition import CONDITION_TYPE, Reason, find_condition, rfc3339, status_patch
+
+
+def parse_rfc3339(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else None
+
+
+def heartbeat_age(condition: dict[str, Any], now: datetime) -> float | None:
+    """Seconds since the condition's ``lastHeartbeatTime``; None when it has none (or an unreadable one)."""
+    t = parse_rfc3339(condition.get("lastHeartbeatTime"))
+    return (now - t).total_seconds() if t else None
+
+
+def is_stale(condition: dict[str, Any], now: datetime, max_age: timedelta) -> bool:
+    """True for a ``True``/``False`` condition whose heartbeat is older than ``max_age`` or missing.
+
+    ``Unknown`` is already what staleness would make it; a heartbeat in the future (clock skew) is not stale.
+    """
+    if condition.get("status") == "Unknown":
+        return False
+    age = heartbeat_age(condition, now)
+    return age is None or age > max_age.total_seconds()
+
+
+def stale_condition(condition: dict[str, Any], now: datetime, max_age: timedelta) -> dict[str, Any]:
+    """The ``Unknown`` condition that replaces a stale one; the agent's last heartbeat is kept as evidence."""
+    last = condition.get("lastHeartbeatTime") or "never"
+    return {
+        "type": CONDITION_TYPE,
+        "status": "Unknown",
+        "reason": str(Reason.stale),
+        "message": (
+            f"no report from the fabricguard agent since {last} (more than {int(max_age.total_seconds())} s); "
+            f"it last said {condition.get('status')} ({condition.get('reason', '')}). The fabric is unproven "
+            "until the agent reports again."
+        ),
+        "lastHeartbeatTime": condition.get("lastHeartbeatTime") or rfc3339(now),
+        "lastTransitionTime": rfc3339(now),
+    }
+
+
+def stale_patches(
+    nodes: list[dict[str, Any]], now: datetime, max_age: timedelta
+) -> list[tuple[str, dict[str, Any]]]:
+    """(node name, strategic-merge status patch) for every node whose ``FabricReady`` is stale.
+
+    Each patch carries the Node's ``resourceVersion``: an agent that reports between the read and the write
+    wins, and its fresh condition is not overwritten with ``Unknown``.
+    """
+    out = []
+    for n in nodes:
+        cond = find_condition(n)
+        if cond is None or not is_stale(cond, now, max_age):
+            continue
+        meta = n.get("metadata") or {}
+        body = status_patch(stale_condition(cond, now, max_age), meta.get("resourceVersion"))
+        out.append((meta.get("name", ""), body))
+    return out

@@ -1,0 +1,55 @@
+"""Fallback taints (``agent --manage-taints``): the same taints the Node Readiness Controller would manage.
+
+Where the controller is not installed the agent keeps them on its own Node:
+- ``readiness.k8s.io/fabric-unverified:NoSchedule`` until the node's first ``True`` (bootstrap). A node is in
+  bootstrap while it carries that taint or has never had a ``FabricReady`` condition at all;
+- ``readiness.k8s.io/fabric-degraded:NoSchedule`` whenever a node that passed once stops being ``True``.
+Never ``NoExecute``: running jobs are not evicted, new ones just do not land.
+
+``spec.taints`` has no merge key (a patch replaces the whole list), so the change is a JSON patch that first
+tests the Node's ``resourceVersion``: a taint another controller adds meanwhile makes the patch fail (and the
+agent re-reads) instead of being silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabricguard.agent.condition import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED, find_condition
+
+EFFECT = "NoSchedule"
+
+
+def taint_keys(node: dict[str, Any]) -> set[str]:
+    return {t.get("key", "") for t in ((node.get("spec") or {}).get("taints") or ()) if isinstance(t, dict)}
+
+
+def in_bootstrap(node: dict[str, Any]) -> bool:
+    return TAINT_UNVERIFIED in taint_keys(node) or find_condition(node) is None
+
+
+def wanted_taints(node: dict[str, Any], status: str) -> set[str]:
+    """The readiness taints the node should carry when its condition (about to be written) is ``status``."""
+    if status == "True":
+        return set()
+    return {TAINT_UNVERIFIED} if in_bootstrap(node) else {TAINT_DEGRADED}
+
+
+def taint_patch(node: dict[str, Any], wanted: set[str]) -> list[dict[str, Any]] | None:
+    """JSON patch that makes the node's readiness taints exactly ``wanted``; None when they already are.
+
+    Taints with other keys are kept as they are, in their order.
+    """
+    spec = node.get("spec") or {}
+    current = [t for t in (spec.get("taints") or ()) if isinstance(t, dict)]
+    have = {t.get("key") for t in current}
+    new = [t for t in current if t.get("key") not in TAINT_KEYS or t.get("key") in wanted]
+    new += [{"key": k, "effect": EFFECT} for k in sorted(wanted) if k not in have]
+    if new == current:
+        return None
+    ops: list[dict[str, Any]] = []
+    rv = (node.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": rv})
+    ops.append({"op": "add", "path": "/spec/taints", "value": new})
+    return ops
