@@ -26,13 +26,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from fabricguard.agent.condition import CONDITION_TYPE
 from fabricguard.controller import objects as controller_objects
 from fabricguard.placement import kueue
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
 
 STEPS = ("new-pool-ready", "switch-admissions", "drain-old-pool", "retire")
 GATES = ("agent", "canary")
-READY_CONDITION = "FabricReady"
+READY_CONDITION = CONDITION_TYPE  # written by the node agent
 FABRIC_VALIDATION = (controller_objects.FV_API, controller_objects.FV_PLURAL)
 # Labels that name the multi-pod workload a pod belongs to, most specific first.
 _WORKLOAD_LABELS = (
