@@ -77,6 +77,11 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "The running job's own NCCL logs show inter-node connections over NET/Socket: it runs at a "
               "fraction of its speed, without an error. The evidence line is in the job's Event and its "
               "fabricguard.io/transport-detail annotation; the pool's onFallback says whether it was stopped."),
+        _rule("FabricguardDriftFromReference", "fabricguard_drift_findings > 0", "30m", "warning",
+              "{{ $labels.kind }} {{ $labels.namespace }}/{{ $labels.name }} differs from the reference environment",
+              "This cluster runs the fabric object differently from the environment that published the reference "
+              "({{ $value }} field(s)): a fix made on one side only (the 271-day stopgap that never left staging). "
+              "fabricguard doctor diff shows each field."),
         _rule("FabricguardDoctorCritical", 'fabricguard_doctor_findings{severity="critical"} > 0', "15m",
               "critical", "doctor: {{ $labels.rule }}",
               "The controller's doctor pass reports {{ $value }} critical finding(s) of rule {{ $labels.rule }}; "

@@ -43,6 +43,10 @@ def controller_cmd(
     identity: str = typer.Option(None, "--identity", help="Leader-election identity (default: host-pid)."),
     metrics_port: int = typer.Option(8080, "--metrics-port", help="Port of /metrics (0: none)."),
     resync: float = typer.Option(30.0, "--resync", help="Seconds between full passes without changes."),
+    reference: str = typer.Option(
+        None, "--reference",
+        help="ConfigMap NAMESPACE/NAME holding another environment's snapshot (fabricguard snapshot --publish): "
+             "every pass diffs this cluster against it and exports fabricguard_drift_findings."),
     fmt: Format = format_option(choices="table or json (with --once)"),
     as_json: bool = JSON_ALIAS,
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
@@ -64,7 +68,16 @@ def controller_cmd(
     if missing and not image:
         fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
              hint="pass --canary-image REF (fabricguard with the probe extra: torch with NCCL), or set canary.image")
-    cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync)
+    target = None
+    if reference is not None:
+        from fabricguard.doctor.reference import ReferenceError, parse_target
+
+        try:
+            target = parse_target(reference)
+        except ReferenceError as exc:
+            fail(f"--reference {exc}")
+    cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
+                    reference=target)
     if once:
         import httpx
         import kr8s
@@ -99,6 +112,10 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
     for r in running:
         console.print(f"running {escape(r['kind'])} {escape(r['namespace'])}/{escape(r['name'])} on pool "
                       f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far"))
+    if result.reference is not None:
+        console.print(f"drift from {escape(result.reference.environment)}: {len(result.drift)} object(s)")
+        for f in result.drift:
+            console.print(f"  {escape(f.message[:300])}", soft_wrap=True)
     crit = [f for f in result.findings if str(f.severity) == "critical"]
     if crit:
         console.print(f"doctor: {len(crit)} critical finding(s): " + ", ".join(sorted({f.rule for f in crit})))

@@ -61,6 +61,14 @@ class Metrics:
                                        "Duration of the latest read of running jobs' logs.", registry=r)
         self.live_last_poll = Gauge("fabricguard_live_last_poll_timestamp_seconds",
                                     "End of the latest read of running jobs' logs.", registry=r)
+        self.drift = Gauge("fabricguard_drift_findings",
+                           "Fields of a fabric object that differ from the reference environment "
+                           "(1: on one side only).",
+                           ["kind", "namespace", "name"], registry=r)
+        self.reference_published = Gauge("fabricguard_drift_reference_published_timestamp_seconds",
+                                         "When the reference environment's snapshot was published.",
+                                         ["environment"], registry=r)
+        self._drift_keys: set[tuple[str, str, str]] = set()
         self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
         self._live_bytes_seen = 0
 
@@ -100,6 +108,28 @@ class Metrics:
         self.last_pass.set(result.now.timestamp())
         if errors:
             self.errors.inc(errors)
+        self.observe_drift(result)
+
+    def observe_drift(self, result: PassResult) -> None:
+        drift: dict[tuple[str, str, str], int] = {}
+        for f in result.drift:
+            obj = f.objects[0]
+            one_side = "absent from" in f.evidence
+            # Each differing field is one evidence entry holding both sides' values.
+            drift[(obj.kind, obj.namespace or "", obj.name)] = 1 if one_side else sum(
+                isinstance(v, dict) for v in f.evidence.values())
+        for key in self._drift_keys - set(drift):
+            self.drift.remove(*key)  # resolved drift leaves no stale series
+        for key, n in drift.items():
+            self.drift.labels(*key).set(n)
+        self._drift_keys = set(drift)
+        ref = result.reference
+        if ref is not None and ref.published:
+            from fabricguard.controller.objects import parse_time
+
+            t = parse_time(ref.published)
+            if t is not None:
+                self.reference_published.labels(ref.environment).set(t.timestamp())
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -17,7 +17,9 @@ from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, 
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
+from fabricguard.doctor.diff import diff_snapshots, drift_scope
 from fabricguard.doctor.model import Finding, Severity
+from fabricguard.doctor.reference import Reference
 from fabricguard.doctor.rules import run_rules
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile
@@ -33,6 +35,8 @@ class PassResult:
     counters: Counters = field(default_factory=Counters)
     running: list[RunningJob] = field(default_factory=list)  # managed jobs whose logs are followed live
     workloads: list[dict[str, Any]] = field(default_factory=list)
+    drift: list[Finding] = field(default_factory=list)  # against the reference environment, when one is given
+    reference: Reference | None = None
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -56,11 +60,13 @@ class PassResult:
                 for p, s in self.pools.items()
             },
             "findings": [f.to_dict() | {"pools": f.pools} for f in self.findings],
+            "drift": [f.to_dict() for f in self.drift],
             "actions": [type(a).__name__ for a in self.actions],
         }
 
 
-def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig) -> PassResult:
+def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig,
+              reference: Reference | None = None) -> PassResult:
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
@@ -78,5 +84,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
     findings = run_rules(snapshot, profile, now)
+    drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
+                            "this cluster") if reference is not None else [])
     return PassResult(now, actions, states, findings, gate.pending, counters,
-                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"))
+                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference)

@@ -27,6 +27,8 @@ from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult, reconcile
+from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
+from fabricguard.kube import Kube
 from fabricguard.profile.model import PlatformProfile
 
 log = logging.getLogger("fabricguard.controller")
@@ -46,6 +48,7 @@ class RunConfig:
     lease_s: int = 15
     history: int = 10
     live_interval_s: float = 10.0  # how often running jobs' logs are read between passes
+    reference: tuple[str, str] | None = None  # NAMESPACE, NAME of the reference environment's ConfigMap
 
     def canary_config(self) -> CanaryConfig:
         return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
@@ -88,6 +91,20 @@ async def api_for(cfg: RunConfig):  # type: ignore[no-untyped-def]
     return await kr8s.asyncio.api(kubeconfig=cfg.kubeconfig, context=cfg.context)
 
 
+async def read_reference(api, target: tuple[str, str] | None) -> tuple[Reference | None, list[str]]:  # type: ignore[no-untyped-def]
+    """The reference environment's published snapshot; a missing or broken one is an error line, not a crash."""
+    if target is None:
+        return None, []
+    cm = await Kube(api).get("v1", "configmaps", target[1], target[0])
+    if cm is None:
+        return None, [f"reference ConfigMap {target[0]}/{target[1]} does not exist: publish it with "
+                      "fabricguard snapshot --publish in the reference environment; drift is not checked"]
+    try:
+        return from_configmap(cm), []
+    except ReferenceError as exc:
+        return None, [f"{exc}; drift is not checked"]
+
+
 async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
                    leading: Callable[[], bool] | None = None, live: LiveJobs | None = None) -> PassReport:
     """List, reconcile and (``act``) carry out the actions; ``leading`` is asked before each action.
@@ -98,9 +115,10 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
     t0 = time.perf_counter()
     at = now or datetime.now(UTC)
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context)
-    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config())
+    reference, errors = await read_reference(api, cfg.reference)
+    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
     known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
-    errors = await apply_actions(api, result.actions, known, leading) if act else []
+    errors += await apply_actions(api, result.actions, known, leading) if act else []
     observations: list[Observation] = []
     if cfg.lustre_root is not None:
         followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)

@@ -242,11 +242,29 @@ def snapshot_command(
     directory: Path = typer.Argument(..., help="Directory to write (one <resource>.json per kind)."),
     kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="kubeconfig file."),
     context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    publish: str | None = typer.Option(
+        None, "--publish",
+        help="Also publish the objects doctor diff compares as a reference ConfigMap NAMESPACE/NAME, for the "
+             "controller of another environment (--reference) to diff against continuously."),
+    publish_kubeconfig: str | None = typer.Option(
+        None, "--publish-kubeconfig", help="Cluster to publish into (default: the one read)."),
+    publish_context: str | None = typer.Option(None, "--publish-context", help="Its kubeconfig context."),
+    environment: str | None = typer.Option(
+        None, "--environment", help="Name of this environment in the reference (default: the directory's name)."),
+    profile: str | None = profile_option(help="Profile whose device-plugin namespaces the reference includes."),
 ) -> None:
     """Save what the doctor reads from a live cluster (never Secrets) as kubectl-shaped JSON lists."""
+    from fabricguard.doctor.reference import ReferenceError, parse_target
     from fabricguard.doctor.snapshot import write_snapshot
     from fabricguard.userfiles import output_dir
 
+    target = None
+    if publish is not None:
+        try:
+            target = parse_target(publish)
+        except ReferenceError as exc:
+            fail(f"--publish {exc}")
+    prof = _load_profile(profile, None)
     try:
         output_dir(directory)
     except SourceError as exc:
@@ -260,6 +278,44 @@ def snapshot_command(
         say((f"note: {note}", "dim"))
     total = sum(len(v.get("items", [])) for k, v in lists.items() if k != "_notes")
     say(f"wrote {len(written)} files, {total} objects to {directory}")
+    if target is not None:
+        _publish(lists, target, environment or directory.resolve().name, prof,
+                 publish_kubeconfig or kubeconfig, publish_context if publish_kubeconfig else context)
+
+
+def _publish(lists: dict[str, dict[str, Any]], target: tuple[str, str], environment: str,
+             prof: PlatformProfile | None, kubeconfig: str | None, context: str | None) -> None:
+    from fabricguard.doctor.reference import ReferenceError, configmap, encode
+    from fabricguard.doctor.snapshot import snapshot_from_lists
+    from fabricguard.kube import Kube, KubeError
+
+    try:
+        data = encode(snapshot_from_lists(lists), drift_scope([prof]))
+    except ReferenceError as exc:
+        fail(f"--publish: {exc}")
+    cm = configmap(target[1], target[0], data, environment, datetime.now(UTC))
+
+    async def put() -> None:
+        kube = await Kube.connect(kubeconfig, context)
+        try:
+            if await kube.get("v1", "configmaps", target[1], target[0]) is None:
+                await kube.create("v1", "configmaps", cm)
+            else:
+                await kube.patch("v1", "configmaps", target[1], {"metadata": cm["metadata"],
+                                                                 "binaryData": cm["binaryData"]},
+                                 namespace=target[0], patch_type="merge")
+        finally:
+            await kube.close()
+
+    try:
+        asyncio.run(put())
+    except KubeError as exc:
+        fail(f"--publish {target[0]}/{target[1]}: the API server refused: {exc}",
+             hint="the publisher needs create and patch on configmaps in that namespace")
+    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
+        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster: {type(exc).__name__}: {exc}",
+             hint="check --publish-kubeconfig/--publish-context")
+    say(f"published the {environment} reference ({len(data) // 1024 + 1} KiB) to ConfigMap {target[0]}/{target[1]}")
 
 
 def register(app: typer.Typer) -> None:

@@ -60,7 +60,7 @@ IGNORED_KEYS = frozenset({"caBundle"})
 MISSING = "<absent>"
 
 
-def _normalize(obj: dict[str, Any]) -> dict[str, Any]:
+def normalize(obj: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in obj.items() if k != "status"}
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_META}
     ann = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in SERVER_ANNOTATIONS}
@@ -129,7 +129,7 @@ def drift_scope(profiles: Iterable[PlatformProfile | None], namespaces: Iterable
     )
 
 
-def _select(snapshot: Snapshot, scope: Scope) -> dict[tuple[str, str, str], dict[str, Any]]:
+def select_objects(snapshot: Snapshot, scope: Scope) -> dict[tuple[str, str, str], dict[str, Any]]:
     out = {}
     for o in snapshot.objects:
         kind = o.get("kind", "")
@@ -156,7 +156,7 @@ def _image_note(a: Any, b: Any) -> str:
 
 def diff_snapshots(a: Snapshot, b: Snapshot, scope: Scope, label_a: str = "A", label_b: str = "B") -> list[Finding]:
     """One ``drift`` finding per object that differs (every differing field listed) or exists on one side."""
-    left, right = _select(a, scope), _select(b, scope)
+    left, right = select_objects(a, scope), select_objects(b, scope)
     findings: list[Finding] = []
     for key in sorted(set(left) | set(right)):
         kind, ns, name = key
@@ -175,7 +175,7 @@ def diff_snapshots(a: Snapshot, b: Snapshot, scope: Scope, label_a: str = "A", l
                 )
             )
             continue
-        fa, fb = flatten(_normalize(left[key])), flatten(_normalize(right[key]))
+        fa, fb = flatten(normalize(left[key])), flatten(normalize(right[key]))
         evidence: dict[str, Any] = {}
         sentences: list[str] = []
         for path in sorted(set(fa) | set(fb)):

@@ -1,0 +1,98 @@
+"""A reference snapshot: what another environment runs, published where this cluster's controller can read it.
+
+The 271-day stopgap lived in staging and never reached production; ``doctor diff`` finds that on demand, and
+this module makes it continuous. ``fabricguard snapshot --publish NS/NAME`` (run in staging) writes the objects
+``doctor diff`` compares, normalized and gzipped, into a ConfigMap (``binaryData``, under the API server's 1 MiB
+object limit) in the cluster named by ``--publish-kubeconfig``; the controller of that cluster reads it on every
+pass (``--reference NS/NAME``), diffs it against itself and exports the drift as metrics for an alert.
+
+Pure: bytes in, bytes out; the I/O is the caller's.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fabricguard.doctor.diff import Scope, normalize, select_objects
+from fabricguard.doctor.snapshot import Snapshot
+
+DATA_KEY = "reference.json.gz"
+LABEL = "fabricguard.io/reference"
+ANN_ENVIRONMENT = "fabricguard.io/reference-environment"
+ANN_PUBLISHED = "fabricguard.io/reference-published"
+# The API server refuses objects over 1.5 MiB (etcd's request limit); stay well below with base64's growth.
+MAX_BYTES = 900 * 1024
+
+
+class ReferenceError(ValueError):
+    """A reference that cannot be published or read; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    snapshot: Snapshot
+    environment: str
+    published: str | None
+
+
+def encode(snapshot: Snapshot, scope: Scope) -> bytes:
+    """The objects ``scope`` covers, without server-managed fields, as gzipped JSON."""
+    objs = [normalize(obj) for obj in select_objects(snapshot, scope).values()]
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, sort_keys=True).encode()
+    data = gzip.compress(body, mtime=0)
+    if len(data) > MAX_BYTES:
+        raise ReferenceError(f"the reference is {len(data) // 1024} KiB gzipped, over the {MAX_BYTES // 1024} KiB a "
+                             "ConfigMap can carry; narrow it with --namespace")
+    return data
+
+
+def decode(data: bytes, source: str) -> Snapshot:
+    try:
+        doc = json.loads(gzip.decompress(data))
+    except (OSError, ValueError, EOFError) as exc:
+        raise ReferenceError(f"{source}: not a fabricguard reference ({exc})") from None
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise ReferenceError(f"{source}: not a fabricguard reference (no items)")
+    return Snapshot(objects=[o for o in items if isinstance(o, dict)], source=source)
+
+
+def configmap(name: str, namespace: str, data: bytes, environment: str, now: datetime) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {LABEL: "true", "app.kubernetes.io/managed-by": "fabricguard"},
+            "annotations": {ANN_ENVIRONMENT: environment, ANN_PUBLISHED: now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        },
+        "binaryData": {DATA_KEY: base64.b64encode(data).decode()},
+    }
+
+
+def from_configmap(cm: dict[str, Any]) -> Reference:
+    meta = cm.get("metadata") or {}
+    where = f"ConfigMap {meta.get('namespace')}/{meta.get('name')}"
+    raw = (cm.get("binaryData") or {}).get(DATA_KEY)
+    if not raw:
+        raise ReferenceError(f"{where} has no binaryData {DATA_KEY}; publish it with fabricguard snapshot --publish")
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except ValueError:
+        raise ReferenceError(f"{where}: binaryData {DATA_KEY} is not base64") from None
+    ann = meta.get("annotations") or {}
+    return Reference(decode(data, where), str(ann.get(ANN_ENVIRONMENT) or "reference"), ann.get(ANN_PUBLISHED))
+
+
+def parse_target(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` of a ConfigMap."""
+    ns, sep, name = text.partition("/")
+    if not sep or not ns or not name or "/" in name:
+        raise ReferenceError(f"{text!r} is not NAMESPACE/NAME, e.g. fabricguard-system/staging-reference")
+    return ns, name
