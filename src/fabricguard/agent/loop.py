@@ -91,6 +91,7 @@ class Agent:
         self.cfg = cfg
         self.client = client
         self.metrics = metrics or AgentMetrics(cfg.node)
+        self.metrics.watch_fabric(cfg.root)
         self.clock = clock
         self.damper = Damper(cfg.passes)
         self.runs = 0
@@ -199,6 +200,7 @@ class Agent:
         self.runs += 1
         self.last_finished = time.time()
         self.metrics.observe(reported, seconds, self.last_finished)
+        self.metrics.identify(self.cfg.node, pool or "")
         return RunResult(reported, raw, pool, seconds, condition, errors)
 
     async def _taints(self, node: dict[str, Any], wanted: set[str]) -> str | None:

@@ -4,10 +4,13 @@
   change of status shows as two series flipping, the way kube-state-metrics exports conditions;
 - ``fabricguard_node_fabric_ready``: 1 when the last report was ``True``;
 - ``fabricguard_agent_last_run_timestamp_seconds`` and ``fabricguard_agent_run_duration_seconds``;
-- ``fabricguard_agent_report_errors_total``: reports the API server refused or never received.
+- ``fabricguard_agent_report_errors_total``: reports the API server refused or never received;
+- the RDMA port and Lustre client metrics of ``agent.fabric_metrics``, read at scrape time.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -45,7 +48,29 @@ class AgentMetrics:
             "Condition or taint writes that failed.",
             registry=self.registry,
         )
+        self.info = Gauge(
+            "fabricguard_agent_info",
+            "1, labelled with the node and pool this agent checks: alerts join on it to name a pool's nodes.",
+            ["node", "pool"],
+            registry=self.registry,
+        )
         self._seen: set[str] = set()
+        self._fabric: Path | None = None
+        self._identity: tuple[str, str] | None = None
+
+    def identify(self, node: str, pool: str) -> None:
+        if self._identity not in (None, (node, pool)):
+            self.info.remove(*self._identity)
+        self.info.labels(node, pool).set(1)
+        self._identity = (node, pool)
+
+    def watch_fabric(self, root: Path) -> None:
+        """Also serve the node's RDMA port and Lustre client metrics, read from ``root`` at every scrape."""
+        from fabricguard.agent.fabric_metrics import FabricCollector
+
+        if self._fabric is None:
+            self.registry.register(FabricCollector(root))
+            self._fabric = root
 
     def observe(self, verdict: Verdict, seconds: float, finished_at: float) -> None:
         names = {c.name: str(c.status) for c in verdict.checks}

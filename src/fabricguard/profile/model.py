@@ -195,6 +195,12 @@ class Baseline(_Strict):
         default=None, gt=0, description="Expected checkpoint write rate of the storage probe (all ranks, fsync in)."
     )
     storageReadMBps: float | None = Field(default=None, gt=0, description="Expected read-back rate, all ranks.")
+    lustreRpcLatencyMs: float | None = Field(
+        default=None,
+        gt=0,
+        description="Mean Lustre client RPC latency (req_waittime) the pool's nodes see when healthy; the "
+        "Lustre-latency alert fires when a node stays above it.",
+    )
     crossBlockFactor: float | None = Field(
         default=None,
         gt=0,

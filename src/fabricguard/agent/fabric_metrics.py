@@ -1,0 +1,162 @@
+"""What no exporter the field runs says about a node's fabric and Lustre client, read at every scrape.
+
+node-exporter's InfiniBand collector gives port traffic (``node_infiniband_port_data_*_bytes_total``) and DCGM
+exporter the GPUs; these are the agent's additions, read from sysfs/procfs below ``--root`` when Prometheus
+scrapes, so they are as fresh as the scrape:
+
+- ``fabricguard_rdma_port_up{device,port,link_layer}``: 1 when the port is ACTIVE and LinkUp, else 0, so a port
+  that goes down on a node that is still Ready shows at once (``changes()`` counts its flaps);
+- ``fabricguard_rdma_port_physical_state{device,port}``: the numeric physical state (5 LinkUp, 3 Disabled, ...);
+- ``fabricguard_rdma_port_link_downed_total`` and ``fabricguard_rdma_port_symbol_errors_total`` (counters from
+  ``ports/N/counters``; alerts take their ``rate()``);
+- ``fabricguard_lustre_import_full{target}``: 1 when the client's import of an OST/MDT is FULL (connected);
+- ``fabricguard_lustre_client_rpc_wait_seconds_total{target}`` and ``fabricguard_lustre_client_rpcs_total``:
+  the ``req_waittime`` of every OSC/MDC (their rates' ratio is the mean RPC latency);
+- ``fabricguard_lustre_client_read_bytes_total{fs}`` / ``..._write_bytes_total``: llite traffic.
+
+No maintained Prometheus exporter exposes the Lustre *client's* RPC latency: HPE's lustre_exporter is archived and
+reads mostly server-side stats, and telegraf's lustre2 input belongs to another pipeline. So the agent reads this
+small set itself (docs/metrics.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from fabricguard.probes.host import read_rdma
+
+LUSTRE_DIRS = ("proc/fs/lustre", "sys/kernel/debug/lustre", "sys/fs/lustre")
+_STAT = re.compile(r"^(\S+)\s+(\d+)\s+samples\s+\[(\w+)\](?:\s+(\d+)\s+(\d+)\s+(\d+))?")
+_IMPORT_STATE = re.compile(r"^\s*state:\s*(\S+)", re.M)
+_PHYS = re.compile(r"^\s*(\d+)")
+
+
+@dataclass(frozen=True)
+class StatLine:
+    name: str
+    samples: int
+    unit: str
+    total: int | None  # the sum column, when the stat has one
+
+
+def parse_stats(text: str) -> dict[str, StatLine]:
+    """A Lustre ``stats`` file: ``name N samples [unit] min max sum [sumsq]`` per line."""
+    out = {}
+    for line in text.splitlines():
+        m = _STAT.match(line)
+        if m:
+            out[m.group(1)] = StatLine(m.group(1), int(m.group(2)), m.group(3),
+                                       int(m.group(6)) if m.group(6) is not None else None)
+    return out
+
+
+def parse_import_state(text: str) -> str | None:
+    m = _IMPORT_STATE.search(text)
+    return m.group(1) if m else None
+
+
+def _read(p: Path) -> str | None:
+    try:
+        return p.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _counter(p: Path) -> int | None:
+    text = _read(p)
+    try:
+        return int(text.strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _target(dirname: str) -> str:
+    # "lustre-OST0001-osc-ffff8d2c3a4b5000" -> "lustre-OST0001"; llite "lustre-ffff8d..." -> "lustre"
+    return re.sub(r"-(?:osc|mdc)?-?ffff[0-9a-f]+$", "", dirname)
+
+
+class FabricCollector(Collector):
+    """A prometheus-client collector over the node's sysfs/procfs (``root`` is ``/`` in the DaemonSet)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield from self._rdma()
+        yield from self._lustre()
+
+    def _rdma(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        up = GaugeMetricFamily("fabricguard_rdma_port_up", "1 when the RDMA port is ACTIVE and LinkUp.",
+                               labels=["device", "port", "link_layer"])
+        phys = GaugeMetricFamily("fabricguard_rdma_port_physical_state",
+                                 "Numeric physical state of the RDMA port (5 LinkUp, 3 Disabled, 2 Polling).",
+                                 labels=["device", "port"])
+        downed = CounterMetricFamily("fabricguard_rdma_port_link_downed", "Times the port's link went down.",
+                                     labels=["device", "port"])
+        symbols = CounterMetricFamily("fabricguard_rdma_port_symbol_errors", "Symbol errors on the port's link.",
+                                      labels=["device", "port"])
+        _, ports = read_rdma(self.root)
+        base = self.root / "sys/class/infiniband"
+        for p in ports:
+            up.add_metric([p.device, p.port, (p.link_layer or "").strip()], 1 if p.active else 0)
+            m = _PHYS.match(p.phys_state or "")
+            if m:
+                phys.add_metric([p.device, p.port], int(m.group(1)))
+            counters = base / p.device / "ports" / p.port / "counters"
+            for family, name in ((downed, "link_downed"), (symbols, "symbol_error")):
+                value = _counter(counters / name)
+                if value is not None:
+                    family.add_metric([p.device, p.port], value)
+        yield from (up, phys, downed, symbols)
+
+    def _lustre(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        full = GaugeMetricFamily("fabricguard_lustre_import_full",
+                                 "1 when the Lustre client's import of the target is FULL (connected).",
+                                 labels=["target", "state"])
+        wait = CounterMetricFamily("fabricguard_lustre_client_rpc_wait_seconds",
+                                   "Summed RPC wait time of the client's OSC/MDC (req_waittime).", labels=["target"])
+        rpcs = CounterMetricFamily("fabricguard_lustre_client_rpcs", "RPCs of the client's OSC/MDC (req_waittime).",
+                                   labels=["target"])
+        read = CounterMetricFamily("fabricguard_lustre_client_read_bytes", "Bytes read through llite.",
+                                   labels=["fs"])
+        write = CounterMetricFamily("fabricguard_lustre_client_write_bytes", "Bytes written through llite.",
+                                    labels=["fs"])
+        seen: set[tuple[str, str]] = set()
+        for d in LUSTRE_DIRS:
+            base = self.root / d
+            for kind in ("osc", "mdc"):
+                for obj in sorted((base / kind).glob("*")) if (base / kind).is_dir() else []:
+                    target = _target(obj.name)
+                    if (kind, target) in seen:
+                        continue
+                    imp = _read(obj / "import")
+                    state = parse_import_state(imp) if imp else None
+                    if state is not None:
+                        full.add_metric([target, state], 1 if state == "FULL" else 0)
+                    stats = _read(obj / "stats")
+                    rw = parse_stats(stats).get("req_waittime") if stats else None
+                    if rw is not None and rw.total is not None:
+                        unit = 1e-6 if rw.unit in ("usec", "usecs") else 1.0
+                        wait.add_metric([target], rw.total * unit)
+                        rpcs.add_metric([target], rw.samples)
+                    if state is not None or rw is not None:
+                        seen.add((kind, target))
+            for obj in sorted((base / "llite").glob("*")) if (base / "llite").is_dir() else []:
+                fs = _target(obj.name)
+                if ("llite", fs) in seen:
+                    continue
+                stats = _read(obj / "stats")
+                lines = parse_stats(stats) if stats else {}
+                for family, key in ((read, "read_bytes"), (write, "write_bytes")):
+                    s = lines.get(key)
+                    if s is not None and s.total is not None:
+                        family.add_metric([fs], s.total)
+                if lines:
+                    seen.add(("llite", fs))
+        yield from (full, wait, rpcs, read, write)
