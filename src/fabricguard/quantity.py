@@ -19,6 +19,7 @@ Pure: no I/O, no imports beyond the standard library.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,6 +35,7 @@ _NUMBER = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)", re.S)
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)")
 _MAX = 2**63 - 1
 _NANO = Fraction(1, 10**9)
+_ZERO = Fraction(0)
 
 
 class QuantityError(ValueError):
@@ -111,6 +113,12 @@ def _round_away(x: Fraction) -> int:
 
 def parse(text: object) -> Quantity:
     """Parse a quantity as the API server does, or raise :class:`QuantityError` naming the problem."""
+    if isinstance(text, str | int | float) and not isinstance(text, bool):
+        return _parse_cached(text)  # workloads repeat the same few amounts ("8", "1", "250Gi")
+    return _parse(text)
+
+
+def _parse(text: object) -> Quantity:
     if isinstance(text, bool):
         raise QuantityError(f"{text!r} is not a Kubernetes quantity; write a number such as 8, 500m or 16Gi")
     if isinstance(text, int | float):
@@ -157,6 +165,9 @@ def parse(text: object) -> Quantity:
     return Quantity(-number if sign == "-" else number, fmt)
 
 
+_parse_cached = functools.lru_cache(maxsize=4096, typed=True)(_parse)
+
+
 def is_quantity(text: object) -> bool:
     try:
         parse(text)
@@ -186,11 +197,11 @@ def amount_or_zero(value: object) -> Fraction:
     For audits of stored objects (the doctor), where a missing request means none was asked for.
     """
     if value is None:
-        return Fraction(0)
+        return _ZERO
     try:
         return parse(value).amount
     except QuantityError:
-        return Fraction(0)
+        return _ZERO
 
 
 def same(a: object, b: object) -> bool:

@@ -4,11 +4,16 @@
 endpoints: ``mutate`` (the patch), ``validate`` (the rejections) and ``review`` (mutation, then validation of
 the mutated object: what the API server would end up deciding). No I/O happens here, and dry-run requests are
 answered exactly like the others because nothing here has side effects.
+
+It fails closed: a CREATE of a kind it handles must carry the object of that kind (the API server always sends
+it), and an object too large or too deeply nested to review is refused with the limit it broke. Denial messages
+and patches are bounded (:data:`MAX_MESSAGE`, :data:`MAX_PATCH_BYTES`), so one request cannot make an answer
+the API server would choke on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jsonpatch
@@ -16,11 +21,14 @@ import jsonpatch
 from fabricguard.admission import review as rv
 from fabricguard.admission import validate as val
 from fabricguard.admission import workloads as wl
-from fabricguard.admission.mutate import mutate_workload
+from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 
 Endpoint = Literal["mutate", "validate", "review"]
 Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request"]
+
+MAX_MESSAGE = 4096
+MAX_PATCH_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -36,11 +44,38 @@ class _Subject:
     pool: Pool
 
 
+def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` cut to ``limit`` characters at a '; ' boundary, saying how many reasons were left out."""
+    if len(message) <= limit:
+        return message
+    parts = message.split("; ")
+    kept: list[str] = []
+    size = 0
+    for p in parts:
+        if size + len(p) + 2 > limit - 60:
+            break
+        kept.append(p)
+        size += len(p) + 2
+    if not kept:
+        return message[: limit - 3] + "..."
+    return "; ".join(kept) + f"; and {len(parts) - len(kept)} more reasons (fix these first)"
+
+
+def _deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> Decision:
+    return Decision(200, rv.deny(uid, bounded(message), code, reason), "denied")
+
+
+def _declared_kind(obj: dict[str, Any]) -> tuple[str, str]:
+    api = str(obj.get("apiVersion") or "")
+    return (api.rsplit("/", 1)[0] if "/" in api else ""), str(obj.get("kind") or "")
+
+
+@dataclass
 class Admission:
     """Decides admission requests against one platform profile."""
 
-    def __init__(self, profile: PlatformProfile) -> None:
-        self.profile = profile
+    profile: PlatformProfile
+    _plans: dict[tuple[str, bool], Plan] = field(default_factory=dict, repr=False)
 
     # -- entry points
 
@@ -49,7 +84,7 @@ class Admission:
             req = rv.parse_review(body)
         except rv.ReviewError as exc:
             if exc.uid:
-                return Decision(200, rv.deny(exc.uid, f"fabricguard: bad AdmissionReview: {exc}", 400,
+                return Decision(200, rv.deny(exc.uid, bounded(f"fabricguard: bad AdmissionReview: {exc}"), 400,
                                              "BadRequest"), "bad_request")
             return Decision(400, {"error": f"bad AdmissionReview: {exc}"}, "bad_request")
         return self.decide(endpoint, req)
@@ -73,24 +108,39 @@ class Admission:
             return checked
         return mutation
 
+    def plan(self, pool: Pool, opted_out: bool) -> Plan:
+        """What ``pool`` injects, computed once per pool and opt-out for the life of this profile."""
+        key = (pool.name, opted_out)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = make_plan(self.profile, pool, opted_out)
+        return plan
+
     # -- steps
 
     def _subject(self, req: rv.AdmissionRequest) -> _Subject | Decision | None:
-        if req.operation != "CREATE" or req.object is None:
+        if req.operation != "CREATE":
             return None
         kind = wl.kind_of(req.kind.group, req.kind.kind)
         if kind is None:
             return None
+        what = f"{req.kind.group or 'core'}/{req.kind.version} {req.kind.kind}"
+        if req.object is None:
+            return _deny(req.uid, f"fabricguard: a CREATE of {what} without request.object cannot be reviewed; "
+                                  "the API server always sends the object", 400, "BadRequest")
+        group, declared = _declared_kind(req.object)
+        if (group, declared) != (req.kind.group, req.kind.kind):
+            return _deny(req.uid, f"fabricguard: request.object is apiVersion {req.object.get('apiVersion')!r} "
+                                  f"kind {declared!r}, not the {what} the request declares", 400, "BadRequest")
         try:
             w = wl.locate(req.object, kind, req.namespace)
         except wl.WorkloadError as exc:
-            return Decision(200, rv.deny(req.uid, f"fabricguard: cannot read this {kind}: {exc}", 400,
-                                         "BadRequest"), "denied")
+            return _deny(req.uid, f"fabricguard: cannot review this {kind}: {exc}", 400, "BadRequest")
         try:
             pool = self.profile.pool(w.pool_name)
         except UnknownPoolError as exc:
-            return Decision(200, rv.deny(req.uid, f"fabricguard: {exc}; set label {wl.LABEL_POOL} to one of "
-                                                  "them (or remove it to use the default pool)"), "denied")
+            return _deny(req.uid, f"fabricguard: {exc}; set label {wl.LABEL_POOL} to one of them (or remove it "
+                                  "to use the default pool)")
         if not wl.is_multi_node(w, pool.gpuResource, pool.gpusPerNode):
             return None
         return _Subject(w, pool)
@@ -98,17 +148,22 @@ class Admission:
     def _mutate(self, uid: str, s: _Subject) -> Decision:
         # The silent-path env gets its own explanation before any generic conflict message.
         if not s.workload.opted_out:
-            silent = [f for f in val.findings(s.workload, self.profile, s.pool)
-                      if "NCCL_IB_DISABLE" in f or "forces TCP sockets" in f]
+            silent = [f.message for f in val.findings(s.workload, self.profile, s.pool)
+                      if f.rule in val.SILENT_RULES]
             if silent:
-                return Decision(200, rv.deny(uid, "fabricguard: " + "; ".join(silent)), "denied")
-        m = mutate_workload(s.workload, self.profile, s.pool)
+                return _deny(uid, "fabricguard: " + "; ".join(silent))
+        m = mutate_workload(s.workload, self.profile, s.pool, self.plan(s.pool, s.workload.opted_out))
         if not m.allowed:
-            return Decision(200, rv.deny(uid, m.message), "denied")
-        return Decision(200, rv.allow(uid, m.patch, m.warnings or None), "patched" if m.patch else "allowed")
+            return _deny(uid, m.message)
+        warnings = [bounded(w, 512) for w in m.warnings[:20]] or None
+        body = rv.allow(uid, m.patch, warnings)
+        if len(body["response"].get("patch", "")) > MAX_PATCH_BYTES:
+            return _deny(uid, f"fabricguard: the patch for this {s.workload.kind} would be over "
+                              f"{MAX_PATCH_BYTES} bytes; split the workload", 400, "BadRequest")
+        return Decision(200, body, "patched" if m.patch else "allowed")
 
     def _validate(self, uid: str, s: _Subject) -> Decision:
         found = val.findings(s.workload, self.profile, s.pool)
         if found:
-            return Decision(200, rv.deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(found)), "denied")
+            return _deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(f.message for f in found))
         return Decision(200, rv.allow(uid), "allowed")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-API_VERSION = "admission.k8s.io/v1"
-KIND = "AdmissionReview"
+API_VERSION: Final = "admission.k8s.io/v1"
+KIND: Final = "AdmissionReview"
 
 
 class _Wire(BaseModel):
@@ -125,28 +125,22 @@ def parse_review(body: bytes | str) -> AdmissionRequest:
         raise ReviewError(f"request.{_first_error(exc)}", uid) from None
 
 
-def allow(uid: str, patch: list[dict[str, Any]] | None = None, warnings: list[str] | None = None) -> dict:
+def _review(response: AdmissionResponse) -> dict[str, Any]:
+    return AdmissionReview(response=response).model_dump(exclude_none=True)
+
+
+def allow(uid: str, patch: list[dict[str, Any]] | None = None,
+          warnings: list[str] | None = None) -> dict[str, Any]:
     """An allowing response; a non-empty ``patch`` is sent as base64 JSONPatch."""
-    resp: dict[str, Any] = {"uid": uid, "allowed": True}
-    if patch:
-        resp["patchType"] = "JSONPatch"
-        resp["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode()
-    if warnings:
-        resp["warnings"] = warnings
-    return {"apiVersion": API_VERSION, "kind": KIND, "response": resp}
+    encoded = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode() if patch else None
+    return _review(AdmissionResponse(uid=uid, allowed=True, patch=encoded,
+                                     patchType="JSONPatch" if patch else None, warnings=warnings or None))
 
 
-def deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> dict:
+def deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> dict[str, Any]:
     """A denying response whose message says what to change."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "response": {
-            "uid": uid,
-            "allowed": False,
-            "status": {"code": code, "message": message, "reason": reason},
-        },
-    }
+    return _review(AdmissionResponse(uid=uid, allowed=False, status=Status(code=code, message=message,
+                                                                           reason=reason)))
 
 
 def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
