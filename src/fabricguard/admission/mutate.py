@@ -420,7 +420,9 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
     anns = _map(meta, "annotations")
     inj.put(labels, wl.LABEL_MANAGED, "true", "label", where)
     inj.put(labels, wl.LABEL_POOL, plan.pool.name, "label", where)
-    if w.job:
+    if w.job and w.kind == "Pod":
+        # Pods only: a template's pods carry their controller's job label already, and a template label
+        # written from metadata.name would differ between a generateName create and its stored form.
         inj.put(labels, wl.LABEL_JOB, w.job, "label", where)
     if w.opted_out:
         inj.put(anns, wl.ANN_FABRIC, "none", "annotation", where)
