@@ -62,8 +62,18 @@ def serve_cmd(
     max_body: int = typer.Option(3 * 1024 * 1024, "--max-body", min=1024, help="Largest request in bytes."),
     reload_interval: float = typer.Option(5.0, "--reload-interval", min=0.1,
                                           help="Seconds between checks of the certificate files."),
+    health_port: int = typer.Option(8081, "--health-port", min=0, max=65535,
+                                     help="Plain-HTTP port for /healthz, /readyz and /metrics."),
+    body_timeout: float = typer.Option(10.0, "--body-timeout", min=0.1,
+                                       help="Seconds a client has to send a request body."),
+    shutdown_delay: float = typer.Option(5.0, "--shutdown-delay", min=0.0,
+                                         help="After SIGTERM: seconds to keep answering while not ready."),
+    shutdown_timeout: float = typer.Option(15.0, "--shutdown-timeout", min=0.0,
+                                           help="After the delay: seconds in-flight requests get to finish."),
 ) -> None:
-    """Run the HTTPS admission webhook (/mutate, /validate, /healthz, /readyz, /metrics)."""
+    """Run the HTTPS admission webhook (/mutate, /validate; /healthz, /readyz, /metrics on both ports)."""
+    import ssl
+
     from fabricguard.admission.decide import Admission
     from fabricguard.admission.server import serve
 
@@ -74,9 +84,13 @@ def serve_cmd(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         serve(Admission(prof), cert, key, host=host, port=port, max_body=max_body,
-              reload_interval=reload_interval)
+              reload_interval=reload_interval, body_timeout=body_timeout, health_port=health_port,
+              shutdown_delay=shutdown_delay, shutdown_timeout=shutdown_timeout)
+    except ssl.SSLError as exc:
+        fail(f"{cert} and {key} cannot serve TLS: {exc.reason or exc}",
+             hint="pass a PEM certificate and the private key that belongs to it")
     except OSError as exc:
-        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+        fail(f"cannot serve on {host}:{port} (health {health_port}): {exc.strerror or exc}")
 
 
 @render_app.command("webhook")

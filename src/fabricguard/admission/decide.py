@@ -25,7 +25,7 @@ from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 
 Endpoint = Literal["mutate", "validate", "review"]
-Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request"]
+Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request", "error"]
 
 MAX_MESSAGE = 4096
 MAX_PATCH_BYTES = 1024 * 1024

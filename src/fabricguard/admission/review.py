@@ -99,6 +99,26 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
+MAX_DEPTH = 100  # a real Pod inside a review is about 15 levels deep
+
+
+def _depth(value: Any) -> int:
+    """How deeply maps and lists nest in ``value``, without recursion (so no RecursionError)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > deepest:
+            deepest = d
+            if d > MAX_DEPTH:
+                return d
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values() if isinstance(x, dict | list))
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v if isinstance(x, dict | list))
+    return deepest
+
+
 def parse_review(body: bytes | str) -> AdmissionRequest:
     """Parse an AdmissionReview v1 request body, or raise :class:`ReviewError` saying what is wrong."""
     try:
@@ -111,6 +131,10 @@ def parse_review(body: bytes | str) -> AdmissionRequest:
         raise ReviewError("body is not a JSON object; send an admission.k8s.io/v1 AdmissionReview")
     raw_req = data.get("request")
     uid = raw_req.get("uid") if isinstance(raw_req, dict) and isinstance(raw_req.get("uid"), str) else None
+    depth = _depth(data)
+    if depth > MAX_DEPTH:
+        raise ReviewError(f"the review is nested {depth} levels deep, more than the {MAX_DEPTH} any Kubernetes "
+                          "object needs", uid or None)
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise ReviewError(
             f"expected apiVersion {API_VERSION} kind {KIND}, got apiVersion {data.get('apiVersion')!r} "
