@@ -102,21 +102,22 @@ def _first_error(exc: ValidationError) -> str:
 MAX_DEPTH = 100  # a real Pod inside a review is about 15 levels deep
 
 
-def _depth(value: Any) -> int:
-    """How deeply maps and lists nest in ``value``, without recursion (so no RecursionError)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > deepest:
-            deepest = d
-            if d > MAX_DEPTH:
-                return d
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values() if isinstance(x, dict | list))
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v if isinstance(x, dict | list))
-    return deepest
+def _too_deep(value: Any, room: int = MAX_DEPTH) -> bool:
+    """True when maps and lists nest more than ``room`` levels below ``value`` (recursion bounded by room)."""
+    t = type(value)
+    if t is dict:
+        items = value.values()
+    elif t is list:
+        items = value
+    else:
+        return False
+    if room == 0:
+        return True
+    for x in items:
+        tx = type(x)
+        if (tx is dict or tx is list) and _too_deep(x, room - 1):
+            return True
+    return False
 
 
 def parse_review(body: bytes | str) -> AdmissionRequest:
@@ -131,9 +132,8 @@ def parse_review(body: bytes | str) -> AdmissionRequest:
         raise ReviewError("body is not a JSON object; send an admission.k8s.io/v1 AdmissionReview")
     raw_req = data.get("request")
     uid = raw_req.get("uid") if isinstance(raw_req, dict) and isinstance(raw_req.get("uid"), str) else None
-    depth = _depth(data)
-    if depth > MAX_DEPTH:
-        raise ReviewError(f"the review is nested {depth} levels deep, more than the {MAX_DEPTH} any Kubernetes "
+    if _too_deep(data):
+        raise ReviewError(f"the review is nested more than {MAX_DEPTH} levels deep, deeper than any Kubernetes "
                           "object needs", uid or None)
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise ReviewError(
