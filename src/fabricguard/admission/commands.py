@@ -98,8 +98,14 @@ def render_webhook_cmd(
     profile: Path = PROFILE_OPT,
     image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    apiserver_cidr: list[str] = typer.Option(
+        [], "--apiserver-cidr",
+        help="Where the API server's calls come from (repeatable); the NetworkPolicy admits only these to the "
+             "webhook port. See docs/admission.md for each provider."),
 ) -> None:
-    """Print the webhook's Deployment, Service, PDB, cert-manager objects and webhook configurations."""
+    """Print the webhook's Deployment, Service, PDB, NetworkPolicy, cert-manager objects and configurations."""
+    import ipaddress
+
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
     from fabricguard.imageref import reference_problem
 
@@ -107,9 +113,18 @@ def render_webhook_cmd(
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
+    cidrs = []
+    for c in apiserver_cidr:
+        try:
+            cidrs.append(str(ipaddress.ip_network(c.strip(), strict=False)))
+        except ValueError:
+            fail(f"--apiserver-cidr {c!r} is not a CIDR", hint="e.g. --apiserver-cidr 172.16.0.0/28")
     for w in image_warnings(image):
         err_console.print(f"[yellow]warning:[/] {w}")
-    sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace)))
+    if not cidrs:
+        err_console.print("[yellow]warning:[/] no --apiserver-cidr: the NetworkPolicy admits the webhook port "
+                          "from any source; docs/admission.md says where the API server's calls come from")
+    sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace, cidrs)))
 
 
 def register(app: typer.Typer) -> None:
