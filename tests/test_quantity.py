@@ -45,7 +45,7 @@ def test_parse_like_the_api_server(text: str, amount: int | F, fmt: str) -> None
 
 
 @pytest.mark.parametrize("text", ["", "1.1.M", "1+1.0M", "0.1mi", "0.1am", "aoeu", ".5i", "1i", "-3.01i",
-                                  "-3.01e-", " 1", "1 ", "1e", "1K", "8 GPUs", "Socket", "1" * 80, "--1"])
+                                  "-3.01e-", " 1", "1 ", "1\n", ".", "1e", "1K", "8 GPUs", "Socket", "1" * 80, "--1"])
 def test_garbage_is_refused_with_a_reason(text: str) -> None:
     with pytest.raises(QuantityError, match="not a Kubernetes quantity"):
         parse(text)

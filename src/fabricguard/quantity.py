@@ -31,7 +31,10 @@ _DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12
 _BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL_SUFFIX = {v: k for k, v in _DECIMAL_SI.items()}
 _BINARY_SUFFIX = {0: "", **{v: k for k, v in _BINARY_SI.items()}}
-_NUMBER = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)", re.S)
+# The whole grammar in one expression (digits required before or after the point); `\Z`, not `$`, so that a
+# trailing newline is refused as the API server refuses it.
+GRAMMAR = re.compile(r"([+-]?)(?=\.?[0-9])([0-9]*)(?:\.([0-9]*))?((?:[KMGTPE]i)|[eE][+-]?[0-9]+|[numkMGTPE])?\Z")
+_NUMBER = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)", re.S)  # only to say what is wrong
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)")
 _MAX = 2**63 - 1
 _NANO = Fraction(1, 10**9)
@@ -126,12 +129,11 @@ def _parse(text: object) -> Quantity:
     if not isinstance(text, str):
         raise QuantityError(f"{text!r} is not a Kubernetes quantity; write a number such as 8, 500m or 16Gi")
     shown = text if len(text) <= 40 else text[:37] + "..."
-    m = _NUMBER.fullmatch(text)
-    if not text or m is None:
-        raise QuantityError(f"{shown!r} is not a Kubernetes quantity; write a number such as 8, 500m or 16Gi")
-    sign, whole, frac, suffix = m.groups()
-    if not whole and not frac:
-        raise QuantityError(f"{shown!r} is not a Kubernetes quantity: it has no digits; write e.g. 8, 0.5 or 16Gi")
+    m = GRAMMAR.match(text)
+    if m is None:
+        _explain(text, shown)
+    assert m is not None
+    sign, whole, frac, suffix = m.group(1), m.group(2), m.group(3), m.group(4) or ""
     if len(whole) + len(frac or "") + len(suffix) > 64:
         raise QuantityError(f"{shown!r} is not a Kubernetes quantity the API server accepts: too many digits")
     number = Fraction(int(whole or "0")) + (Fraction(int(frac), 10 ** len(frac)) if frac else 0)
@@ -151,10 +153,8 @@ def _parse(text: object) -> Quantity:
         else:
             number *= Fraction(10) ** exp
         fmt = "DecimalExponent"
-    else:
-        raise QuantityError(
-            f"{shown!r} is not a Kubernetes quantity: unknown suffix {suffix[:12]!r}; use one of n u m k M G T P E, "
-            "Ki Mi Gi Ti Pi Ei, or an exponent such as 1e3")
+    else:  # pragma: no cover - GRAMMAR admits no other suffix
+        _explain(text, shown)
     if number and number % _NANO:
         # Rounded up to the next nanounit (0.5n is 1n), as the API server stores it.
         number = Fraction(_round_away(number / _NANO)) * _NANO
@@ -163,6 +163,19 @@ def _parse(text: object) -> Quantity:
     if fmt == "BinarySI" and number.denominator != 1 and number < 1024:
         fmt = "DecimalSI"
     return Quantity(-number if sign == "-" else number, fmt)
+
+
+def _explain(text: str, shown: str) -> None:
+    """Raise the :class:`QuantityError` that says why ``text`` does not match :data:`GRAMMAR`."""
+    m = _NUMBER.fullmatch(text)
+    if not text or m is None:
+        raise QuantityError(f"{shown!r} is not a Kubernetes quantity; write a number such as 8, 500m or 16Gi")
+    _, whole, frac, suffix = m.groups()
+    if not whole and not frac:
+        raise QuantityError(f"{shown!r} is not a Kubernetes quantity: it has no digits; write e.g. 8, 0.5 or 16Gi")
+    raise QuantityError(
+        f"{shown!r} is not a Kubernetes quantity: unknown suffix {suffix[:12]!r}; use one of n u m k M G T P E, "
+        "Ki Mi Gi Ti Pi Ei, or an exponent such as 1e3")
 
 
 _parse_cached = functools.lru_cache(maxsize=4096, typed=True)(_parse)

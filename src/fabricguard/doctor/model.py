@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from fabricguard.quantity import amount_or_zero
+
 
 class Severity(StrEnum):
     critical = "critical"
@@ -95,6 +97,14 @@ def human_age(seconds: float) -> str:
     if s >= 120:
         return f"{s // 60} minutes"
     return f"{s} seconds"
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity (``8``, ``1k``, ``500m``, ``16Gi``) as a number, read by fabricguard.quantity.
+
+    Objects in a snapshot were accepted by the API server, so absent or unreadable amounts count as 0.
+    """
+    return float(amount_or_zero(value))
 
 
 def labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:

@@ -19,6 +19,7 @@ API_VERSION = "fabricguard.io/v1alpha1"
 KIND = "PlatformProfile"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = quantity.GRAMMAR  # the one Kubernetes quantity grammar (fabricguard.quantity)
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity
+from fabricguard.doctor.model import Finding, ObjRef, Severity, quantity
 from fabricguard.doctor.rules._common import (
     MAX_EVIDENCE_ITEMS,
     container_requests,
@@ -24,7 +24,6 @@ from fabricguard.doctor.rules._common import (
 )
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
-from fabricguard.quantity import amount_or_zero
 from fabricguard.workload_identity import KIND_OF_LABEL
 
 NOT_ADVERTISED = "fabric-not-advertised"
@@ -50,7 +49,7 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
         evidence: dict[str, Any] = {}
         for n in members.get(pool.name, []):
             alloc = (n.get("status") or {}).get("allocatable") or {}
-            missing = {r: alloc.get(r) for r in pool.fabric.resources if amount_or_zero(alloc.get(r)) < 1}
+            missing = {r: alloc.get(r) for r in pool.fabric.resources if quantity(alloc.get(r)) < 1}
             if missing:
                 bad.append(n)
                 if len(evidence) < MAX_EVIDENCE_ITEMS:
@@ -96,12 +95,12 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
         if (pod.get("status") or {}).get("phase") != "Running":
             continue
         req = container_requests(pod)
-        if amount_or_zero(req.get(pool.gpuResource)) < 1:
+        if quantity(req.get(pool.gpuResource)) < 1:
             continue
         g = groups.setdefault(workload_key(pod), {"pods": [], "nodes": set(), "pool": pool, "without": []})
         g["pods"].append(pod)
         g["nodes"].add(spec.get("nodeName"))
-        if not any(amount_or_zero(req.get(r)) >= 1 for r in pool.fabric.resources):
+        if not any(quantity(req.get(r)) >= 1 for r in pool.fabric.resources):
             g["without"].append(pod)
     findings = []
     for (label, ns, name), g in sorted(groups.items(), key=lambda kv: kv[0]):
