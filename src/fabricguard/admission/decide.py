@@ -87,7 +87,13 @@ class Admission:
                 return Decision(200, rv.deny(exc.uid, bounded(f"fabricguard: bad AdmissionReview: {exc}"), 400,
                                              "BadRequest"), "bad_request")
             return Decision(400, {"error": f"bad AdmissionReview: {exc}"}, "bad_request")
-        return self.decide(endpoint, req)
+        try:
+            return self.decide(endpoint, req)
+        except RecursionError:
+            # JSON nested about as deep as the parser allows: no Kubernetes object is, so refuse it plainly.
+            return Decision(200, rv.deny(req.uid, "fabricguard: the object is nested too deeply to review; no "
+                                                  "Kubernetes object nests this deep", 400, "BadRequest"),
+                            "bad_request")
 
     def decide(self, endpoint: Endpoint, req: rv.AdmissionRequest) -> Decision:
         subject = self._subject(req)

@@ -557,7 +557,7 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
         _inject_workload_meta(inj, plan, obj, w)
         gpu = pool.gpuResource
         for t in w.templates:
-            if wl.pod_gpus(t.spec, gpu) > 0:
+            if t.gpus(gpu) > 0:
                 target = obj
                 for p in t.path:
                     target = target[p]

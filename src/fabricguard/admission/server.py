@@ -48,7 +48,7 @@ log = logging.getLogger("fabricguard.admission")
 DEFAULT_MAX_BODY = 3 * 1024 * 1024  # etcd stores objects up to 1.5 MiB; a review carries object and oldObject.
 DEFAULT_BODY_TIMEOUT = 10.0  # the API server gives a webhook at most 30 s, and ours is configured with 5 s
 INLINE_BODY = 64 * 1024  # bodies up to this size are decided on the event loop (well under a millisecond)
-LARGE_READS = 4  # bodies over INLINE_BODY read and decided at once
+LARGE_READS = 2  # bodies over INLINE_BODY read and decided at once: bounds the peak memory (bench/admission)
 OUTCOMES = ("allowed", "patched", "denied", "skipped", "bad_request", "error", "too_large", "timeout",
             "unsupported_encoding", "busy")
 
@@ -219,7 +219,7 @@ def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics
     metrics = metrics or Metrics()
     state = state or Lifecycle(reloader)
     app = web.Application(client_max_size=max_body)
-    workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fabricguard-decide")
+    workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fabricguard-decide")
     large_reads = asyncio.Semaphore(LARGE_READS)
 
     def endpoint(name: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:

@@ -8,7 +8,6 @@ The explicit opt-out is annotation ``fabricguard.io/fabric: "none"``; it waives 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,28 +34,25 @@ class Finding:
 SILENT_RULES: frozenset[Rule] = frozenset({"silent-env", "unreadable-env"})
 SILENT_NETS = frozenset({"socket"})
 SILENT_KEYS = frozenset({"NCCL_NET", "NCCL_IB_DISABLE"})
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
-def effective_env(container: dict[str, Any], name: str) -> dict[str, Any] | None:
-    """The env entry the kubelet uses for ``name``: the last one of that name (None when there is none)."""
-    found = None
-    for e in container.get("env") or []:
-        if isinstance(e, dict) and e.get("name") == name:
-            found = e
-    return found
+Env = dict[str, dict[str, Any]]
 
 
-def _env_value(container: dict[str, Any], name: str) -> str | None:
-    e = effective_env(container, name)
+def effective_env(container: dict[str, Any]) -> Env:
+    """The env entries the kubelet uses, by name: for a name listed twice, the last entry wins."""
+    env = container.get("env")
+    if not isinstance(env, list):
+        return {}
+    return {e["name"]: e for e in env if isinstance(e, dict) and isinstance(e.get("name"), str)}
+
+
+def _env_value(env: Env, name: str) -> str | None:
+    e = env.get(name)
     if e is None or "valueFrom" in e:
         return None
     v = e.get("value")
     return v if isinstance(v, str) else ""
-
-
-def _has_env(container: dict[str, Any], name: str) -> bool:
-    return effective_env(container, name) is not None
 
 
 def _source(value_from: Any) -> str:
@@ -68,12 +64,12 @@ def _source(value_from: Any) -> str:
     return "valueFrom"
 
 
-def check_unreadable(c: dict[str, Any], where: str, keys: frozenset[str]) -> list[Finding]:
+def check_unreadable(env: Env, where: str, keys: frozenset[str]) -> list[Finding]:
     """Keys whose value comes from a ConfigMap, Secret or field: admission cannot see what NCCL will get."""
     out = []
-    for key in sorted(keys):
-        e = effective_env(c, key)
-        if e is not None and "valueFrom" in e:
+    for key in sorted(k for k in keys if k in env):
+        e = env[key]
+        if "valueFrom" in e:
             source = _source(e.get("valueFrom"))
             out.append(Finding("unreadable-env", f"env {key} in {where} comes from {source}, which cannot be read "
                                                  "at admission and may hold a value that turns the fabric off; "
@@ -88,14 +84,15 @@ def _fabric_pools(profile: PlatformProfile) -> list[str]:
 def check_env(c: dict[str, Any], pool: Pool, where: str, allow: frozenset[str], need_net: bool) -> list[Finding]:
     out: list[Finding] = []
     off = f'or set annotation {wl.ANN_FABRIC}: "none" to run on sockets on purpose'
+    env = effective_env(c)
     # The silent-path keys, and every key the user took over, must be readable here to be judged.
-    out += check_unreadable(c, where, SILENT_KEYS | frozenset(k for k in allow if _ENV_NAME.match(k)))
-    ib_disable = _env_value(c, "NCCL_IB_DISABLE")
+    out += check_unreadable(env, where, SILENT_KEYS | allow)
+    ib_disable = _env_value(env, "NCCL_IB_DISABLE")
     if ib_disable is not None and ib_disable.strip() not in ("", "0"):
         out.append(Finding("silent-env", f"env NCCL_IB_DISABLE={ib_disable} in {where} turns RDMA off and NCCL "
                                          f"falls back to TCP sockets; remove it, {off}"))
     want = pool.fabric.effective_nccl_net
-    net = _env_value(c, "NCCL_NET")
+    net = _env_value(env, "NCCL_NET")
     if net is not None and net.strip().lower() in SILENT_NETS:
         out.append(Finding("silent-env", f"env NCCL_NET={net} in {where} forces TCP sockets on pool {pool.name}; "
                                          f"remove it so NCCL_NET={want} is used, {off}"))
@@ -103,7 +100,7 @@ def check_env(c: dict[str, Any], pool: Pool, where: str, allow: frozenset[str], 
         out.append(Finding("wrong-network", f"env NCCL_NET={net} in {where} is not the pool's network {want}; "
                                             f"remove it, or list NCCL_NET in annotation {wl.ANN_ALLOW_OVERRIDE} if "
                                             "this plugin is really installed"))
-    elif net is None and want and need_net and not _has_env(c, "NCCL_NET"):
+    elif net is None and want and need_net and "NCCL_NET" not in env:
         out.append(Finding("fabric-missing", f"env NCCL_NET is missing in {where}: without NCCL_NET={want} NCCL "
                                              "falls back to sockets when the fabric is absent; is the fabricguard "
                                              "mutating webhook installed?"))
@@ -172,12 +169,12 @@ def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]
                                             f"{wl.KUEUE_GROUP_COUNT}"))
     for t in w.templates:
         spec = t.spec
-        if wl.pod_gpus(spec, gpu) <= 0:
+        if t.gpus(gpu) <= 0:
             continue
         out += check_security(spec, t.where)
         if not check_fabric:
             continue
-        for c in wl.gpu_containers(spec, gpu):
+        for c in t.gpu_containers(gpu):
             cw = f"{wl.container_label(spec, c)} of {t.where}"
             out += check_resources(c.get("resources"), pool, cw)
             out += check_env(c, pool, cw, allow, need_net=True)

@@ -20,6 +20,7 @@ for one request stays bounded.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import shlex
@@ -79,10 +80,26 @@ class PodTemplate:
     where: str
     template: dict[str, Any]
     pods: int
+    # GPU counts per GPU resource name, computed once: the template is read, never changed, by a review.
+    _gpus: dict[str, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
 
     @property
     def spec(self) -> dict[str, Any]:
         return self.template.get("spec") or {}
+
+    def _count(self, gpu_resource: str) -> tuple[int, list[dict[str, Any]]]:
+        found = self._gpus.get(gpu_resource)
+        if found is None:
+            spec = self.spec
+            found = self._gpus[gpu_resource] = (pod_gpus(spec, gpu_resource), gpu_containers(spec, gpu_resource))
+        return found
+
+    def gpus(self, gpu_resource: str) -> int:
+        """GPUs one pod of this template holds at its peak (see :func:`pod_gpus`)."""
+        return self._count(gpu_resource)[0]
+
+    def gpu_containers(self, gpu_resource: str) -> list[dict[str, Any]]:
+        return self._count(gpu_resource)[1]
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -129,11 +146,11 @@ class Workload:
     def pool_name(self) -> str | None:
         return self.label(LABEL_POOL)
 
-    @property
+    @functools.cached_property
     def opted_out(self) -> bool:
         return (self.annotation(ANN_FABRIC) or "").strip().lower() == "none"
 
-    @property
+    @functools.cached_property
     def allow_override(self) -> frozenset[str]:
         keys: set[str] = set()
         for m in self._meta_maps("annotations"):
@@ -155,6 +172,8 @@ def kind_of_object(obj: dict[str, Any]) -> Kind | None:
 
 def count(value: Any) -> int:
     """A whole count from a resource amount, rounded up; absent or unreadable is 0."""
+    if value is None:
+        return 0
     if type(value) is int:
         return max(value, 0)
     if isinstance(value, str) and value.isdecimal() and value.isascii():
@@ -350,7 +369,12 @@ def _check_size(templates: list[PodTemplate]) -> None:
     if len(templates) > MAX_TEMPLATES:
         raise WorkloadTooLarge(f"{len(templates)} pod templates is more than the {MAX_TEMPLATES} fabricguard "
                                "reviews in one object; split the workload")
-    n = sum(len(containers(t.spec)) for t in templates)
+    n = 0
+    for t in templates:
+        spec = t.spec
+        for key in ("initContainers", "containers"):
+            cs = spec.get(key)
+            n += len(cs) if isinstance(cs, list) else 0
     if n > MAX_CONTAINERS:
         raise WorkloadTooLarge(f"{n} containers is more than the {MAX_CONTAINERS} fabricguard reviews in one "
                                "object; split the workload")
@@ -452,12 +476,12 @@ def gpu_footprint(w: Workload, gpu_resource: str) -> tuple[int, int]:
         per = trainjob_gpus_per_node(w.obj, gpu_resource)
         return (w.num_nodes, w.num_nodes * per) if per else (0, 0)
     if w.kind == "Pod":
-        g = pod_gpus(w.obj.get("spec") or {}, gpu_resource)
+        g = w.templates[0].gpus(gpu_resource)
         n = pod_group_size(w)
         return (n, n * g) if g else (0, 0)
     pods = total = 0
     for t in w.templates:
-        g = pod_gpus(t.spec, gpu_resource)
+        g = t.gpus(gpu_resource)
         if g:
             pods += t.pods
             total += t.pods * g
@@ -467,9 +491,9 @@ def gpu_footprint(w: Workload, gpu_resource: str) -> tuple[int, int]:
 def is_multi_node(w: Workload, gpu_resource: str, gpus_per_node: int) -> bool:
     """True when the workload's GPU pods span, or may span, more than one node (see module docstring)."""
     if w.kind == "Pod" and (w.metadata.get("labels") or {}).get(LABEL_MANAGED) == "true":
-        return pod_gpus(w.obj.get("spec") or {}, gpu_resource) > 0
+        return w.templates[0].gpus(gpu_resource) > 0
     pods, total = gpu_footprint(w, gpu_resource)
     if pods > 1 or total > gpus_per_node:
         return True
     # A launcher that says it spans nodes (an indexed Job of one pod per node, say) is believed.
-    return any(declared_nodes(c) > 1 for t in w.templates for c in gpu_containers(t.spec, gpu_resource))
+    return any(declared_nodes(c) > 1 for t in w.templates for c in t.gpu_containers(gpu_resource))
