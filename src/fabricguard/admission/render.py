@@ -30,7 +30,9 @@ HEALTH_PORT = 8081
 PROFILE_KEY = "profile.yaml"
 PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
 PRIORITY_CLASS = "system-cluster-critical"
-# Measured in bench/admission (README): peak RSS 74 MiB at saturation with the largest review the caps allow.
+# From bench/admission/README.md: 62 MiB resident at saturation with realistic reviews; 164 MiB at the peak of
+# the worst case the caps allow (eight 3 MiB bodies of 40,000 GPU containers at once). Request: twice the
+# steady state; limit: the worst-case peak with half again as headroom.
 MEMORY_REQUEST = "128Mi"
 MEMORY_LIMIT = "256Mi"
 PRESTOP_SECONDS = 5  # endpoints are removed while the pod still answers

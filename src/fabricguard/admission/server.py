@@ -232,7 +232,8 @@ def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics
 
         async def read(request: web.Request) -> bytes | web.Response:
             try:
-                return await asyncio.wait_for(request.read(), body_timeout)
+                async with asyncio.timeout(body_timeout):  # no extra task per request, unlike wait_for
+                    return await request.read()
             except web.HTTPRequestEntityTooLarge:
                 return refuse("too_large", 413, f"request body over {max_body} bytes; fabricguard reads at most "
                                                 f"{max_body} (flag --max-body)")
