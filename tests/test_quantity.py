@@ -83,3 +83,15 @@ def test_canonical_round_trip(n: int, suffix: str) -> None:
     q = parse(f"{n}{suffix}")
     assert parse(q.canonical()) == q
     assert parse(q.canonical()).canonical() == q.canonical()
+
+
+@given(st.text(alphabet="0123456789.+-eEnumkKMGTPi x", max_size=8))
+def test_the_grammar_and_the_parser_agree(text: str) -> None:
+    from fabricguard.quantity import GRAMMAR
+
+    try:
+        parse(text)
+        parsed = True
+    except QuantityError:
+        parsed = False
+    assert parsed == (GRAMMAR.match(text) is not None), text

@@ -54,6 +54,7 @@ class TlsFiles:
 
 
 def make_tls(d: Path, common_name: str = "fabricguard-admission one") -> TlsFiles:
+    d.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
     tls = TlsFiles(ca, d / "ca.crt", d / "tls.crt", d / "tls.key")
     ca.cert_pem.write_to_path(str(tls.ca_path))

@@ -73,3 +73,14 @@ def test_admission_never_imports_torch() -> None:
     code = ("import sys, fabricguard.admission.server, fabricguard.admission.commands, fabricguard.cli; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_serve_refuses_a_key_that_is_not_the_certificates(tmp_path: Path) -> None:
+    from admission_support import make_tls
+
+    one = make_tls(tmp_path / "one")
+    two = make_tls(tmp_path / "two")
+    res = runner.invoke(app, ["admission", "serve", "--profile", GKE, "--cert", str(one.cert), "--key", str(two.key),
+                              "--port", "0", "--health-port", "0"])
+    assert res.exit_code == 3
+    assert str(one.cert) in res.stderr and "cannot serve TLS" in res.stderr and "Traceback" not in res.output
