@@ -257,7 +257,8 @@ def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics
                 decision = _decide(admission, name, body)
             else:
                 try:
-                    await asyncio.wait_for(large_reads.acquire(), body_timeout)
+                    async with asyncio.timeout(body_timeout):
+                        await large_reads.acquire()
                 except TimeoutError:
                     return refuse("busy", 503, "too many large reviews at once; retry")
                 try:
