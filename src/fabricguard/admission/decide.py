@@ -13,7 +13,7 @@ the API server would choke on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import jsonpatch
@@ -70,12 +70,13 @@ def _declared_kind(obj: dict[str, Any]) -> tuple[str, str]:
     return (api.rsplit("/", 1)[0] if "/" in api else ""), str(obj.get("kind") or "")
 
 
-@dataclass
 class Admission:
     """Decides admission requests against one platform profile."""
 
-    profile: PlatformProfile
-    _plans: dict[tuple[str, bool], Plan] = field(default_factory=dict, repr=False)
+    def __init__(self, profile: PlatformProfile) -> None:
+        self.profile = profile
+        # What to inject per (pool, opted out), built once per pool: this object lives as long as the profile.
+        self._plans: dict[tuple[str, bool], Plan] = {}
 
     # -- entry points
 
@@ -114,14 +115,6 @@ class Admission:
             return checked
         return mutation
 
-    def plan(self, pool: Pool, opted_out: bool) -> Plan:
-        """What ``pool`` injects, computed once per pool and opt-out for the life of this profile."""
-        key = (pool.name, opted_out)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = make_plan(self.profile, pool, opted_out)
-        return plan
-
     # -- steps
 
     def _subject(self, req: rv.AdmissionRequest) -> _Subject | Decision | None:
@@ -158,7 +151,11 @@ class Admission:
                       if f.rule in val.SILENT_RULES]
             if silent:
                 return _deny(uid, "fabricguard: " + "; ".join(silent))
-        m = mutate_workload(s.workload, self.profile, s.pool, self.plan(s.pool, s.workload.opted_out))
+        key = (s.pool.name, s.workload.opted_out)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out)
+        m = mutate_workload(s.workload, self.profile, s.pool, plan)
         if not m.allowed:
             return _deny(uid, m.message)
         warnings = [bounded(w, 512) for w in m.warnings[:20]] or None

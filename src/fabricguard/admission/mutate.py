@@ -529,10 +529,8 @@ class Mutation:
 
 
 def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Plan | None = None) -> Mutation:
-    """Inject into a multi-node workload; the caller has already checked that it is one.
-
-    ``plan`` is ``make_plan(profile, pool, w.opted_out)``, passed in by callers that keep one per pool.
-    """
+    """Inject into a multi-node workload; the caller has already checked that it is one. ``plan`` is
+    ``make_plan(profile, pool, w.opted_out)``, which a long-lived caller (the webhook) keeps per pool."""
     if plan is None:
         plan = make_plan(profile, pool, w.opted_out)
     obj = json_copy(w.obj)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-API_VERSION: Final = "admission.k8s.io/v1"
-KIND: Final = "AdmissionReview"
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
 
 
 class _Wire(BaseModel):
@@ -79,8 +79,8 @@ class AdmissionResponse(_Wire):
 
 
 class AdmissionReview(_Wire):
-    apiVersion: Literal["admission.k8s.io/v1"] = API_VERSION
-    kind: Literal["AdmissionReview"] = KIND
+    apiVersion: Literal["admission.k8s.io/v1"] = "admission.k8s.io/v1"
+    kind: Literal["AdmissionReview"] = "AdmissionReview"
     request: AdmissionRequest | None = None
     response: AdmissionResponse | None = None
 
@@ -126,21 +126,31 @@ def parse_review(body: bytes | str) -> AdmissionRequest:
 
 
 def _review(response: AdmissionResponse) -> dict[str, Any]:
+    # Fields left unset are left out, as the API server's own encoder does.
     return AdmissionReview(response=response).model_dump(exclude_none=True)
 
 
-def allow(uid: str, patch: list[dict[str, Any]] | None = None,
-          warnings: list[str] | None = None) -> dict[str, Any]:
+def allow(
+    uid: str, patch: list[dict[str, Any]] | None = None, warnings: list[str] | None = None
+) -> dict[str, Any]:
     """An allowing response; a non-empty ``patch`` is sent as base64 JSONPatch."""
     encoded = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode() if patch else None
-    return _review(AdmissionResponse(uid=uid, allowed=True, patch=encoded,
-                                     patchType="JSONPatch" if patch else None, warnings=warnings or None))
+    return _review(
+        AdmissionResponse(
+            uid=uid,
+            allowed=True,
+            patch=encoded,
+            patchType="JSONPatch" if encoded else None,
+            warnings=warnings or None,
+        )
+    )
 
 
 def deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> dict[str, Any]:
     """A denying response whose message says what to change."""
-    return _review(AdmissionResponse(uid=uid, allowed=False, status=Status(code=code, message=message,
-                                                                           reason=reason)))
+    return _review(
+        AdmissionResponse(uid=uid, allowed=False, status=Status(code=code, message=message, reason=reason))
+    )
 
 
 def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
