@@ -150,7 +150,8 @@ class Admission:
             silent = [f.message for f in val.findings(s.workload, self.profile, s.pool)
                       if f.rule in val.SILENT_RULES]
             if silent:
-                return _deny(uid, "fabricguard: " + "; ".join(silent))
+                silent = [bounded("; ".join(silent), MAX_MESSAGE - len("fabricguard: "))]
+                return Decision(200, rv.deny(uid, "fabricguard: " + "; ".join(silent)), "denied")
         key = (s.pool.name, s.workload.opted_out)
         plan = self._plans.get(key)
         if plan is None:
