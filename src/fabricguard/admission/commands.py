@@ -104,8 +104,6 @@ def render_webhook_cmd(
              "webhook port. See docs/admission.md for each provider."),
 ) -> None:
     """Print the webhook's Deployment, Service, PDB, NetworkPolicy, cert-manager objects and configurations."""
-    import ipaddress
-
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
     from fabricguard.imageref import reference_problem
 
@@ -113,18 +111,26 @@ def render_webhook_cmd(
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
+    cidrs = _cidrs(apiserver_cidr)
+    for w in image_warnings(image):
+        err_console.print(f"[yellow]warning:[/] {w}")
+    sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace, cidrs)))
+
+
+def _cidrs(values: list[str]) -> list[str]:
+    """The --apiserver-cidr values as networks (exit 3 naming a bad one); a warning when there is none."""
+    import ipaddress
+
     cidrs = []
-    for c in apiserver_cidr:
+    for c in values:
         try:
             cidrs.append(str(ipaddress.ip_network(c.strip(), strict=False)))
         except ValueError:
             fail(f"--apiserver-cidr {c!r} is not a CIDR", hint="e.g. --apiserver-cidr 172.16.0.0/28")
-    for w in image_warnings(image):
-        err_console.print(f"[yellow]warning:[/] {w}")
     if not cidrs:
         err_console.print("[yellow]warning:[/] no --apiserver-cidr: the NetworkPolicy admits the webhook port "
                           "from any source; docs/admission.md says where the API server's calls come from")
-    sys.stdout.write(to_yaml(manifests(profile.read_text(), image, namespace, cidrs)))
+    return cidrs
 
 
 def register(app: typer.Typer) -> None:
