@@ -121,6 +121,8 @@ def _cidrs(values: list[str]) -> list[str]:
     """The --apiserver-cidr values as networks (exit 3 naming a bad one); a warning when there is none."""
     import ipaddress
 
+    from fabricguard.console import err_console
+
     cidrs = []
     for c in values:
         try:
