@@ -296,3 +296,26 @@ async def test_sigterm_drains_in_flight_requests_and_keeps_answering(tls: TlsFil
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+class _Broken(Admission):
+    """A decision with a bug in it: the server must still answer and log one line."""
+
+    def decide(self, endpoint: Any, req: Any) -> Any:
+        raise RuntimeError("boom\nwith a second line")
+
+
+async def test_a_bug_in_a_decision_is_a_denied_review_and_one_log_line(tls: TlsFiles,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="fabricguard.admission")
+    srv = await start(_Broken(load_profile(GKE)), tls.cert, tls.key, port=0)
+    try:
+        async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx_for(tls))) as s,
+                    s.post(f"https://127.0.0.1:{srv.port}/mutate", json=load_review("job")) as r):
+            resp = (await r.json())["response"]
+    finally:
+        await srv.cleanup()
+    assert r.status == 200 and not resp["allowed"] and resp["status"]["code"] == 500
+    assert "RuntimeError" in resp["status"]["message"]
+    [line] = [rec for rec in caplog.records if rec.name == "fabricguard.admission" and rec.levelno >= logging.ERROR]
+    assert line.exc_info is None and "\n" not in line.getMessage() and "boom with a second line" in line.getMessage()
