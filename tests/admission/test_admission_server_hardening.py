@@ -319,3 +319,15 @@ async def test_a_bug_in_a_decision_is_a_denied_review_and_one_log_line(tls: TlsF
     assert "RuntimeError" in resp["status"]["message"]
     [line] = [rec for rec in caplog.records if rec.name == "fabricguard.admission" and rec.levelno >= logging.ERROR]
     assert line.exc_info is None and "\n" not in line.getMessage() and "boom with a second line" in line.getMessage()
+
+
+async def test_probes_are_answered_while_the_webhook_loop_is_blocked(server: Running) -> None:
+    import threading
+
+    assert server.health_port is not None
+    answers: list[int] = []
+    probe = threading.Thread(target=lambda: answers.append(http_get(server.health_port or 0, "/readyz")))
+    probe.start()
+    time.sleep(1.0)  # the webhook's event loop does nothing else meanwhile, as in a long synchronous decision
+    probe.join(5)
+    assert answers == [200]

@@ -13,7 +13,8 @@ block every create in the opted-in namespaces):
   being answered while a large one is decided;
 * a decision that fails unexpectedly is a denied review (never a dropped connection) and one log line.
 
-Health and metrics are also served on a separate plain-HTTP port, so kubelet probes never queue behind TLS work.
+Health and metrics are also served on a separate plain-HTTP port, from a thread with its own event loop, so
+kubelet probes never queue behind TLS handshakes or decisions.
 The certificate and key are re-read when their files change (cert-manager rotates them in place): a new pair is
 loaded into a fresh TLS context and used for new handshakes only when both files load and match. On SIGTERM the
 server turns not-ready, keeps answering for ``shutdown_delay`` seconds (closing keep-alive connections after
@@ -30,6 +31,7 @@ import logging
 import os
 import signal
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -318,6 +320,56 @@ def build_health_app(state: Lifecycle, metrics: Metrics) -> web.Application:
     return app
 
 
+class HealthServer:
+    """/healthz, /readyz and /metrics over plain HTTP, on a thread and event loop of their own.
+
+    The kubelet's probes then never queue behind TLS handshakes or decisions on the webhook's loop; they share
+    only the interpreter, which hands each thread a turn every few milliseconds.
+    """
+
+    def __init__(self, state: Lifecycle, metrics: Metrics, host: str, port: int) -> None:
+        self.app = build_health_app(state, metrics)
+        self.host = host
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="fabricguard-health", daemon=True)
+
+    def start(self, timeout: float = 10.0) -> int:
+        """Start listening; return the bound port, or raise what kept it from listening (OSError)."""
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise OSError(f"the health port {self.port} did not start within {timeout:g} s")
+        if self._error is not None:
+            raise self._error
+        return self.port
+
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            loop.run_until_complete(site.start())
+            self.port = _bound_port(site, self.port)
+        except BaseException as exc:  # handed to start(), which raises it in the caller
+            self._error = exc
+            self._ready.set()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+            return
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+
 # ---------------------------------------------------------------------------------------------- running
 
 
@@ -330,8 +382,11 @@ class Running:
     reloader: CertReloader
     state: Lifecycle
     metrics: Metrics
-    health_runner: web.AppRunner | None = None
-    health_port: int | None = None
+    health: HealthServer | None = None
+
+    @property
+    def health_port(self) -> int | None:
+        return self.health.port if self.health is not None else None
 
     async def drain(self, delay: float) -> None:
         """Turn not-ready, keep answering for ``delay`` seconds, then stop and finish in-flight requests."""
@@ -343,8 +398,8 @@ class Running:
 
     async def cleanup(self) -> None:
         await self.runner.cleanup()
-        if self.health_runner is not None:
-            await self.health_runner.cleanup()
+        if self.health is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.health.stop)
 
 
 def _bound_port(site: web.TCPSite, default: int) -> int:
@@ -374,12 +429,12 @@ async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127
     await site.start()
     running = Running(runner, _bound_port(site, port), reloader, state, metrics)
     if health_port is not None:
-        running.health_runner = web.AppRunner(build_health_app(state, metrics), access_log=None,
-                                              shutdown_timeout=1.0)
-        await running.health_runner.setup()
-        hsite = web.TCPSite(running.health_runner, host, health_port)
-        await hsite.start()
-        running.health_port = _bound_port(hsite, health_port)
+        running.health = HealthServer(state, metrics, host, health_port)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, running.health.start)
+        except BaseException:
+            await runner.cleanup()
+            raise
     return running
 
 
