@@ -138,6 +138,12 @@ def fan_out_jobset(replicated_jobs: int) -> bytes:
     return json.dumps(review, separators=(",", ":")).encode()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the server process has used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     """The server's resident set now (VmRSS) and at its peak so far (VmHWM), in KiB."""
     out = {}
@@ -214,8 +220,14 @@ async def drive(port: int, ca: Path, args: argparse.Namespace, pid: int) -> list
             await asyncio.sleep(0.1)
         # Warm up: open the connections and let the server reach steady state.
         await saturation(session, url, body, uid, args.connections, 1.0, 2000)
-        results = [await fixed_rate(session, url, body, uid, args.rate, args.seconds)]
-        results.append(await saturation(session, url, body, uid, args.connections, args.seconds, args.max_requests))
+        results = []
+        for phase in (lambda: fixed_rate(session, url, body, uid, args.rate, args.seconds),
+                      lambda: saturation(session, url, body, uid, args.connections, args.seconds, args.max_requests)):
+            cpu = cpu_seconds(pid)
+            results.append(await phase())
+            # Server CPU per answered request: what one request costs, whatever else runs on the machine.
+            results[-1]["server_cpu_us_per_request"] = round(
+                (cpu_seconds(pid) - cpu) / max(results[-1]["requests"], 1) * 1e6, 1)
         results[-1]["server_kib"] = memory_kib(pid)
         if args.fan_out:
             results += await fan_out(session, url, f"http://127.0.0.1:{args.health_port}/healthz", pid)
@@ -231,6 +243,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-fan-out", dest="fan_out", action="store_false",
                     help="skip the fan-out cases (large objects the caps refuse)")
+    ap.add_argument("--server-src", type=Path,
+                    help="run the server from another source tree (e.g. an older commit's src/) to compare")
     ap.add_argument(
         "--pin",
         action="store_true",
@@ -241,6 +255,13 @@ def main() -> int:
         ca = make_tls(Path(tmp))
         port = free_port()
         args.health_port = free_port()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if args.server_src:
+            env["PYTHONPATH"] = str(args.server_src.resolve())
+        usage = subprocess.run([sys.executable, "-m", "fabricguard", "admission", "serve", "--help"], env=env,
+                               capture_output=True, text=True).stdout
+        health = ["--health-port", str(args.health_port)] if "--health-port" in usage else []
+        args.fan_out = args.fan_out and bool(health)  # older servers have no health port to poll
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -258,12 +279,11 @@ def main() -> int:
                 "127.0.0.1",
                 "--port",
                 str(port),
-                "--health-port",
-                str(args.health_port),
+                *health,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env=env,
             preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if args.pin else None,
         )
         if args.pin:
@@ -282,13 +302,13 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 server.kill()
     print(f"{'run':40} {'requests':>9} {'errors':>6} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-          f"{'peak MiB':>8}")
+          f"{'peak MiB':>8} {'CPU us/req':>10}")
     for r in results:
         peak = r.get("server_kib", {}).get("VmHWM")
         print(
             f"{r['run']:40} {r.get('requests', 5):>9} {r.get('errors', 0):>6} {r.get('throughput_rps', '-'):>9} "
             f"{r['p50_ms']:>8} {r.get('p99_ms', '-'):>8} {r['max_ms']:>8} "
-            f"{round(peak / 1024, 1) if peak else '-':>8}"
+            f"{round(peak / 1024, 1) if peak else '-':>8} {r.get('server_cpu_us_per_request', '-'):>10}"
             + (f"  answer {r['answer_bytes']} B" if "answer_bytes" in r else "")
             + (f"  /healthz max {r['healthz_max_ms']} ms over {r['healthz_probes']}" if "healthz_max_ms" in r else "")
         )

@@ -147,8 +147,7 @@ class Admission:
     def _mutate(self, uid: str, s: _Subject) -> Decision:
         # The silent-path env gets its own explanation before any generic conflict message.
         if not s.workload.opted_out:
-            silent = [f.message for f in val.findings(s.workload, self.profile, s.pool)
-                      if f.rule in val.SILENT_RULES]
+            silent = [f.message for f in val.silent_findings(s.workload, s.pool)]
             if silent:
                 silent = [bounded("; ".join(silent), MAX_MESSAGE - len("fabricguard: "))]
                 return Decision(200, rv.deny(uid, "fabricguard: " + "; ".join(silent)), "denied")

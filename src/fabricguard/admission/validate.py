@@ -135,6 +135,21 @@ def check_security(spec: dict[str, Any], where: str) -> list[Finding]:
     return out
 
 
+def silent_findings(w: Workload, pool: Pool) -> list[Finding]:
+    """Only the findings of :data:`SILENT_RULES`: env that turns the fabric off, or that cannot be read."""
+    if w.opted_out or not pool.fabric.has_fabric:
+        return []
+    allow = w.allow_override
+    out: list[Finding] = []
+    if w.kind == "TrainJob":
+        trainer = (w.obj.get("spec") or {}).get("trainer") or {}
+        out += check_env(trainer, pool, "spec.trainer.env", allow, need_net=False)
+    for t in w.templates:
+        for c in t.gpu_containers(pool.gpuResource):
+            out += check_env(c, pool, f"{wl.container_label(t.spec, c)} of {t.where}", allow, need_net=False)
+    return [f for f in out if f.rule in SILENT_RULES]
+
+
 def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]:
     """Every reason to reject the (multi-node GPU) workload ``w``; empty when it may run."""
     out: list[Finding] = []
