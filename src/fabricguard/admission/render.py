@@ -30,7 +30,7 @@ HEALTH_PORT = 8081
 PROFILE_KEY = "profile.yaml"
 PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
 PRIORITY_CLASS = "system-cluster-critical"
-# From bench/admission/README.md: 62 MiB resident at saturation with realistic reviews; 164 MiB at the peak of
+# From bench/admission/README.md: 62 MiB resident at saturation with realistic reviews; 167 MiB at the peak of
 # the worst case the caps allow (eight 3 MiB bodies of 40,000 GPU containers at once). Request: twice the
 # steady state; limit: the worst-case peak with half again as headroom.
 MEMORY_REQUEST = "128Mi"
