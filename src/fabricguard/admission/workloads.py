@@ -181,6 +181,12 @@ def count(value: Any) -> int:
     return max(math.ceil(quantity.amount_or_zero(value)), 0)
 
 
+def parse_quantity(value: Any) -> int:
+    """A whole count from a resource amount (``8``, ``"8"``, ``"8.0"``, ``"1k"``), read by fabricguard.quantity;
+    absent or unreadable is 0. The same as :func:`count`, under the name other parts call it by."""
+    return count(value)
+
+
 def container_gpus(container: dict[str, Any], gpu_resource: str) -> int:
     """GPUs one container asks for (the larger of request and limit); unreadable amounts count as none."""
     res = container.get("resources")
