@@ -21,6 +21,10 @@ COPY --from=build /wheels /wheels
 RUN python -m pip install --no-index --find-links /wheels fabricguard && rm -rf /wheels \
  && python -c "import fabricguard.admission.server, sys; assert 'torch' not in sys.modules"
 USER 65532:65532
-EXPOSE 8443
+# 8443: the HTTPS webhook; 8081: plain-HTTP /healthz, /readyz and /metrics (probes, Prometheus).
+EXPOSE 8443 8081
+# SIGTERM drains (not ready, keeps answering, then finishes in-flight requests); preStop in the manifest
+# runs `sleep`, which the slim base image provides.
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["fabricguard"]
 CMD ["admission", "serve", "--help"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
+import copy
 import json
 import os
 import socket
@@ -26,10 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+import trustme
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "examples" / "profiles" / "gke-a3-ultra.yaml"
@@ -37,40 +34,12 @@ REVIEW = REPO / "tests" / "admission" / "fixtures" / "jobset.json"
 
 
 def make_tls(d: Path) -> Path:
-    """Write ca.crt, tls.crt and tls.key for 127.0.0.1 into ``d``; return the CA path."""
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=2))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    import ipaddress
-
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench")]))
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (d / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (d / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (d / "tls.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    """Write ca.crt, tls.crt and tls.key for 127.0.0.1 into ``d`` (a trustme CA); return the CA path."""
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", common_name="bench")
+    ca.cert_pem.write_to_path(str(d / "ca.crt"))
+    leaf.cert_chain_pems[0].write_to_path(str(d / "tls.crt"))
+    leaf.private_key_pem.write_to_path(str(d / "tls.key"))
     return d / "ca.crt"
 
 
@@ -153,7 +122,85 @@ async def saturation(
     return summary(f"saturation, {workers} connections", lat, errors, time.perf_counter() - start)
 
 
-async def drive(port: int, ca: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+def fan_out_pod(containers: int) -> bytes:
+    """The amplification case: one bare Pod of many tiny GPU containers (1.5 MB for 20,000)."""
+    review = json.loads((REVIEW.parent / "pod-bare-group.json").read_text())
+    review["request"]["object"]["spec"]["containers"] = [
+        {"name": f"c{i}", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}} for i in range(containers)]
+    return json.dumps(review, separators=(",", ":")).encode()
+
+
+def fan_out_jobset(replicated_jobs: int) -> bytes:
+    """A JobSet of many replicated jobs, each a copy of the realistic workers job."""
+    review = json.loads(REVIEW.read_text())
+    rjobs = review["request"]["object"]["spec"]["replicatedJobs"]
+    rjobs[:] = [dict(copy.deepcopy(rjobs[1]), name=f"w{i}") for i in range(replicated_jobs)]
+    return json.dumps(review, separators=(",", ":")).encode()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the server process has used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """The server's resident set now (VmRSS) and at its peak so far (VmHWM), in KiB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+async def fan_out(session: aiohttp.ClientSession, url: str, health: str, pid: int) -> list[dict[str, Any]]:
+    """Time each fan-out case alone, then 8 of the largest at once while /healthz is polled on the health port."""
+    results = []
+    cases = [("pod of 20,000 GPU containers", fan_out_pod(20_000)),
+             ("pod of 40,000 GPU containers", fan_out_pod(40_000)),
+             ("JobSet of 1,000 replicated jobs", fan_out_jobset(1_000))]
+    for name, body in cases:
+        lat, sizes = [], []
+        for _ in range(5):
+            t = time.perf_counter()
+            async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
+                data = await r.read()
+            lat.append(time.perf_counter() - t)
+            sizes.append(len(data))
+        results.append({"run": f"fan-out: {name}", "body_bytes": len(body), "answer_bytes": max(sizes),
+                        "p50_ms": round(pct(lat, 0.5) * 1e3, 1), "max_ms": round(max(lat) * 1e3, 1),
+                        "server_kib": memory_kib(pid)})
+    body = cases[1][1]  # 40,000 containers: about the largest body --max-body lets in (3 MiB)
+    health_lat: list[float] = []
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        async with aiohttp.ClientSession() as s:
+            while not done.is_set():
+                t = time.perf_counter()
+                async with s.get(health) as r:
+                    await r.read()
+                health_lat.append(time.perf_counter() - t)
+                await asyncio.sleep(0.01)
+
+    async def big() -> float:
+        t = time.perf_counter()
+        async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
+            await r.read()
+        return time.perf_counter() - t
+
+    prober = asyncio.create_task(probe())
+    lat = await asyncio.gather(*(big() for _ in range(8)))
+    done.set()
+    await prober
+    results.append({"run": "fan-out: 8 x 40,000 containers at once", "p50_ms": round(pct(lat, 0.5) * 1e3, 1),
+                    "max_ms": round(max(lat) * 1e3, 1), "healthz_max_ms": round(max(health_lat) * 1e3, 1),
+                    "healthz_probes": len(health_lat), "server_kib": memory_kib(pid)})
+    return results
+
+
+async def drive(port: int, ca: Path, args: argparse.Namespace, pid: int) -> list[dict[str, Any]]:
     ctx = ssl.create_default_context(cafile=str(ca))
     review = json.loads(REVIEW.read_text())
     body = json.dumps(review).encode()
@@ -173,8 +220,17 @@ async def drive(port: int, ca: Path, args: argparse.Namespace) -> list[dict[str,
             await asyncio.sleep(0.1)
         # Warm up: open the connections and let the server reach steady state.
         await saturation(session, url, body, uid, args.connections, 1.0, 2000)
-        results = [await fixed_rate(session, url, body, uid, args.rate, args.seconds)]
-        results.append(await saturation(session, url, body, uid, args.connections, args.seconds, args.max_requests))
+        results = []
+        for phase in (lambda: fixed_rate(session, url, body, uid, args.rate, args.seconds),
+                      lambda: saturation(session, url, body, uid, args.connections, args.seconds, args.max_requests)):
+            cpu = cpu_seconds(pid)
+            results.append(await phase())
+            # Server CPU per answered request: what one request costs, whatever else runs on the machine.
+            results[-1]["server_cpu_us_per_request"] = round(
+                (cpu_seconds(pid) - cpu) / max(results[-1]["requests"], 1) * 1e6, 1)
+        results[-1]["server_kib"] = memory_kib(pid)
+        if args.fan_out:
+            results += await fan_out(session, url, f"http://127.0.0.1:{args.health_port}/healthz", pid)
     return results
 
 
@@ -185,6 +241,10 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--max-requests", type=int, default=200_000)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-fan-out", dest="fan_out", action="store_false",
+                    help="skip the fan-out cases (large objects the caps refuse)")
+    ap.add_argument("--server-src", type=Path,
+                    help="run the server from another source tree (e.g. an older commit's src/) to compare")
     ap.add_argument(
         "--pin",
         action="store_true",
@@ -194,6 +254,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         ca = make_tls(Path(tmp))
         port = free_port()
+        args.health_port = free_port()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if args.server_src:
+            env["PYTHONPATH"] = str(args.server_src.resolve())
+        usage = subprocess.run([sys.executable, "-m", "fabricguard", "admission", "serve", "--help"], env=env,
+                               capture_output=True, text=True).stdout
+        health = ["--health-port", str(args.health_port)] if "--health-port" in usage else []
+        args.fan_out = args.fan_out and bool(health)  # older servers have no health port to poll
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -211,10 +279,11 @@ def main() -> int:
                 "127.0.0.1",
                 "--port",
                 str(port),
+                *health,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env=env,
             preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if args.pin else None,
         )
         if args.pin:
@@ -223,20 +292,25 @@ def main() -> int:
             try:
                 import uvloop  # the client is as fast as it can be, so the server is what is measured
             except ImportError:
-                results = asyncio.run(drive(port, ca, args))
+                results = asyncio.run(drive(port, ca, args, server.pid))
             else:
-                results = uvloop.run(drive(port, ca, args))
+                results = uvloop.run(drive(port, ca, args, server.pid))
         finally:
             server.terminate()
             try:
                 server.wait(10)
             except subprocess.TimeoutExpired:
                 server.kill()
-    print(f"{'run':34} {'requests':>9} {'errors':>6} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    print(f"{'run':40} {'requests':>9} {'errors':>6} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+          f"{'peak MiB':>8} {'CPU us/req':>10}")
     for r in results:
+        peak = r.get("server_kib", {}).get("VmHWM")
         print(
-            f"{r['run']:34} {r['requests']:>9} {r['errors']:>6} {r['throughput_rps']:>9} {r['p50_ms']:>8} "
-            f"{r['p99_ms']:>8} {r['max_ms']:>8}"
+            f"{r['run']:40} {r.get('requests', 5):>9} {r.get('errors', 0):>6} {r.get('throughput_rps', '-'):>9} "
+            f"{r['p50_ms']:>8} {r.get('p99_ms', '-'):>8} {r['max_ms']:>8} "
+            f"{round(peak / 1024, 1) if peak else '-':>8} {r.get('server_cpu_us_per_request', '-'):>10}"
+            + (f"  answer {r['answer_bytes']} B" if "answer_bytes" in r else "")
+            + (f"  /healthz max {r['healthz_max_ms']} ms over {r['healthz_probes']}" if "healthz_max_ms" in r else "")
         )
     if args.json:
         args.json.write_text(

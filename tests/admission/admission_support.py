@@ -1,4 +1,4 @@
-"""Helpers for the admission tests: fixtures on disk, a throw-away TLS CA, kubernetes-validate wrappers.
+"""Helpers for the admission tests: fixtures on disk, a throw-away TLS CA (trustme), kubernetes-validate wrappers.
 
 kubernetes-validate ships only the built-in API schemas, so a JobSet's pod templates are validated by
 wrapping each replicated job's Job spec into a batch/v1 Job, and a TrainJob's trainer plus fabricguard's
@@ -8,18 +8,13 @@ runtime patch by assembling the pod the Trainer would create into a v1 Pod.
 from __future__ import annotations
 
 import copy
-import datetime as dt
-import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+import trustme
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"
@@ -41,45 +36,30 @@ def with_object(review: dict[str, Any], obj: dict[str, Any], uid: str | None = N
 
 @dataclass
 class TlsFiles:
-    ca: Path
+    """A trustme CA and a serving certificate for 127.0.0.1/localhost written where the server reads them."""
+
+    ca: trustme.CA
+    ca_path: Path
     cert: Path
     key: Path
-    ca_pem: bytes
-    ca_key: ec.EllipticCurvePrivateKey
-    ca_cert: x509.Certificate
+
+    def issue(self, common_name: str, cert: Path | None = None, key: Path | None = None) -> trustme.LeafCert:
+        """Issue another serving certificate from the same CA; write it (to ``cert``/``key`` when given)."""
+        leaf = self.ca.issue_cert("127.0.0.1", "localhost", common_name=common_name)
+        if cert is not None:
+            cert.write_bytes(b"".join(p.bytes() for p in leaf.cert_chain_pems))
+        if key is not None:
+            key.write_bytes(leaf.private_key_pem.bytes())
+        return leaf
 
 
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def make_ca() -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(_name("fabricguard test CA")).issuer_name(_name("fabricguard test CA"))
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .sign(key, hashes.SHA256()))
-    return key, cert
-
-
-def issue(ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, cn: str,
-          cert_path: Path, key_path: Path) -> x509.Certificate:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return cert
-
+def make_tls(d: Path, common_name: str = "fabricguard-admission one") -> TlsFiles:
+    d.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    tls = TlsFiles(ca, d / "ca.crt", d / "tls.crt", d / "tls.key")
+    ca.cert_pem.write_to_path(str(tls.ca_path))
+    tls.issue(common_name, tls.cert, tls.key)
+    return tls
 
 
 VERSION = kubernetes_validate.latest_version()

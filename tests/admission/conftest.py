@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from admission_support import PROFILES, TlsFiles, issue, make_ca
-from cryptography.hazmat.primitives import serialization
+from admission_support import PROFILES, TlsFiles, make_tls
 
 from fabricguard.profile import PlatformProfile, load_profile
 
@@ -23,8 +22,4 @@ def profiles() -> dict[str, PlatformProfile]:
 
 @pytest.fixture
 def tls(tmp_path: Path) -> TlsFiles:
-    ca_key, ca_cert = make_ca()
-    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    (tmp_path / "ca.crt").write_bytes(ca_pem)
-    issue(ca_key, ca_cert, "fabricguard-admission one", tmp_path / "tls.crt", tmp_path / "tls.key")
-    return TlsFiles(tmp_path / "ca.crt", tmp_path / "tls.crt", tmp_path / "tls.key", ca_pem, ca_key, ca_cert)
+    return make_tls(tmp_path)

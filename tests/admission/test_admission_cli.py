@@ -47,7 +47,8 @@ def test_review_rejects_non_review_input(tmp_path: Path) -> None:
 
 def test_render_webhook_digest_and_tag_warning() -> None:
     digest = "ghcr.io/acme/fabricguard@sha256:" + "0" * 64
-    res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", digest, "-n", "fg"])
+    res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", digest, "-n", "fg",
+                              "--apiserver-cidr", "172.16.0.32/28", "--apiserver-cidr", "10.0.0.1"])
     assert res.exit_code == 0, res.output
     assert "warning" not in res.stderr
     docs = list(yaml.safe_load_all(res.stdout))
@@ -55,9 +56,14 @@ def test_render_webhook_digest_and_tag_warning() -> None:
     assert "MutatingWebhookConfiguration" in kinds and "Deployment" in kinds
     dep = next(d for d in docs if d["kind"] == "Deployment")
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == digest
+    pol = next(d for d in docs if d["kind"] == "NetworkPolicy")
+    assert pol["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "172.16.0.32/28"}},
+                                                 {"ipBlock": {"cidr": "10.0.0.1/32"}}]
     res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", "ghcr.io/acme/fabricguard:0.1"])
     assert res.exit_code == 0
-    assert "tag-only" in res.stderr
+    assert "tag-only" in res.stderr and "no --apiserver-cidr" in res.stderr
+    res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", digest, "--apiserver-cidr", "nope"])
+    assert res.exit_code == 3 and "--apiserver-cidr 'nope' is not a CIDR" in res.stderr
 
 
 def test_admission_never_imports_torch() -> None:
@@ -67,3 +73,16 @@ def test_admission_never_imports_torch() -> None:
     code = ("import sys, fabricguard.admission.server, fabricguard.admission.commands, fabricguard.cli; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_serve_refuses_a_key_that_is_not_the_certificates(tmp_path: Path) -> None:
+    from admission_support import make_tls
+
+    one = make_tls(tmp_path / "one")
+    two = make_tls(tmp_path / "two")
+    res = runner.invoke(app, ["admission", "serve", "--profile", GKE, "--cert", str(one.cert), "--key", str(two.key),
+                              "--port", "0", "--health-port", "0"])
+    assert res.exit_code == 3
+    stderr = " ".join(res.stderr.split())  # the console wraps long paths
+    assert str(one.cert) in stderr.replace(" ", "") or str(one.cert) in stderr
+    assert "Traceback" not in res.output

@@ -113,7 +113,7 @@ def test_gke_annotations_and_placement(profiles: dict[str, PlatformProfile]) -> 
     assert workers["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "a3u-pool-1"}
     assert workers["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert workers["metadata"]["labels"] == {"app": "llama", "fabricguard.io/managed": "true",
-                                             "fabricguard.io/pool": "h200-rdma", "fabricguard.io/job": "llama-pretrain"}
+                                             "fabricguard.io/pool": "h200-rdma"}
     env_ = env(workers["spec"]["containers"][0])
     assert env_["FG_JOB"] == {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/jobset-name']"}}
     # The CPU-only coordinator is left as it was.

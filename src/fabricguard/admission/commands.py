@@ -68,8 +68,18 @@ def serve_cmd(
     max_body: int = typer.Option(3 * 1024 * 1024, "--max-body", min=1024, help="Largest request in bytes."),
     reload_interval: float = typer.Option(5.0, "--reload-interval", min=0.1,
                                           help="Seconds between checks of the certificate files."),
+    health_port: int = typer.Option(8081, "--health-port", min=0, max=65535,
+                                     help="Plain-HTTP port for /healthz, /readyz and /metrics."),
+    body_timeout: float = typer.Option(10.0, "--body-timeout", min=0.1,
+                                       help="Seconds a client has to send a request body."),
+    shutdown_delay: float = typer.Option(5.0, "--shutdown-delay", min=0.0,
+                                         help="After SIGTERM: seconds to keep answering while not ready."),
+    shutdown_timeout: float = typer.Option(15.0, "--shutdown-timeout", min=0.0,
+                                           help="After the delay: seconds in-flight requests get to finish."),
 ) -> None:
-    """Run the HTTPS admission webhook (/mutate, /validate, /healthz, /readyz, /metrics)."""
+    """Run the HTTPS admission webhook (/mutate, /validate; /healthz, /readyz, /metrics on both ports)."""
+    import ssl
+
     from fabricguard.admission.decide import Admission
     from fabricguard.admission.server import serve
 
@@ -80,9 +90,13 @@ def serve_cmd(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         serve(Admission(prof), cert, key, host=host, port=port, max_body=max_body,
-              reload_interval=reload_interval)
+              reload_interval=reload_interval, body_timeout=body_timeout, health_port=health_port,
+              shutdown_delay=shutdown_delay, shutdown_timeout=shutdown_timeout)
+    except ssl.SSLError as exc:
+        fail(f"{cert} and {key} cannot serve TLS: {exc.reason or exc}",
+             hint="pass a PEM certificate and the private key that belongs to it")
     except OSError as exc:
-        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+        fail(f"cannot serve on {host}:{port} (health {health_port}): {exc.strerror or exc}")
 
 
 @render_app.command("webhook")
@@ -90,8 +104,12 @@ def render_webhook_cmd(
     profile: Path = PROFILE_OPT,
     image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    apiserver_cidr: list[str] = typer.Option(
+        [], "--apiserver-cidr",
+        help="Where the API server's calls come from (repeatable); the NetworkPolicy admits only these to the "
+             "webhook port. See docs/admission.md for each provider."),
 ) -> None:
-    """Print the webhook's Deployment, Service, PDB, cert-manager objects and webhook configurations."""
+    """Print the webhook's Deployment, Service, PDB, NetworkPolicy, cert-manager objects and configurations."""
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
     from fabricguard.imageref import reference_problem
 
@@ -105,9 +123,10 @@ def render_webhook_cmd(
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
+    cidrs = _cidrs(apiserver_cidr)
     for w in image_warnings(image):
         say(("warning:", "yellow"), f" {w}", err=True)
-    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace)))
+    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs)))
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -130,6 +149,22 @@ def tls_pair_problem(cert: Path, key: Path) -> str | None:
             return f"--key {key} does not belong to the certificate in --cert {cert} ({reason})"
         return f"--cert {cert} / --key {key}: TLS cannot load the pair ({reason})"
     return None
+
+
+def _cidrs(values: list[str]) -> list[str]:
+    """The --apiserver-cidr values as networks (exit 3 naming a bad one); a warning when there is none."""
+    import ipaddress
+
+    cidrs = []
+    for c in values:
+        try:
+            cidrs.append(str(ipaddress.ip_network(c.strip(), strict=False)))
+        except ValueError:
+            fail(f"--apiserver-cidr {c!r} is not a CIDR", hint="e.g. --apiserver-cidr 172.16.0.0/28")
+    if not cidrs:
+        say(("warning:", "yellow"), " no --apiserver-cidr: the NetworkPolicy admits the webhook port from any "
+            "source; docs/admission.md says where the API server's calls come from", err=True)
+    return cidrs
 
 
 def register(app: typer.Typer) -> None:

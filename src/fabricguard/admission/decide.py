@@ -4,6 +4,11 @@
 endpoints: ``mutate`` (the patch), ``validate`` (the rejections) and ``review`` (mutation, then validation of
 the mutated object: what the API server would end up deciding). No I/O happens here, and dry-run requests are
 answered exactly like the others because nothing here has side effects.
+
+It fails closed: a CREATE of a kind it handles must carry the object of that kind (the API server always sends
+it), and an object too large or too deeply nested to review is refused with the limit it broke. Denial messages
+and patches are bounded (:data:`MAX_MESSAGE`, :data:`MAX_PATCH_BYTES`), so one request cannot make an answer
+the API server would choke on.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 
 Endpoint = Literal["mutate", "validate", "review"]
-Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request"]
+Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request", "error"]
+
+MAX_MESSAGE = 4096
+MAX_PATCH_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -34,6 +42,32 @@ class Decision:
 class _Subject:
     workload: wl.Workload
     pool: Pool
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` cut to ``limit`` characters at a '; ' boundary, saying how many reasons were left out."""
+    if len(message) <= limit:
+        return message
+    parts = message.split("; ")
+    kept: list[str] = []
+    size = 0
+    for p in parts:
+        if size + len(p) + 2 > limit - 60:
+            break
+        kept.append(p)
+        size += len(p) + 2
+    if not kept:
+        return message[: limit - 3] + "..."
+    return "; ".join(kept) + f"; and {len(parts) - len(kept)} more reasons (fix these first)"
+
+
+def _deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") -> Decision:
+    return Decision(200, rv.deny(uid, bounded(message), code, reason), "denied")
+
+
+def _declared_kind(obj: dict[str, Any]) -> tuple[str, str]:
+    api = str(obj.get("apiVersion") or "")
+    return (api.rsplit("/", 1)[0] if "/" in api else ""), str(obj.get("kind") or "")
 
 
 class Admission:
@@ -51,10 +85,16 @@ class Admission:
             req = rv.parse_review(body)
         except rv.ReviewError as exc:
             if exc.uid:
-                return Decision(200, rv.deny(exc.uid, f"fabricguard: bad AdmissionReview: {exc}", 400,
+                return Decision(200, rv.deny(exc.uid, bounded(f"fabricguard: bad AdmissionReview: {exc}"), 400,
                                              "BadRequest"), "bad_request")
             return Decision(400, {"error": f"bad AdmissionReview: {exc}"}, "bad_request")
-        return self.decide(endpoint, req)
+        try:
+            return self.decide(endpoint, req)
+        except RecursionError:
+            # JSON nested about as deep as the parser allows: no Kubernetes object is, so refuse it plainly.
+            return Decision(200, rv.deny(req.uid, "fabricguard: the object is nested too deeply to review; no "
+                                                  "Kubernetes object nests this deep", 400, "BadRequest"),
+                            "bad_request")
 
     def decide(self, endpoint: Endpoint, req: rv.AdmissionRequest) -> Decision:
         subject = self._subject(req)
@@ -78,21 +118,28 @@ class Admission:
     # -- steps
 
     def _subject(self, req: rv.AdmissionRequest) -> _Subject | Decision | None:
-        if req.operation != "CREATE" or req.object is None:
+        if req.operation != "CREATE":
             return None
         kind = wl.kind_of(req.kind.group, req.kind.kind)
         if kind is None:
             return None
+        what = f"{req.kind.group or 'core'}/{req.kind.version} {req.kind.kind}"
+        if req.object is None:
+            return _deny(req.uid, f"fabricguard: a CREATE of {what} without request.object cannot be reviewed; "
+                                  "the API server always sends the object", 400, "BadRequest")
+        group, declared = _declared_kind(req.object)
+        if (group, declared) != (req.kind.group, req.kind.kind):
+            return _deny(req.uid, f"fabricguard: request.object is apiVersion {req.object.get('apiVersion')!r} "
+                                  f"kind {declared!r}, not the {what} the request declares", 400, "BadRequest")
         try:
             w = wl.locate(req.object, kind, req.namespace)
         except wl.WorkloadError as exc:
-            return Decision(200, rv.deny(req.uid, f"fabricguard: cannot read this {kind}: {exc}", 400,
-                                         "BadRequest"), "denied")
+            return _deny(req.uid, f"fabricguard: cannot review this {kind}: {exc}", 400, "BadRequest")
         try:
             pool = self.profile.pool(w.pool_name)
         except UnknownPoolError as exc:
-            return Decision(200, rv.deny(req.uid, f"fabricguard: {exc}; set label {wl.LABEL_POOL} to one of "
-                                                  "them (or remove it to use the default pool)"), "denied")
+            return _deny(req.uid, f"fabricguard: {exc}; set label {wl.LABEL_POOL} to one of them (or remove it "
+                                  "to use the default pool)")
         if not wl.is_multi_node(w, pool.gpuResource, pool.gpusPerNode):
             return None
         return _Subject(w, pool)
@@ -100,9 +147,9 @@ class Admission:
     def _mutate(self, uid: str, s: _Subject) -> Decision:
         # The silent-path env gets its own explanation before any generic conflict message.
         if not s.workload.opted_out:
-            silent = [f for f in val.findings(s.workload, self.profile, s.pool)
-                      if "NCCL_IB_DISABLE" in f or "forces TCP sockets" in f]
+            silent = [f.message for f in val.silent_findings(s.workload, s.pool)]
             if silent:
+                silent = [bounded("; ".join(silent), MAX_MESSAGE - len("fabricguard: "))]
                 return Decision(200, rv.deny(uid, "fabricguard: " + "; ".join(silent)), "denied")
         key = (s.pool.name, s.workload.opted_out)
         plan = self._plans.get(key)
@@ -110,11 +157,16 @@ class Admission:
             plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out)
         m = mutate_workload(s.workload, self.profile, s.pool, plan)
         if not m.allowed:
-            return Decision(200, rv.deny(uid, m.message), "denied")
-        return Decision(200, rv.allow(uid, m.patch, m.warnings or None), "patched" if m.patch else "allowed")
+            return _deny(uid, m.message)
+        warnings = [bounded(w, 512) for w in m.warnings[:20]] or None
+        body = rv.allow(uid, m.patch, warnings)
+        if len(body["response"].get("patch", "")) > MAX_PATCH_BYTES:
+            return _deny(uid, f"fabricguard: the patch for this {s.workload.kind} would be over "
+                              f"{MAX_PATCH_BYTES} bytes; split the workload", 400, "BadRequest")
+        return Decision(200, body, "patched" if m.patch else "allowed")
 
     def _validate(self, uid: str, s: _Subject) -> Decision:
         found = val.findings(s.workload, self.profile, s.pool)
         if found:
-            return Decision(200, rv.deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(found)), "denied")
+            return _deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(f.message for f in found))
         return Decision(200, rv.allow(uid), "allowed")

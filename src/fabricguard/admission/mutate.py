@@ -4,7 +4,13 @@ The object is changed on a copy by small "put" helpers that never overwrite what
 user value is a *conflict*, which rejects the workload with a message naming the key, unless the key is listed
 in annotation ``fabricguard.io/allow-override`` (then the user's value is kept). The patch is the structural
 difference between the object and its copy, so absent maps and lists are added whole, keys are escaped per
-RFC 6902, and a second run over an already patched object yields an empty patch.
+RFC 6901 (``jsonpointer``), and a second run over an already patched object yields an empty patch.
+
+Values are compared as the API server stores them (:func:`stored`): defaults it fills in
+(``fieldRef.apiVersion: v1``), empty fields it drops, quantities in canonical form (``8.0`` is ``8``). So the
+stored form of an object this webhook patched, reviewed again (reinvocation after another webhook, or
+``kubectl get -o yaml`` applied back), gets an empty patch instead of a conflict. For env, the last entry of a
+name is the one compared, because it is the one the kubelet uses.
 
 What goes where (docs/admission.md has the table): the Kueue queue-name label on the workload's own metadata;
 everything else on the pod templates; for a TrainJob, whose ``runtimePatches`` cannot carry container resources,
@@ -19,6 +25,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from jsonpointer import escape as _escape
+
+from fabricguard import quantity
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -45,15 +54,50 @@ ENV_JOB = "FG_JOB"
 
 
 def escape(token: str | int) -> str:
-    """One RFC 6901 reference token: ``~`` becomes ``~0`` and ``/`` becomes ``~1``."""
-    t = str(token)
-    if "~" in t or "/" in t:
-        return t.replace("~", "~0").replace("/", "~1")
-    return t
+    """One RFC 6901 reference token (``~`` is ``~0``, ``/`` is ``~1``)."""
+    return _escape(str(token))
 
 
 def pointer(path: tuple[str | int, ...]) -> str:
     return "".join("/" + escape(p) for p in path)
+
+
+# ---------------------------------------------------------------------------------------------- stored form
+
+_QUANTITY_KEYS = frozenset({"sizeLimit", "divisor"})
+
+
+def stored(value: Any, key: str = "") -> Any:
+    """``value`` as the API server would store it, for comparisons only.
+
+    Empty strings, false, null and empty maps/lists are dropped (Go's ``omitempty``); ``fieldRef`` gets its
+    default ``apiVersion: v1``; quantities (``sizeLimit``, ``divisor``, resource amounts) are canonical.
+    """
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            sv = stored(v, k)
+            if sv not in ("", False, None, {}, []):
+                out[k] = sv
+        if key == "fieldRef" and "apiVersion" not in out:
+            out["apiVersion"] = "v1"
+        if key in ("limits", "requests"):
+            out = {k: quantity.canonical(v) for k, v in out.items()}
+        return out
+    if isinstance(value, list):
+        return [stored(v) for v in value]
+    if key in _QUANTITY_KEYS:
+        return quantity.canonical(value)
+    return value
+
+
+def _same_toleration(a: Any, b: Any) -> bool:
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    sa, sb = stored(a), stored(b)
+    for t in (sa, sb):
+        t.setdefault("operator", "Equal")  # an absent operator means Equal
+    return bool(sa == sb)
 
 
 def diff(old: Any, new: Any, base: str = "") -> list[dict[str, Any]]:
@@ -65,12 +109,12 @@ def diff(old: Any, new: Any, base: str = "") -> list[dict[str, Any]]:
         ops: list[dict[str, Any]] = []
         for k, v in new.items():
             if k not in old:
-                ops.append({"op": "add", "path": f"{base}/{escape(k)}", "value": v})
+                ops.append({"op": "add", "path": f"{base}/{_escape(k)}", "value": v})
             elif old[k] is not v and old[k] != v:
-                ops += diff(old[k], v, f"{base}/{escape(k)}")
+                ops += diff(old[k], v, f"{base}/{_escape(k)}")
         for k in old:
             if k not in new:
-                ops.append({"op": "remove", "path": f"{base}/{escape(k)}"})
+                ops.append({"op": "remove", "path": f"{base}/{_escape(k)}"})
         return ops
     if isinstance(old, list) and isinstance(new, list) and len(new) >= len(old):
         ops = []
@@ -211,15 +255,17 @@ class Injector:
 
     def put_env(self, container: dict[str, Any], entry: dict[str, Any], where: str) -> None:
         env = _list(container, "env")
-        for e in env:
+        last = None
+        for e in env:  # the kubelet uses the last entry of a name
             if isinstance(e, dict) and e.get("name") == entry["name"]:
-                if not _same_env(e, entry):
-                    want = entry.get("value", entry.get("valueFrom"))
-                    have = e.get("value", e.get("valueFrom"))
-                    self.conflict(entry["name"], f"env {entry['name']} in {where} is {_show(have)} but the "
-                                                 f"pool needs {_show(want)}")
-                return
-        env.append(entry)
+                last = e
+        if last is None:
+            env.append(entry)
+        elif not _same_env(last, entry):
+            want = entry.get("value", entry.get("valueFrom"))
+            have = last.get("value", last.get("valueFrom"))
+            self.conflict(entry["name"], f"env {entry['name']} in {where} is {_show(have)} but the "
+                                         f"pool needs {_show(want)}")
 
     def put_resource(self, resources: dict[str, Any], name: str, qty: str, where: str) -> None:
         for part in ("requests", "limits"):
@@ -229,7 +275,7 @@ class Injector:
             cur = m.get(name)
             if cur is None:
                 m[name] = qty
-            elif str(cur) != qty:
+            elif not quantity.same(cur, qty):
                 self.conflict(name, f"resource {part}.{name} in {where} is {_show(cur)} but the pool needs "
                                     f"{_show(qty)}")
                 return
@@ -238,11 +284,15 @@ class Injector:
         if item not in items:
             items.append(item)
 
+    def put_toleration(self, items: list[Any], item: dict[str, Any]) -> None:
+        if not any(_same_toleration(t, item) for t in items):
+            items.append(item)
+
     def put_volume(self, spec: dict[str, Any], volume: dict[str, Any], where: str) -> None:
         vols = _list(spec, "volumes")
         for v in vols:
             if isinstance(v, dict) and v.get("name") == volume["name"]:
-                if v != volume:
+                if stored(v) != stored(volume):
                     self.conflict(volume["name"], f"volume {volume['name']} in {where} is not the one "
                                                   f"fabricguard mounts ({_show(volume)}); rename it")
                 return
@@ -253,7 +303,7 @@ class Injector:
         mounts = _list(container, "volumeMounts")
         for m in mounts:
             if isinstance(m, dict) and m.get("mountPath") == mount["mountPath"]:
-                if m == mount:
+                if stored(m) == stored(mount):
                     return
                 theirs = _volume(spec, m.get("name"))
                 if accept is not None and theirs is not None and accept(theirs):
@@ -277,7 +327,7 @@ def _same(key: str, cur: Any, value: Any) -> bool:
 
 
 def _same_env(have: dict[str, Any], want: dict[str, Any]) -> bool:
-    if {k: v for k, v in have.items() if k != "name"} == {k: v for k, v in want.items() if k != "name"}:
+    if stored(have) == stored(want):
         return True
     # NCCL matches network names case-insensitively: NCCL_NET=gib is NCCL_NET=gIB.
     hv, wv = have.get("value"), want.get("value")
@@ -345,7 +395,7 @@ def lustre_parts(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]] | None:
 
 def inject_container(inj: Injector, plan: Plan, spec: dict[str, Any], c: dict[str, Any], job_label: str,
                      where: str, *, resources: bool = True) -> None:
-    cwhere = f"container {c.get('name')!r} of {where}"
+    cwhere = f"{wl.container_label(spec, c)} of {where}"
     if resources and plan.resources:
         res = _map(c, "resources")
         for name, qty in plan.resources.items():
@@ -370,7 +420,9 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
     anns = _map(meta, "annotations")
     inj.put(labels, wl.LABEL_MANAGED, "true", "label", where)
     inj.put(labels, wl.LABEL_POOL, plan.pool.name, "label", where)
-    if w.job:
+    if w.job and w.kind == "Pod":
+        # Pods only: a template's pods carry their controller's job label already, and a template label
+        # written from metadata.name would differ between a generateName create and its stored form.
         inj.put(labels, wl.LABEL_JOB, w.job, "label", where)
     if w.opted_out:
         inj.put(anns, wl.ANN_FABRIC, "none", "annotation", where)
@@ -394,7 +446,7 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
     if plan.tolerations:
         tols = _list(spec, "tolerations")
         for t in plan.tolerations:
-            inj.put_item(tols, dict(t))
+            inj.put_toleration(tols, dict(t))
     for k in ("labels", "annotations"):
         if not meta.get(k):
             meta.pop(k, None)
@@ -408,9 +460,8 @@ def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Work
     spec = _map(template, "spec")
     gpu_resource = plan.pool.gpuResource
     inject_pod_level(inj, plan, template, w, where, tas=tas)
-    for c in wl.containers(spec):
-        if wl.container_gpus(c, gpu_resource) > 0:
-            inject_container(inj, plan, spec, c, job_label, where)
+    for c in wl.gpu_containers(spec, gpu_resource):
+        inject_container(inj, plan, spec, c, job_label, where)
 
 
 # ---------------------------------------------------------------------------------------------- per kind
@@ -463,7 +514,7 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
         if isinstance(p, dict) and p.get("manager") == MANAGER:
             # Ours: the Trainer webhook stamps `time`; anything else that differs is brought up to date.
             mine = {k: v for k, v in p.items() if k != "time"}
-            if mine != entry:
+            if stored(mine) != stored(entry):
                 patches[i] = {**entry, **({"time": p["time"]} if "time" in p else {})}
             return
     patches.append(entry)
@@ -504,7 +555,7 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
         _inject_workload_meta(inj, plan, obj, w)
         gpu = pool.gpuResource
         for t in w.templates:
-            if wl.pod_gpus(t.spec, gpu) > 0:
+            if t.gpus(gpu) > 0:
                 target = obj
                 for p in t.path:
                     target = target[p]

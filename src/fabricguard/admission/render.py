@@ -2,15 +2,21 @@
 
 Rendered: a ServiceAccount (no API token: the webhook reads nothing from the API server, so it is bound to no
 Role at all, which is the least privilege there is), a ConfigMap with the profile, a Deployment of 2 replicas
-spread over nodes with probes, resource requests and limits and a locked-down security context, a
-PodDisruptionBudget, a Service, a cert-manager self-signed Issuer and serving Certificate, and the Mutating and
-Validating webhook configurations (opt-in namespaces only, kube-system and the webhook's own namespace excluded
-by matchConditions, ``failurePolicy: Fail``, ``timeoutSeconds: 5``, ``sideEffects: None``; the mutating one with
-``reinvocationPolicy: IfNeeded``), whose CA bundle cert-manager's cainjector fills in.
+spread over nodes (``system-cluster-critical``, health probes on a plain-HTTP port, memory sized from the
+measured peak under the request caps, a preStop delay and a grace period longer than the server's drain, a
+checksum annotation of the profile so that a profile change rolls the pods, a locked-down security context), a
+PodDisruptionBudget, a Service, a NetworkPolicy (only the API server reaches the webhook port, nothing leaves),
+cert-manager objects for a CA chain (a self-signed Issuer makes a long-lived CA, a CA Issuer signs the
+short-lived serving certificate, so renewals of the serving certificate never change the CA bundle), and the
+Mutating and Validating webhook configurations (opt-in namespaces only; kube-system and the webhook's own
+namespace excluded by ``namespaceSelector`` on ``kubernetes.io/metadata.name`` and by ``matchConditions``;
+``failurePolicy: Fail``, ``timeoutSeconds: 5``, ``sideEffects: None``; the mutating one with
+``reinvocationPolicy: IfNeeded``), whose CA bundle cert-manager's cainjector fills in from the CA.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -20,7 +26,18 @@ from fabricguard.imageref import pinning_warnings
 NAME = "fabricguard-admission"
 ENABLED_LABEL = "fabricguard.io/enabled"
 PORT = 8443
+HEALTH_PORT = 8081
 PROFILE_KEY = "profile.yaml"
+PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
+PRIORITY_CLASS = "system-cluster-critical"
+# From bench/admission/README.md: 62 MiB resident at saturation with realistic reviews; 167 MiB at the peak of
+# the worst case the caps allow (eight 3 MiB bodies of 40,000 GPU containers at once). Request: twice the
+# steady state; limit: the worst-case peak with half again as headroom.
+MEMORY_REQUEST = "128Mi"
+MEMORY_LIMIT = "256Mi"
+PRESTOP_SECONDS = 5  # endpoints are removed while the pod still answers
+SHUTDOWN_DELAY = 5  # after SIGTERM: not ready, still answering
+SHUTDOWN_TIMEOUT = 15  # then in-flight requests finish
 
 
 RULES = [
@@ -51,7 +68,9 @@ def _webhook(kind: str, namespace: str, path: str) -> dict[str, Any]:
         "matchPolicy": "Equivalent",
         "sideEffects": "None",
         "timeoutSeconds": 5,
-        "namespaceSelector": {"matchLabels": {ENABLED_LABEL: "true"}},
+        # The name label is set by the API server on every namespace (1.21+); matchConditions need 1.30.
+        "namespaceSelector": {"matchLabels": {ENABLED_LABEL: "true"}, "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}]},
         "matchConditions": [
             {"name": "not-kube-system", "expression": "request.namespace != 'kube-system'"},
             {"name": "not-own-namespace", "expression": f"request.namespace != '{namespace}'"},
@@ -62,30 +81,56 @@ def _webhook(kind: str, namespace: str, path: str) -> dict[str, Any]:
     return hook
 
 
-def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system") -> list[dict[str, Any]]:
+def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str]) -> dict[str, Any]:
+    webhook_from: list[dict[str, Any]] = [{"ipBlock": {"cidr": c}} for c in apiserver_cidrs]
+    webhook_rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": PORT}]}
+    if webhook_from:
+        webhook_rule["from"] = webhook_from
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta,
+        "spec": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                webhook_rule,
+                # Probes come from the kubelet on the node, metrics from the cluster's Prometheus.
+                {"ports": [{"protocol": "TCP", "port": HEALTH_PORT}]},
+            ],
+            "egress": [],  # the webhook calls nothing, not even DNS
+        },
+    }
+
+
+def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system",
+              apiserver_cidrs: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server."""
     labels = _labels()
     meta = {"name": NAME, "namespace": namespace, "labels": labels}
+    ca_name = f"{NAME}-ca"
     cert_name = f"{NAME}-serving"
     secret = f"{NAME}-tls"
     svc_dns = [f"{NAME}.{namespace}.svc", f"{NAME}.{namespace}.svc.cluster.local"]
-    inject = {"cert-manager.io/inject-ca-from": f"{namespace}/{cert_name}"}
-    https_probe = {"scheme": "HTTPS", "port": "https"}
+    inject = {"cert-manager.io/inject-ca-from": f"{namespace}/{ca_name}"}
+    health_probe = {"scheme": "HTTP", "port": "health"}
     container = {
         "name": "webhook",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "args": ["admission", "serve", "--profile", f"/etc/fabricguard/{PROFILE_KEY}",
                  "--cert", "/etc/fabricguard/tls/tls.crt", "--key", "/etc/fabricguard/tls/tls.key",
-                 "--host", "0.0.0.0", "--port", str(PORT)],
-        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
-        "readinessProbe": {"httpGet": {"path": "/readyz", **https_probe}, "periodSeconds": 5,
+                 "--host", "0.0.0.0", "--port", str(PORT), "--health-port", str(HEALTH_PORT),
+                 "--shutdown-delay", str(SHUTDOWN_DELAY), "--shutdown-timeout", str(SHUTDOWN_TIMEOUT)],
+        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"},
+                  {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", **health_probe}, "periodSeconds": 5,
                            "failureThreshold": 2},
-        "livenessProbe": {"httpGet": {"path": "/healthz", **https_probe}, "periodSeconds": 10,
+        "livenessProbe": {"httpGet": {"path": "/healthz", **health_probe}, "periodSeconds": 10,
                           "failureThreshold": 3, "timeoutSeconds": 2},
-        "startupProbe": {"httpGet": {"path": "/healthz", **https_probe}, "periodSeconds": 1,
+        "startupProbe": {"httpGet": {"path": "/healthz", **health_probe}, "periodSeconds": 1,
                          "failureThreshold": 30},
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                      "limits": {"cpu": "1", "memory": "256Mi"}},
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_SECONDS)]}}},
+        "resources": {"requests": {"cpu": "100m", "memory": MEMORY_REQUEST},
+                      "limits": {"cpu": "1", "memory": MEMORY_LIMIT}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [
@@ -103,9 +148,12 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
             "template": {
-                "metadata": {"labels": pod_labels},
+                "metadata": {"labels": pod_labels, "annotations": {
+                    PROFILE_CHECKSUM: hashlib.sha256(profile_text.encode()).hexdigest()}},
                 "spec": {
                     "serviceAccountName": NAME,
+                    "priorityClassName": PRIORITY_CLASS,
+                    "terminationGracePeriodSeconds": PRESTOP_SECONDS + SHUTDOWN_DELAY + SHUTDOWN_TIMEOUT + 5,
                     "automountServiceAccountToken": False,
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
@@ -138,15 +186,26 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": {"app.kubernetes.io/name": NAME},
                   "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]}},
+        _network_policy(meta, apiserver_cidrs or []),
+        # The CA chain: a self-signed Issuer only makes the CA; the CA Issuer signs the serving certificate.
         {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
          "metadata": {**meta, "name": f"{NAME}-selfsigned"}, "spec": {"selfSigned": {}}},
+        {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+         "metadata": {**meta, "name": ca_name},
+         "spec": {"isCA": True, "commonName": f"{NAME} CA", "secretName": f"{NAME}-ca",
+                  "duration": "87600h", "renewBefore": "720h",
+                  # The same key across renewals: serving certificates signed before a renewal still verify.
+                  "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Never"},
+                  "issuerRef": {"name": f"{NAME}-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}}},
+        {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+         "metadata": {**meta, "name": ca_name}, "spec": {"ca": {"secretName": f"{NAME}-ca"}}},
         {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
          "metadata": {**meta, "name": cert_name},
          "spec": {"secretName": secret, "dnsNames": [f"{NAME}.{namespace}", *svc_dns],
                   "duration": "2160h", "renewBefore": "360h",
                   "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
                   "usages": ["server auth", "digital signature", "key encipherment"],
-                  "issuerRef": {"name": f"{NAME}-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}}},
+                  "issuerRef": {"name": ca_name, "kind": "Issuer", "group": "cert-manager.io"}}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("mutate", namespace, "/mutate")]},
@@ -158,5 +217,6 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
 
 def to_yaml(objs: list[dict[str, Any]]) -> str:
     head = ("# fabricguard admission webhook. Needs cert-manager (Issuer/Certificate, CA injection).\n"
-            f"# Opt a namespace in with: kubectl label namespace <ns> {ENABLED_LABEL}=true\n")
+            f"# Opt a namespace in with: kubectl label namespace <ns> {ENABLED_LABEL}=true\n"
+            "# The NetworkPolicy admits the API server by --apiserver-cidr; see docs/admission.md per provider.\n")
     return head + yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)

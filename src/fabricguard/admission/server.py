@@ -1,10 +1,24 @@
-"""The admission webhook's HTTPS server (aiohttp): /mutate, /validate, /healthz, /readyz and /metrics.
+"""The admission webhook's servers (aiohttp): HTTPS /mutate and /validate, plain-HTTP /healthz, /readyz, /metrics.
 
-Every decision comes from :class:`fabricguard.admission.decide.Admission`; this module only moves bytes. A
-body that is not an AdmissionReview v1 gets an HTTP 400 (or, when a uid can be read, a denied review saying
-why), a body over ``max_body`` bytes gets a 413, and an unexpected error inside a decision is answered with a
-denied review instead of a dropped connection. The certificate and key are re-read when their files change
-(cert-manager rotates them in place), without a restart: new TLS handshakes use the new pair.
+Every decision comes from :class:`fabricguard.admission.decide.Admission`; this module only moves bytes, and
+makes sure that one client cannot take the webhook down for everyone (with ``failurePolicy: Fail`` that would
+block every create in the opted-in namespaces):
+
+* a body declared larger than ``max_body`` is answered 413 from its ``Content-Length`` at once, without reading
+  it; any body must arrive within ``body_timeout`` seconds (408 otherwise), and at most :data:`LARGE_READS`
+  bodies over :data:`INLINE_BODY` bytes are read at a time, so memory stays bounded;
+* a ``Content-Encoding`` other than identity is refused (415) before anything is read: the API server never
+  compresses, and a small gzip body can inflate to gigabytes;
+* bodies over :data:`INLINE_BODY` bytes are decided on a worker thread, so ``/healthz`` and small reviews keep
+  being answered while a large one is decided;
+* a decision that fails unexpectedly is a denied review (never a dropped connection) and one log line.
+
+Health and metrics are also served on a separate plain-HTTP port, from a thread with its own event loop, so
+kubelet probes never queue behind TLS handshakes or decisions.
+The certificate and key are re-read when their files change (cert-manager rotates them in place): a new pair is
+loaded into a fresh TLS context and used for new handshakes only when both files load and match. On SIGTERM the
+server turns not-ready, keeps answering for ``shutdown_delay`` seconds (closing keep-alive connections after
+each answer so clients move to other replicas), then stops listening and lets in-flight requests finish.
 """
 
 from __future__ import annotations
@@ -15,21 +29,30 @@ import gc
 import json
 import logging
 import os
+import signal
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from fabricguard.admission import review as rv
-from fabricguard.admission.decide import Admission, Endpoint
+from fabricguard.admission.decide import Admission, Decision, Endpoint
 
 log = logging.getLogger("fabricguard.admission")
 
 DEFAULT_MAX_BODY = 3 * 1024 * 1024  # etcd stores objects up to 1.5 MiB; a review carries object and oldObject.
+DEFAULT_BODY_TIMEOUT = 10.0  # the API server gives a webhook at most 30 s, and ours is configured with 5 s
+INLINE_BODY = 64 * 1024  # bodies up to this size are decided on the event loop (well under a millisecond)
+LARGE_READS = 2  # bodies over INLINE_BODY read and decided at once: bounds the peak memory (bench/admission)
+OUTCOMES = ("allowed", "patched", "denied", "skipped", "bad_request", "error", "too_large", "timeout",
+            "unsupported_encoding", "busy")
 
 
 @dataclass
@@ -47,47 +70,78 @@ class Metrics:
                                ["result"], registry=r)
         self.cert_loaded = Gauge("fabricguard_admission_cert_loaded_timestamp_seconds",
                                  "When the serving certificate was last loaded", registry=r)
+        self.draining = Gauge("fabricguard_admission_draining", "1 after SIGTERM, while finishing requests",
+                              registry=r)
+
+
+# ---------------------------------------------------------------------------------------------- certificates
 
 
 class CertReloader:
-    """Keeps an SSLContext's certificate in step with the files on disk."""
+    """Serves the newest certificate and key that load together, swapping TLS contexts between handshakes.
+
+    :attr:`context` is the listening socket's context; its SNI callback (called on every handshake, with or
+    without SNI) hands each connection the live context. A new pair goes into a fresh context, which becomes
+    live only when both files load, the key matches the certificate, and neither file changed meanwhile.
+    """
 
     def __init__(self, cert: Path, key: Path, metrics: Metrics | None = None) -> None:
         self.cert = Path(cert)
         self.key = Path(key)
         self.metrics = metrics
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
-        self._stamp: tuple[float, float, int, int] | None = None
         self.generation = 0
-        self.load()
+        self._failed: tuple[float, float, int, int] | None = None
+        self._live, self._stamp = self._build()  # a bad pair at start-up is the caller's error to report
+        self.generation = 1
+        self.context = _server_context()
+        self.context.load_cert_chain(str(self.cert), str(self.key))
+        self.context.sni_callback = self._select
+        if self.metrics:
+            self.metrics.cert_loaded.set(time.time())
+
+    @property
+    def live(self) -> ssl.SSLContext:
+        return self._live
+
+    def _select(self, sock: ssl.SSLObject | ssl.SSLSocket, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        sock.context = self._live
 
     def _current(self) -> tuple[float, float, int, int]:
         c, k = os.stat(self.cert), os.stat(self.key)
         return (c.st_mtime, k.st_mtime, c.st_ino, k.st_ino)
 
-    def load(self) -> None:
-        stamp = self._current()
-        self.context.load_cert_chain(str(self.cert), str(self.key))
-        self._stamp = stamp
-        self.generation += 1
-        if self.metrics:
-            self.metrics.cert_loaded.set(time.time())
+    def _build(self) -> tuple[ssl.SSLContext, tuple[float, float, int, int]]:
+        before = self._current()
+        ctx = _server_context()
+        # load_cert_chain checks that the key belongs to the certificate (a mismatch is an SSLError).
+        ctx.load_cert_chain(str(self.cert), str(self.key))
+        if self._current() != before:
+            raise OSError("the files changed while they were read; trying again at the next check")
+        return ctx, before
 
     def maybe_reload(self) -> bool:
-        """Reload when either file changed; keep the old pair (and report) if the new one cannot be read."""
+        """Load the files when they changed; keep serving the previous pair when the new one is not usable."""
         try:
-            if self._current() == self._stamp:
+            stamp = self._current()
+            if stamp == self._stamp:
                 return False
-            self.load()
+            ctx, stamp = self._build()
         except (OSError, ssl.SSLError) as exc:
-            log.warning("certificate reload failed, keeping the previous one: %s", exc)
             if self.metrics:
                 self.metrics.reloads.labels("error").inc()
+            with contextlib.suppress(OSError):
+                stamp = self._current()
+            if stamp != self._failed:  # one line per new state of the files, not one per check
+                self._failed = stamp
+                log.warning("certificate reload from %s and %s failed, still serving generation %d: %s",
+                            self.cert, self.key, self.generation, _one_line(exc))
             return False
-        log.info("certificate reloaded from %s", self.cert)
+        self._live, self._stamp, self._failed = ctx, stamp, None
+        self.generation += 1
+        log.info("certificate reloaded from %s (generation %d)", self.cert, self.generation)
         if self.metrics:
             self.metrics.reloads.labels("ok").inc()
+            self.metrics.cert_loaded.set(time.time())
         return True
 
     async def watch(self, interval: float) -> None:
@@ -96,53 +150,58 @@ class CertReloader:
             self.maybe_reload()
 
 
+def _server_context() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+# ---------------------------------------------------------------------------------------------- the app
+
+
+@dataclass
+class Lifecycle:
+    """Readiness and shutdown state shared by both ports."""
+
+    reloader: CertReloader | None = None
+    draining: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return not self.draining and (self.reloader is None or self.reloader.generation > 0)
+
+
 _JSON = "application/json"
 
 
-def _reply(status: int, body: dict) -> web.Response:
-    return web.Response(status=status, body=json.dumps(body, separators=(",", ":")).encode(), content_type=_JSON)
+def _reply(status: int, body: dict[str, Any], *, close: bool = False) -> web.Response:
+    resp = web.Response(status=status, body=json.dumps(body, separators=(",", ":")).encode(), content_type=_JSON)
+    if close:
+        resp.force_close()
+    return resp
 
 
-def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics: Metrics | None = None,
-              reloader: CertReloader | None = None, reload_interval: float = 5.0) -> web.Application:
-    metrics = metrics or Metrics()
-    app = web.Application(client_max_size=max_body)
+def _uid_of(body: bytes) -> str | None:
+    try:
+        uid = json.loads(body)["request"]["uid"]
+    except Exception:
+        return None
+    return uid if isinstance(uid, str) and uid else None
 
-    def endpoint(name: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:
-        counter = {o: metrics.requests.labels(name, o) for o in
-                   ("allowed", "patched", "denied", "skipped", "bad_request", "error", "too_large")}
-        hist = metrics.latency.labels(name)
 
-        async def handle(request: web.Request) -> web.Response:
-            start = time.perf_counter()
-            try:
-                body = await request.read()
-            except web.HTTPRequestEntityTooLarge:
-                counter["too_large"].inc()
-                return _reply(413, {"error": f"request body over {max_body} bytes; fabricguard reads at most "
-                                             f"{max_body} (flag --max-body)"})
-            try:
-                decision = admission.handle(name, body)
-            except Exception as exc:  # a bug must not drop the API server's connection
-                log.exception("decision failed")
-                counter["error"].inc()
-                try:
-                    uid = json.loads(body)["request"]["uid"]
-                except Exception:
-                    return _reply(500, {"error": f"internal error: {type(exc).__name__}"})
-                return _reply(200, rv.deny(str(uid), f"fabricguard internal error ({type(exc).__name__}); "
-                                                     "see the webhook's log", 500, "InternalError"))
-            counter[decision.outcome].inc()
-            hist.observe(time.perf_counter() - start)
-            return _reply(decision.status, decision.body)
-
-        return handle
-
+def _health_routes(app: web.Application, state: Lifecycle, metrics: Metrics) -> None:
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        if reloader is not None and reloader.generation == 0:
+        if state.draining:
+            return web.Response(status=503, text="shutting down")
+        if not state.ready:
             return web.Response(status=503, text="no certificate loaded")
         return web.Response(text="ok")
 
@@ -151,63 +210,259 @@ def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 
-    app.router.add_post("/mutate", endpoint("mutate"))
-    app.router.add_post("/validate", endpoint("validate"))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_view)
 
-    if reloader is not None:
-        async def _watch(app_: web.Application) -> AsyncIterator[None]:
-            task = asyncio.create_task(reloader.watch(reload_interval))
-            yield
+
+def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics: Metrics | None = None,
+              reloader: CertReloader | None = None, reload_interval: float = 5.0,
+              body_timeout: float = DEFAULT_BODY_TIMEOUT, state: Lifecycle | None = None) -> web.Application:
+    metrics = metrics or Metrics()
+    state = state or Lifecycle(reloader)
+    app = web.Application(client_max_size=max_body)
+    workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fabricguard-decide")
+    large_reads = asyncio.Semaphore(LARGE_READS)
+
+    def endpoint(name: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:
+        counter = {o: metrics.requests.labels(name, o) for o in OUTCOMES}
+        hist = metrics.latency.labels(name)
+
+        def refuse(outcome: str, status: int, error: str) -> web.Response:
+            counter[outcome].inc()
+            return _reply(status, {"error": error}, close=True)
+
+        async def read(request: web.Request) -> bytes | web.Response:
+            try:
+                async with asyncio.timeout(body_timeout):  # no extra task per request, unlike wait_for
+                    return await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                return refuse("too_large", 413, f"request body over {max_body} bytes; fabricguard reads at most "
+                                                f"{max_body} (flag --max-body)")
+            except TimeoutError:
+                return refuse("timeout", 408, f"request body not received within {body_timeout:g} s")
+
+        async def handle(request: web.Request) -> web.Response:
+            start = time.perf_counter()
+            encoding = request.headers.get("Content-Encoding", "").strip().lower()
+            if encoding not in ("", "identity"):
+                return refuse("unsupported_encoding", 415, f"Content-Encoding {encoding!r} is not accepted; send "
+                                                           "the AdmissionReview as plain JSON")
+            length = request.content_length
+            if length is not None and length > max_body:
+                return refuse("too_large", 413, f"Content-Length {length} is over {max_body} bytes; fabricguard "
+                                                f"reads at most {max_body} (flag --max-body)")
+            if length is not None and length <= INLINE_BODY:
+                body = await read(request)
+                if isinstance(body, web.Response):
+                    return body
+                decision = _decide(admission, name, body)
+            else:
+                try:
+                    async with asyncio.timeout(body_timeout):
+                        await large_reads.acquire()
+                except TimeoutError:
+                    return refuse("busy", 503, "too many large reviews at once; retry")
+                try:
+                    body = await read(request)
+                    if isinstance(body, web.Response):
+                        return body
+                    if len(body) <= INLINE_BODY:  # chunked, but small after all
+                        decision = _decide(admission, name, body)
+                    else:
+                        loop = asyncio.get_running_loop()
+                        decision = await loop.run_in_executor(workers, _decide, admission, name, body)
+                finally:
+                    large_reads.release()
+            counter[decision.outcome].inc()
+            hist.observe(time.perf_counter() - start)
+            return _reply(decision.status, decision.body, close=state.draining)
+
+        return handle
+
+    app.router.add_post("/mutate", endpoint("mutate"))
+    app.router.add_post("/validate", endpoint("validate"))
+    _health_routes(app, state, metrics)
+
+    async def _lifetime(app_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(reloader.watch(reload_interval)) if reloader is not None else None
+        yield
+        if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        workers.shutdown(wait=False, cancel_futures=True)
 
-        app.cleanup_ctx.append(_watch)
+    app.cleanup_ctx.append(_lifetime)
     return app
+
+
+def _decide(admission: Admission, name: Endpoint, body: bytes) -> Decision:
+    """The decision for one body; an unexpected error becomes a denied review and one log line."""
+    try:
+        return admission.handle(name, body)
+    except Exception as exc:  # a bug must not drop the API server's connection
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
+        log.error("decision failed on /%s: %s: %s (at %s)", name, type(exc).__name__, _one_line(exc), where)
+        uid = _uid_of(body)
+        if uid is None:
+            return Decision(500, {"error": f"internal error: {type(exc).__name__}"}, "error")
+        return Decision(200, rv.deny(uid, f"fabricguard internal error ({type(exc).__name__}); see the "
+                                          "webhook's log", 500, "InternalError"), "error")
+
+
+def build_health_app(state: Lifecycle, metrics: Metrics) -> web.Application:
+    app = web.Application()
+    _health_routes(app, state, metrics)
+    return app
+
+
+class HealthServer:
+    """/healthz, /readyz and /metrics over plain HTTP, on a thread and event loop of their own.
+
+    The kubelet's probes then never queue behind TLS handshakes or decisions on the webhook's loop; they share
+    only the interpreter, which hands each thread a turn every few milliseconds.
+    """
+
+    def __init__(self, state: Lifecycle, metrics: Metrics, host: str, port: int) -> None:
+        self.app = build_health_app(state, metrics)
+        self.host = host
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="fabricguard-health", daemon=True)
+
+    def start(self, timeout: float = 10.0) -> int:
+        """Start listening; return the bound port, or raise what kept it from listening (OSError)."""
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise OSError(f"the health port {self.port} did not start within {timeout:g} s")
+        if self._error is not None:
+            raise self._error
+        return self.port
+
+    def _run(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            loop.run_until_complete(site.start())
+            self.port = _bound_port(site, self.port)
+        except BaseException as exc:  # handed to start(), which raises it in the caller
+            self._error = exc
+            self._ready.set()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+            return
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+
+@dataclass
+class Running:
+    """A started webhook: its runners, bound ports, certificate reloader and lifecycle state."""
+
+    runner: web.AppRunner
+    port: int
+    reloader: CertReloader
+    state: Lifecycle
+    metrics: Metrics
+    health: HealthServer | None = None
+
+    @property
+    def health_port(self) -> int | None:
+        return self.health.port if self.health is not None else None
+
+    async def drain(self, delay: float) -> None:
+        """Turn not-ready, keep answering for ``delay`` seconds, then stop and finish in-flight requests."""
+        self.state.draining = True
+        self.metrics.draining.set(1)
+        log.info("draining: not ready, still answering for %g s", delay)
+        await asyncio.sleep(delay)
+        await self.cleanup()
+
+    async def cleanup(self) -> None:
+        await self.runner.cleanup()
+        if self.health is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.health.stop)
+
+
+def _bound_port(site: web.TCPSite, default: int) -> int:
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        return int(server.sockets[0].getsockname()[1])
+    return default
 
 
 async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127.0.0.1", port: int = 8443,
                 max_body: int = DEFAULT_MAX_BODY, reload_interval: float = 5.0,
-                metrics: Metrics | None = None) -> tuple[web.AppRunner, int, CertReloader]:
-    """Start serving; return the runner (call ``cleanup()`` to stop), the bound port and the reloader."""
+                body_timeout: float = DEFAULT_BODY_TIMEOUT, health_port: int | None = None,
+                shutdown_timeout: float = 15.0, metrics: Metrics | None = None) -> Running:
+    """Start serving (and, with ``health_port``, the plain-HTTP health port); ``cleanup()`` stops."""
     metrics = metrics or Metrics()
     reloader = CertReloader(cert, key, metrics)
+    state = Lifecycle(reloader)
     app = build_app(admission, max_body=max_body, metrics=metrics, reloader=reloader,
-                    reload_interval=reload_interval)
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=30)
+                    reload_interval=reload_interval, body_timeout=body_timeout, state=state)
+    # lingering_time: after refusing a body, discard what the client still sends for 1 s (so it can read the
+    # answer), not aiohttp's default 10 s, which lets stalled clients hold connections. auto_decompress off:
+    # aiohttp would otherwise inflate a compressed body as it arrives, before the handler can refuse it.
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=30, shutdown_timeout=shutdown_timeout,
+                           lingering_time=1.0, auto_decompress=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=reloader.context, backlog=1024)
     await site.start()
-    bound = port
-    server = getattr(site, "_server", None)
-    if server is not None and server.sockets:
-        bound = server.sockets[0].getsockname()[1]
-    return runner, bound, reloader
+    running = Running(runner, _bound_port(site, port), reloader, state, metrics)
+    if health_port is not None:
+        running.health = HealthServer(state, metrics, host, health_port)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, running.health.start)
+        except BaseException:
+            await runner.cleanup()
+            raise
+    return running
 
 
 def serve(admission: Admission, cert: Path, key: Path, *, host: str, port: int, max_body: int,
-          reload_interval: float) -> None:
-    """Run until interrupted (the container's entry point)."""
+          reload_interval: float, body_timeout: float = DEFAULT_BODY_TIMEOUT, health_port: int | None = None,
+          shutdown_delay: float = 5.0, shutdown_timeout: float = 15.0) -> None:
+    """Run until SIGTERM or SIGINT, then drain (the container's entry point)."""
 
     async def main() -> None:
-        runner, bound, _ = await start(admission, cert, key, host=host, port=port, max_body=max_body,
-                                       reload_interval=reload_interval)
-        log.info("fabricguard admission listening on https://%s:%d", host, bound)
+        running = await start(admission, cert, key, host=host, port=port, max_body=max_body,
+                              reload_interval=reload_interval, body_timeout=body_timeout,
+                              health_port=health_port, shutdown_timeout=shutdown_timeout)
+        log.info("fabricguard admission listening on https://%s:%d%s", host, running.port,
+                 f", health on http://{host}:{running.health_port}" if running.health_port is not None else "")
         # Everything built at start-up (profile, plans, app) is long-lived: keep it out of GC passes.
         gc.collect()
         gc.freeze()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await running.drain(shutdown_delay)
+        log.info("stopped")
 
-    with contextlib.suppress(KeyboardInterrupt):
-        try:
-            import uvloop  # optional: a faster event loop, used when installed (it is in the image)
-        except ImportError:
-            asyncio.run(main())
-        else:
-            uvloop.run(main())
+    try:
+        import uvloop  # optional: a faster event loop, used when installed (it is in the image)
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())

@@ -8,89 +8,160 @@ The explicit opt-out is annotation ``fabricguard.io/fabric: "none"``; it waives 
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
 
+Rule = Literal["silent-env", "unreadable-env", "wrong-network", "fabric-missing", "no-fabric-pool", "security",
+               "no-group-name"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason to refuse a workload: which rule, and the message that says what to change."""
+
+    rule: Rule
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# Rules whose findings are explained before any conflict: they are what makes a job silently slow.
+SILENT_RULES: frozenset[Rule] = frozenset({"silent-env", "unreadable-env"})
 SILENT_NETS = frozenset({"socket"})
+SILENT_KEYS = frozenset({"NCCL_NET", "NCCL_IB_DISABLE"})
 
 
-def _env_value(container: dict[str, Any], name: str) -> str | None:
-    for e in container.get("env") or []:
-        if isinstance(e, dict) and e.get("name") == name:
-            v = e.get("value")
-            return v if isinstance(v, str) else None
-    return None
+Env = dict[str, dict[str, Any]]
 
 
-def _has_env(container: dict[str, Any], name: str) -> bool:
-    return any(isinstance(e, dict) and e.get("name") == name for e in container.get("env") or [])
+def effective_env(container: dict[str, Any]) -> Env:
+    """The env entries the kubelet uses, by name: for a name listed twice, the last entry wins."""
+    env = container.get("env")
+    if not isinstance(env, list):
+        return {}
+    return {e["name"]: e for e in env if isinstance(e, dict) and isinstance(e.get("name"), str)}
+
+
+def _env_value(env: Env, name: str) -> str | None:
+    e = env.get(name)
+    if e is None or "valueFrom" in e:
+        return None
+    v = e.get("value")
+    return v if isinstance(v, str) else ""
+
+
+def _source(value_from: Any) -> str:
+    if isinstance(value_from, dict) and value_from:
+        ref = next(iter(value_from))
+        inner = value_from[ref] if isinstance(value_from[ref], dict) else {}
+        name = inner.get("name")
+        return f"{ref}{f' {name!r}' if isinstance(name, str) else ''}"
+    return "valueFrom"
+
+
+def check_unreadable(env: Env, where: str, keys: frozenset[str]) -> list[Finding]:
+    """Keys whose value comes from a ConfigMap, Secret or field: admission cannot see what NCCL will get."""
+    out = []
+    for key in sorted(k for k in keys if k in env):
+        e = env[key]
+        if "valueFrom" in e:
+            source = _source(e.get("valueFrom"))
+            out.append(Finding("unreadable-env", f"env {key} in {where} comes from {source}, which cannot be read "
+                                                 "at admission and may hold a value that turns the fabric off; "
+                                                 f'write the value in env, or set annotation {wl.ANN_FABRIC}: "none"'))
+    return out
 
 
 def _fabric_pools(profile: PlatformProfile) -> list[str]:
     return [p.name for p in profile.spec.pools if p.fabric.has_fabric]
 
 
-def check_env(c: dict[str, Any], pool: Pool, where: str, allow: frozenset[str], need_net: bool) -> list[str]:
-    out: list[str] = []
+def check_env(c: dict[str, Any], pool: Pool, where: str, allow: frozenset[str], need_net: bool) -> list[Finding]:
+    out: list[Finding] = []
     off = f'or set annotation {wl.ANN_FABRIC}: "none" to run on sockets on purpose'
-    ib_disable = _env_value(c, "NCCL_IB_DISABLE")
+    env = effective_env(c)
+    # The silent-path keys, and every key the user took over, must be readable here to be judged.
+    out += check_unreadable(env, where, SILENT_KEYS | allow)
+    ib_disable = _env_value(env, "NCCL_IB_DISABLE")
     if ib_disable is not None and ib_disable.strip() not in ("", "0"):
-        out.append(f"env NCCL_IB_DISABLE={ib_disable} in {where} turns RDMA off and NCCL falls back to TCP "
-                   f"sockets; remove it, {off}")
+        out.append(Finding("silent-env", f"env NCCL_IB_DISABLE={ib_disable} in {where} turns RDMA off and NCCL "
+                                         f"falls back to TCP sockets; remove it, {off}"))
     want = pool.fabric.effective_nccl_net
-    net = _env_value(c, "NCCL_NET")
+    net = _env_value(env, "NCCL_NET")
     if net is not None and net.strip().lower() in SILENT_NETS:
-        out.append(f"env NCCL_NET={net} in {where} forces TCP sockets on pool {pool.name}; remove it so "
-                   f"NCCL_NET={want} is used, {off}")
+        out.append(Finding("silent-env", f"env NCCL_NET={net} in {where} forces TCP sockets on pool {pool.name}; "
+                                         f"remove it so NCCL_NET={want} is used, {off}"))
     elif net is not None and want and net.strip().lower() != want.lower() and "NCCL_NET" not in allow:
-        out.append(f"env NCCL_NET={net} in {where} is not the pool's network {want}; remove it, or list "
-                   f"NCCL_NET in annotation {wl.ANN_ALLOW_OVERRIDE} if this plugin is really installed")
-    elif net is None and want and need_net and not _has_env(c, "NCCL_NET"):
-        out.append(f"env NCCL_NET is missing in {where}: without NCCL_NET={want} NCCL falls back to sockets "
-                   f"when the fabric is absent; is the fabricguard mutating webhook installed?")
+        out.append(Finding("wrong-network", f"env NCCL_NET={net} in {where} is not the pool's network {want}; "
+                                            f"remove it, or list NCCL_NET in annotation {wl.ANN_ALLOW_OVERRIDE} if "
+                                            "this plugin is really installed"))
+    elif net is None and want and need_net and "NCCL_NET" not in env:
+        out.append(Finding("fabric-missing", f"env NCCL_NET is missing in {where}: without NCCL_NET={want} NCCL "
+                                             "falls back to sockets when the fabric is absent; is the fabricguard "
+                                             "mutating webhook installed?"))
     return out
 
 
-def check_resources(res: Any, pool: Pool, where: str) -> list[str]:
-    out: list[str] = []
+def check_resources(res: Any, pool: Pool, where: str) -> list[Finding]:
+    out: list[Finding] = []
     res = res if isinstance(res, dict) else {}
     limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
     requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
     for name in pool.fabric.resources:
-        got = max(wl.parse_quantity(limits.get(name)), wl.parse_quantity(requests.get(name)))
+        got = max(wl.count(limits.get(name)), wl.count(requests.get(name)))
         if got <= 0:
-            out.append(f"{where} asks for no {name}: its traffic would leave the fabric; request "
-                       f"{name}: {pool.fabric.resources[name]} (the mutating webhook adds it)")
+            out.append(Finding("fabric-missing", f"{where} asks for no {name}: its traffic would leave the fabric; "
+                                                 f"request {name}: {pool.fabric.resources[name]} (the mutating "
+                                                 "webhook adds it)"))
     return out
 
 
-def check_security(spec: dict[str, Any], where: str) -> list[str]:
-    out: list[str] = []
+def check_security(spec: dict[str, Any], where: str) -> list[Finding]:
+    out: list[Finding] = []
     if spec.get("hostNetwork") is True:
-        out.append(f"spec.hostNetwork: true in {where}: RDMA networks are not attached to host-network pods; "
-                   f"remove hostNetwork, the fabric's interfaces are injected")
-    for key in ("initContainers", "containers"):
-        for c in spec.get(key) or []:
-            if isinstance(c, dict) and ((c.get("securityContext") or {}).get("privileged") is True):
-                out.append(f"securityContext.privileged: true in container {c.get('name')!r} of {where}: "
-                           f"training pods need only the IPC_LOCK capability, which is added; remove privileged")
+        out.append(Finding("security", f"spec.hostNetwork: true in {where}: RDMA networks are not attached to "
+                                       "host-network pods; remove hostNetwork, the fabric's interfaces are injected"))
+    for c in wl.containers(spec):
+        sc = c.get("securityContext")
+        if isinstance(sc, dict) and sc.get("privileged") is True:
+            out.append(Finding("security", f"securityContext.privileged: true in {wl.container_label(spec, c)} of "
+                                           f"{where}: training pods need only the IPC_LOCK capability, which is "
+                                           "added; remove privileged"))
     return out
 
 
-def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[str]:
+def silent_findings(w: Workload, pool: Pool) -> list[Finding]:
+    """Only the findings of :data:`SILENT_RULES`: env that turns the fabric off, or that cannot be read."""
+    if w.opted_out or not pool.fabric.has_fabric:
+        return []
+    allow = w.allow_override
+    out: list[Finding] = []
+    if w.kind == "TrainJob":
+        trainer = (w.obj.get("spec") or {}).get("trainer") or {}
+        out += check_env(trainer, pool, "spec.trainer.env", allow, need_net=False)
+    for t in w.templates:
+        for c in t.gpu_containers(pool.gpuResource):
+            out += check_env(c, pool, f"{wl.container_label(t.spec, c)} of {t.where}", allow, need_net=False)
+    return [f for f in out if f.rule in SILENT_RULES]
+
+
+def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]:
     """Every reason to reject the (multi-node GPU) workload ``w``; empty when it may run."""
-    out: list[str] = []
+    out: list[Finding] = []
     allow = w.allow_override
     fabric = pool.fabric
     check_fabric = not w.opted_out
     if check_fabric and not fabric.has_fabric:
         choices = ", ".join(_fabric_pools(profile)) or "none in this profile"
-        out.append(f"pool {pool.name} has no fabric, so this multi-node GPU workload would talk over TCP "
-                   f"sockets; choose a fabric pool with label {wl.LABEL_POOL} ({choices}), or set annotation "
-                   f'{wl.ANN_FABRIC}: "none" to accept sockets')
+        out.append(Finding("no-fabric-pool", f"pool {pool.name} has no fabric, so this multi-node GPU workload "
+                                             f"would talk over TCP sockets; choose a fabric pool with label "
+                                             f"{wl.LABEL_POOL} ({choices}), or set annotation "
+                                             f'{wl.ANN_FABRIC}: "none" to accept sockets'))
         check_fabric = False
     gpu = pool.gpuResource
     if w.kind == "TrainJob":
@@ -108,19 +179,18 @@ def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[str]:
                 continue
         return out
     if w.kind == "Pod" and not w.owned and w.job is None:
-        out.append(f"a plain multi-node pod needs a group name: label every pod with {wl.LABEL_JOB}=<job> or "
-                   f"{wl.KUEUE_POD_GROUP}=<job> and set annotation {wl.KUEUE_GROUP_COUNT}")
+        out.append(Finding("no-group-name", f"a plain multi-node pod needs a group name: label every pod with "
+                                            f"{wl.LABEL_JOB}=<job> or {wl.KUEUE_POD_GROUP}=<job> and set annotation "
+                                            f"{wl.KUEUE_GROUP_COUNT}"))
     for t in w.templates:
         spec = t.spec
-        if wl.pod_gpus(spec, gpu) <= 0:
+        if t.gpus(gpu) <= 0:
             continue
         out += check_security(spec, t.where)
         if not check_fabric:
             continue
-        for c in wl.containers(spec):
-            if wl.container_gpus(c, gpu) <= 0:
-                continue
-            cw = f"container {c.get('name')!r} of {t.where}"
+        for c in t.gpu_containers(gpu):
+            cw = f"{wl.container_label(spec, c)} of {t.where}"
             out += check_resources(c.get("resources"), pool, cw)
             out += check_env(c, pool, cw, allow, need_net=True)
     return out

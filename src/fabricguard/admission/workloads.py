@@ -7,14 +7,28 @@ Lustre: the JobSet or TrainJob name, or the batch Job name; for a pod, the name 
 read from the labels its controller set (never the pod's own name).
 
 Multi-node rule (documented in docs/admission.md): a workload is multi-node when its GPU pods together ask for
-more GPUs than one node of the pool has, or when more than one GPU pod runs at once. Two pods that could share
-a node may still be placed apart, and then NCCL between them crosses the network.
+more GPUs than one node of the pool has, when more than one GPU pod runs at once, or when a GPU container's
+command line or env says it launches on several nodes (``torchrun --nnodes=2``, ``PET_NNODES``, ``WORLD_SIZE``
+above ``--nproc-per-node``). Two pods that could share a node may still be placed apart, and then NCCL between
+them crosses the network.
+
+GPU containers are every container that asks for the pool's GPU resource: app containers, init containers and
+native sidecars (init containers with ``restartPolicy: Always``) alike. One object holds at most
+:data:`MAX_TEMPLATES` pod templates and :data:`MAX_CONTAINERS` containers in all, so the work (and the patch)
+for one request stays bounded.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from fabricguard import quantity
+from fabricguard import workload_identity as wid
 
 # Keys fabricguard reads from workloads.
 LABEL_POOL = "fabricguard.io/pool"
@@ -24,14 +38,16 @@ ANN_FABRIC = "fabricguard.io/fabric"
 ANN_ALLOW_OVERRIDE = "fabricguard.io/allow-override"
 ANN_GROUP_SIZE = "fabricguard.io/group-size"
 
-# Keys set by the controllers that create pods.
+# Keys set by the controllers that create pods (the job-name labels live in fabricguard.workload_identity).
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
-TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
 JOB_NAME = "batch.kubernetes.io/job-name"
-LEGACY_JOB_NAME = "job-name"
 KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+
+# Bounds on one object: far above any real training workload, far below what costs seconds to patch.
+MAX_TEMPLATES = 64
+MAX_CONTAINERS = 256
 
 # The Trainer runtimes' replicated job and container that run the training processes.
 TRAINER_REPLICATED_JOB = "node"
@@ -52,6 +68,10 @@ class WorkloadError(ValueError):
     """The object cannot be read as the kind it claims to be; the message names the field."""
 
 
+class WorkloadTooLarge(WorkloadError):
+    """The object has more pod templates or containers than one review handles; the message says the limit."""
+
+
 @dataclass
 class PodTemplate:
     """One pod template (``metadata`` + ``spec``) inside a workload."""
@@ -60,10 +80,26 @@ class PodTemplate:
     where: str
     template: dict[str, Any]
     pods: int
+    # GPU counts per GPU resource name, computed once: the template is read, never changed, by a review.
+    _gpus: dict[str, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
 
     @property
     def spec(self) -> dict[str, Any]:
         return self.template.get("spec") or {}
+
+    def _count(self, gpu_resource: str) -> tuple[int, list[dict[str, Any]]]:
+        found = self._gpus.get(gpu_resource)
+        if found is None:
+            spec = self.spec
+            found = self._gpus[gpu_resource] = (pod_gpus(spec, gpu_resource), gpu_containers(spec, gpu_resource))
+        return found
+
+    def gpus(self, gpu_resource: str) -> int:
+        """GPUs one pod of this template holds at its peak (see :func:`pod_gpus`)."""
+        return self._count(gpu_resource)[0]
+
+    def gpu_containers(self, gpu_resource: str) -> list[dict[str, Any]]:
+        return self._count(gpu_resource)[1]
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -110,11 +146,11 @@ class Workload:
     def pool_name(self) -> str | None:
         return self.label(LABEL_POOL)
 
-    @property
+    @functools.cached_property
     def opted_out(self) -> bool:
         return (self.annotation(ANN_FABRIC) or "").strip().lower() == "none"
 
-    @property
+    @functools.cached_property
     def allow_override(self) -> frozenset[str]:
         keys: set[str] = set()
         for m in self._meta_maps("annotations"):
@@ -134,41 +170,161 @@ def kind_of_object(obj: dict[str, Any]) -> Kind | None:
     return kind_of(group, str(obj.get("kind") or ""))
 
 
-def parse_quantity(value: Any) -> int:
-    """An integer count from a resource quantity (``8``, ``"8"``, ``"1k"``); non-integers count as 0."""
-    if isinstance(value, bool):
+def count(value: Any) -> int:
+    """A whole count from a resource amount, rounded up; absent or unreadable is 0."""
+    if value is None:
         return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    if isinstance(value, str):
-        s = value.strip()
-        mult = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-        for suffix in ("Ki", "Mi", "Gi", "k", "M", "G"):
-            if s.endswith(suffix) and s[: -len(suffix)].isdigit():
-                return int(s[: -len(suffix)]) * mult[suffix]
-        if s.isdigit():
-            return int(s)
-    return 0
+    if type(value) is int:
+        return max(value, 0)
+    if isinstance(value, str) and value.isdecimal() and value.isascii():
+        return int(value)  # the common "8": the same answer as the parser, without building a Fraction
+    return max(math.ceil(quantity.amount_or_zero(value)), 0)
+
+
+def parse_quantity(value: Any) -> int:
+    """A whole count from a resource amount (``8``, ``"8"``, ``"8.0"``, ``"1k"``), read by fabricguard.quantity;
+    absent or unreadable is 0. The same as :func:`count`, under the name other parts call it by."""
+    return count(value)
 
 
 def container_gpus(container: dict[str, Any], gpu_resource: str) -> int:
-    res = container.get("resources") or {}
+    """GPUs one container asks for (the larger of request and limit); unreadable amounts count as none."""
+    res = container.get("resources")
     if not isinstance(res, dict):
         return 0
-    counts = [parse_quantity((res.get(k) or {}).get(gpu_resource)) for k in ("limits", "requests")
-              if isinstance(res.get(k), dict)]
-    return max(counts, default=0)
+    lim, req = res.get("limits"), res.get("requests")
+    return max(count(lim.get(gpu_resource)) if isinstance(lim, dict) else 0,
+               count(req.get(gpu_resource)) if isinstance(req, dict) else 0)
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [c for c in value if isinstance(c, dict)] if isinstance(value, list) else []
+
+
+def is_sidecar(container: dict[str, Any]) -> bool:
+    """A native sidecar: an init container that keeps running beside the app containers."""
+    return container.get("restartPolicy") == "Always"
 
 
 def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    cs = spec.get("containers") or []
-    return [c for c in cs if isinstance(c, dict)] if isinstance(cs, list) else []
+    """Every container of a pod spec: init containers (and native sidecars) first, then app containers."""
+    return _dicts(spec.get("initContainers")) + _dicts(spec.get("containers"))
+
+
+def container_label(spec: dict[str, Any], container: dict[str, Any]) -> str:
+    """``container 'x'``, ``init container 'x'`` or ``sidecar 'x'``, as a message names it."""
+    if any(c is container for c in _dicts(spec.get("initContainers"))):
+        kind = "sidecar" if is_sidecar(container) else "init container"
+    else:
+        kind = "container"
+    return f"{kind} {container.get('name')!r}"
 
 
 def pod_gpus(spec: dict[str, Any], gpu_resource: str) -> int:
-    return sum(container_gpus(c, gpu_resource) for c in containers(spec))
+    """GPUs a pod holds at its peak, as the scheduler counts: app containers and sidecars run together, the
+    other init containers one at a time."""
+    running = sum(container_gpus(c, gpu_resource) for c in _dicts(spec.get("containers")))
+    running += sum(container_gpus(c, gpu_resource) for c in _dicts(spec.get("initContainers")) if is_sidecar(c))
+    one_at_a_time = [container_gpus(c, gpu_resource) for c in _dicts(spec.get("initContainers"))
+                     if not is_sidecar(c)]
+    return max([running, *one_at_a_time])
+
+
+def gpu_containers(spec: dict[str, Any], gpu_resource: str) -> list[dict[str, Any]]:
+    return [c for c in containers(spec) if container_gpus(c, gpu_resource) > 0]
+
+
+# ---------------------------------------------------------------------------------------------- launchers
+
+_LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+_NNODES = ("--nnodes",)
+_NPROC = ("--nproc-per-node", "--nproc_per_node")
+_REF = re.compile(r"^\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)$|^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+
+
+def _literal_env(container: dict[str, Any]) -> dict[str, str]:
+    """The container's env with literal values; the last entry of a name wins, as in the kubelet."""
+    out: dict[str, str] = {}
+    for e in _dicts(container.get("env")):
+        name = e.get("name")
+        if isinstance(name, str):
+            value = e.get("value")
+            if isinstance(value, str) and "valueFrom" not in e:
+                out[name] = value
+            else:
+                out.pop(name, None)
+    return out
+
+
+def _resolve(text: str, env: dict[str, str]) -> str:
+    m = _REF.match(text.strip())
+    if m:
+        return env.get(m.group(1) or m.group(2), text)
+    return text
+
+
+def _max_count(text: str | None, env: dict[str, str]) -> int:
+    """The largest node count a value allows: ``2`` is 2, ``2:4`` (elastic min:max) is 4; unreadable is 0."""
+    if text is None:
+        return 0
+    text = _resolve(text, env)
+    parts = text.split(":")
+    try:
+        return max(int(_resolve(p, env)) for p in parts)
+    except ValueError:
+        return 0
+
+
+def _tokens(container: dict[str, Any]) -> list[str]:
+    words: list[str] = []
+    for key in ("command", "args"):
+        for arg in container.get(key) or []:
+            if not isinstance(arg, str):
+                continue
+            if any(ch in arg for ch in " \t\n;&|"):  # a shell script passed to `sh -c`
+                try:
+                    words += shlex.split(arg, comments=True)
+                except ValueError:
+                    words += arg.split()
+            else:
+                words.append(arg)
+    return words
+
+
+def _option(words: list[str], i: int, names: tuple[str, ...]) -> str | None:
+    w = words[i]
+    for n in names:
+        if w == n and i + 1 < len(words):
+            return words[i + 1]
+        if w.startswith(n + "="):
+            return w[len(n) + 1:]
+    return None
+
+
+def declared_nodes(container: dict[str, Any]) -> int:
+    """How many nodes the container's own launcher says it runs on (0 when it does not say).
+
+    Read from ``torchrun`` / ``python -m torch.distributed.run`` (``--nnodes=2``, ``--nnodes 2:4``), from
+    ``PET_NNODES`` (the Trainer's torchrun env), and from ``WORLD_SIZE`` over ``--nproc-per-node``.
+    ``$(VAR)`` and ``$VAR`` are resolved from the container's literal env.
+    """
+    env = _literal_env(container)
+    words = _tokens(container)
+    nodes = _max_count(env.get("PET_NNODES"), env)
+    launched = any(w.rsplit("/", 1)[-1] in _LAUNCHERS for w in words)
+    nproc = _max_count(env.get("PET_NPROC_PER_NODE"), env)
+    if launched:
+        for i in range(len(words)):
+            n = _option(words, i, _NNODES)
+            if n is not None:
+                nodes = max(nodes, _max_count(n, env))
+            p = _option(words, i, _NPROC)
+            if p is not None:
+                nproc = max(nproc, _max_count(p, env))
+    world = _max_count(env.get("WORLD_SIZE"), env)
+    if world and nproc and world > nproc:
+        nodes = max(nodes, -(-world // nproc))
+    return nodes
 
 
 def _dict_at(obj: dict[str, Any], path: Path, where: str) -> dict[str, Any]:
@@ -205,20 +361,39 @@ def _concurrent(job_spec: dict[str, Any], where: str) -> int:
 
 
 def pod_job(meta: dict[str, Any]) -> tuple[str | None, str]:
-    """The job name of a pod and the label it was read from (JobSet first: its child Jobs have other names)."""
-    labels = meta.get("labels") or {}
-    for key in (JOBSET_NAME, TRAINJOB_NAME, JOB_NAME, LEGACY_JOB_NAME, KUEUE_POD_GROUP, LABEL_JOB):
-        v = labels.get(key)
-        if isinstance(v, str) and v:
-            return v, key
+    """The job name of a pod and the label it was read from (order: fabricguard.workload_identity)."""
+    found = wid.job_of(meta.get("labels"))
+    if found:
+        return found[1], found[0]
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("kind") in ("Job", "JobSet", "TrainJob") and ref.get("name"):
             return str(ref["name"]), LABEL_JOB
     return None, LABEL_JOB
 
 
+def _check_size(templates: list[PodTemplate]) -> None:
+    if len(templates) > MAX_TEMPLATES:
+        raise WorkloadTooLarge(f"{len(templates)} pod templates is more than the {MAX_TEMPLATES} fabricguard "
+                               "reviews in one object; split the workload")
+    n = 0
+    for t in templates:
+        spec = t.spec
+        for key in ("initContainers", "containers"):
+            cs = spec.get(key)
+            n += len(cs) if isinstance(cs, list) else 0
+    if n > MAX_CONTAINERS:
+        raise WorkloadTooLarge(f"{n} containers is more than the {MAX_CONTAINERS} fabricguard reviews in one "
+                               "object; split the workload")
+
+
 def locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Workload:
     """Find the pod templates of ``obj``; raise :class:`WorkloadError` naming the field that is wrong."""
+    w = _locate(obj, kind, namespace)
+    _check_size(w.templates)
+    return w
+
+
+def _locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Workload:
     if not isinstance(obj, dict):
         raise WorkloadError("object is not a JSON object")
     meta = obj.get("metadata") or {}
@@ -234,6 +409,9 @@ def locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wor
         rjobs = spec.get("replicatedJobs")
         if not isinstance(rjobs, list):
             raise WorkloadError("spec.replicatedJobs must be a list")
+        if len(rjobs) > MAX_TEMPLATES:
+            raise WorkloadTooLarge(f"{len(rjobs)} replicated jobs is more than the {MAX_TEMPLATES} fabricguard "
+                                   "reviews in one object; split the workload")
         templates = []
         for i, rj in enumerate(rjobs):
             w = f"spec.replicatedJobs[{i}]"
@@ -257,13 +435,16 @@ def locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wor
         if not isinstance(trainer, dict):
             raise WorkloadError("spec.trainer is not an object")
         nodes = _int(trainer.get("numNodes"), 1, "spec.trainer.numNodes")
+        patches = spec.get("runtimePatches")
+        if isinstance(patches, list) and len(patches) > MAX_TEMPLATES:
+            raise WorkloadTooLarge(f"{len(patches)} runtimePatches is more than the {MAX_TEMPLATES} fabricguard "
+                                   "reviews in one object")
         return Workload("TrainJob", obj, ns, name, JOBSET_NAME, [], num_nodes=nodes)
 
     # Pod
     job, label = pod_job(meta)
     labels = meta.get("labels") or {}
-    owned = bool(meta.get("ownerReferences")) or any(
-        k in labels for k in (JOBSET_NAME, TRAINJOB_NAME, JOB_NAME, LEGACY_JOB_NAME))
+    owned = bool(meta.get("ownerReferences")) or any(k in labels for k in wid.CONTROLLER_LABELS)
     if not owned:
         # A bare pod carries fabricguard.io/job once patched; FG_JOB reads that label whatever named the group.
         label = LABEL_JOB
@@ -276,21 +457,23 @@ def trainjob_gpus_per_node(obj: dict[str, Any], gpu_resource: str) -> int:
 
 
 def _int_label(value: Any) -> int:
-    return int(value) if isinstance(value, str) and value.isdigit() else 0
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) < 10 else 0
 
 
 def pod_group_size(w: Workload) -> int:
-    """How many pods a plain or controller-made pod says it runs with (1 when it does not say)."""
+    """How many pods a plain or controller-made pod says it runs with (1 when it does not say).
+
+    A count written on the pod (Kueue's group count, ``fabricguard.io/group-size``, JobSet's replicas) is
+    the number of pods really created, so it wins; otherwise the launcher's node count is the best guess.
+    """
     meta = w.metadata
     labels = meta.get("labels") or {}
     anns = meta.get("annotations") or {}
-    size = max(_int_label(anns.get(KUEUE_GROUP_COUNT)), _int_label(anns.get(ANN_GROUP_SIZE)),
-               _int_label(labels.get(JOBSET_REPLICAS)), 1)
-    for c in containers(w.obj.get("spec") or {}):
-        for e in c.get("env") or []:
-            if isinstance(e, dict) and e.get("name") == "PET_NNODES":
-                size = max(size, _int_label(e.get("value")))
-    return size
+    written = max(_int_label(anns.get(KUEUE_GROUP_COUNT)), _int_label(anns.get(ANN_GROUP_SIZE)),
+                  _int_label(labels.get(JOBSET_REPLICAS)))
+    if written:
+        return written
+    return max([1, *(declared_nodes(c) for c in containers(w.obj.get("spec") or {}))])
 
 
 def gpu_footprint(w: Workload, gpu_resource: str) -> tuple[int, int]:
@@ -299,12 +482,12 @@ def gpu_footprint(w: Workload, gpu_resource: str) -> tuple[int, int]:
         per = trainjob_gpus_per_node(w.obj, gpu_resource)
         return (w.num_nodes, w.num_nodes * per) if per else (0, 0)
     if w.kind == "Pod":
-        g = pod_gpus(w.obj.get("spec") or {}, gpu_resource)
+        g = w.templates[0].gpus(gpu_resource)
         n = pod_group_size(w)
         return (n, n * g) if g else (0, 0)
     pods = total = 0
     for t in w.templates:
-        g = pod_gpus(t.spec, gpu_resource)
+        g = t.gpus(gpu_resource)
         if g:
             pods += t.pods
             total += t.pods * g
@@ -314,6 +497,9 @@ def gpu_footprint(w: Workload, gpu_resource: str) -> tuple[int, int]:
 def is_multi_node(w: Workload, gpu_resource: str, gpus_per_node: int) -> bool:
     """True when the workload's GPU pods span, or may span, more than one node (see module docstring)."""
     if w.kind == "Pod" and (w.metadata.get("labels") or {}).get(LABEL_MANAGED) == "true":
-        return pod_gpus(w.obj.get("spec") or {}, gpu_resource) > 0
+        return w.templates[0].gpus(gpu_resource) > 0
     pods, total = gpu_footprint(w, gpu_resource)
-    return pods > 1 or total > gpus_per_node
+    if pods > 1 or total > gpus_per_node:
+        return True
+    # A launcher that says it spans nodes (an indexed Job of one pod per node, say) is believed.
+    return any(declared_nodes(c) > 1 for t in w.templates for c in t.gpu_containers(gpu_resource))

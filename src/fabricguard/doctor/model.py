@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from fabricguard.quantity import amount_or_zero
+
 
 class Severity(StrEnum):
     critical = "critical"
@@ -97,34 +99,12 @@ def human_age(seconds: float) -> str:
     return f"{s} seconds"
 
 
-_SUFFIX = {
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-}
-
-
 def quantity(value: Any) -> float:
-    """A Kubernetes quantity (``8``, ``1k``, ``500m``, ``16Gi``) as a number; unreadable counts as 0."""
-    if value is None:
-        return 0.0
-    if isinstance(value, int | float):
-        return float(value)
-    text = str(value).strip()
-    try:
-        if text.endswith("m") and text[:-1].isdigit():
-            return int(text[:-1]) / 1000
-        for suffix in ("Ki", "Mi", "Gi", "Ti", "k", "M", "G", "T"):
-            if text.endswith(suffix):
-                return float(text[: -len(suffix)]) * _SUFFIX[suffix]
-        return float(text)
-    except ValueError:
-        return 0.0
+    """A Kubernetes quantity (``8``, ``1k``, ``500m``, ``16Gi``) as a number, read by fabricguard.quantity.
+
+    Objects in a snapshot were accepted by the API server, so absent or unreadable amounts count as 0.
+    """
+    return float(amount_or_zero(value))
 
 
 def labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:

@@ -13,13 +13,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fabricguard import quantity
+
 API_VERSION = "fabricguard.io/v1alpha1"
 KIND = "PlatformProfile"
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_QUANTITY = quantity.GRAMMAR  # the one Kubernetes quantity grammar (fabricguard.quantity)
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _BYTES = re.compile(r"^[0-9]+[KMG]?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -444,8 +446,13 @@ class Pool(_Strict):
     @field_validator("shmSize")
     @classmethod
     def _quantity(cls, v: str | None) -> str | None:
-        if v is not None and not _QUANTITY.match(v):
-            raise ValueError(f"{v!r} is not a Kubernetes quantity such as '250Gi'")
+        if v is not None:
+            try:
+                q = quantity.parse(v)
+            except quantity.QuantityError as exc:
+                raise ValueError(str(exc)) from None
+            if q.amount <= 0:
+                raise ValueError(f"{v!r} is not a positive Kubernetes quantity such as '250Gi'")
         return v
 
     @model_validator(mode="after")

@@ -8,16 +8,8 @@ from typing import Any
 from fabricguard.doctor.model import labels_match
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile, Pool
+from fabricguard.workload_identity import job_of
 
-# Labels that name the multi-pod workload a pod belongs to, most specific first.
-WORKLOAD_LABELS = (
-    "jobset.sigs.k8s.io/jobset-name",
-    "kueue.x-k8s.io/pod-group-name",
-    "training.kubeflow.org/job-name",
-    "trainer.kubeflow.org/trainjob-name",
-    "leaderworkerset.sigs.k8s.io/name",
-    "batch.kubernetes.io/job-name",
-)
 MAX_EVIDENCE_ITEMS = 20
 
 
@@ -82,10 +74,9 @@ def workload_key(pod: dict[str, Any]) -> tuple[str, str, str]:
     """The multi-pod workload a pod belongs to: a JobSet, pod group or training job, else its controller."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
-    for label in WORKLOAD_LABELS:
-        value = labels.get(label)
-        if value:
-            return label, meta.get("namespace", ""), value
+    found = job_of(labels)
+    if found:
+        return found[0], meta.get("namespace", ""), found[1]
     return owner_key(pod)
 
 

@@ -27,6 +27,7 @@ from fabricguard.doctor.rules._common import (
 )
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
+from fabricguard.workload_identity import KIND_OF_LABEL
 
 NOT_ADVERTISED = "fabric-not-advertised"
 REQUEST_MISSING = "fabric-request-missing"
@@ -108,14 +109,7 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
         if len(g["nodes"]) < 2 or not g["without"]:
             continue
         pool = g["pool"]
-        kind = {
-            "jobset.sigs.k8s.io/jobset-name": "JobSet",
-            "training.kubeflow.org/job-name": "PyTorchJob",
-            "trainer.kubeflow.org/trainjob-name": "TrainJob",
-            "batch.kubernetes.io/job-name": "Job",
-            "leaderworkerset.sigs.k8s.io/name": "LeaderWorkerSet",
-            "kueue.x-k8s.io/pod-group-name": "Workload",
-        }.get(label, label)
+        kind = KIND_OF_LABEL.get(label, label)
         without = g["without"]
         objs = [ObjRef(kind, name, ns)] + [ObjRef("Pod", p["metadata"]["name"], ns) for p in without]
         first = without[0]
