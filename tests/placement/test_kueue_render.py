@@ -192,9 +192,9 @@ def test_no_queue_no_objects(tmp_path: Path) -> None:
     assert res.exit_code == 3 and "no pool names a queue" in res.stderr
 
 
-def test_scale_keeps_suffix_and_decimals() -> None:
+def test_scale_gives_the_api_servers_canonical_form() -> None:
     assert kueue.scale("2000Gi", 4) == "8000Gi"
-    assert kueue.scale("0.5", 3) == "1.5"
+    assert kueue.scale("0.5", 3) == "1500m"  # as the API server would store 1.5
     assert kueue.scale("250m", 2) == "500m"
     with pytest.raises(kueue.KueueRenderError):
         kueue.scale("lots", 2)

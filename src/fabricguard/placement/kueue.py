@@ -15,10 +15,9 @@ Choices a platform engineer should know (docs/placement.md says more):
 
 from __future__ import annotations
 
-import re
-from decimal import Decimal
 from typing import Any
 
+from fabricguard import quantity
 from fabricguard.controller import objects as controller_objects
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
 
@@ -33,21 +32,18 @@ POOL_LABEL = "fabricguard.io/pool"
 # The frameworks whose workloads the webhook injects; Kueue must manage the same ones.
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "pod")
 
-_QTY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
-
 
 class KueueRenderError(ValueError):
     """The profile lacks something Kueue needs; the message names the pool or queue and the field to set."""
 
 
-def scale(quantity: str, factor: int) -> str:
-    """``factor`` times a Kubernetes quantity, keeping its suffix ("2000Gi" x 4 = "8000Gi")."""
-    m = _QTY.match(str(quantity))
-    if m is None:
-        raise KueueRenderError(f"{quantity!r} is not a Kubernetes quantity")
-    total = Decimal(m.group(1)) * factor
-    text = format(total.normalize(), "f") if total != total.to_integral_value() else str(int(total))
-    return f"{text}{m.group(2)}"
+def scale(text: str, factor: int) -> str:
+    """``factor`` times a Kubernetes quantity, in the API server's canonical form ("2000Gi" x 4 = "8000Gi")."""
+    try:
+        q = quantity.parse(text)
+    except quantity.QuantityError as exc:
+        raise KueueRenderError(str(exc)) from None
+    return quantity.Quantity(q.amount * factor, q.format).canonical()
 
 
 def _meta(name: str, **labels: str) -> dict[str, Any]:

@@ -30,20 +30,12 @@ from fabricguard.agent.condition import CONDITION_TYPE
 from fabricguard.controller import objects as controller_objects
 from fabricguard.placement import kueue
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
+from fabricguard.workload_identity import job_of
 
 STEPS = ("new-pool-ready", "switch-admissions", "drain-old-pool", "retire")
 GATES = ("agent", "canary")
 READY_CONDITION = CONDITION_TYPE  # written by the node agent
 FABRIC_VALIDATION = (controller_objects.FV_API, controller_objects.FV_PLURAL)
-# Labels that name the multi-pod workload a pod belongs to, most specific first.
-_WORKLOAD_LABELS = (
-    "jobset.sigs.k8s.io/jobset-name",
-    "kueue.x-k8s.io/pod-group-name",
-    "trainer.kubeflow.org/trainjob-name",
-    "training.kubeflow.org/job-name",
-    "leaderworkerset.sigs.k8s.io/name",
-    "batch.kubernetes.io/job-name",
-)
 
 Phase = Literal["InProgress", "Waiting", "Blocked", "Completed", "Aborted"]
 
@@ -258,10 +250,9 @@ def retired_queue(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, An
 
 def workload_of(pod: dict[str, Any]) -> str:
     meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    for label in _WORKLOAD_LABELS:
-        if labels.get(label):
-            return f"{meta.get('namespace', '')}/{labels[label]}"
+    job = job_of(meta.get("labels"))
+    if job is not None:
+        return f"{meta.get('namespace', '')}/{job[1]}"
     for ref in meta.get("ownerReferences") or ():
         if ref.get("controller"):
             return f"{meta.get('namespace', '')}/{ref.get('kind')}/{ref.get('name')}"
