@@ -92,6 +92,7 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "No replica holds the Lease or the API server refuses the controller; canaries and the Kueue "
               "check are frozen."),
     ]
+    out += node_rules(profile)
     plugin = _plugin_expr(profile)
     if plugin is not None:
         out.insert(6, _rule(
@@ -100,6 +101,58 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
             "The DaemonSet wants no pod (desiredNumberScheduled 0: selector or taints match no node), has none "
             "ready, or is missing. kubernetes-mixin's DaemonSet alerts compare desired with current and stay "
             "silent when desired is 0."))
+    return out
+
+
+# Joins a per-node series (scraped from the agent: same ``instance``) to the node and pool the agent checks.
+AGENT = "* on(instance) group_left(node, pool) fabricguard_agent_info"
+# Interfaces that carry pod traffic over TCP, not container plumbing.
+NIC = 'device!~"lo|veth.*|cali.*|cilium.*|flannel.*|docker.*|cni.*|tunl.*|vxlan.*"'
+
+
+def lustre_latency_ms() -> str:
+    """Mean Lustre client RPC latency per node (ms): summed req_waittime over RPCs, over 5 minutes."""
+    return ("(sum by (instance) (rate(fabricguard_lustre_client_rpc_wait_seconds_total[5m]))"
+            " / sum by (instance) (rate(fabricguard_lustre_client_rpcs_total[5m]))) * 1000")
+
+
+def node_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """Fabric, Lustre and GPU signals per node: the agent's metrics, node-exporter's and DCGM exporter's."""
+    out = [
+        _rule("FabricguardRdmaLinkErrorsRising",
+              "(increase(fabricguard_rdma_port_symbol_errors_total[15m]) > 0"
+              " or increase(fabricguard_rdma_port_link_downed_total[15m]) > 0) " + AGENT,
+              "0m", "warning", "RDMA link errors on {{ $labels.node }} {{ $labels.device }}/{{ $labels.port }}",
+              "The port's symbol-error or link-downed counter rose in 15 minutes: a flapping or degrading link "
+              "that NCCL may route around slowly or fail on. Check the cable and transceiver."),
+        _rule("FabricguardFabricPortDownOnReadyNode",
+              "((fabricguard_rdma_port_up == 0) " + AGENT + ")"
+              ' and on(node) (kube_node_status_condition{condition="Ready",status="true"} == 1)',
+              "2m", "critical", "fabric port {{ $labels.device }}/{{ $labels.port }} down on Ready node "
+              "{{ $labels.node }}",
+              "The node is Ready and takes pods, but one of its RDMA ports is not ACTIVE/LinkUp: jobs placed there "
+              "lose a rail or fall back. The node agent reports FabricReady=False on its next run."),
+        _rule("FabricguardGpuIdleOnSockets",
+              "(avg by (node) (DCGM_FI_DEV_GPU_UTIL) < 40)"
+              " and on(node) (sum by (node) (rate(node_infiniband_port_data_transmitted_bytes_total[5m])) == 0)"
+              f" and on(node) (sum by (node) (rate(node_network_transmit_bytes_total{{{NIC}}}[5m])) > 1e8)",
+              "10m", "warning", "GPUs idle on {{ $labels.node }} while its traffic goes over TCP",
+              "GPU utilization is low, the node's RDMA ports carry nothing and its Ethernet sends over 100 MB/s: "
+              "the signature of a job whose collectives fell back to sockets (or a storage stall). See the "
+              "job-on-sockets alert and the job's fabricguard.io/transport annotation."),
+    ]
+    for p in profile.spec.pools:
+        ms = p.baseline.lustreRpcLatencyMs
+        if ms is None or not p.lustre or profile.spec.storage.lustre is None:
+            continue
+        out.append(_rule(
+            "FabricguardLustreLatencyHigh",
+            f'({lustre_latency_ms()} > {ms:g}) * on(instance) group_left(node, pool) '
+            f'fabricguard_agent_info{{pool="{p.name}"}}',
+            "10m", "warning", "Lustre client latency on {{ $labels.node }} above pool {{ $labels.pool }}'s baseline",
+            f"Mean Lustre RPC latency is {{{{ $value | printf \"%.1f\" }}}} ms, above the pool's {ms:g} ms for 10 "
+            "minutes: a mis-mounted or degraded Lustre client slows every step that reads data or checkpoints, "
+            "which looks like a model problem unless storage is ruled out."))
     return out
 
 
