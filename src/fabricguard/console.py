@@ -25,7 +25,7 @@ from typer.core import TyperGroup
 try:  # typer vendors its own copy of click since 0.2x; the usage errors are that copy's classes
     from typer._click import exceptions as _click_errors
 except ImportError:  # pragma: no cover - typer that uses the installed click
-    from click import exceptions as _click_errors  # type: ignore[no-redef]
+    from click import exceptions as _click_errors  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_INPUT, EXIT_PASS, exit_code
 
