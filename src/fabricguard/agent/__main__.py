@@ -14,7 +14,7 @@ import typer
 try:  # typer vendors its own click since 0.2x; its usage errors are that copy's classes
     from typer._click.exceptions import ClickException
 except ImportError:  # pragma: no cover - a typer that uses the installed click
-    from click.exceptions import ClickException  # type: ignore[no-redef,assignment,unused-ignore]
+    from click.exceptions import ClickException  # type: ignore[no-redef,assignment,import-not-found,unused-ignore]
 
 from fabricguard.agent.commands import agent_cmd
 from fabricguard.console import EXIT_INPUT
