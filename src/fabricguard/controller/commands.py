@@ -208,6 +208,26 @@ def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
     sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
 
 
+def render_exporters_cmd(
+    namespace: str = typer.Option("monitoring", "--namespace", "-n", help="Where the monitors live."),
+    dcgm_namespace: str = typer.Option("gpu-operator", "--dcgm-namespace",
+                                       help="Namespace of DCGM exporter's Service (GPU operator)."),
+    node_exporter_namespace: str = typer.Option("monitoring", "--node-exporter-namespace",
+                                                help="Namespace of node-exporter's Service."),
+    agent_namespace: str = typer.Option("fabricguard-system", "--agent-namespace",
+                                        help="Namespace of the fabricguard node agent."),
+) -> None:
+    """Print ServiceMonitors for DCGM exporter and node-exporter and a PodMonitor for the node agent, all
+    labelling series with the pod's ``node``, which the per-node alerts and the dashboard's job view join on."""
+    import yaml
+
+    from fabricguard.controller.exporters import ExporterTargets, monitors
+
+    t = ExporterTargets(dcgm_namespace=dcgm_namespace, node_exporter_namespace=node_exporter_namespace,
+                        agent_namespace=agent_namespace)
+    sys.stdout.write(yaml.safe_dump_all(monitors(t, namespace), sort_keys=False, width=120))
+
+
 def register(app: typer.Typer) -> None:
     """Add ``controller`` to the root app and the controller's manifests to ``render``."""
     from fabricguard.admission.commands import render_app
@@ -217,3 +237,4 @@ def register(app: typer.Typer) -> None:
     render_app.command("kueue-check")(render_kueue_check_cmd)
     render_app.command("alerts")(render_alerts_cmd)
     render_app.command("dashboard")(render_dashboard_cmd)
+    render_app.command("exporters")(render_exporters_cmd)

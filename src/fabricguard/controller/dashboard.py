@@ -1,13 +1,19 @@
 """The Grafana dashboard: ``fabricguard render dashboard`` (schemaVersion 39 JSON, one Prometheus datasource).
 
-Panels: canary outcomes per pool over time, all-reduce busbw against the floor, job verdicts by transport,
-workloads held by the check, time since the last successful validation, and doctor findings.
+Fabric validation: canary outcomes per pool over time, all-reduce busbw against the floor, job verdicts by
+transport, workloads held by the check, time since the last successful validation, doctor findings, jobs on
+sockets now, drift from the reference environment. Per pool: fabric ports down, RDMA link errors, Lustre client
+latency against the pool's baseline. The job view (variables ``namespace`` and ``job``), on one time axis: the
+transport the job's logs prove, the GPU utilization of its pods, the RDMA and TCP traffic of its nodes and their
+Lustre latency, so "low GPU utilization, uneven steps" is seen next to its cause. Every metric a query reads is
+listed with its source in docs/metrics.md (the tests check it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fabricguard.controller.alerts import AGENT, NIC, lustre_latency_ms
 from fabricguard.profile.model import PlatformProfile
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -27,12 +33,54 @@ PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
      [("time() - fabricguard_canary_last_success_timestamp_seconds", "{{pool}}")], "s"),
     ("Doctor findings", "timeseries",
      [("sum by (rule, severity) (fabricguard_doctor_findings)", "{{severity}} {{rule}}")], "none"),
+    ("Running jobs on sockets (fabric pools)", "timeseries",
+     [("sum by (pool) (fabricguard_job_on_sockets)", "{{pool}}")], "none"),
+    ("Drift from the reference environment (fields)", "timeseries",
+     [("sum by (kind, namespace, name) (fabricguard_drift_findings)", "{{kind}} {{namespace}}/{{name}}")], "none"),
+    ("Fabric ports down per pool", "timeseries",
+     [(f"count by (pool) ((fabricguard_rdma_port_up == 0) {AGENT})", "{{pool}}")], "none"),
+    ("RDMA link errors per pool (per 15 min)", "timeseries",
+     [(f"sum by (pool) ((increase(fabricguard_rdma_port_symbol_errors_total[15m])"
+       f" + increase(fabricguard_rdma_port_link_downed_total[15m])) {AGENT})", "{{pool}}")], "none"),
 )
+
+# The job view: one row of panels over the same time axis, filtered by the ``namespace`` and ``job`` variables.
+JOB_PODS = 'kube_pod_info{namespace="$namespace",pod=~"$job-.*"}'
+JOB_NODES = f"on(node) (count by (node) ({JOB_PODS}))"
+JOB_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
+    ("Job $namespace/$job: transport its NCCL logs prove", "state-timeline",
+     [('max by (transport) (fabricguard_job_transport{namespace="$namespace",job="$job"})', "{{transport}}")],
+     "none"),
+    ("Job $namespace/$job: GPU utilization of its pods", "timeseries",
+     [('avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="$namespace",pod=~"$job-.*"})', "{{pod}}")], "percent"),
+    ("Job $namespace/$job: RDMA traffic of its nodes", "timeseries",
+     [(f"sum by (node) (rate(node_infiniband_port_data_transmitted_bytes_total[2m])) and {JOB_NODES}",
+       "{{node}} RDMA")], "Bps"),
+    ("Job $namespace/$job: TCP traffic of its nodes", "timeseries",
+     [(f"sum by (node) (rate(node_network_transmit_bytes_total{{{NIC}}}[2m])) and {JOB_NODES}", "{{node}} TCP")],
+     "Bps"),
+    ("Job $namespace/$job: Lustre client latency of its nodes (ms)", "timeseries",
+     [(f"({lustre_latency_ms()} * on(instance) group_left(node) fabricguard_agent_info) and {JOB_NODES}",
+       "{{node}}")], "ms"),
+    ("Job $namespace/$job: verdicts of its finished runs", "timeseries",
+     [("sum by (verdict, transport) (increase(fabricguard_job_verdicts_total[1h]))", "{{verdict}} {{transport}}")],
+     "none"),
+)
+
+
+def _lustre_panel(profile: PlatformProfile) -> tuple[str, str, list[tuple[str, str]], str]:
+    targets = [(f"avg by (pool) ({lustre_latency_ms()} * on(instance) group_left(pool) fabricguard_agent_info)",
+                "{{pool}}")]
+    for p in profile.spec.pools:
+        if p.baseline.lustreRpcLatencyMs is not None:
+            targets.append((f'label_replace(vector({p.baseline.lustreRpcLatencyMs:g}), "pool", "{p.name}", "", "")',
+                            "{{pool}} baseline"))
+    return ("Lustre client latency per pool vs baseline (ms)", "timeseries", targets, "ms")
 
 
 def dashboard(profile: PlatformProfile) -> dict[str, Any]:
     panels = []
-    for i, (title, ptype, targets, unit) in enumerate(PANELS):
+    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *JOB_PANELS)):
         panels.append({
             "id": i + 1,
             "type": ptype,
@@ -54,8 +102,15 @@ def dashboard(profile: PlatformProfile) -> dict[str, Any]:
         "editable": True,
         "refresh": "1m",
         "time": {"from": "now-24h", "to": "now"},
-        "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus",
-                                 "label": "Prometheus"}]},
+        "templating": {"list": [
+            {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"},
+            {"name": "namespace", "type": "query", "datasource": DS, "label": "Job namespace",
+             "query": {"query": "label_values(fabricguard_job_transport, namespace)", "refId": "ns"},
+             "refresh": 2},
+            {"name": "job", "type": "query", "datasource": DS, "label": "Job",
+             "query": {"query": 'label_values(fabricguard_job_transport{namespace="$namespace"}, job)',
+                       "refId": "job"}, "refresh": 2},
+        ]},
         "annotations": {"list": []},
         "panels": panels,
     }

@@ -1,0 +1,62 @@
+"""Scrape configuration for the signals the alerts and the job view read: ``fabricguard render exporters``.
+
+fabricguard reuses the exporters a GPU platform already runs and renders only what ties them together:
+
+- NVIDIA DCGM exporter (GPU operator; ``DCGM_FI_DEV_GPU_UTIL``, ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE``) and
+  node-exporter (``node_infiniband_port_data_*_bytes_total`` from its InfiniBand collector, on by default on Linux;
+  ``node_network_transmit_bytes_total``) each get a ServiceMonitor that relabels the pod's node name into ``node``,
+  the label every per-node alert and the dashboard join on;
+- the fabricguard node agent gets a PodMonitor (its RDMA port, Lustre client and FabricReady metrics, and
+  ``fabricguard_agent_info{node,pool}``).
+
+The selectors default to the GPU operator's and kube-prometheus-stack's Services; the options override them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fabricguard.agent.render import NAME as AGENT_NAME
+
+NODE_RELABEL = [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]
+
+
+@dataclass(frozen=True)
+class ExporterTargets:
+    dcgm_namespace: str = "gpu-operator"
+    dcgm_labels: tuple[tuple[str, str], ...] = (("app", "nvidia-dcgm-exporter"),)
+    dcgm_port: str = "gpu-metrics"
+    node_exporter_namespace: str = "monitoring"
+    node_exporter_labels: tuple[tuple[str, str], ...] = (("app.kubernetes.io/name", "prometheus-node-exporter"),)
+    node_exporter_port: str = "http-metrics"
+    agent_namespace: str = "fabricguard-system"
+
+
+def _meta(name: str, namespace: str) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "fabricguard", "app.kubernetes.io/component": "monitoring"}}
+
+
+def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
+    """ServiceMonitors for DCGM exporter and node-exporter, a PodMonitor for the node agent; all label ``node``."""
+    def service_monitor(name: str, ns: str, labels: tuple[tuple[str, str], ...], port: str,
+                        honor: bool = False) -> dict[str, Any]:
+        endpoint: dict[str, Any] = {"port": port, "interval": "30s", "relabelings": NODE_RELABEL}
+        if honor:
+            # DCGM exporter's own namespace/pod labels name the GPU's workload, not the exporter pod.
+            endpoint["honorLabels"] = True
+        return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": _meta(name, namespace),
+                "spec": {"selector": {"matchLabels": dict(labels)}, "namespaceSelector": {"matchNames": [ns]},
+                         "endpoints": [endpoint]}}
+
+    return [
+        service_monitor("fabricguard-dcgm-exporter", t.dcgm_namespace, t.dcgm_labels, t.dcgm_port, honor=True),
+        service_monitor("fabricguard-node-exporter", t.node_exporter_namespace, t.node_exporter_labels,
+                        t.node_exporter_port),
+        {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+         "metadata": _meta("fabricguard-node-agent", namespace),
+         "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": AGENT_NAME}},
+                  "namespaceSelector": {"matchNames": [t.agent_namespace]},
+                  "podMetricsEndpoints": [{"port": "metrics", "interval": "30s", "relabelings": NODE_RELABEL}]}},
+    ]
