@@ -25,7 +25,7 @@ def test_grafana_model_reads_every_panel() -> None:
     doc = dashboard(PROFILE_OBJ)
     model = gf.Dashboard.from_json(doc)
     assert model.title == doc["title"] and model.uid == doc["uid"]
-    assert len(model.panels) == len(doc["panels"]) == 17
+    assert len(model.panels) == len(doc["panels"]) == 18
     ids = [p.id_val for p in model.panels]
     assert len(set(ids)) == len(ids)
     for p in model.panels:

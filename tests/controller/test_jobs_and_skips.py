@@ -90,3 +90,31 @@ async def test_a_jobset_that_never_gets_pods_is_reported_as_such(cluster, profil
     _rc, doc = await run_once(kc, profile_path, NOW + timedelta(minutes=4), lustre)
     assert doc["pools"]["gh200-roce"]["outcome"] == "unschedulable"
     assert "is the JobSet controller running" in doc["pools"]["gh200-roce"]["message"]
+
+
+def test_a_judged_job_exports_its_median_step_next_to_the_pools_baseline(tmp_path) -> None:
+    from pathlib import Path
+
+    from controller_support import PROFILE
+
+    from fabricguard.controller.actions import Counters
+    from fabricguard.controller.jobs import judge_finished
+    from fabricguard.controller.metrics import Metrics
+    from fabricguard.controller.reconcile import PassResult
+    from fabricguard.profile import loads_profile
+
+    prof = loads_profile(PROFILE.replace("baseline: {allReduceBusBwGBps: 45}",
+                                         "baseline: {allReduceBusBwGBps: 45, stepTimeSeconds: 6.07}"))
+    job = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "socket-fallback"
+    d = tmp_path / "ml-training" / "llama-steps" / ".fabricguard" / "nccl"
+    shutil.copytree(job, d)
+    counters = Counters()
+    js = _managed_jobset("llama-steps", finished=True)
+    judge_finished(prof, "JobSet", "jobset.x-k8s.io/v1alpha2", "jobsets", js, tmp_path, NOW, counters)
+    ((ns, name, pool, median),) = counters.job_steps
+    assert (ns, name, pool) == ("ml-training", "llama-steps", "gh200-roce") and round(median, 2) == 12.36
+    m = Metrics()
+    m.observe(prof, PassResult(NOW, [], {}, [], {}, counters), 0.1, 0)
+    labels = {"namespace": "ml-training", "job": "llama-steps", "pool": "gh200-roce"}
+    assert round(m.registry.get_sample_value("fabricguard_job_step_median_seconds", labels), 2) == 12.36
+    assert m.registry.get_sample_value("fabricguard_pool_step_baseline_seconds", {"pool": "gh200-roce"}) == 6.07

@@ -110,6 +110,8 @@ class Counters:
 
     canary_runs: list[tuple[str, str]] = field(default_factory=list)  # (pool, outcome)
     job_verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # (pool, verdict, transport)
+    # (namespace, job, pool, median step seconds) of judged jobs that wrote step timings
+    job_steps: list[tuple[str, str, str, float]] = field(default_factory=list)
 
 
 def event(

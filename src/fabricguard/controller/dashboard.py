@@ -62,6 +62,12 @@ JOB_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
     ("Job $namespace/$job: Lustre client latency of its nodes (ms)", "timeseries",
      [(f"({lustre_latency_ms()} * on(instance) group_left(node) fabricguard_agent_info) and {JOB_NODES}",
        "{{node}}")], "ms"),
+    ("Job $namespace/$job: median step time at its verdict vs the pool's baseline (s)", "timeseries",
+     [('fabricguard_job_step_median_seconds{namespace="$namespace",job="$job"}', "{{job}} median step"),
+      ('fabricguard_pool_step_baseline_seconds * on(pool) group_left() '
+       'max by (pool) (fabricguard_job_step_median_seconds{namespace="$namespace",job="$job"})'
+       ' / max by (pool) (fabricguard_job_step_median_seconds{namespace="$namespace",job="$job"})',
+       "{{pool}} baseline")], "s"),
     ("Job $namespace/$job: verdicts of its finished runs", "timeseries",
      [("sum by (verdict, transport) (increase(fabricguard_job_verdicts_total[1h]))", "{{verdict}} {{transport}}")],
      "none"),

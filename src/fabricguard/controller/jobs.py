@@ -65,6 +65,8 @@ def judge_finished(
             detail = f"verdict {verdict}: transport {transport}" + (
                 "; " + "; ".join(r.message for r in worst[:3]) if worst else "")
         counters.job_verdicts.append((pool.name, verdict, transport))
+        if verdict not in (MISSING, "unknown-pool") and v.steps.median_seconds is not None:
+            counters.job_steps.append((ns, name, pool.name, v.steps.median_seconds))
         return [
             Annotate(api_version, plural, ns, name, {o.ANN_VERDICT: verdict, o.ANN_VERDICT_DETAIL: detail[:1000]}),
             event(obj, api_version, kind, "JobVerdict", detail, now, warning=verdict != "pass"),

@@ -69,6 +69,11 @@ class Metrics:
                                          "When the reference environment's snapshot was published.",
                                          ["environment"], registry=r)
         self._drift_keys: set[tuple[str, str, str]] = set()
+        self.job_step = Gauge("fabricguard_job_step_median_seconds",
+                              "Median step time of a finished managed job, from its verdict.",
+                              ["namespace", "job", "pool"], registry=r)
+        self.step_baseline = Gauge("fabricguard_pool_step_baseline_seconds", "The pool's baseline step time.",
+                                   ["pool"], registry=r)
         self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
         self._live_bytes_seen = 0
 
@@ -79,6 +84,11 @@ class Metrics:
             self.canary_runs.labels(pool, outcome).inc()
         for pool, verdict, transport in result.counters.job_verdicts:
             self.verdicts.labels(pool, verdict, transport).inc()
+        for ns, job, pool, median in result.counters.job_steps:
+            self.job_step.labels(ns, job, pool).set(median)
+        for p in profile.spec.pools:
+            if p.baseline.stepTimeSeconds is not None:
+                self.step_baseline.labels(p.name).set(p.baseline.stepTimeSeconds)
         for p in profile.spec.pools:
             s = result.pools.get(p.name)
             if s is None or not s.canary:
