@@ -217,13 +217,17 @@ def _flavor_entry(cq: dict[str, Any], flavor: str) -> tuple[int, dict[str, Any]]
     return None
 
 
+def _as_target_renders(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, Any]:
+    """The current ClusterQueue with the spec the target profile renders for the queue."""
+    pools = [p for p in spec.target.spec.pools if p.queue is not None and p.queue.name == spec.queue.name]
+    out = copy.deepcopy(current)
+    out["spec"] = {**(current.get("spec") or {}), **kueue.cluster_queue(spec.queue, pools, spec.target)["spec"]}
+    return out
+
+
 def switched_queue(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, Any]:
     """The ClusterQueue with the target profile's flavors first and the old flavor last, at zero quota."""
-    target = kueue.cluster_queue(spec.queue, [p for p in spec.target.spec.pools
-                                              if p.queue is not None and p.queue.name == spec.queue.name],
-                                 spec.target)
-    out = copy.deepcopy(current)
-    out["spec"] = {**(current.get("spec") or {}), **target["spec"]}
+    out = _as_target_renders(spec, current)
     group = out["spec"]["resourceGroups"][0]
     old = _flavor_entry(current, spec.old.name)
     if old is not None:
@@ -240,12 +244,7 @@ def switched_queue(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, A
 
 def retired_queue(spec: TransitionSpec, current: dict[str, Any]) -> dict[str, Any]:
     """The ClusterQueue as the target profile renders it: the old flavor gone."""
-    target = kueue.cluster_queue(spec.queue, [p for p in spec.target.spec.pools
-                                              if p.queue is not None and p.queue.name == spec.queue.name],
-                                 spec.target)
-    out = copy.deepcopy(current)
-    out["spec"] = {**(current.get("spec") or {}), **target["spec"]}
-    return out
+    return _as_target_renders(spec, current)
 
 
 def workload_of(pod: dict[str, Any]) -> str:
