@@ -13,7 +13,6 @@ Needs root, iproute2 and torchrun; namespace and interface names carry the pid.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +21,9 @@ from pathlib import Path
 
 import pytest
 from controller_support import FVS, NOW, canaries, jobset_created, jobset_finishes, live, pods_run, run_once
+
+from netns_support import shape
+from netns_support import veth_pair as netns_veth_pair
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -51,38 +53,12 @@ spec:
 """
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
-
 @pytest.fixture
 def veth_pair():
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create network namespaces (CI runs as root)")
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        pytest.skip("iproute2 (ip, tc) is not installed; make deps installs it")
     if not (BIN / "torchrun").exists():
         pytest.skip("torchrun is not installed next to this Python (make venv installs torch)")
-    tag = f"{os.getpid() % 100000:05d}"
-    ns = (f"fgc{tag}a", f"fgc{tag}b")
-    dev = (f"fgc{tag}x", f"fgc{tag}y")
-    try:
-        try:
-            _ip("netns", "add", ns[0])
-        except subprocess.CalledProcessError as e:
-            pytest.skip(f"ip netns is unavailable here: {e.stderr.strip()}")
-        _ip("netns", "add", ns[1])
-        _ip("link", "add", dev[0], "type", "veth", "peer", "name", dev[1])
-        for i in (0, 1):
-            _ip("link", "set", dev[i], "netns", ns[i])
-            _ip("-n", ns[i], "addr", "add", f"{ADDR[i]}/24", "dev", dev[i])
-            _ip("-n", ns[i], "link", "set", dev[i], "up")
-            _ip("-n", ns[i], "link", "set", "lo", "up")
-        yield ns, dev
-    finally:
-        for n in ns:
-            subprocess.run(["ip", "netns", "del", n], capture_output=True)
-            shutil.rmtree(f"/etc/netns/{n}", ignore_errors=True)
+    with netns_veth_pair("fgc", ADDR) as pair:
+        yield pair
 
 
 def _hosts(ns: tuple[str, str], master: str) -> None:
@@ -157,10 +133,7 @@ async def test_rendered_canary_runs_as_two_ranks_and_is_judged(cluster, tmp_path
     assert not any("busbw" in e for e in [fast["message"], *fast.get("evidence", [])])
 
     for i in (0, 1):
-        tc = ["ip", "netns", "exec", ns[i], "tc", "qdisc", "add", "dev", dev[i], "root"]
-        if subprocess.run([*tc, "netem", "rate", "40mbit", "delay", "5ms"], capture_output=True).returncode:
-            subprocess.run([*tc, "tbf", "rate", "40mbit", "burst", "32kbit", "latency", "400ms"], check=True,
-                           capture_output=True)
+        shape(ns[i], dev[i])
     slow = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW + timedelta(minutes=10))
     print(f"canary busbw over veth: unshaped {fast['busbwGBps']}, shaped {slow['busbwGBps']}")
     assert slow["outcome"] == "degraded" and "busbw below the floor" in slow["message"], slow

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
+
+from netns_support import shape
+from netns_support import veth_pair as netns_veth_pair
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -34,47 +35,10 @@ spec:
 ADDR = ("10.254.77.1", "10.254.77.2")
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
-
 @pytest.fixture
 def veth_pair():
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create network namespaces (CI runs as root)")
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        pytest.skip("iproute2 (ip, tc) is not installed; make deps installs it")
-    tag = uuid.uuid4().hex[:6]
-    ns = (f"fg{tag}a", f"fg{tag}b")
-    dev = (f"fg{tag}x", f"fg{tag}y")
-    try:
-        try:
-            _ip("netns", "add", ns[0])
-        except subprocess.CalledProcessError as e:
-            pytest.skip(f"ip netns is unavailable here: {e.stderr.strip()}")
-        _ip("netns", "add", ns[1])
-        _ip("link", "add", dev[0], "type", "veth", "peer", "name", dev[1])
-        for i in (0, 1):
-            _ip("link", "set", dev[i], "netns", ns[i])
-            _ip("-n", ns[i], "addr", "add", f"{ADDR[i]}/24", "dev", dev[i])
-            _ip("-n", ns[i], "link", "set", dev[i], "up")
-            _ip("-n", ns[i], "link", "set", "lo", "up")
-        yield ns, dev
-    finally:
-        for n in ns:
-            subprocess.run(["ip", "netns", "del", n], capture_output=True)
-
-
-def _shape(ns: str, dev: str) -> str:
-    """40 Mbit/s (far below the 0.1 GB/s floor) and 5 ms each way with netem; tbf (rate only) where the kernel
-    has no sch_netem. Returns the qdisc used."""
-    tc = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root"]
-    if subprocess.run([*tc, "netem", "rate", "40mbit", "delay", "5ms"], capture_output=True).returncode == 0:
-        return "netem"
-    subprocess.run(
-        [*tc, "tbf", "rate", "40mbit", "burst", "32kbit", "latency", "400ms"], check=True, capture_output=True
-    )
-    return "tbf"
+    with netns_veth_pair("fg", ADDR) as pair:
+        yield pair
 
 
 def _run_pair(ns, dev, tmp: Path, port: int) -> tuple[int, dict]:
@@ -111,7 +75,7 @@ def test_veth_unshaped_passes_and_shaped_fails_the_floor(veth_pair, tmp_path):
     assert fast["hosts"] and fast["transport"] == "socket"
     assert rc == 0 and fast["judgement"]["status"] == "pass", fast["judgement"]
 
-    qdiscs = [_shape(ns[i], dev[i]) for i in (0, 1)]
+    qdiscs = [shape(ns[i], dev[i]) for i in (0, 1)]
     qdisc = qdiscs[0]
     rc, slow = _run_pair(ns, dev, tmp_path / "slow", 29612)
     peak_slow = max(r["busbw_gbps"] for r in slow["rows"])
