@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "agent"))
+sys.path[:0] = [str(REPO / "tests" / "agent"), str(REPO / "tests")]
 
 from agent_support import GKE, HEALTHY, NODE_NAME, ApiServer, healthy_node  # noqa: E402
 from kmock import Server  # noqa: E402

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "controller"))
+sys.path[:0] = [str(ROOT / "tests" / "controller"), str(ROOT / "tests")]
 
 from fabricguard.controller.canary import log_dir  # noqa: E402
 from fabricguard.controller.live import LiveJobs, running_jobs  # noqa: E402

@@ -18,7 +18,7 @@ from kmock import KubernetesEmulator, Server
 from typer.testing import CliRunner
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "tests" / "placement"))
+sys.path[:0] = [str(HERE.parents[1] / "tests" / "placement"), str(HERE.parents[1] / "tests")]
 
 from test_transition import seed  # noqa: E402  (the same cluster the tests use)
 

@@ -22,6 +22,8 @@ import jsonpatch
 from kmock import KubernetesEmulator
 from kmock._internal.k8s import KubernetesError
 
+from kube_support import kubeconfig as shared_kubeconfig
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 HEALTHY = HERE / "fixtures" / "healthy-a3-ultra"
@@ -240,14 +242,4 @@ class ApiServer(KubernetesEmulator):
 
 
 def kubeconfig(tmp_path: Path, url: str, token: str) -> str:
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "u"}}],
-        "current-context": "kmock",
-    }
-    path = tmp_path / f"kubeconfig-{token}"
-    path.write_text(json.dumps(cfg))
-    return str(path)
+    return shared_kubeconfig(tmp_path, url, token, name=f"kubeconfig-{token}")

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import shutil
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from kube_support import gen
+from kube_support import kubeconfig as shared_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
@@ -28,16 +28,6 @@ ROCE_LOGS = sorted((FIXTURES / "synthetic" / "roce-2x2-kubectl").iterdir())
 SOCKET_LOGS = sorted((FIXTURES / "synthetic" / "socket-fallback-2x4").iterdir())
 
 
-def _load_generate() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fg_example_snapshots_ctl", ROOT / "examples/snapshots/generate.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gen = _load_generate()
 NOW: datetime = gen.NOW
 POOL = "gh200-roce"
 
@@ -80,17 +70,7 @@ def kueue_validate(obj: dict[str, Any], name: str) -> None:
 
 
 def kubeconfig(tmp_path: Path, url: str) -> str:
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
-        "users": [{"name": "controller", "user": {"token": "controller"}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "controller"}}],
-        "current-context": "kmock",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps(cfg))
-    return str(path)
+    return shared_kubeconfig(tmp_path, url, "controller")
 
 
 def admission_check() -> dict[str, Any]:

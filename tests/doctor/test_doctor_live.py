@@ -13,6 +13,7 @@ from kmock import KubernetesEmulator, Server
 from fabricguard.doctor.engine import run_doctor
 from fabricguard.doctor.snapshot import collect_live, load_snapshot, snapshot_from_lists, write_snapshot
 from fabricguard.profile import loads_profile
+from kube_support import kubeconfig
 
 RESOURCE = {
     "Node": "v1/nodes",
@@ -23,20 +24,6 @@ RESOURCE = {
     "ConfigMap": "v1/configmaps",
     "NetworkAttachmentDefinition": "k8s.cni.cncf.io/v1/network-attachment-definitions",
 }
-
-
-def _kubeconfig(tmp_path: Path, url: str) -> str:
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "kmock", "cluster": {"server": url}}],
-        "users": [{"name": "doctor", "user": {"token": "read-only"}}],
-        "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "doctor"}}],
-        "current-context": "kmock",
-    }
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps(cfg))
-    return str(path)
 
 
 @pytest.fixture()
@@ -54,7 +41,7 @@ async def cluster(tmp_path: Path):
                 k8s.objects[RESOURCE[obj["kind"]], meta.get("namespace"), meta["name"]] = stored
         # A Secret in the cluster: the doctor must never ask for it.
         k8s.objects["v1/secrets", "network-operator", "registry-creds"] = {"metadata": {"name": "registry-creds"}}
-        yield k8s, _kubeconfig(tmp_path, str(server.url).rstrip("/")), lists
+        yield k8s, kubeconfig(tmp_path, str(server.url).rstrip("/")), lists
 
 
 async def test_collect_live_reads_every_kind_and_never_secrets(cluster, tmp_path: Path, now) -> None:

@@ -18,6 +18,7 @@ from fabricguard.placement import kueue
 from fabricguard.placement.transition import STEPS, spec_from
 from fabricguard.placement.workflow import TransitionConflict, Workflow
 from fabricguard.profile.loader import load_profile
+from kube_support import kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FROM = ROOT / "examples" / "transitions" / "gke-block-a.yaml"
@@ -50,17 +51,6 @@ def _pod(name: str, node: str, phase: str, *, jobset: str | None = "qwen", daemo
         meta["namespace"] = "kube-system"
         meta["ownerReferences"] = [{"kind": "DaemonSet", "name": "nccl-rdma-installer", "controller": True}]
     return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
-
-
-def _kubeconfig(tmp_path: Path, url: str) -> str:
-    cfg = {"apiVersion": "v1", "kind": "Config",
-           "clusters": [{"name": "kmock", "cluster": {"server": url}}],
-           "users": [{"name": "op", "user": {"token": "t"}}],
-           "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "op"}}],
-           "current-context": "kmock"}
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps(cfg))
-    return str(path)
 
 
 def seed(k8s: KubernetesEmulator, *, gang: str = "Succeeded", agent: bool = True, canary: str | None = "passed") -> None:
@@ -122,7 +112,7 @@ def _flavors(cq: dict[str, Any]) -> list[tuple[str, str]]:
 @pytest.fixture()
 async def cluster(tmp_path: Path):
     async with KubernetesEmulator() as k8s, Server(k8s) as server:
-        yield k8s, _kubeconfig(tmp_path, str(server.url).rstrip("/"))
+        yield k8s, kubeconfig(tmp_path, str(server.url).rstrip("/"))
 
 
 async def test_whole_transition_waits_for_the_gang_then_retires(cluster) -> None:
