@@ -10,6 +10,16 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where kmock's emulator keeps each kind the example snapshots hold (group/version/plural).
+RESOURCE = {
+    "Node": "v1/nodes",
+    "Pod": "v1/pods",
+    "Event": "v1/events",
+    "DaemonSet": "apps/v1/daemonsets",
+    "ControllerRevision": "apps/v1/controllerrevisions",
+    "ConfigMap": "v1/configmaps",
+    "NetworkAttachmentDefinition": "k8s.cni.cncf.io/v1/network-attachment-definitions",
+}
 
 
 def kubeconfig(tmp_path: Path, url: str, token: str = "t", *, name: str = "kubeconfig") -> str:

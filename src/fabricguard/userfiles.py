@@ -110,17 +110,22 @@ def _file_in_the_way(path: Path) -> Path:
     return path.parent
 
 
-def output_file(path: Path) -> Path:
-    """``path`` when a file can be written there: it is a regular file (or /dev/null, a terminal) or absent
-    in a writable directory. A directory, a FIFO (which would block until read) or a missing folder raise."""
+def _output_stat(path: Path, problem: str) -> os.stat_result | None:
+    """The output path's stat, None when it does not exist yet; a file where a folder should be is named."""
     try:
-        st = path.stat()
+        return path.stat()
     except FileNotFoundError:
-        st = None
+        return None
     except NotADirectoryError:
         raise SourceError(str(path), None, f"{_file_in_the_way(path)} is a file, not a folder") from None
     except OSError as exc:
-        raise SourceError(str(path), None, f"cannot write here: {exc.strerror or exc}") from None
+        raise SourceError(str(path), None, f"{problem}: {exc.strerror or exc}") from None
+
+
+def output_file(path: Path) -> Path:
+    """``path`` when a file can be written there: it is a regular file (or /dev/null, a terminal) or absent
+    in a writable directory. A directory, a FIFO (which would block until read) or a missing folder raise."""
+    st = _output_stat(path, "cannot write here")
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
             raise SourceError(str(path), None, "is a directory; pass a file name for the output")
@@ -153,14 +158,7 @@ def write_text(path: Path, text: str) -> None:
 
 def output_dir(path: Path) -> Path:
     """``path`` as a writable directory, created (with its parents) when absent."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        st = None
-    except NotADirectoryError:
-        raise SourceError(str(path), None, f"{_file_in_the_way(path)} is a file, not a folder") from None
-    except OSError as exc:
-        raise SourceError(str(path), None, f"cannot use as an output folder: {exc.strerror or exc}") from None
+    st = _output_stat(path, "cannot use as an output folder")
     if st is not None and not stat.S_ISDIR(st.st_mode):
         what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
         raise SourceError(str(path), None, f"is {what}, not a folder; pass a folder for the output")

@@ -101,3 +101,18 @@ def check_workload(obj: dict[str, Any]) -> int:
         check(pod)
         return 1
     raise AssertionError(f"unexpected kind {kind}")
+
+
+def decide(profile: Any, review: dict[str, Any], endpoint: str = "review") -> dict[str, Any]:
+    """The webhook's answer to ``review`` through the server's own decision code; asserts the wire basics."""
+    from fabricguard.admission.decide import Admission
+
+    d = Admission(profile).handle(endpoint, json.dumps(review))  # type: ignore[arg-type]
+    assert d.status == 200
+    assert d.body["response"]["uid"] == review["request"]["uid"]
+    return d.body["response"]
+
+
+def workers(review: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a JobSet review's worker replicated job."""
+    return review["request"]["object"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]

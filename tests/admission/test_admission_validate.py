@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import jsonpatch
 import pytest
-from admission_support import load_review, with_object
+from admission_support import decide, load_review, with_object, workers
 
 from fabricguard.admission import review as rv
-from fabricguard.admission.decide import Admission
 from fabricguard.profile import PlatformProfile
-
-
-def decide(profile: PlatformProfile, review: dict[str, Any], endpoint: str = "review") -> dict[str, Any]:
-    d = Admission(profile).handle(endpoint, json.dumps(review))  # type: ignore[arg-type]
-    assert d.status == 200
-    assert d.body["response"]["uid"] == review["request"]["uid"]
-    return d.body["response"]
-
-
-def workers(review: dict[str, Any]) -> dict[str, Any]:
-    return review["request"]["object"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
 
 
 def set_env(review: dict[str, Any], name: str, value: str) -> None:

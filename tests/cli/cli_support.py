@@ -44,3 +44,12 @@ def one_error_line(stderr: str) -> str:
     errors = [line for line in stderr.splitlines() if line.startswith(("error:", "✗ "))]
     assert len(errors) == 1, stderr
     return errors[0]
+
+
+def refused(result, *names: str) -> str:
+    """Exit 3 with one error line that names every one of ``names``; returns that line."""
+    assert result.exit_code == 3, result.output
+    line = one_error_line(result.stderr)
+    for n in names:
+        assert n in line, line
+    return line

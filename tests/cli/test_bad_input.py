@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import trustme
-from cli_support import EXAMPLES, GKE, JOBS, SNAPSHOTS, one_error_line, run, run_process
+from cli_support import EXAMPLES, GKE, JOBS, SNAPSHOTS, one_error_line, refused, run, run_process
 
 NVML = Path(__file__).resolve().parents[1] / "fixtures" / "h200-host" / "nvml.json"
 PROD = SNAPSHOTS / "incident-271-days" / "production"
@@ -24,14 +24,6 @@ def fifo(tmp_path: Path) -> Path:
     p = tmp_path / "pipe.yaml"
     os.mkfifo(p)
     return p
-
-
-def refused(result, *names: str) -> str:
-    assert result.exit_code == 3, result.output
-    line = one_error_line(result.stderr)
-    for n in names:
-        assert n in line, line
-    return line
 
 
 # --- inputs that are not regular files -----------------------------------------------------------------

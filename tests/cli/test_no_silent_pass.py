@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_support import GKE, JOBS, one_error_line, run
+from cli_support import GKE, JOBS, one_error_line, refused, run
 
 
 @pytest.fixture
@@ -16,14 +16,6 @@ def job(tmp_path: Path) -> Path:
     d = tmp_path / "job"
     shutil.copytree(JOBS / "rdma-healthy", d)
     return d
-
-
-def refused(result, *names: str) -> str:
-    assert result.exit_code == 3, result.output
-    line = one_error_line(result.stderr)
-    for n in names:
-        assert n in line, line
-    return line
 
 
 def test_verify_job_requires_a_profile() -> None:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kube_support import gen
+from kube_support import RESOURCE, gen
 from kube_support import kubeconfig as shared_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,15 +36,6 @@ PROFILE = gen.INCIDENT_PROFILE.format(name="gh200-prod", env="production").repla
     "spec:\n", "spec:\n  storage:\n    lustre: {claimName: training-lustre, mountPath: /mnt/lustre}\n", 1
 ) + "    canary: {interval: 10m, pendingTimeout: 3m, runTimeout: 15m}\n"
 
-RESOURCE = {
-    "Node": "v1/nodes",
-    "Pod": "v1/pods",
-    "Event": "v1/events",
-    "DaemonSet": "apps/v1/daemonsets",
-    "ControllerRevision": "apps/v1/controllerrevisions",
-    "ConfigMap": "v1/configmaps",
-    "NetworkAttachmentDefinition": "k8s.cni.cncf.io/v1/network-attachment-definitions",
-}
 JOBSETS = "jobset.x-k8s.io/v1alpha2/jobsets"
 FVS = "fabricguard.io/v1alpha1/fabricvalidations"
 WORKLOADS = "kueue.x-k8s.io/v1beta2/workloads"

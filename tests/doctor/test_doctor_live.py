@@ -13,17 +13,7 @@ from kmock import KubernetesEmulator, Server
 from fabricguard.doctor.engine import run_doctor
 from fabricguard.doctor.snapshot import collect_live, load_snapshot, snapshot_from_lists, write_snapshot
 from fabricguard.profile import loads_profile
-from kube_support import kubeconfig
-
-RESOURCE = {
-    "Node": "v1/nodes",
-    "Pod": "v1/pods",
-    "Event": "v1/events",
-    "DaemonSet": "apps/v1/daemonsets",
-    "ControllerRevision": "apps/v1/controllerrevisions",
-    "ConfigMap": "v1/configmaps",
-    "NetworkAttachmentDefinition": "k8s.cni.cncf.io/v1/network-attachment-definitions",
-}
+from kube_support import RESOURCE, kubeconfig
 
 
 @pytest.fixture()
