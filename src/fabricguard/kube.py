@@ -45,8 +45,13 @@ class Kube:
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        """Connect with the kubeconfig kr8s would read; a kubeconfig that cannot work is a ``KubeError`` naming
+        the file and what is wrong with it, before kr8s fails on it less clearly."""
         import kr8s.asyncio
 
+        problem = kubeconfig_problem(kubeconfig, context)
+        if problem:
+            raise KubeError(None, problem)
         return cls(await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context))
 
     async def _call(self, method: str, api_version: str, url: str, namespace: str | None = None,
@@ -160,6 +165,22 @@ class Kube:
         session = getattr(self._api, "_session", None)
         if session is not None and not session.is_closed:
             await session.aclose()
+
+
+def kubeconfig_problem(kubeconfig: str | None, context: str | None = None) -> str | None:
+    """What is wrong with the kubeconfig kr8s would read (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``),
+    naming the file; None when it looks usable or when there is none (in a cluster: the service account)."""
+    from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+    from fabricguard.userfiles import SourceError
+
+    path = kubeconfig_path(kubeconfig)
+    if path is None:
+        return None
+    try:
+        check_kubeconfig(path, context)
+    except SourceError as exc:
+        return f"--kubeconfig {exc}"
+    return None
 
 
 def label_selector(labels: dict[str, str]) -> str:

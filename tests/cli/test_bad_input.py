@@ -227,3 +227,17 @@ def test_examples_still_work(tmp_path: Path) -> None:
     shutil.copytree(JOBS / "rdma-healthy", job)
     assert run("verify-job", str(job), "-p", str(GKE)).exit_code == 0
     assert run("profile", "check", *map(str, sorted((EXAMPLES / "profiles").glob("*.yaml")))).exit_code == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["controller", "-p", GKE, "--once", "--canary-image", "x"],
+    ["pool", "transition", "status", "--from", EXAMPLES / "transitions" / "gke-block-a.yaml",
+     "--to", EXAMPLES / "transitions" / "gke-block-b.yaml"],
+    ["agent", "--once", "--node", "n", "-p", GKE],
+    ["agent-sweep"],
+])
+def test_a_broken_kubeconfig_is_named_by_every_command_that_writes(tmp_path: Path, args: list) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("garbage\n")
+    line = refused(run(*args, "--kubeconfig", bad), str(bad), "not a kubeconfig")
+    assert "TypeError" not in line

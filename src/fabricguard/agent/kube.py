@@ -28,6 +28,8 @@ async def connect(kubeconfig: str | None = None, context: str | None = None) -> 
         raise KubeError(None, f"--kubeconfig {kubeconfig}: no such file")
     try:
         return await Kube.connect(kubeconfig, context)
+    except KubeError:
+        raise  # already names the kubeconfig and what is wrong with it
     except Exception as e:
         where = (
             f"--kubeconfig {kubeconfig}"

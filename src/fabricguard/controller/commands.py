@@ -76,6 +76,11 @@ def controller_cmd(
             target = parse_target(reference)
         except ReferenceError as exc:
             fail(f"--reference {exc}")
+    from fabricguard.kube import kubeconfig_problem
+
+    problem = kubeconfig_problem(kubeconfig, context)
+    if problem:
+        fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
                     reference=target)
     if once:

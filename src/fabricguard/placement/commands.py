@@ -165,8 +165,12 @@ def _spec(source: Path, target: Path, old_pool: str | None, new_pool: str | None
 
 def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: str | None,
          action: Callable[[Workflow], Awaitable[T]]) -> T:
-    from fabricguard.kube import Kube, KubeError
+    from fabricguard.kube import Kube, KubeError, kubeconfig_problem
     from fabricguard.placement.workflow import TransitionConflict, Workflow
+
+    problem = kubeconfig_problem(kubeconfig, context)
+    if problem:
+        fail(problem, hint="pass a kubeconfig with the cluster's context")
 
     async def go() -> T:
         kube = await Kube.connect(kubeconfig, context)
