@@ -47,11 +47,11 @@ cat /proc/self/mountinfo > "$FG_CANARY_LOGS/mountinfo-node$i" 2>/dev/null || tru
 rc=0
 torchrun --nnodes="$FG_CANARY_NODES" --nproc-per-node="$FG_CANARY_GPUS" --node-rank="$i" \\
   --master-addr="$FG_CANARY_MASTER" --master-port="$FG_CANARY_PORT" --no-python /bin/sh -c \\
-  'exec fabricguard probe collective --json --out "$FG_CANARY_LOGS" -c "$FG_CANARY_COLLECTIVES" \\
+  'exec fabricguard probe collective --format json -o "$FG_CANARY_LOGS" -c "$FG_CANARY_COLLECTIVES" \\
      -b "$FG_CANARY_MINBYTES" -e "$FG_CANARY_MAXBYTES" -f "$FG_CANARY_STEPFACTOR" \\
      > "$FG_CANARY_OUT/collective.rank$RANK.json" 2> "$FG_CANARY_OUT/collective.rank$RANK.stderr"' || rc=$?
 fabricguard probe storage --path "$FG_CANARY_STORAGE/node$i" --ranks 1 --size "$FG_CANARY_STORAGE_SIZE" \\
-  --small-files 200 --expect-fstype "$FG_CANARY_FSTYPE" --json > "$FG_CANARY_OUT/storage.node$i.json" \\
+  --small-files 200 --expect-fstype "$FG_CANARY_FSTYPE" --format json > "$FG_CANARY_OUT/storage.node$i.json" \\
   2> "$FG_CANARY_OUT/storage.node$i.stderr" || rc=$((rc ? rc : $?))
 exit "$rc"
 """
