@@ -125,3 +125,29 @@ def test_binary_files_and_a_missing_directory_are_not_followed(tmp_path: Path) -
     assert stats.files == 0 and f.verdict().report.nccl_output is False
     g = LogFollower(tmp_path / "not-yet")  # the job has not created its log directory yet
     assert g.poll().files == 0
+
+
+PUBLIC = ROOT / "tests" / "fixtures" / "nccl" / "public"
+
+
+def test_following_real_pasted_logs_concludes_what_inspect_does(tmp_path: Path) -> None:
+    """Logs people pasted in public issues, appended in two halves: the follower ends where nccl inspect does."""
+    cases = sorted(d for d in PUBLIC.iterdir() if d.is_dir())
+    assert len(cases) >= 10
+    for case in cases:
+        dst = tmp_path / case.name
+        dst.mkdir()
+        f = LogFollower(dst)
+        logs = [p for p in sorted(case.iterdir()) if p.is_file() and p.suffix != ".md"]
+        for p in logs:
+            data = p.read_bytes()
+            (dst / p.name).write_bytes(data[: len(data) // 2])
+        f.poll()
+        for p in logs:
+            with (dst / p.name).open("ab") as out:
+                out.write(p.read_bytes()[len(p.read_bytes()) // 2 :])
+        f.poll()
+        got, want = f.verdict().report, inspect_paths([dst])
+        f.close()
+        assert (got.inter_node_transport, got.failed, got.nodes) == (
+            want.inter_node_transport, want.failed, want.nodes), case.name
