@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import kr8s.asyncio
 from controller_support import CANARY_IMAGE, NOW, NS, canaries, live
 
+from fabricguard.controller.kube import controller_permissions
 from fabricguard.controller.lease import Step, decide, try_lead
+from fabricguard.kube import Kube
 
 
 def test_decide_follows_client_go_rules() -> None:
@@ -22,7 +23,7 @@ def test_decide_follows_client_go_rules() -> None:
 
 async def test_two_controllers_one_leads(cluster) -> None:
     k8s, kc = cluster
-    api = await kr8s.asyncio.api(kubeconfig=kc)
+    api = await Kube.connect(kc, permissions=controller_permissions(NS))
     assert await try_lead(api, NS, "replica-a", NOW) is True
     assert await try_lead(api, NS, "replica-b", NOW + timedelta(seconds=1)) is False
     assert await try_lead(api, NS, "replica-a", NOW + timedelta(seconds=5)) is True  # renews
@@ -32,9 +33,9 @@ async def test_two_controllers_one_leads(cluster) -> None:
     assert await try_lead(api, NS, "replica-a", NOW + timedelta(seconds=22)) is False
     (lease,) = live(k8s, "coordination.k8s.io/v1/leases")
     assert lease["spec"]["holderIdentity"] == "replica-b" and lease["spec"]["leaseTransitions"] == 1
-    # Both writes after the create (a renews, b takes over) carry the precondition it read (kmock stores no resourceVersion: None).
+    # Both writes after the create (a renews, b takes over) carry the resourceVersion they read.
     patches = [r for r in list(k8s) if r.method.value.upper() == "PATCH" and "/leases/" in r.url.path]
-    assert len(patches) == 2 and all("resourceVersion" in r.data["metadata"] for r in patches)
+    assert len(patches) == 2 and all(r.data["metadata"]["resourceVersion"] for r in patches)
 
 
 async def test_two_running_controllers_start_one_canary(cluster, profile_path, lustre) -> None:

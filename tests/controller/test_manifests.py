@@ -94,6 +94,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("fabricguard.io", "fabricvalidations/status", "patch"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
+        ("kueue.x-k8s.io", "workloads", "patch"),  # onFallback: stop (spec.active=false)
+        ("", "configmaps", "get"),  # --reference
         ("jobset.x-k8s.io", "jobsets", "patch"),
         ("batch", "jobs", "patch"),
         ("trainer.kubeflow.org", "trainjobs", "patch"),

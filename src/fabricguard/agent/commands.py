@@ -93,7 +93,7 @@ def agent_cmd(
     kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account)."),
 ) -> None:
     """Prove this node's fabric for its pool and report it as the Node's FabricReady condition."""
-    from fabricguard.agent.kube import KubeError, NodeClient, connect
+    from fabricguard.agent.kube import KubeError, NodeClient, agent_grants, connect
     from fabricguard.agent.loop import Agent, AgentConfig
 
     if not node:
@@ -123,7 +123,7 @@ def agent_cmd(
         client, conn_error = None, None
         if saved is None:
             try:
-                client = NodeClient(await connect(kubeconfig))
+                client = NodeClient(await connect(kubeconfig, table=agent_grants(manage_taints)))
             except KubeError as e:
                 if not dry_run:
                     fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run")
@@ -133,6 +133,8 @@ def agent_cmd(
             res = await agent.report(saved, conn_error, [], time.monotonic(), dry_run=True, damp=False)
         else:
             res = await agent.run_once(dry_run=dry_run, damp=False)
+            if agent.unreachable is not None and not dry_run:
+                fail(str(agent.unreachable))  # no API server answering: input unusable, one line naming it
         out = res.to_dict(node)
         verdict = "failed" if out["errors"] else verdict_word(out["status"], out["reason"])
         return {"verdict": verdict, **out}
@@ -159,11 +161,11 @@ def agent_cmd(
 
 
 async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None:
-    from fabricguard.agent.kube import NodeClient, connect
+    from fabricguard.agent.kube import NodeClient, agent_grants, connect
     from fabricguard.agent.loop import Agent
     from fabricguard.agent.server import make_app, start
 
-    agent = Agent(cfg, NodeClient(await connect(kubeconfig)))
+    agent = Agent(cfg, NodeClient(await connect(kubeconfig, table=agent_grants(cfg.manage_taints))))
     started = time.time()
     app = make_app(agent.metrics, lambda: agent.last_finished, started,
                    cfg.max_age.total_seconds() + cfg.check_timeout)
@@ -187,15 +189,20 @@ def sweep_cmd(
     """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once)."""
     from datetime import UTC, datetime, timedelta
 
-    from fabricguard.agent.kube import KubeError, NodeClient, connect, sweep_stale
+    from fabricguard.agent.kube import SWEEPER_GRANTS, KubeError, NodeClient, connect, sweep_stale
+    from fabricguard.kube import unreachable
 
     async def go() -> list[str]:
-        return await sweep_stale(NodeClient(await connect(kubeconfig)), datetime.now(UTC), timedelta(seconds=max_age))
+        kube = await connect(kubeconfig, table=SWEEPER_GRANTS, component="staleness sweep")
+        try:
+            return await sweep_stale(NodeClient(kube), datetime.now(UTC), timedelta(seconds=max_age))
+        finally:
+            await kube.close()
 
     try:
         changed = asyncio.run(go())
     except KubeError as e:
-        fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
+        fail(str(e), hint=None if unreachable(e) else "check `kubectl get nodes` with that kubeconfig")
     if as_json or fmt == "json":
         print_json({"verdict": "pass", "stale": changed})
     else:

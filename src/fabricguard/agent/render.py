@@ -29,6 +29,8 @@ from typing import Any
 import yaml
 
 from fabricguard.agent.condition import CONDITION_TYPE, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
+from fabricguard.kube import rbac_rules
 from fabricguard.profile import FabricType, PlatformProfile, Pool
 
 NRR_API = "readiness.node.x-k8s.io/v1alpha1"
@@ -319,8 +321,7 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": SWEEPER, "labels": labels},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
-                   {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]},
+         "rules": rbac_rules(SWEEPER_GRANTS, "cluster")},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {"name": SWEEPER, "labels": labels},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWEEPER},
@@ -338,10 +339,7 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
                     runtime_class: str | None = None, sweep: bool = True,
                     nvml_access: str = "auto") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
-    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
-    if manage_taints:
-        rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
+    rules = rbac_rules(agent_grants(manage_taints), "cluster")  # the agent's permission table, nothing else
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

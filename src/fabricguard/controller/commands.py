@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -50,6 +51,11 @@ def controller_cmd(
     fmt: Format = format_option(choices="table or json (with --once)"),
     as_json: bool = JSON_ALIAS,
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
+    lease: int = typer.Option(15, "--lease", min=2, max=120,
+                              help="Lease duration in seconds (longer by itself when API requests are slow)."),
+    stall: float = typer.Option(300.0, "--stall", min=10.0,
+                                help="A leader with no finished pass for this many seconds gives the Lease up "
+                                     "and fails /healthz."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
     from fabricguard.controller.runner import RunConfig, run_once
@@ -82,17 +88,15 @@ def controller_cmd(
     if problem:
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
-                    reference=target)
+                    lease_s=lease, reference=target, stall_s=stall)
     if once:
-        import httpx
-        import kr8s
+        from fabricguard.kube import KubeError, unreachable
 
         try:
             rep = asyncio.run(run_once(cfg, fixed, force=force))
-        except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
-            # kubeconfig missing, API server unreachable or refusing: say so, no traceback
-            fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}",
-                 hint="check --kubeconfig/--context, or run in a cluster")
+        except KubeError as exc:
+            # the API server unreachable, silent or refusing a read the pass needs: one line naming it
+            fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else str(exc))
         if rep.lease_holder:
             err_console.print(f"[yellow]warning:[/] controller {rep.lease_holder!r} holds the Lease: this pass only "
                               "read the cluster and changed nothing (--force to act anyway)")
@@ -131,23 +135,57 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
 
 def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
-    from prometheus_client import start_http_server
-
     from fabricguard.controller.metrics import Metrics
-    from fabricguard.controller.runner import run_forever
+    from fabricguard.controller.runner import Health, run_forever
 
     metrics = Metrics()
+    health = Health(cfg.stall_s)
     if port:
-        start_http_server(port, registry=metrics.registry)
+        serve_http(port, metrics, health)
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run_forever(cfg, metrics, stop)
+        await run_forever(cfg, metrics, stop, health)
 
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+def serve_http(port: int, metrics, health, host: str = "") -> object:  # type: ignore[no-untyped-def]
+    """``/metrics`` and ``/healthz`` (503 once the passes stalled) in a daemon thread; returns the server."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] == "/healthz":
+                ok = health.healthy
+                body = b"ok\n" if ok else f"stalled: {health.stalled}\n".encode()
+                self._send(200 if ok else 503, body, "text/plain; charset=utf-8")
+            elif self.path.split("?")[0] == "/metrics":
+                self._send(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+            else:
+                self._send(404, b"not found\n", "text/plain")
+
+        def _send(self, code: int, body: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 def render_controller_cmd(

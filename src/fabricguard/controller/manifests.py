@@ -15,7 +15,6 @@ from typing import Any
 import yaml
 
 from fabricguard.controller import objects as o
-from fabricguard.doctor.snapshot import LIVE_RESOURCES
 from fabricguard.profile.model import PlatformProfile
 
 NAME = "fabricguard-controller"
@@ -104,44 +103,20 @@ def clusterqueue_fragment(profile: PlatformProfile) -> dict[str, Any]:
     return {"admissionChecksStrategy": {"admissionChecks": [{"name": o.CHECK_NAME, "onFlavors": flavors}]}}
 
 
-def _plural_group(api_version: str) -> str:
-    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
-
-
 def rbac_rules() -> list[dict[str, Any]]:
-    """Cluster-wide rules: list/watch what a pass reads, and the few writes it makes."""
-    from fabricguard.controller.kube import CONTROLLER_RESOURCES, WATCHED
+    """The ClusterRole's rules: the cluster-scoped rows of the controller's permission table."""
+    from fabricguard.controller.kube import CONTROLLER_GRANTS
+    from fabricguard.kube import rbac_rules as rules_of
 
-    watched = {plural for _v, plural, _sel in WATCHED}
-    by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES]
-    for api_version, plural, _kind in resources:
-        verbs = ("list", "watch") if plural in watched else ("list",)
-        by_group.setdefault((_plural_group(api_version), verbs), []).append(plural)
-    rules: list[dict[str, Any]] = [
-        {"apiGroups": [g], "resources": sorted(set(res)), "verbs": list(verbs)}
-        for (g, verbs), res in sorted(by_group.items())
-    ]
-    rules += [
-        {"apiGroups": [o.GROUP], "resources": [o.FV_PLURAL], "verbs": ["create"]},
-        {"apiGroups": [o.GROUP], "resources": [f"{o.FV_PLURAL}/status"], "verbs": ["patch"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
-         "verbs": ["patch"]},
-        # The verdict annotation on finished managed jobs.
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]},
-        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    ]
-    return rules
+    return rules_of(CONTROLLER_GRANTS, "cluster")
 
 
 def namespace_rules() -> list[dict[str, Any]]:
-    """In the controller's own namespace: its canaries and its Lease."""
-    return [
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
-    ]
+    """The Role's rules in the controller's own namespace (its canaries and its Lease), from the same table."""
+    from fabricguard.controller.kube import CONTROLLER_GRANTS
+    from fabricguard.kube import rbac_rules as rules_of
+
+    return rules_of(CONTROLLER_GRANTS, "namespace")
 
 
 def manifests(profile: PlatformProfile, profile_text: str, image: str,
@@ -169,6 +144,7 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName,
                                                                       "readOnly": True}})
     probe = {"httpGet": {"path": "/metrics", "port": "metrics"}}
+    liveness = {"httpGet": {"path": "/healthz", "port": "metrics"}}  # 503 once the passes stalled
     container: dict[str, Any] = {
         "name": "controller",
         "image": image,
@@ -177,7 +153,7 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {**probe, "periodSeconds": 10},
-        "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3, "timeoutSeconds": 5},
+        "livenessProbe": {**liveness, "periodSeconds": 20, "failureThreshold": 3, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},

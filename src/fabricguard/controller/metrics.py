@@ -45,6 +45,23 @@ class Metrics:
                                registry=r)
         self.errors = Counter("fabricguard_reconcile_errors", "Actions the API server refused.", registry=r)
         self.leader = Gauge("fabricguard_controller_leader", "1 while this replica holds the Lease.", registry=r)
+        self.lease_duration = Gauge("fabricguard_controller_lease_duration_seconds",
+                                    "leaseDurationSeconds this replica writes (longer when the API is slow).",
+                                    registry=r)
+        self.lease_window = Gauge("fabricguard_controller_lease_window_seconds",
+                                  "Seconds left to act after the latest won election round (0 when not leading).",
+                                  registry=r)
+        self.lease_too_short = Counter("fabricguard_controller_lease_too_short",
+                                       "Won election rounds that left too little time to act (the API is too slow "
+                                       "for the lease).", registry=r)
+        self.api_latency = Gauge("fabricguard_controller_api_latency_seconds",
+                                 "Slowest of the controller's recent API requests.", registry=r)
+        self.pass_failures = Counter("fabricguard_reconcile_pass_failures",
+                                     "Passes that did not run: a kind the pass needs could not be read, or the API "
+                                     "server did not answer.", registry=r)
+        self.stalled = Gauge("fabricguard_controller_stalled",
+                             "1 when this replica gave up the Lease because its passes stalled (liveness fails).",
+                             registry=r)
         self._finding_keys: set[tuple[str, str]] = set()
         self.job_transport = Gauge("fabricguard_job_transport",
                                    "1 for the transport a running managed job's NCCL logs prove so far.",

@@ -109,26 +109,32 @@ def _live(kubeconfig: str | None, context: str | None) -> Snapshot:
 
 
 def _collect(kubeconfig: str | None, context: str | None) -> dict[str, dict[str, Any]]:
-    """Read the cluster; a kubeconfig problem names the file, a connection problem the server and file."""
-    from fabricguard.doctor.snapshot import check_kubeconfig, collect_live, kubeconfig_path
+    """Read the cluster; a kubeconfig problem names the file, a server that refuses or never answers the server
+    (one line, exit 3, within the request timeouts of ``fabricguard.kube``)."""
+    from fabricguard.doctor.snapshot import collect_live
+    from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
 
     path = kubeconfig_path(kubeconfig)
-    server = "the in-cluster API server"
-    where = "the pod's service account"
     if path is not None:
         try:
-            server = check_kubeconfig(path, context)
+            check_kubeconfig(path, context)
         except SourceError as exc:
             fail(f"--kubeconfig {exc}", hint="pass --snapshot DIR, or a kubeconfig with the cluster's context")
-        where = str(path)
+    where = str(path) if path is not None else "the pod's service account"
+
+    async def read() -> dict[str, dict[str, Any]]:
+        kube = await Kube.connect(str(path) if path else None, context)
+        try:
+            return await collect_live(kube=kube)
+        finally:
+            await kube.close()
+
     try:
-        return asyncio.run(collect_live(kubeconfig=str(path) if path else None, context=context))
-    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        why = str(exc) or type(exc).__name__
-        fail(
-            f"cannot read the cluster at {server} (from {where}): {why}",
-            hint="check the server, its CA and the credentials in the kubeconfig, or pass --snapshot DIR",
-        )
+        return asyncio.run(read())
+    except KubeError as exc:
+        fail(f"cannot read the cluster (from {where}): {exc}")
+    except SourceError as exc:
+        fail(str(exc))
 
 
 def _registry_rule(snap: Snapshot, prof: PlatformProfile | None, registry: list[str]) -> RuleFn:
@@ -287,7 +293,7 @@ def _publish(lists: dict[str, dict[str, Any]], target: tuple[str, str], environm
              prof: PlatformProfile | None, kubeconfig: str | None, context: str | None) -> None:
     from fabricguard.doctor.reference import ReferenceError, configmap, encode
     from fabricguard.doctor.snapshot import snapshot_from_lists
-    from fabricguard.kube import Kube, KubeError
+    from fabricguard.kube import Kube, KubeError, TimedOut, Unreachable
 
     try:
         data = encode(snapshot_from_lists(lists), drift_scope([prof]))
@@ -309,12 +315,11 @@ def _publish(lists: dict[str, dict[str, Any]], target: tuple[str, str], environm
 
     try:
         asyncio.run(put())
+    except (Unreachable, TimedOut) as exc:
+        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster: {exc}")
     except KubeError as exc:
         fail(f"--publish {target[0]}/{target[1]}: the API server refused: {exc}",
-             hint="the publisher needs create and patch on configmaps in that namespace")
-    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster: {type(exc).__name__}: {exc}",
-             hint="check --publish-kubeconfig/--publish-context")
+             hint="the publisher needs get, create and patch on configmaps in that namespace")
     say(f"published the {environment} reference ({len(data) // 1024 + 1} KiB) to ConfigMap {target[0]}/{target[1]}")
 
 
