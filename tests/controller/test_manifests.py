@@ -107,7 +107,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("coordination.k8s.io", "leases", "patch"),
     }
     assert not _allowed(cluster, "", "secrets", "list")
-    assert not _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")  # status only
+    # onFallback: stop patches the Workload itself (spec.active); the old hand-written role granted only /status.
+    assert _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")
     assert _allowed(cluster, "", "pods", "watch") and _allowed(cluster, "", "nodes", "list")
     # Each kind of action the reconcile core emits maps onto one of those grants.
     assert {Create, Delete, ApplyStatus, MergeStatus}
