@@ -28,6 +28,7 @@ from typing import Any
 from jsonpointer import escape as _escape
 
 from fabricguard import quantity
+from fabricguard.admission import inspector as insp
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -157,6 +158,7 @@ class Plan:
     lustre_mount: str | None
     lustre_subpath_expr: str | None
     shm: dict[str, Any]
+    inspector: insp.InspectorPlan | None = None
 
 
 def _subpath_expr(template: str) -> str:
@@ -223,6 +225,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         lustre_mount=lustre.mountPath if lustre else None,
         lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
         shm=shm_volume(pool),
+        inspector=insp.inspector_plan(profile, pool, fabric),
     )
 
 
@@ -460,8 +463,10 @@ def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Work
     spec = _map(template, "spec")
     gpu_resource = plan.pool.gpuResource
     inject_pod_level(inj, plan, template, w, where, tas=tas)
-    for c in wl.gpu_containers(spec, gpu_resource):
+    gpu = list(wl.gpu_containers(spec, gpu_resource))
+    for c in gpu:
         inject_container(inj, plan, spec, c, job_label, where)
+    insp.inject(plan.inspector, spec, gpu, where, inj.warnings)
 
 
 # ---------------------------------------------------------------------------------------------- per kind
@@ -487,6 +492,7 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
             inj.put_resource(res, name, qty, where)
     for e in env_entries(plan, w.job_label, True):
         inj.put_env(trainer, e, where)
+    with_inspector = plan.inspector is not None and insp.trainer_env(plan.inspector, trainer, inj.warnings)
     # Everything runtimePatches may carry, in one entry that fabricguard owns.
     pod: dict[str, Any] = {"metadata": {}, "spec": {}}
     inject_pod_level(Injector(frozenset(), strict=False), plan, pod, w, "runtime patch", tas=True)
@@ -500,6 +506,9 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
     if parts:
         vols.append(parts[0])
         mounts.append(parts[1])
+    if with_inspector and plan.inspector is not None:
+        vols.append(dict(plan.inspector.volume))
+        mounts.append(dict(plan.inspector.mount))
     node["volumeMounts"] = mounts
     pspec["volumes"] = vols
     pspec["containers"] = [node]
