@@ -29,6 +29,7 @@ from jsonpointer import escape as _escape
 
 from fabricguard import quantity
 from fabricguard.admission import claims as dra_claims
+from fabricguard.admission import inspector as insp
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -158,6 +159,7 @@ class Plan:
     lustre_mount: str | None
     lustre_subpath_expr: str | None
     shm: dict[str, Any]
+    inspector: insp.InspectorPlan | None = None
 
 
 def _subpath_expr(template: str) -> str:
@@ -224,6 +226,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         lustre_mount=lustre.mountPath if lustre else None,
         lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
         shm=shm_volume(pool),
+        inspector=insp.inspector_plan(profile, pool, fabric),
     )
 
 
@@ -466,6 +469,7 @@ def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Work
         inject_container(inj, plan, spec, c, job_label, where)
     if plan.fabric:  # a DRA pool's claim (admission/claims.py); nothing for device-plugin pools
         dra_claims.inject(inj, plan.pool, spec, gpu, where, w.namespace, resolve)
+    insp.inject(plan.inspector, spec, gpu, where, inj.warnings)  # admission/inspector.py
 
 
 # ---------------------------------------------------------------------------------------------- per kind
@@ -491,6 +495,7 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
             inj.put_resource(res, name, qty, where)
     for e in env_entries(plan, w.job_label, True):
         inj.put_env(trainer, e, where)
+    with_inspector = plan.inspector is not None and insp.trainer_env(plan.inspector, trainer, inj.warnings)
     # Everything runtimePatches may carry, in one entry that fabricguard owns.
     pod: dict[str, Any] = {"metadata": {}, "spec": {}}
     inject_pod_level(Injector(frozenset(), strict=False), plan, pod, w, "runtime patch", tas=True)
@@ -504,6 +509,9 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
     if parts:
         vols.append(parts[0])
         mounts.append(parts[1])
+    if with_inspector and plan.inspector is not None:
+        vols.append(dict(plan.inspector.volume))
+        mounts.append(dict(plan.inspector.mount))
     node["volumeMounts"] = mounts
     pspec["volumes"] = vols
     pspec["containers"] = [node]

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fabricguard import quantity
+from fabricguard.imageref import reference_problem
 
 API_VERSION = "fabricguard.io/v1alpha1"
 KIND = "PlatformProfile"
@@ -661,6 +662,80 @@ class Storage(_Strict):
     lustre: Lustre | None = None
 
 
+class Inspector(_Strict):
+    """NCCL's Inspector profiler plugin in every managed job, so its collectives' busbw is seen while it runs.
+
+    The plugin (``libnccl-profiler-inspector.so``, built from the NCCL source matching the jobs' NCCL) reaches
+    the pod as an OCI image volume (Kubernetes 1.36 GA; the image holds the file), an init container that copies
+    it from an image into an emptyDir, or a directory on every node. The webhook sets NCCL_PROFILER_PLUGIN,
+    NCCL_INSPECTOR_ENABLE=1 and a dump directory on the job's Lustre directory beside its NCCL logs; a job that
+    sets NCCL_PROFILER_PLUGIN itself keeps its own (NCCL loads one profiler plugin)."""
+
+    delivery: Literal["image", "initContainer", "hostPath"]
+    image: str | None = Field(default=None, description="Image holding the plugin (delivery image, initContainer).")
+    hostPath: str | None = Field(default=None, description="Node directory holding the plugin (delivery hostPath).")
+    pluginFile: str = Field(default="libnccl-profiler-inspector.so",
+                            description="The plugin's path inside the image or the host directory.")
+    mountPath: str = Field(default="/opt/fabricguard/inspector", description="Where the pod sees the plugin.")
+    dumpDir: str = Field(default=".fabricguard/inspector",
+                         description="Records' directory, relative to the job's Lustre directory (beside logDir).")
+    dumpInterval: str = Field(default="60s", description="NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS.")
+    minMessageBytes: str = Field(default="1M", description="NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES: smaller is not kept.")
+    ringSize: int = Field(default=8, ge=1, le=1024, description="NCCL_INSPECTOR_DUMP_COLL_RING_SIZE (2.30): the "
+                          "collectives per communicator one dump writes at most.")
+    largeMessageBytes: str = Field(default="64M", description="Collectives at least this large (nccl-tests' S) "
+                                   "are judged; smaller ones measure latency.")
+    belowFloorFor: str = Field(default="10m", description="A running job below its pool's floor this long is "
+                               "annotated, told in an Event and alerted on.")
+    pools: list[str] = Field(default_factory=list, description="Pools whose jobs get it (empty: every fabric pool "
+                             "with Lustre).")
+
+    @model_validator(mode="after")
+    def _source(self) -> Inspector:
+        if self.delivery in ("image", "initContainer"):
+            if not self.image:
+                raise ValueError(f"delivery {self.delivery} needs image (the image that holds {self.pluginFile})")
+            problem = reference_problem(self.image)
+            if problem:
+                raise ValueError(problem)
+        if self.delivery == "hostPath" and not (self.hostPath or "").startswith("/"):
+            raise ValueError("delivery hostPath needs hostPath, an absolute directory on every node")
+        for name, path in (("mountPath", self.mountPath), ("pluginFile", "/" + self.pluginFile)):
+            if not path.startswith("/") or ".." in path.split("/") or path.rstrip("/") != path:
+                raise ValueError(f"{name} {path!r} must be an absolute path without '..' or a trailing '/'")
+        if self.dumpDir.startswith("/") or ".." in self.dumpDir.split("/") or not self.dumpDir.strip("/"):
+            raise ValueError("dumpDir must be relative to the job's Lustre directory and must not contain '..'")
+        for f in ("minMessageBytes", "largeMessageBytes"):
+            if not _BYTES.match(getattr(self, f)):
+                raise ValueError(f"{f} {getattr(self, f)!r} is not a size; write it like 1M or 64M")
+        for f in ("dumpInterval", "belowFloorFor"):
+            if duration_seconds(getattr(self, f)) <= 0:
+                raise ValueError(f"{f} must be longer than zero")
+        return self
+
+    @property
+    def interval_us(self) -> int:
+        return duration_seconds(self.dumpInterval) * 1_000_000
+
+    @property
+    def below_floor_s(self) -> int:
+        return duration_seconds(self.belowFloorFor)
+
+    @property
+    def min_bytes(self) -> int:
+        return byte_size(self.minMessageBytes)
+
+    @property
+    def large_bytes(self) -> int:
+        return byte_size(self.largeMessageBytes)
+
+
+def byte_size(text: str) -> int:
+    """``64M`` -> 67108864 (K, M, G are powers of 1024, as nccl-tests reads them)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
 class Metadata(_Strict):
     name: str
     environment: Environment = Environment.production
@@ -678,6 +753,9 @@ class Spec(_Strict):
     storage: Storage = Field(default_factory=Storage)
     pools: list[Pool] = Field(min_length=1)
     defaultPool: str | None = None
+    inspector: Inspector | None = Field(
+        default=None, description="NCCL Inspector in managed jobs: per-collective busbw while they run."
+    )
 
     @model_validator(mode="after")
     def _pools(self) -> Spec:
@@ -689,6 +767,12 @@ class Spec(_Strict):
         if self.defaultPool is not None and self.defaultPool not in seen:
             raise ValueError(f"defaultPool {self.defaultPool!r} is not a pool; known pools: {sorted(seen)}")
         self._shared_queues_agree()
+        if self.inspector is not None:
+            if self.storage.lustre is None:
+                raise ValueError("inspector needs spec.storage.lustre: its records go to the job's Lustre directory")
+            unknown = sorted(set(self.inspector.pools) - seen)
+            if unknown:
+                raise ValueError(f"inspector.pools names unknown pools {unknown}; known pools: {sorted(seen)}")
         flavors: dict[str, str] = {}
         for p in self.pools:
             if p.canary is not None and p.canary.enabled and (self.storage.lustre is None or not p.lustre):
@@ -748,6 +832,15 @@ class PlatformProfile(_Strict):
         if pool.fabric.has_fabric and pool.lustre and self.spec.storage.lustre is not None:
             return Canary()
         return None
+
+    def inspector_for(self, pool: Pool) -> Inspector | None:
+        """The Inspector settings that apply to ``pool``'s jobs; None: the pool's jobs do not get the plugin."""
+        ins = self.spec.inspector
+        if ins is None or not pool.fabric.has_fabric or not pool.lustre or self.spec.storage.lustre is None:
+            return None
+        if ins.pools and pool.name not in ins.pools:
+            return None
+        return ins
 
     def canary_flavors(self, pool: Pool) -> list[str]:
         """Kueue ResourceFlavors whose workloads wait for this pool's canary."""
