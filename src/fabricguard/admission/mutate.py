@@ -159,7 +159,7 @@ class Plan:
     lustre_subpath_expr: str | None
     shm: dict[str, Any]
     # The fabric's userspace from the host and the cluster's pod additions (admission/runtime.py).
-    extras: runtime.PodExtras = runtime.PodExtras()
+    extras: runtime.PodExtras = runtime.NO_EXTRAS
 
 
 def _subpath_expr(template: str) -> str:

@@ -73,6 +73,9 @@ class PodExtras:
         return not (self.volumes or self.mounts or self.env or self.pull_secrets or self.tolerations)
 
 
+NO_EXTRAS = PodExtras()
+
+
 def fabric_userspace(pool: Pool) -> PodExtras:
     """The host directories and variables the pool's fabric needs in every GPU container (nothing off GKE)."""
     f = pool.fabric
