@@ -77,10 +77,17 @@ def render(profile: Path, out: Path, *extra: str) -> None:
     assert r.exit_code == 0, r.output
 
 
+_BUILT: dict[Path, str] = {}
+
+
 def build(path: Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize path`` (once per directory: the rendered trees do not change during the module)."""
     assert KUBECTL is not None
+    if path in _BUILT:
+        return [d for d in yaml.safe_load_all(_BUILT[path]) if d]
     done = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+    _BUILT[path] = done.stdout
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
@@ -357,7 +364,7 @@ def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
 
 
 def test_refusals_name_what_to_change(tmp_path: Path) -> None:
-    text = PROFILES[0].read_text()
+    text = (ROOT / "examples" / "profiles" / "aws-p5-efa.yaml").read_text()
     no_volume = tmp_path / "p.yaml"
     start = text.index("      volume:")
     end = text.index("  pools:")
