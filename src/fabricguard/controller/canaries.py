@@ -38,6 +38,7 @@ class PoolState:
     interval_s: int = 0
     busbw: dict[str, float] = field(default_factory=dict)
     latest: str | None = None  # the newest run's outcome, `skipped` included (``outcome`` is the newest judged)
+    inspector_busbw: dict[str, float] = field(default_factory=dict)  # the judged run's Inspector figures
 
 
 @dataclass
@@ -125,7 +126,7 @@ def _evaluate(
         run_dir = lustre_root / job_dir(profile, ns, name)
         j = judge_canary(profile, pool, run_dir, lustre_root / log_dir(profile, ns, name), run_dir / RESULT_SUBDIR)
         return CanaryRun(name, j.outcome, o.iso(started), o.iso(when or now), j.message, j.evidence,
-                         j.transport, j.busbw, nodes)
+                         j.transport, j.busbw, nodes, j.inspector)
     age = (now - started).total_seconds()
     if _pending_since(js, pods) and age >= canary.pending_timeout_s:
         reason = scheduler_reason(pods, inv.events) if pods else (
@@ -174,7 +175,8 @@ def pool_state(pool: Pool, canary: Canary | None, runs: list[CanaryRun], last_su
         return PoolState(pool.name, True, False, None, msg, interval_s=canary.interval_s,
                          latest=str(last.outcome) if last else None)
     base = PoolState(pool.name, True, False, str(judged.outcome), "", list(judged.evidence), last_success,
-                     canary.interval_s, dict(judged.busbwGBps), str(last.outcome) if last else None)
+                     canary.interval_s, dict(judged.busbwGBps), str(last.outcome) if last else None,
+                     dict(judged.inspectorBusbwGBps))
     if judged.outcome is Outcome.passed and fresh:
         base.ready = True
         base.message = f"pool {pool.name}: canary {judged.name} passed at {judged.finished} ({judged.message})"
