@@ -342,6 +342,9 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
              {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
     if manage_taints:
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
+    if any(p.fabric.dra is not None for p in profile.spec.pools):
+        # A DRA pool's fabric is offered in ResourceSlices, not in allocatable: each agent lists its node's.
+        rules.append({"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]})
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

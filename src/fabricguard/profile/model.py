@@ -288,6 +288,13 @@ class Fabric(_Strict):
         return "dra-extended-resource" if self.dra.extended else "dra-claim"
 
     @property
+    def fabric_daemonset(self) -> DevicePlugin | None:
+        """The DaemonSet that offers the fabric on each node: the device plugin, or the DRA driver."""
+        if self.devicePlugin is not None:
+            return self.devicePlugin
+        return self.dra.driverDaemonSet if self.dra is not None else None
+
+    @property
     def dra_count(self) -> int | None:
         """Devices one pod (or node) is allocated: dra.count, or the KEP-5004 request; None for All."""
         d = self.dra
