@@ -163,22 +163,38 @@ def render_controller_cmd(
     canary_image: str = typer.Option(None, "--canary-image",
                                      help="Image of the canary pods: fabricguard with the probe extra (torch, NCCL)."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    monitoring: str = typer.Option("prometheus-operator", "--monitoring",
+                                   help="prometheus-operator (ServiceMonitor), gmp (GKE Managed Prometheus "
+                                        "PodMonitoring) or none."),
+    release: str = typer.Option(None, "--release", help="release label kube-prometheus-stack selects monitors by."),
 ) -> None:
-    """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment."""
-    from fabricguard.controller.manifests import manifests, to_yaml
-    from fabricguard.imageref import reference_problem
+    """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
+
+    The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
+    from fabricguard.controller.manifests import image_problem, manifests, pod_monitoring, service_monitor, to_yaml
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
     for opt, ref in (("--image", image), ("--canary-image", canary_image)):
-        problem = reference_problem(ref) if ref else None
+        problem = image_problem(ref) if ref else None
         if problem:
-            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard@sha256:<index digest>")
+            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    if monitoring not in ("prometheus-operator", "gmp", "none"):
+        fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
+    if prof.spec.storage.lustre is None:
+        fail(f"{profile}: spec.storage.lustre is not set; the controller judges canaries and jobs from the NCCL "
+             "logs the ranks write to Lustre, so without storage it could never pass a canary",
+             hint="add spec.storage.lustre (claimName, mountPath) for the claim the training namespaces mount")
     missing = [p.name for p in prof.spec.pools if (c := prof.canary(p)) is not None and not c.image]
     if missing and not canary_image:
         fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
              hint="pass --canary-image REF: the controller's image has no torch; canaries need the probe extra")
-    sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace, canary_image), prof))
+    objs = manifests(prof, profile.read_text(), image, namespace, canary_image)
+    if monitoring == "prometheus-operator":
+        objs.append(service_monitor(namespace, release))
+    elif monitoring == "gmp":
+        objs.append(pod_monitoring(namespace))
+    sys.stdout.write(to_yaml(objs, prof))
 
 
 def render_kueue_check_cmd(profile: Path = PROFILE_OPT) -> None:
