@@ -164,3 +164,25 @@ def test_the_series_is_bounded() -> None:
     assert len(s._b["AllReduce"]) == 5 and all(len(v) == 3 for v in s._b["AllReduce"].values())
 def _lines(job: Job, dumps: range) -> list[str]:
     return [ln for i in dumps for n in range(job.nodes) for ln in job.dump(n, 0, i).splitlines()]
+
+
+def test_the_plugins_own_output_is_what_the_synthesized_writer_writes() -> None:
+    """Lines the real plugin (2.28.9, built from source, driven through its profiler API) wrote, byte for byte."""
+    real = FIX / "v2.28.9-plugin-healthy"
+    lines = [ln for f in sorted(real.iterdir()) for ln in f.read_text().splitlines(True)]
+    assert len(lines) == 96
+    for ln in lines:
+        r = parse_record(ln)
+        assert r is not None
+        comm = Comm(r.comm, r.nranks, r.nnodes)
+        assert coll_line(comm, r.rank, r.hostname, r.pid, r.dump_us, r.coll, r.sn, r.msg_bytes, r.exec_us,
+                         version="2.28", timing=r.timing or "") == ln
+
+
+def test_the_plugins_own_output_summarises_per_collective() -> None:
+    for name, lo, hi in (("v2.28.9-plugin-healthy", 350, 360), ("v2.28.9-plugin-slow", 115, 125)):
+        recs, st = read_dir(FIX / name)
+        assert st.single_node == 48 and st.other == 0  # the intra-node TP communicator is left out
+        figs = summarize(recs, LARGE)
+        assert set(figs) == {"AllReduce", "AllGather", "ReduceScatter"}
+        assert all(lo < f.busbw_gbps < hi and f.records == 12 and f.hosts == 2 for f in figs.values())
