@@ -1,4 +1,5 @@
-"""The agent's only conversation with the API server: read its Node, patch its condition, patch its taints.
+"""The agent's only conversation with the API server: read its Node (and, on a DRA pool, its ResourceSlices),
+patch its condition, patch its taints.
 
 Requests go through ``fabricguard.kube.Kube`` (kr8s: kubeconfig, or the pod's service account in the
 cluster). The condition is a strategic-merge patch on ``nodes/<name>/status``; taints are a JSON patch guarded
@@ -60,6 +61,11 @@ class NodeClient:
         if node is None:
             raise KubeError(404, f"Node {name} does not exist")
         return node
+
+    async def resource_slices(self, name: str) -> list[dict[str, Any]]:
+        """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
+        return await self._io(f"list ResourceSlices of Node {name}", self.kube.list(
+            "resource.k8s.io/v1", "resourceslices", field_selector=f"spec.nodeName={name}"))
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self._io("list Nodes", self.kube.list("v1", "nodes"))

@@ -26,6 +26,7 @@ workloads mount it (the agent's ``lustre.mount`` check reads its own mount table
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -38,6 +39,7 @@ NAME = "fabricguard-agent"
 POOL_LABEL = "fabricguard.io/pool"
 METRICS_PORT = 9400
 PROFILE_KEY = "profile.yaml"
+PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
 HOST_ROOT = "/host"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 TAINT_PREFIX = "readiness.k8s.io/fabric-"
@@ -350,6 +352,9 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
              {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
     if manage_taints:
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
+    if any(p.fabric.dra is not None for p in profile.spec.pools):
+        # A DRA pool's fabric is offered in ResourceSlices, not in allocatable: each agent lists its node's.
+        rules.append({"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]})
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -360,8 +365,14 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
     ]
-    objs += [daemonset(profile, p, image, namespace, interval=interval, passes=passes, manage_taints=manage_taints,
-                       runtime_class=runtime_class, nvml_access=nvml_access) for p in profile.spec.pools]
+    daemonsets = [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
+                            manage_taints=manage_taints, runtime_class=runtime_class, nvml_access=nvml_access)
+                  for p in profile.spec.pools]
+    # The agent reads its profile once at start: a changed profile rolls every DaemonSet (content hash).
+    checksum = hashlib.sha256(profile_text.encode()).hexdigest()
+    for ds in daemonsets:
+        ds["spec"]["template"]["metadata"]["annotations"][PROFILE_CHECKSUM] = checksum
+    objs += daemonsets
     objs += admission_policy(namespace)
     if sweep:
         objs += sweeper(image, namespace, interval)
