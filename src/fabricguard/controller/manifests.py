@@ -65,6 +65,8 @@ def crd() -> dict[str, Any]:
             "transport": {"type": "string"},
             "busbwGBps": {"type": "object", "additionalProperties": {"type": "number"}},
             "nodes": {"type": "array", "items": {"type": "string"}},
+            "inspectorBusbwGBps": {"type": "object", "additionalProperties": {"type": "number"},
+                                   "description": "Median busbw per collective from NCCL's Inspector in the canary."},
         },
     }
     schema = {
