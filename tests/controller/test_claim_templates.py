@@ -67,3 +67,26 @@ def test_rbac_allows_reading_namespaces_and_writing_templates() -> None:
             "verbs": ["create", "delete"]} in rules
     listed = {r for rule in rules if "list" in rule["verbs"] for r in rule["resources"]}
     assert {"namespaces", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"} <= listed
+
+
+def test_the_canary_namespace_gets_the_template_and_the_canary_claims_the_fabric() -> None:
+    from datetime import UTC, datetime
+
+    from fabricguard.controller.canary import render_canary, spec_for
+
+    actions = claim_template_actions(DRANET, snap(), "fabricguard-system")
+    assert [(a.namespace, a.name) for a in actions] == [("fabricguard-system", "fabricguard-b200-dranet-fabric")]
+    pool = DRANET.pool()
+    spec = spec_for(DRANET, pool, "fabricguard-system", datetime(2026, 12, 1, tzinfo=UTC))
+    js = render_canary(DRANET, pool, spec, image="ghcr.io/acme/fabricguard:1", owner=None)
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["resourceClaims"] == [{"name": "fabricguard-fabric",
+                                      "resourceClaimTemplateName": "fabricguard-b200-dranet-fabric"}]
+    assert pod["containers"][0]["resources"]["claims"] == [{"name": "fabricguard-fabric"}]
+    efa = load_profile(PROFILES / "aws-p5-efa-dra.yaml")
+    js = render_canary(efa, efa.pool(), spec_for(efa, efa.pool(), "fabricguard-system",
+                                                 datetime(2026, 12, 1, tzinfo=UTC)),
+                       image="ghcr.io/acme/fabricguard:1", owner=None)
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
+    assert "resourceClaims" not in pod

@@ -34,13 +34,18 @@ def opted_in(snapshot: Snapshot) -> list[str]:
                   and not o.meta(ns).get("deletionTimestamp"))
 
 
-def claim_template_actions(profile: PlatformProfile, snapshot: Snapshot) -> list[Action]:
+def claim_template_actions(profile: PlatformProfile, snapshot: Snapshot, canary_namespace: str | None = None,
+                           ) -> list[Action]:
+    """Create or replace templates; ``canary_namespace`` gets them too (the canaries claim the fabric there)."""
     pools = [p for p in profile.spec.pools if p.claim_template_name is not None]
     if not pools:
         return []
     have = {(o.namespace_of(t) or "", o.name_of(t)): t for t in snapshot.kind("ResourceClaimTemplate")}
     actions: list[Action] = []
-    for ns in opted_in(snapshot):
+    namespaces = opted_in(snapshot)
+    if canary_namespace and canary_namespace not in namespaces and any(profile.canary(p) for p in pools):
+        namespaces.append(canary_namespace)
+    for ns in namespaces:
         for pool in pools:
             want = claim_template(pool, ns)
             assert want is not None

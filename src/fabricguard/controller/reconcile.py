@@ -84,7 +84,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
-    actions += claim_template_actions(profile, snapshot)
+    actions += claim_template_actions(profile, snapshot, cfg.namespace)
     findings = run_rules(snapshot, profile, now)
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
