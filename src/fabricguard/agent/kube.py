@@ -1,4 +1,5 @@
-"""The agent's only conversation with the API server: read its Node, patch its condition, patch its taints.
+"""The agent's only conversation with the API server: read its Node (and, on a DRA pool, its ResourceSlices),
+patch its condition, patch its taints.
 
 Requests go through ``fabricguard.kube.Kube`` (kr8s: kubeconfig, or the pod's service account in the cluster;
 timeouts on every call, typed errors). The condition is a strategic-merge patch on ``nodes/<name>/status``;
@@ -15,18 +16,21 @@ error (counted, logged) and the heartbeat ages; it never crashes the loop.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from fabricguard.kube import Conflict, Grant, Kube, KubeError, NotFound, Permissions, grants
+from fabricguard.kube import Conflict, Grant, Kube, KubeError, NotFound, Permissions, TimedOut, Unreachable, grants
 
-__all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "agent_grants", "connect", "sweep_stale"]
+__all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_grants", "connect", "sweep_stale"]
 
 
-def agent_grants(manage_taints: bool = False) -> frozenset[Grant]:
-    """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints."""
+def agent_grants(manage_taints: bool = False, dra: bool = False) -> frozenset[Grant]:
+    """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints;
+    on a DRA pool list its node's ResourceSlices (the fabric is offered there, not in allocatable)."""
     return frozenset([*grants("v1", "nodes", ["get"]), *grants("v1", "nodes", ["patch"], subresource="status"),
-                      *(grants("v1", "nodes", ["patch"]) if manage_taints else [])])
+                      *(grants("v1", "nodes", ["patch"]) if manage_taints else []),
+                      *(grants("resource.k8s.io/v1", "resourceslices", ["list"]) if dra else [])])
 
 
 # The staleness sweep: list every Node, patch the stale ones' condition.
@@ -37,10 +41,10 @@ SWEEPER_GRANTS: frozenset[Grant] = frozenset([*grants("v1", "nodes", ["list"]),
 async def connect(kubeconfig: str | None = None, context: str | None = None, *,
                   table: frozenset[Grant] | None = None, component: str = "agent") -> Kube:
     """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account),
-    checked against ``table`` (default: the agent's, taints included)."""
+    checked against ``table`` (default: every call the agent can make)."""
     if kubeconfig is not None and not os.path.isfile(kubeconfig):
         raise KubeError(None, f"--kubeconfig {kubeconfig}: no such file")
-    perms = Permissions(table if table is not None else agent_grants(True), component=component)
+    perms = Permissions(table if table is not None else agent_grants(True, True), component=component)
     try:
         return await Kube.connect(kubeconfig, context, permissions=perms)
     except KubeError:
@@ -66,6 +70,10 @@ class NodeClient:
             raise NotFound(404, f"Node {name} does not exist at {self.kube.server}", server=self.kube.server)
         return node
 
+    async def resource_slices(self, name: str) -> list[dict[str, Any]]:
+        """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
+        return await self.kube.list("resource.k8s.io/v1", "resourceslices", field_selector=f"spec.nodeName={name}")
+
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self.kube.list("v1", "nodes")
 
@@ -76,19 +84,38 @@ class NodeClient:
         return await self.kube.patch("v1", "nodes", name, ops, patch_type="json")
 
 
-async def sweep_stale(client: NodeClient, now: datetime, max_age: timedelta) -> list[str]:
-    """Turn every stale ``FabricReady`` condition ``Unknown``; the names of the nodes changed.
+@dataclass
+class SweepResult:
+    """What one sweep did: the nodes set ``Unknown``, and those it could not patch (name -> why)."""
+
+    changed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+async def sweep_stale(client: NodeClient, now: datetime, max_age: timedelta) -> SweepResult:
+    """Turn every stale ``FabricReady`` condition ``Unknown``, node by node; a node that cannot be patched (404,
+    403, 500, a timeout) is reported and the sweep goes on to the next one.
 
     A node whose agent reported between the list and the patch answers 409 (its resourceVersion moved) and is
-    left as the agent wrote it.
+    left as the agent wrote it: neither changed nor failed. Listing the nodes failing raises ``KubeError``.
     """
     from fabricguard.agent.staleness import stale_patches
 
-    changed = []
-    for name, body in stale_patches(await client.list_nodes(), now, max_age):
+    result = SweepResult()
+    patches = stale_patches(await client.list_nodes(), now, max_age)
+    for name, body in patches:
         try:
             await client.patch_status(name, body)
         except Conflict:
+            continue  # the agent reported meanwhile: its fresh condition stands
+        except (Unreachable, TimedOut) as e:
+            # The server stopped answering: the rest would each wait for the same timeout. Name them all.
+            result.failed[name] = str(e)
+            for rest, _body in patches[patches.index((name, body)) + 1:]:
+                result.failed[rest] = f"not tried: {e.server or 'the API server'} stopped answering"
+            break
+        except KubeError as e:
+            result.failed[name] = str(e)
             continue
-        changed.append(name)
-    return changed
+        result.changed.append(name)
+    return result

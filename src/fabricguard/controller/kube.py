@@ -56,16 +56,21 @@ CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     (o.BATCH_API, "jobs", "Job"),
     (o.TRAINJOB_API, "trainjobs", "TrainJob"),
 )
+# Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
+CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
 # Kinds every API server serves, and the controller's own CRD: a 404 on them is a broken cluster, not "absent".
 REQUIRED = frozenset({"nodes", "pods", "events", "configmaps", "daemonsets", "deployments", "controllerrevisions",
-                      "mutatingwebhookconfigurations", "validatingwebhookconfigurations", o.FV_PLURAL})
+                      "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "namespaces", o.FV_PLURAL})
 
 # ------------------------------------------------------------------------------------ permission table
 
 # What the controller's code calls, and nothing else. Reads: list and watch of every kind a pass reads. Writes:
 # next to the action that makes them (canaries.py, gate.py, jobs.py, live.py, lease.py, runner.py).
 CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
-    *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES) for g in grants(v, plural, ["list", "watch"])),
+    *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES)
+      for g in grants(v, plural, ["list", "watch"])),
+    # claims.py: one ResourceClaimTemplate per opted-in namespace and DRA claim pool (created, or replaced).
+    *grants("resource.k8s.io/v1", "resourceclaimtemplates", ["create", "delete"]),
     # runner.read_reference: GET of the --reference ConfigMap, in whichever namespace it names.
     *grants("v1", "configmaps", ["get"]),
     # canaries.py: the pool's FabricValidation (create) and its status (merge patch).
@@ -129,7 +134,8 @@ def reads(profile: PlatformProfile, namespace: str) -> list[Read]:
     * ConfigMaps: only where drift compares them (kube-system and the device plugins' namespaces).
     """
     out: list[Read] = []
-    for v, plural, kind in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES):
+    claims = any(p.claim_template_name for p in profile.spec.pools)
+    for v, plural, kind in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *(CLAIM_RESOURCES if claims else ())):
         if plural == "events":
             out.append(Read(v, plural, kind, field_selector="type=Warning"))
         elif plural == "pods":

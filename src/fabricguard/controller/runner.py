@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard.controller import objects as o
+from fabricguard.controller.busbw import busbw_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import Cache, ReadFailed, apply_actions, controller_permissions, list_cluster
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
@@ -80,12 +81,19 @@ async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, work
     errors: list[str] = []
     for ob in observations:
         actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
-        if not actions or not act:
+        if actions and act:
+            failed = await apply_actions(kube, actions, {}, leading)
+            errors += failed
+            if not failed:
+                live.reported[ob.job.key] = ob.verdict.transport.value
+        if ob.busbw is None:
             continue
-        failed = await apply_actions(kube, actions, {}, leading)
-        errors += failed
-        if not failed:
-            live.reported[ob.job.key] = ob.verdict.transport.value
+        told = busbw_actions(ob.job, ob.busbw, live.reported_busbw.get(ob.job.key), now)
+        if told and act:
+            failed = await apply_actions(kube, told, {}, leading)
+            errors += failed
+            if not failed:
+                live.reported_busbw[ob.job.key] = "below" if ob.busbw.below else "ok"
     return observations, errors
 
 
