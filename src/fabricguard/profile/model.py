@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fabricguard import quantity
-from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
 from fabricguard.imageref import reference_problem
+from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
 
 API_VERSION = "fabricguard.io/v1alpha1"
 KIND = "PlatformProfile"
