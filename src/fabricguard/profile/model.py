@@ -852,10 +852,11 @@ class PlatformProfile(_Strict):
         return self.spec.podAdditions.merged(pool.podAdditions)
 
     def fabric_daemonsets(self) -> list[FabricDaemonSet]:
-        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins, then the listed."""
+        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins (or DRA drivers),
+        then ``spec.fabricDaemonSets``."""
         out: list[FabricDaemonSet] = []
         for p in self.spec.pools:
-            dp = p.fabric.devicePlugin
+            dp = p.fabric.fabric_daemonset
             if p.fabric.has_fabric and dp is not None:
                 ds = FabricDaemonSet(namespace=dp.namespace, name=dp.daemonSet, role="device-plugin")
                 if ds not in out:
