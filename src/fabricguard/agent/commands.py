@@ -200,27 +200,38 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
 
 
 def sweep_cmd(
-    max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale."),
+    max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale "
+                                  "(also how far ahead of this clock a heartbeat may be)."),
     kubeconfig: str = typer.Option(None, "--kubeconfig"),
     fmt: str = typer.Option("table", "--format", help="Output format: table or json."),
     as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
 ) -> None:
-    """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once)."""
+    """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once).
+
+    Every node is tried; exit 2 when some stale node could not be patched (each named with why).
+    """
     from datetime import UTC, datetime, timedelta
 
-    from fabricguard.agent.kube import KubeError, NodeClient, connect, sweep_stale
+    from fabricguard.agent.kube import KubeError, NodeClient, SweepResult, connect, sweep_stale
 
-    async def go() -> list[str]:
+    async def go() -> SweepResult:
         return await sweep_stale(NodeClient(await connect(kubeconfig)), datetime.now(UTC), timedelta(seconds=max_age))
 
     try:
-        changed = asyncio.run(go())
+        res = asyncio.run(go())
     except KubeError as e:
         fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
     if as_json or fmt == "json":
-        print_json({"verdict": "pass", "stale": changed})
+        print_json({"verdict": "failed" if res.failed else "pass", "stale": res.changed,
+                    "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]})
     else:
-        console.print(f"{len(changed)} stale FabricReady condition(s) set to Unknown: {', '.join(changed) or '-'}")
+        console.print(f"{len(res.changed)} stale FabricReady condition(s) set to Unknown: "
+                      f"{', '.join(res.changed) or '-'}")
+        for name, why in res.failed.items():
+            err_console.print(f"[bold red]error:[/] stale FabricReady on Node {name} left as it is: {why}",
+                              markup=True, highlight=False)
+    if res.failed:
+        raise typer.Exit(EXIT_FAILED)
 
 
 def register(app: typer.Typer) -> None:

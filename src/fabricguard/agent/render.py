@@ -10,7 +10,9 @@ patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one Daemo
 sweep (a CronJob with its own account, see ``sweeper``), and a
 ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
 pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
-condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``.
+condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``; neither the agent nor
+the sweep may change the Node's metadata, through ``nodes`` or ``nodes/status`` (the API server keeps metadata
+changes sent with a status write).
 
 Least privilege, stated: no check needs host PID or host network, every capability is dropped, and only the
 GPU health checks (NVML: ``gpu.count``, ``gpu.ecc``, ``gpu.memory``) may need ``privileged``, and only where
@@ -242,6 +244,9 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
             "request.subResource != 'status' || "
             f"(variables.otherConditions == variables.oldOtherConditions && {status_rest})"
         ),
+        # The API server stores metadata sent to nodes/status (its status strategy resets only spec): a status
+        # write could relabel a Node. So metadata is held still on every write, status or not.
+        "metadataUnchanged": meta_rest,
         "specOnlyFabricTaints": (
             "request.subResource == 'status' || (variables.otherTaints == variables.oldOtherTaints && "
             f"(!has(object.spec.taints) || object.spec.taints.all(t, !t.key.startsWith('{TAINT_PREFIX}') || "
@@ -279,6 +284,9 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                  "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
                 {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
                  "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* NoSchedule taints of a Node"},
+                {"expression": expr["metadataUnchanged"], "reason": "Forbidden",
+                 "message": "the fabricguard agent and its staleness sweep may not change a Node's labels, "
+                            "annotations, owner references or finalizers (not through nodes/status either)"},
                 {"expression": expr["sweepOnlyUnknown"], "reason": "Forbidden",
                  "message": f"the staleness sweep may only set {CONDITION_TYPE} to Unknown"},
             ],

@@ -106,6 +106,11 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
     running = [{"kind": ob.job.kind, "namespace": ob.job.namespace, "name": ob.job.name, "pool": ob.job.pool,
                 "transport": ob.verdict.transport.value, "final": ob.verdict.final} for ob in live]
+    for r, ob in zip(running, live, strict=True):
+        if ob.busbw is not None and ob.busbw.figures:  # the pool's jobs run NCCL's Inspector
+            r["busbw"] = {c: {"gbps": round(f.busbw_gbps, 3), "below_minutes": f.below_minutes}
+                          for c, f in ob.busbw.figures.items()}
+            r["busbw_floor_gbps"] = ob.busbw.floor_gbps
     if as_json:
         print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})
         return
@@ -116,7 +121,9 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
         console.print(f"  {escape(s.message)}", soft_wrap=True)
     for r in running:
         console.print(f"running {escape(r['kind'])} {escape(r['namespace'])}/{escape(r['name'])} on pool "
-                      f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far"))
+                      f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far")
+                      + ("; busbw " + ", ".join(f"{c} {v['gbps']:g} GB/s" for c, v in r["busbw"].items())
+                         if r.get("busbw") else ""))
     if result.reference is not None:
         console.print(f"drift from {escape(result.reference.environment)}: {len(result.drift)} object(s)")
         for f in result.drift:

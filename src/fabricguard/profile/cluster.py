@@ -180,7 +180,7 @@ class FabricDaemonSet(_Strict):
 
     namespace: str
     name: str
-    role: Literal["device-plugin", "csi-node", "cni", "readiness", "other"] = "other"
+    role: Literal["device-plugin", "dra-driver", "csi-node", "cni", "readiness", "other"] = "other"
 
     @field_validator("namespace", "name")
     @classmethod

@@ -603,6 +603,11 @@ class Pool(_Strict):
             raise ValueError(
                 f"canary.gpusPerPod {self.canary.gpusPerPod} exceeds gpusPerNode {self.gpusPerNode}"
             )
+        d = self.fabric.dra
+        if (self.canary is not None and d is not None and d.countPer == "node"
+                and self.canary.gpusPerPod != self.gpusPerNode):
+            raise ValueError(f"fabric.dra.countPer node: a GPU pod takes the whole node, so canary.gpusPerPod must "
+                             f"be gpusPerNode ({self.gpusPerNode})")
         return self
 
     @property
@@ -844,7 +849,9 @@ class PlatformProfile(_Strict):
         if pool.canary is not None:
             return pool.canary if pool.canary.enabled else None
         if pool.fabric.has_fabric and pool.lustre and self.spec.storage.lustre is not None:
-            return Canary()
+            d = pool.fabric.dra
+            # A pool that offers its fabric per node gives it only to pods that take the whole node.
+            return Canary(gpusPerPod=pool.gpusPerNode) if d is not None and d.countPer == "node" else Canary()
         return None
 
     def pod_additions(self, pool: Pool) -> PodAdditions:
@@ -852,13 +859,14 @@ class PlatformProfile(_Strict):
         return self.spec.podAdditions.merged(pool.podAdditions)
 
     def fabric_daemonsets(self) -> list[FabricDaemonSet]:
-        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins (or DRA drivers),
-        then ``spec.fabricDaemonSets``."""
+        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins and DRA drivers, then
+        the listed."""
         out: list[FabricDaemonSet] = []
         for p in self.spec.pools:
-            dp = p.fabric.fabric_daemonset
+            dp = p.fabric.fabric_daemonset  # the device plugin, or the DRA driver
             if p.fabric.has_fabric and dp is not None:
-                ds = FabricDaemonSet(namespace=dp.namespace, name=dp.daemonSet, role="device-plugin")
+                role: Literal["device-plugin", "dra-driver"] = "dra-driver" if p.fabric.dra else "device-plugin"
+                ds = FabricDaemonSet(namespace=dp.namespace, name=dp.daemonSet, role=role)
                 if ds not in out:
                     out.append(ds)
         out += [d for d in self.spec.fabricDaemonSets if d not in out]
