@@ -137,8 +137,13 @@ def render_webhook_cmd(
     cidrs = _cidrs(apiserver_cidr)
     for w in image_warnings(image):
         say(("warning:", "yellow"), f" {w}", err=True)
+    from fabricguard.admission.daemonsets import webhook as daemonset_webhook
+    from fabricguard.admission.render import NAME as render_name
+
+    hook = daemonset_webhook(prof, namespace, render_name)
     claims = any(p.claim_template_name for p in prof.spec.pools)
-    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs, claim_templates=claims)))
+    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs, [hook] if hook else None,
+                                       claim_templates=claims)))
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -112,8 +112,11 @@ def _api_egress(apiserver_cidrs: list[str]) -> dict[str, Any]:
 
 
 def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system",
-              apiserver_cidrs: list[str] | None = None, *, claim_templates: bool = False) -> list[dict[str, Any]]:
-    """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server.
+              apiserver_cidrs: list[str] | None = None,
+              extra_mutating: list[dict[str, Any]] | None = None, *,
+              claim_templates: bool = False) -> list[dict[str, Any]]:
+    """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server;
+    ``extra_mutating``: further entries of the mutating configuration (the fabric DaemonSets' tolerations).
 
     ``claim_templates`` (a profile with DRA claim pools): the webhook lists ResourceClaimTemplates, so it gets a
     service-account token, a ClusterRole that lists them and an egress rule to the API server."""
@@ -234,7 +237,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
                   "issuerRef": {"name": ca_name, "kind": "Issuer", "group": "cert-manager.io"}}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
-         "webhooks": [_webhook("mutate", namespace, "/mutate")]},
+         "webhooks": [_webhook("mutate", namespace, "/mutate"), *(extra_mutating or [])]},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("validate", namespace, "/validate")]},

@@ -62,6 +62,7 @@ class Transport(StrEnum):
     efa = "efa"
     tcpx = "tcpx"
     socket = "socket"
+    mixed = "mixed"  # nodes selected networks of different kinds: bound by the slowest, never RDMA
     none = "none"
     unknown = "unknown"
 
