@@ -126,7 +126,11 @@ def render_webhook_cmd(
     cidrs = _cidrs(apiserver_cidr)
     for w in image_warnings(image):
         say(("warning:", "yellow"), f" {w}", err=True)
-    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs)))
+    from fabricguard.admission.daemonsets import webhook as daemonset_webhook
+    from fabricguard.admission.render import NAME as render_name
+
+    hook = daemonset_webhook(_profile(profile), namespace, render_name)
+    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs, [hook] if hook else None)))
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -28,9 +28,9 @@ from typing import Any
 from jsonpointer import escape as _escape
 
 from fabricguard import quantity
-from fabricguard.admission import runtime
 from fabricguard.admission import claims as dra_claims
 from fabricguard.admission import inspector as insp
+from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool

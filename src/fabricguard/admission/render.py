@@ -102,8 +102,10 @@ def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str]) -> dict[st
 
 
 def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system",
-              apiserver_cidrs: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server."""
+              apiserver_cidrs: list[str] | None = None,
+              extra_mutating: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server;
+    ``extra_mutating``: further entries of the mutating configuration (the fabric DaemonSets' tolerations)."""
     labels = _labels()
     meta = {"name": NAME, "namespace": namespace, "labels": labels}
     ca_name = f"{NAME}-ca"
@@ -208,7 +210,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
                   "issuerRef": {"name": ca_name, "kind": "Issuer", "group": "cert-manager.io"}}},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
-         "webhooks": [_webhook("mutate", namespace, "/mutate")]},
+         "webhooks": [_webhook("mutate", namespace, "/mutate"), *(extra_mutating or [])]},
         {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("validate", namespace, "/validate")]},
