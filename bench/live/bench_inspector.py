@@ -31,10 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "controller"), str(ROOT / "tests")]
 
-from inspector_records import Job  # noqa: E402
-
 from fabricguard.controller.live import LiveJobs, RunningJob  # noqa: E402
 from fabricguard.profile import loads_profile  # noqa: E402
+from inspector_records import Job  # noqa: E402
 
 PER_DUMP = 3  # x 5 records (3 large on the inter-node communicator, a small one, one intra-node) = 15 per dump
 
