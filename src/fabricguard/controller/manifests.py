@@ -133,11 +133,11 @@ def _plural_group(api_version: str) -> str:
 
 def rbac_rules() -> list[dict[str, Any]]:
     """Cluster-wide rules: list/watch what a pass reads, and the few writes it makes."""
-    from fabricguard.controller.kube import CONTROLLER_RESOURCES, WATCHED
+    from fabricguard.controller.kube import CLAIM_RESOURCES, CONTROLLER_RESOURCES, WATCHED
 
     watched = {plural for _v, plural, _sel in WATCHED}
     by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES]
+    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES]
     for api_version, plural, _kind in resources:
         verbs = ("list", "watch") if plural in watched else ("list",)
         by_group.setdefault((_plural_group(api_version), verbs), []).append(plural)
@@ -147,6 +147,8 @@ def rbac_rules() -> list[dict[str, Any]]:
     ]
     rules += [
         {"apiGroups": [o.GROUP], "resources": [o.FV_PLURAL], "verbs": ["create"]},
+        # One ResourceClaimTemplate per opted-in namespace and DRA pool (controller/claims.py).
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["create", "delete"]},
         {"apiGroups": [o.GROUP], "resources": [f"{o.FV_PLURAL}/status"], "verbs": ["patch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
          "verbs": ["patch"]},
