@@ -108,7 +108,7 @@ def parse_record(line: bytes | str) -> CollRecord | None:
     """The ``coll_perf`` record of one line, or None (a ``p2p_perf`` record, a malformed or foreign line)."""
     try:
         doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: a tenant's deeply nested line
         return None
     if not isinstance(doc, dict):
         return None

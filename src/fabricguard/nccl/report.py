@@ -159,6 +159,9 @@ class NcclReport:
     profiler_plugins: list[str] = field(default_factory=list)  # "PROFILER/Plugin: Loaded X": the one NCCL loaded
     nccl_output: bool = False  # False when no line of the input is NCCL or nccl-tests output
     bytes_read: int = 0
+    # Files (or over-long lines) that were not read, with why: a job with any is not proven by its logs.
+    unread: list[Evidence] = field(default_factory=list)
+    unread_count: int = 0
 
     @property
     def network(self) -> str | None:
@@ -192,6 +195,7 @@ class NcclReport:
             "profiler_plugins": self.profiler_plugins,
             "nccl_output": self.nccl_output,
             "bytes_read": self.bytes_read,
+            "unread": [e.to_dict() for e in self.unread],
         }
 
 
