@@ -12,6 +12,7 @@ from fabricguard.controller import commands as controller_commands
 from fabricguard.doctor import commands as doctor_commands
 from fabricguard.nccl import commands as nccl_commands
 from fabricguard.placement import commands as placement_commands
+from fabricguard.placement import render_commands as install_commands
 from fabricguard.probes import commands as probe_commands
 from fabricguard.profile import commands as profile_commands
 from fabricguard.storage import commands as storage_commands
@@ -50,6 +51,7 @@ doctor_commands.register(app)
 admission_commands.register(app)
 placement_commands.register(app)
 controller_commands.register(app)
+install_commands.register(app)
 
 
 def main() -> None:

@@ -30,9 +30,10 @@ from jsonpointer import escape as _escape
 from fabricguard import quantity
 from fabricguard.admission import claims as dra_claims
 from fabricguard.admission import inspector as insp
+from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
-from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.profile.model import FabricType, PlatformProfile, Pool
 
 MANAGER = "fabricguard.io/admission"
 SHM_VOLUME = "fabricguard-shm"
@@ -44,6 +45,8 @@ TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 TAS_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 TAS_SLICE = "kueue.x-k8s.io/podset-slice-required-topology"
 TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+# Kueue's multi-layer slices (TASMultiLayerTopology, beta in 0.19): mutually exclusive with the slice pair.
+TAS_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 TAS_KEYS = (TAS_REQUIRED, TAS_PREFERRED, TAS_UNCONSTRAINED)
 GKE_DEFAULT_IF = "networking.gke.io/default-interface"
 GKE_INTERFACES = "networking.gke.io/interfaces"
@@ -159,7 +162,27 @@ class Plan:
     lustre_mount: str | None
     lustre_subpath_expr: str | None
     shm: dict[str, Any]
+    # The fabric's userspace from the host and the cluster's pod additions (admission/runtime.py).
+    extras: runtime.PodExtras = runtime.NO_EXTRAS
     inspector: insp.InspectorPlan | None = None
+
+
+# EKS Pod Identity gives every pod a link-local interface (pod-id-link0, 169.254.170.x). NCCL's socket
+# transport must never pick it: an EFA init failure falling back to sockets over it hangs instead of failing.
+EKS_POD_IDENTITY_IF = "pod-id-link"
+
+
+def socket_ifname(fabric: FabricType, configured: str | None) -> str | None:
+    """NCCL_SOCKET_IFNAME for a fabric: the profile's value, on EFA never matching the Pod Identity link."""
+    if fabric is not FabricType.efa:
+        return configured
+    if configured is None:
+        return f"^lo,docker,{EKS_POD_IDENTITY_IF}"  # NCCL's own default exclusions, plus the link
+    if configured.startswith("^"):
+        parts = [p for p in configured[1:].lstrip("=").split(",") if p]
+        if not any(f"{EKS_POD_IDENTITY_IF}0".startswith(p) for p in parts):
+            return configured + ("," if parts else "") + EKS_POD_IDENTITY_IF
+    return configured  # an include list; the profile refuses one that matches pod-id-link0
 
 
 def _subpath_expr(template: str) -> str:
@@ -186,10 +209,15 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
             env.append(("NCCL_NET", f.effective_nccl_net))
         if f.hcas:
             env.append(("NCCL_IB_HCA", "=" + ",".join(f.hcas)))
-        if f.socketIfname:
-            env.append(("NCCL_SOCKET_IFNAME", f.socketIfname))
+        ifname = socket_ifname(f.type, f.socketIfname)
+        if ifname:
+            env.append(("NCCL_SOCKET_IFNAME", ifname))
         if f.ibGidIndex is not None:
             env.append(("NCCL_IB_GID_INDEX", str(f.ibGidIndex)))
+        # NCCL 2.30+: init fails when some ranks see fewer NICs than others instead of running on the
+        # common subset (older NCCL ignores the variable).
+        if "NCCL_IGNORE_NET_MISMATCH" not in f.env:
+            env.append(("NCCL_IGNORE_NET_MISMATCH", "0"))
         env += sorted(f.env.items())
     env += [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET")]
     lustre = profile.spec.storage.lustre if pool.lustre else None
@@ -226,6 +254,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         lustre_mount=lustre.mountPath if lustre else None,
         lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
         shm=shm_volume(pool),
+        extras=runtime.extras(profile, pool, fabric=fabric),
         inspector=insp.inspector_plan(profile, pool, fabric),
     )
 
@@ -413,6 +442,29 @@ def inject_container(inj: Injector, plan: Plan, spec: dict[str, Any], c: dict[st
     parts = lustre_parts(plan)
     if parts:
         inj.put_mount(spec, c, parts[1], parts[0], cwhere)
+    inject_extras_container(inj, plan.extras, spec, c, cwhere)
+
+
+def inject_extras_container(inj: Injector, extras: runtime.PodExtras, spec: dict[str, Any], c: dict[str, Any],
+                            where: str) -> None:
+    """The fabric userspace's and the cluster's env and mounts (with their volumes) in one GPU container."""
+    for k, v in extras.env:
+        inj.put_env(c, {"name": k, "value": v}, where)
+    volumes = {v["name"]: v for v in extras.volumes}
+    for m in extras.mounts:
+        inj.put_mount(spec, c, dict(m), volumes[m["name"]], where)
+
+
+def inject_extras_pod(inj: Injector, extras: runtime.PodExtras, spec: dict[str, Any]) -> None:
+    """The cluster's pull secrets and tolerations on one pod spec."""
+    if extras.pull_secrets:
+        secrets = _list(spec, "imagePullSecrets")
+        for name in extras.pull_secrets:
+            inj.put_item(secrets, {"name": name})
+    if extras.tolerations:
+        tols = _list(spec, "tolerations")
+        for t in extras.tolerations:
+            inj.put_toleration(tols, dict(t))
 
 
 def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Workload, where: str,
@@ -442,7 +494,15 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
             inj.conflict(k, f"annotation {k} in {where} asks for another topology than the pool's "
                             f"({', '.join(f'{a}={b}' for a, b in plan.tas.items())})")
         if not theirs:
+            layered = TAS_SLICE_LAYERS in anns  # the user's multi-layer slices replace the pool's slice pair
+            if layered and (TAS_SLICE in anns or TAS_SLICE_SIZE in anns):
+                inj.warnings.append(
+                    f"{where}: {TAS_SLICE_LAYERS} cannot be combined with {TAS_SLICE}/{TAS_SLICE_SIZE}; "
+                    "Kueue will reject the workload: keep one of them"
+                )
             for k, v in plan.tas.items():
+                if layered and k in (TAS_SLICE, TAS_SLICE_SIZE):
+                    continue
                 inj.put(anns, k, v, "annotation", where)
     sel = _map(spec, "nodeSelector")
     for k, v in plan.node_selector.items():
@@ -451,6 +511,7 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
         tols = _list(spec, "tolerations")
         for t in plan.tolerations:
             inj.put_toleration(tols, dict(t))
+    inject_extras_pod(inj, plan.extras, spec)
     for k in ("labels", "annotations"):
         if not meta.get(k):
             meta.pop(k, None)
@@ -495,6 +556,8 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
             inj.put_resource(res, name, qty, where)
     for e in env_entries(plan, w.job_label, True):
         inj.put_env(trainer, e, where)
+    for k, v in plan.extras.env:
+        inj.put_env(trainer, {"name": k, "value": v}, where)
     with_inspector = plan.inspector is not None and insp.trainer_env(plan.inspector, trainer, inj.warnings)
     # Everything runtimePatches may carry, in one entry that fabricguard owns.
     pod: dict[str, Any] = {"metadata": {}, "spec": {}}
@@ -509,6 +572,8 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
     if parts:
         vols.append(parts[0])
         mounts.append(parts[1])
+    mounts += [dict(m) for m in plan.extras.mounts]
+    vols += [dict(v) for v in plan.extras.volumes]
     if with_inspector and plan.inspector is not None:
         vols.append(dict(plan.inspector.volume))
         mounts.append(dict(plan.inspector.mount))

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard.controller import objects as o
+from fabricguard.controller.busbw import busbw_actions
 from fabricguard.controller.canaries import CanaryConfig
-from fabricguard.controller.kube import WATCHED, apply_actions, list_cluster, watch_changes
+from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions, list_cluster, watch_changes
 from fabricguard.controller.lease import Step, decide, read_lease, try_lead
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
@@ -72,12 +73,19 @@ async def follow_live(api, live: LiveJobs, profile: PlatformProfile, workloads: 
     errors: list[str] = []
     for ob in observations:
         actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
-        if not actions or not act:
+        if actions and act:
+            failed = await apply_actions(api, actions, {}, leading)
+            errors += failed
+            if not failed:
+                live.reported[ob.job.key] = ob.verdict.transport.value
+        if ob.busbw is None:
             continue
-        failed = await apply_actions(api, actions, {}, leading)
-        errors += failed
-        if not failed:
-            live.reported[ob.job.key] = ob.verdict.transport.value
+        told = busbw_actions(ob.job, ob.busbw, live.reported_busbw.get(ob.job.key), now)
+        if told and act:
+            failed = await apply_actions(api, told, {}, leading)
+            errors += failed
+            if not failed:
+                live.reported_busbw[ob.job.key] = "below" if ob.busbw.below else "ok"
     return observations, errors
 
 
@@ -114,7 +122,8 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
     api = await api_for(cfg)
     t0 = time.perf_counter()
     at = now or datetime.now(UTC)
-    snapshot = await list_cluster(cfg.kubeconfig, cfg.context)
+    claims = any(p.claim_template_name for p in cfg.profile.spec.pools)
+    snapshot = await list_cluster(cfg.kubeconfig, cfg.context, CLAIM_RESOURCES if claims else ())
     reference, errors = await read_reference(api, cfg.reference)
     result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
     known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}

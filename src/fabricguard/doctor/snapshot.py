@@ -67,6 +67,12 @@ class Snapshot:
         return self.kind("Event")
 
     @cached_property
+    def claims_by_name(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """ResourceClaims by ``(namespace, name)``."""
+        return {((c.get("metadata") or {}).get("namespace", ""), (c.get("metadata") or {}).get("name", "")): c
+                for c in self.kind("ResourceClaim")}
+
+    @cached_property
     def node_by_name(self) -> dict[str, dict[str, Any]]:
         return {n["metadata"]["name"]: n for n in self.nodes}
 
@@ -205,6 +211,11 @@ LIVE_RESOURCES: tuple[tuple[str, str, str], ...] = (
     ("kueue.x-k8s.io/v1beta2", "workloads", "Workload"),
     ("networking.gke.io/v1", "networks", "Network"),
     ("networking.gke.io/v1", "gkenetworkparamsets", "GKENetworkParamSet"),
+    # Dynamic Resource Allocation: how DRA drivers offer the fabric, and what pods hold of it.
+    ("resource.k8s.io/v1", "deviceclasses", "DeviceClass"),
+    ("resource.k8s.io/v1", "resourceslices", "ResourceSlice"),
+    ("resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),
+    ("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
 )
 FORBIDDEN_PLURALS = frozenset({"secrets"})
 PAGE_SIZE = 500

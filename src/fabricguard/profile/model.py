@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fabricguard import quantity
 from fabricguard.imageref import reference_problem
+from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
 
 API_VERSION = "fabricguard.io/v1alpha1"
 KIND = "PlatformProfile"
@@ -61,6 +62,7 @@ class Transport(StrEnum):
     efa = "efa"
     tcpx = "tcpx"
     socket = "socket"
+    mixed = "mixed"  # nodes selected networks of different kinds: bound by the slowest, never RDMA
     none = "none"
     unknown = "unknown"
 
@@ -254,7 +256,24 @@ class Fabric(_Strict):
             raise ValueError("env NCCL_IB_DISABLE=1 forces the socket fallback this profile exists to prevent")
         if "NCCL_NET" in v:
             raise ValueError("set the network with fabric.ncclNet, not env NCCL_NET")
+        if v.get("NCCL_IGNORE_NET_MISMATCH", "0") != "0":
+            raise ValueError(
+                "env NCCL_IGNORE_NET_MISMATCH other than 0 lets ranks that see fewer NICs run slow instead of failing"
+            )
         return v
+
+    @model_validator(mode="after")
+    def _efa_socket_ifname(self) -> Fabric:
+        s = self.socketIfname
+        if self.type is FabricType.efa and s and not s.startswith("^"):
+            names = [p for p in s.lstrip("=").split(",") if p]
+            exact = s.startswith("=")
+            if any((p == "pod-id-link0") if exact else "pod-id-link0".startswith(p) for p in names):
+                raise ValueError(
+                    f"socketIfname {s!r} matches EKS Pod Identity's link-local pod-id-link0; name the node "
+                    "interfaces (for example eth0) or exclude it (^lo,docker,pod-id-link)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:
@@ -286,6 +305,13 @@ class Fabric(_Strict):
         if self.dra is None:
             return "device-plugin"
         return "dra-extended-resource" if self.dra.extended else "dra-claim"
+
+    @property
+    def fabric_daemonset(self) -> DevicePlugin | None:
+        """The DaemonSet that offers the fabric on each node: the device plugin, or the DRA driver."""
+        if self.devicePlugin is not None:
+            return self.devicePlugin
+        return self.dra.driverDaemonSet if self.dra is not None else None
 
     @property
     def dra_count(self) -> int | None:
@@ -566,6 +592,9 @@ class Pool(_Strict):
         description="When a running managed job's logs show sockets on this fabric pool: warn (annotation, "
         "Event, metric, alert) or also stop it (a Kueue job's Workload deactivated, another job suspended).",
     )
+    podAdditions: PodAdditions | None = Field(
+        default=None, description="This pool's pod additions, after spec.podAdditions (profile/cluster.py)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -592,6 +621,11 @@ class Pool(_Strict):
             raise ValueError(
                 f"canary.gpusPerPod {self.canary.gpusPerPod} exceeds gpusPerNode {self.gpusPerNode}"
             )
+        d = self.fabric.dra
+        if (self.canary is not None and d is not None and d.countPer == "node"
+                and self.canary.gpusPerPod != self.gpusPerNode):
+            raise ValueError(f"fabric.dra.countPer node: a GPU pod takes the whole node, so canary.gpusPerPod must "
+                             f"be gpusPerNode ({self.gpusPerNode})")
         return self
 
     @property
@@ -632,6 +666,9 @@ class Lustre(_Strict):
     mountPath: str = "/mnt/lustre"
     subPath: str = "{namespace}/{job}"
     logDir: str = ".fabricguard/nccl"
+    volume: LustreVolume | None = Field(
+        default=None, description="The file system behind claimName, for render install's static PV/PVC per namespace."
+    )
 
     @field_validator("mountPath")
     @classmethod
@@ -746,6 +783,13 @@ class Spec(_Strict):
     storage: Storage = Field(default_factory=Storage)
     pools: list[Pool] = Field(min_length=1)
     defaultPool: str | None = None
+    podAdditions: PodAdditions = Field(
+        default_factory=PodAdditions, description="What every injected pod of this cluster needs (profile/cluster.py)."
+    )
+    fabricDaemonSets: list[FabricDaemonSet] = Field(
+        default_factory=list,
+        description="DaemonSets besides the device plugins that fabric nodes need before they can be ready.",
+    )
     inspector: Inspector | None = Field(
         default=None, description="NCCL Inspector in managed jobs: per-collective busbw while they run."
     )
@@ -823,8 +867,28 @@ class PlatformProfile(_Strict):
         if pool.canary is not None:
             return pool.canary if pool.canary.enabled else None
         if pool.fabric.has_fabric and pool.lustre and self.spec.storage.lustre is not None:
-            return Canary()
+            d = pool.fabric.dra
+            # A pool that offers its fabric per node gives it only to pods that take the whole node.
+            return Canary(gpusPerPod=pool.gpusPerNode) if d is not None and d.countPer == "node" else Canary()
         return None
+
+    def pod_additions(self, pool: Pool) -> PodAdditions:
+        """The cluster's pod additions followed by the pool's."""
+        return self.spec.podAdditions.merged(pool.podAdditions)
+
+    def fabric_daemonsets(self) -> list[FabricDaemonSet]:
+        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins and DRA drivers, then
+        the listed."""
+        out: list[FabricDaemonSet] = []
+        for p in self.spec.pools:
+            dp = p.fabric.fabric_daemonset  # the device plugin, or the DRA driver
+            if p.fabric.has_fabric and dp is not None:
+                role: Literal["device-plugin", "dra-driver"] = "dra-driver" if p.fabric.dra else "device-plugin"
+                ds = FabricDaemonSet(namespace=dp.namespace, name=dp.daemonSet, role=role)
+                if ds not in out:
+                    out.append(ds)
+        out += [d for d in self.spec.fabricDaemonSets if d not in out]
+        return out
 
     def inspector_for(self, pool: Pool) -> Inspector | None:
         """The Inspector settings that apply to ``pool``'s jobs; None: the pool's jobs do not get the plugin."""
