@@ -256,7 +256,24 @@ class Fabric(_Strict):
             raise ValueError("env NCCL_IB_DISABLE=1 forces the socket fallback this profile exists to prevent")
         if "NCCL_NET" in v:
             raise ValueError("set the network with fabric.ncclNet, not env NCCL_NET")
+        if v.get("NCCL_IGNORE_NET_MISMATCH", "0") != "0":
+            raise ValueError(
+                "env NCCL_IGNORE_NET_MISMATCH other than 0 lets ranks that see fewer NICs run slow instead of failing"
+            )
         return v
+
+    @model_validator(mode="after")
+    def _efa_socket_ifname(self) -> Fabric:
+        s = self.socketIfname
+        if self.type is FabricType.efa and s and not s.startswith("^"):
+            names = [p for p in s.lstrip("=").split(",") if p]
+            exact = s.startswith("=")
+            if any((p == "pod-id-link0") if exact else "pod-id-link0".startswith(p) for p in names):
+                raise ValueError(
+                    f"socketIfname {s!r} matches EKS Pod Identity's link-local pod-id-link0; name the node "
+                    "interfaces (for example eth0) or exclude it (^lo,docker,pod-id-link)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:
