@@ -420,6 +420,10 @@ def rdma_checks(pool: Pool, root: Path) -> list[Check]:
         for p in ports:
             if p.device not in wanted:
                 continue
+            if not p.netdevs and f.dra is not None:
+                # A DRA driver (DRANET) moves an allocated NIC's netdev into the pod's network namespace: gone from
+                # here while a job holds it. The agent's fabric.allocatable check reads the driver's ResourceSlice.
+                continue
             if not p.netdevs:
                 down.append(f"{p.device}: no netdev (RoCE needs one)")
             for nd in p.netdevs:
