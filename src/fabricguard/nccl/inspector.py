@@ -141,7 +141,7 @@ def parse_record(line: bytes | str) -> CollRecord | None:
             return rec
     try:
         doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: a tenant's deeply nested line
         return None
     if not isinstance(doc, dict):
         return None
