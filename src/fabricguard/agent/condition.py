@@ -17,11 +17,12 @@ from typing import Any
 
 from fabricguard.probes.result import Check, Status
 
+# NodeReadinessRule taint keys, spelled once where the profile's fabric DaemonSets are checked against them.
+from fabricguard.profile.cluster import TAINT_DEGRADED as TAINT_DEGRADED
+from fabricguard.profile.cluster import TAINT_KEYS as TAINT_KEYS
+from fabricguard.profile.cluster import TAINT_UNVERIFIED as TAINT_UNVERIFIED
+
 CONDITION_TYPE = "FabricReady"
-# NodeReadinessRule taint keys must start with readiness.k8s.io/; the agent's --manage-taints uses the same keys.
-TAINT_UNVERIFIED = "readiness.k8s.io/fabric-unverified"
-TAINT_DEGRADED = "readiness.k8s.io/fabric-degraded"
-TAINT_KEYS = (TAINT_UNVERIFIED, TAINT_DEGRADED)
 # The message is for people and `kubectl describe`; the names of failing checks always fit, details are cut.
 MAX_MESSAGE = 1024
 

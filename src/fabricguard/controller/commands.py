@@ -142,13 +142,13 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
 
 def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
-    from fabricguard.controller.metrics import Metrics
+    from fabricguard.controller.metrics import Metrics, serve
     from fabricguard.controller.runner import Health, run_forever
 
     metrics = Metrics()
     health = Health(cfg.stall_s)
     if port:
-        serve_http(port, metrics, health)
+        serve(metrics, port)  # /metrics, and /healthz for the liveness probe
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -159,40 +159,6 @@ def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
-
-
-def serve_http(port: int, metrics, health, host: str = "") -> object:  # type: ignore[no-untyped-def]
-    """``/metrics`` and ``/healthz`` (503 once the passes stalled) in a daemon thread; returns the server."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from prometheus_client import CONTENT_TYPE_LATEST
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] == "/healthz":
-                ok = health.healthy
-                body = b"ok\n" if ok else f"stalled: {health.stalled}\n".encode()
-                self._send(200 if ok else 503, body, "text/plain; charset=utf-8")
-            elif self.path.split("?")[0] == "/metrics":
-                self._send(200, metrics.exposition(), CONTENT_TYPE_LATEST)
-            else:
-                self._send(404, b"not found\n", "text/plain")
-
-        def _send(self, code: int, body: bytes, ctype: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def render_controller_cmd(

@@ -168,7 +168,6 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName,
                                                                       "readOnly": True}})
     probe = {"httpGet": {"path": "/metrics", "port": "metrics"}}
-    liveness = {"httpGet": {"path": "/healthz", "port": "metrics"}}  # 503 once the passes stalled
     container: dict[str, Any] = {
         "name": "controller",
         "image": image,
@@ -177,7 +176,9 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {**probe, "periodSeconds": 10},
-        "livenessProbe": {**liveness, "periodSeconds": 20, "failureThreshold": 3, "timeoutSeconds": 5},
+        # /healthz turns 503 once passes keep failing: a controller that lists but never completes is restarted.
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 20,
+                          "failureThreshold": 3, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},

@@ -28,7 +28,7 @@ from typing import Any
 from fabricguard.controller import objects as o
 from fabricguard.controller.busbw import busbw_actions
 from fabricguard.controller.canaries import CanaryConfig
-from fabricguard.controller.kube import Cache, ReadFailed, apply_actions, controller_permissions, list_cluster
+from fabricguard.controller.kube import Cache, apply_actions, controller_permissions, list_cluster
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
@@ -225,7 +225,7 @@ async def keep_lease(kube: Kube, cfg: RunConfig, identity: str, who: Leadership,
             if not health.stalled:
                 log.error("passes stalled: %s; giving up the Lease and reporting unhealthy", stalled)
             health.stalled = stalled
-            metrics.stalled.set(1)
+            metrics.mark_stalled(stalled)
             if who.leading or elector.held is not None:
                 who.leading, who.valid_until = False, 0.0
                 metrics.leader.set(0)
@@ -290,9 +290,9 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 health.pass_started = time.monotonic()
                 try:
                     rep = await run_pass(cfg, leading=who.active, live=live, kube=kube, cache=cache)
-                except (ReadFailed, KubeError) as exc:
+                except Exception as exc:  # a kind that cannot be read, no answer, or a bug on one job's input
                     log.error("pass failed: %s", exc)
-                    metrics.pass_failures.inc()
+                    metrics.pass_failed(f"{type(exc).__name__}: {exc}")  # the liveness probe reports it
                     last_pass = time.monotonic()
                 else:
                     last_pass = last_live = health.last_ok = time.monotonic()

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
 from fabricguard.controller import alerts, dashboard, exporters
@@ -213,7 +214,9 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
         storage.overlay_objects[TEAM_STORAGE] = team
     out.append(storage)
 
-    webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs))
+    ds_hook = admission_daemonsets.webhook(profile, ns, admission_render.NAME)
+    webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
+                                         [ds_hook] if ds_hook else None)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],

@@ -256,7 +256,24 @@ class Fabric(_Strict):
             raise ValueError("env NCCL_IB_DISABLE=1 forces the socket fallback this profile exists to prevent")
         if "NCCL_NET" in v:
             raise ValueError("set the network with fabric.ncclNet, not env NCCL_NET")
+        if v.get("NCCL_IGNORE_NET_MISMATCH", "0") != "0":
+            raise ValueError(
+                "env NCCL_IGNORE_NET_MISMATCH other than 0 lets ranks that see fewer NICs run slow instead of failing"
+            )
         return v
+
+    @model_validator(mode="after")
+    def _efa_socket_ifname(self) -> Fabric:
+        s = self.socketIfname
+        if self.type is FabricType.efa and s and not s.startswith("^"):
+            names = [p for p in s.lstrip("=").split(",") if p]
+            exact = s.startswith("=")
+            if any((p == "pod-id-link0") if exact else "pod-id-link0".startswith(p) for p in names):
+                raise ValueError(
+                    f"socketIfname {s!r} matches EKS Pod Identity's link-local pod-id-link0; name the node "
+                    "interfaces (for example eth0) or exclude it (^lo,docker,pod-id-link)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:
@@ -909,6 +926,16 @@ class PlatformProfile(_Strict):
                 out.append(f"{where}: no canary; a broken fabric is found only when a job runs on it")
             if f.has_fabric and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: no baseline.allReduceBusBwGBps; bandwidth cannot be judged, only transport")
+            if self.inspector_for(p) is not None and p.baseline.allReduceBusBwGBps is None:
+                out.append(f"{where}: its jobs get NCCL's Inspector but the pool has no baseline.allReduceBusBwGBps; "
+                           "their busbw is shown, never judged")
+        ins = self.spec.inspector
+        if ins is not None and ins.delivery == "image":
+            out.append("spec.inspector: delivery image uses an OCI image volume (Kubernetes 1.36 GA, beta and off by "
+                       "default before); on an older cluster use delivery initContainer")
+        if ins is not None and ins.interval_us < 10_000_000:
+            out.append(f"spec.inspector: dumpInterval {ins.dumpInterval} writes often: each dump adds up to ringSize "
+                       "records per communicator to every rank's file on Lustre")
         return out
 
 
