@@ -196,3 +196,28 @@ def test_the_canary_gets_the_inspector_exactly_as_the_jobs_do() -> None:
     assert any(v["name"] == "fabricguard-inspector" for v in pod["volumes"])
     again = mutate_workload(locate(js, "JobSet", "fabricguard-system"), prof, pool)
     assert again.allowed and again.patch == []
+
+
+def test_the_real_plugins_records_drive_the_live_metric(tmp_path: Path) -> None:
+    """The 2.30.7 plugin's own bytes (tests/fixtures/inspector/README.md), arriving in pieces as stdio flushes them."""
+    gke = (Path(__file__).resolve().parents[2] / "examples" / "profiles" / "gke-a3-ultra.yaml").read_text()
+    prof = loads_profile(gke.replace("spec:\n", "spec:\n" + INSPECTOR, 1))
+    job = {**_jobset(), "metadata": {**_jobset()["metadata"], "labels": {
+        "fabricguard.io/managed": "true", "fabricguard.io/pool": "h200-rdma"}}}
+    lj = LiveJobs(prof, tmp_path)
+    lj.sync(running_jobs(prof, {"JobSet": [job]}))
+    d = _dump_dir(tmp_path)
+    d.mkdir(parents=True)
+    metrics = Metrics()
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "inspector" / "v2.30.7-plugin-slow"
+    blobs = {f.name: f.read_bytes() for f in sorted(src.iterdir())}
+    for i in range(0, max(map(len, blobs.values())), 4096):
+        for name, b in blobs.items():
+            with (d / name).open("ab") as out:
+                out.write(b[i : i + 4096])
+        metrics.observe_live(prof, lj.poll(), lj.cost)
+    labels = {"namespace": NS, "job": JOB}
+    v = metrics.registry.get_sample_value("fabricguard_job_busbw_gbps", {**labels, "collective": "AllReduce"})
+    floor = metrics.registry.get_sample_value("fabricguard_job_busbw_floor_gbps", {**labels, "pool": "h200-rdma"})
+    assert v is not None and 119 < v < 121 and floor == 284.0
+    assert lj.cost.inspector_bytes_total == sum(map(len, blobs.values()))
