@@ -78,7 +78,7 @@ class Metrics:
         self._live_bytes_seen = 0
 
     def observe(self, profile: PlatformProfile, result: PassResult, seconds: float, errors: int) -> None:
-        from fabricguard.controller.objects import parse_time
+        from fabricguard.times import parse_time
 
         for pool, outcome in result.counters.canary_runs:
             self.canary_runs.labels(pool, outcome).inc()
@@ -135,7 +135,7 @@ class Metrics:
         self._drift_keys = set(drift)
         ref = result.reference
         if ref is not None and ref.published:
-            from fabricguard.controller.objects import parse_time
+            from fabricguard.times import parse_time
 
             t = parse_time(ref.published)
             if t is not None:

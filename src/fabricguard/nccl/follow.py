@@ -13,14 +13,13 @@ whatever comes later. Any other transport is "so far": a later communicator coul
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from fabricguard.nccl.report import NcclReport
-from fabricguard.nccl.scan import CHUNK, _conclude, _FileScan, _Scan
+from fabricguard.nccl.scan import CHUNK, FileScanner, ScanState, conclude
 from fabricguard.profile.model import Transport
 
 _SNIFF = 4096
@@ -32,7 +31,7 @@ class _Tail:
     path: Path
     handle: BinaryIO
     inode: tuple[int, int]
-    scan: _FileScan
+    scan: FileScanner
     offset: int = 0
     partial: bytes = b""
     head: bytes = b""  # the file's first bytes as read: a file rewritten in place no longer starts with them
@@ -64,7 +63,7 @@ class LogFollower:
 
     directory: Path
     max_files: int = 4096
-    _st: _Scan = field(default_factory=_Scan)
+    _st: ScanState = field(default_factory=ScanState)
     _tails: dict[str, _Tail] = field(default_factory=dict)
     _skipped: set[str] = field(default_factory=set)
     total: PollStats = field(default_factory=PollStats)
@@ -93,7 +92,7 @@ class LogFollower:
             self._skipped.add(str(path))
             return None
         handle.seek(0)
-        return _Tail(path, handle, (st.st_dev, st.st_ino), _FileScan(path, self._st))
+        return _Tail(path, handle, (st.st_dev, st.st_ino), FileScanner(path, self._st))
 
     def _drain(self, tail: _Tail, stats: PollStats, *, final: bool = False) -> None:
         while True:
@@ -157,7 +156,7 @@ class LogFollower:
                 stats.truncations += 1
                 tail.handle.seek(0)
                 tail.offset, tail.partial, tail.head = 0, b"", b""
-                tail.scan = _FileScan(path, self._st)
+                tail.scan = FileScanner(path, self._st)
             self._drain(tail, stats)
         stats.files = len(self._tails)
         self.total.files = stats.files
@@ -167,8 +166,8 @@ class LogFollower:
         return stats
 
     def verdict(self) -> LiveVerdict:
-        """The conclusion on everything read so far (the scanner's state is left as it is)."""
-        report = _conclude(copy.deepcopy(self._st), sorted(self._tails))
+        """The conclusion on everything read so far (``conclude`` leaves the scanner's state as it is)."""
+        report = conclude(self._st, sorted(self._tails))
         transport = report.inter_node_transport
         return LiveVerdict(transport, transport == Transport.socket or report.failed, report)
 

@@ -17,6 +17,11 @@ connection lines ``Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0(1)/GDRDMA`` (
 (2.3); device lists ``[0]mlx5_0:1/IB`` and the merged form ``[0]={[0] mlx5_2:1/RoCE, [1]
 mlx5_3:1/RoCE}`` (2.2x); WARN lines with or without a ``[timestamp]`` and ``file.cc:line`` prefix;
 nccl-tests tables with a ``#wrong`` count column or the older ``error`` magnitude column.
+
+The scanner is incremental, and this is its public API (``nccl inspect`` and the live follower both use it):
+one :class:`ScanState` per job; one :class:`FileScanner` per file, fed complete lines in order with
+:meth:`FileScanner.feed`; :func:`conclude` draws the report from the state at any time without changing it,
+so a follower feeds what was appended and concludes again, with no copy of the state.
 """
 
 from __future__ import annotations
@@ -136,7 +141,9 @@ class _PendingWarn:
 
 
 @dataclass
-class _Scan:
+class ScanState:
+    """What the lines of one job's logs have shown so far (every file of the job feeds the same state)."""
+
     versions: dict[str, None] = field(default_factory=dict)
     networks: dict[str, None] = field(default_factory=dict)
     hosts: set[str] = field(default_factory=set)
@@ -296,10 +303,13 @@ def _parse_row(columns: list[str], raw: bytes) -> NcclTestsRow | None:
 CHUNK = 8 * 1024 * 1024
 
 
-class _FileScan:
-    """State of one file's scan: line-number cursor and the open nccl-tests table."""
+class FileScanner:
+    """One file's scan into a job's :class:`ScanState`: line-number cursor and the open nccl-tests table.
 
-    def __init__(self, path: Path, st: _Scan) -> None:
+    :meth:`feed` takes complete lines (a chunk ending in a newline), in file order; ``last=True`` for the
+    file's final chunk, which may lack its newline."""
+
+    def __init__(self, path: Path, st: ScanState) -> None:
         self.st = st
         self.fname = str(path)
         self.table: _TableState | None = None
@@ -691,8 +701,8 @@ class _FileScan:
         return False
 
 
-def _scan_file(path: Path, st: _Scan) -> None:
-    fs = _FileScan(path, st)
+def _scan_file(path: Path, st: ScanState) -> None:
+    fs = FileScanner(path, st)
     rest = b""
     with path.open("rb") as f:
         block = f.read(CHUNK)
@@ -748,7 +758,7 @@ def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Pa
 def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> NcclReport:
     """Scan logs (files or directories) and conclude what transport the job really used."""
     files = collect_files([Path(p) for p in paths], exclude)
-    st = _Scan()
+    st = ScanState()
     for f in files:
         try:
             _scan_file(f, st)
@@ -756,17 +766,21 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> N
             raise LogInputError(f"{f}: permission denied") from None
         except IsADirectoryError:
             raise LogInputError(f"{f}: is a directory") from None
-    return _conclude(st, [str(f) for f in files])
+    return conclude(st, [str(f) for f in files])
 
 
-def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
+def _resolve_pending(st: ScanState) -> tuple[list[Evidence], int, list[Evidence], int]:
     """Plugin WARNs: a fallback where the process then used another kind of network, else a failure.
 
     What the process used: the network it selected, else the devices it listed (older NCCL logs no
-    "Using network"), else what the rest of the log selected or listed.
+    "Using network"), else what the rest of the log selected or listed. Reads ``st`` only: returns
+    (fallbacks, fallback count, failures, failure count) with the WARNs that are failures added, so a
+    conclusion can be drawn any number of times while the logs are still being fed.
     """
     fallbacks: list[Evidence] = []
     count = 0
+    failures = list(st.failures)
+    failure_count = st.failure_count
     everywhere = set(st.networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
     for w in st.pending:
         chosen = st.selected.get(w.key) or st.listed.get(w.key) or everywhere
@@ -779,11 +793,14 @@ def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
             why = f"{w.evidence.why.removeprefix('NCCL WARN ')}; NCCL then used network {', '.join(others)}"
             fallbacks.append(Evidence(w.evidence.file, w.evidence.line, w.evidence.text, f"net plugin fallback: {why}"))
         else:
-            st.fail(w.evidence.file, w.evidence.line, w.evidence.text.encode(), w.evidence.why)
-    return fallbacks, count
+            failure_count += 1
+            if len(failures) < MAX_FAILURES:
+                failures.append(w.evidence)
+    return fallbacks, count, failures, failure_count
 
 
-def _conclude(st: _Scan, files: list[str]) -> NcclReport:
+def conclude(st: ScanState, files: list[str]) -> NcclReport:
+    """The report on everything fed to ``st`` so far; ``st`` is left as it is (feed more, conclude again)."""
     nodes: int | None
     if st.max_nnodes:
         nodes = st.max_nnodes
@@ -791,8 +808,8 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         nodes = len(st.hosts)
     else:
         nodes = None
-    fallbacks, fallback_count = _resolve_pending(st)
-    failed = st.failure_count > 0
+    fallbacks, fallback_count, failures, failure_count = _resolve_pending(st)
+    failed = failure_count > 0
     transport, reasons = decide_transport(
         st.net_conns,
         list(st.networks),
@@ -819,12 +836,12 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
     elif st.gdr_lines:
         gdr = not st.gdr_lines.get("Disabled") and bool(st.gdr_lines.get("Enabled"))
     if failed:
-        reasons.append(f"{st.failure_count} failure line(s); first: {st.failures[0].why}")
+        reasons.append(f"{failure_count} failure line(s); first: {failures[0].why}")
     evidence: list[Evidence] = []
     for kind in sorted(st.evidence):
         evidence.extend(st.evidence[kind])
     evidence.extend(fallbacks[:MAX_EVIDENCE_PER_KIND])
-    evidence.extend(st.failures[:MAX_EVIDENCE_PER_KIND])
+    evidence.extend(failures[:MAX_EVIDENCE_PER_KIND])
     conns: dict[str, int] = {}
     for (name, g), n in sorted(st.net_conns.items()):
         conns[f"NET/{name}" + ("/GDRDMA" if g else "")] = n
@@ -845,9 +862,9 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         ofi_provider=list(st.ofi),
         evidence=evidence,
         reasons=reasons,
-        failures=st.failures,
+        failures=failures,
         fallbacks=fallbacks,
         nccl_tests=st.tables,
-        nccl_output=st.nccl_output or bool(st.failures) or bool(st.tables),
+        nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
         bytes_read=st.bytes_read,
     )
