@@ -136,6 +136,9 @@ GKE_DEFAULT_IF = "networking.gke.io/default-interface"
 GKE_INTERFACES = "networking.gke.io/interfaces"
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# Dynamic Resource Allocation (DeviceClasses, ResourceSlices, ResourceClaims).
+DRA_GROUP = "resource.k8s.io"
+DRA_API = f"{DRA_GROUP}/v1"
 
 # Managed workload kinds whose completion gets a verdict and whose logs the controller follows:
 # (apiVersion, plural, kind).

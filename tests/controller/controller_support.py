@@ -117,17 +117,37 @@ def merge_apply(current: Any, patch: Any) -> Any:
     return patch
 
 
-def apply_aware_emulator() -> Any:
+def apply_aware_emulator(fault: Any = None) -> Any:
     """kmock's emulator, plus the API server's merge of server-side apply patches on list-map fields.
 
     kmock merges dicts and replaces lists (its docs say to subclass for special fields). Without this, a test
     could not tell a controller that writes only its own ``admissionChecks`` entry from one that clobbers
     the others'; the requests themselves are asserted separately.
+
+    ``fault(request)``, when given, is asked first about every request: None serves it; an int answers that HTTP
+    status with a Status body and changes nothing (kmock itself would apply a write whatever a reaction answers);
+    an awaitable is awaited instead of serving it (the test kills the client meanwhile: the write never lands);
+    ``("after", awaitable)`` serves the write and then awaits, so the write lands and its answer never arrives.
     """
+    import aiohttp.web
     from kmock import KubernetesEmulator, action
 
     class ApplyAwareEmulator(KubernetesEmulator):
         async def _handle(self, request: Any) -> Any:
+            verdict = fault(request) if fault is not None else None
+            if isinstance(verdict, int):
+                return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "metadata": {}, "code": verdict,
+                                                  "status": "Failure", "reason": "InternalError",
+                                                  "message": "injected fault"}, status=verdict)
+            if verdict is not None and not isinstance(verdict, tuple):
+                await verdict
+                return aiohttp.web.json_response({}, status=503)
+            response = await self._handle_apply_aware(request)
+            if isinstance(verdict, tuple):
+                await verdict[1]
+            return response
+
+        async def _handle_apply_aware(self, request: Any) -> Any:
             ctype = request.headers.get("Content-Type", "")
             key = (request.resource, request.namespace, request.name)
             before = None
@@ -143,8 +163,11 @@ def apply_aware_emulator() -> Any:
     return ApplyAwareEmulator()
 
 
-def load_incident(k8s: Any) -> None:
-    for lst in gen.incident("production").values():
+def load_incident(k8s: Any, only: tuple[str, ...] | None = None) -> None:
+    """The incident's objects (``only``: just those lists, e.g. ``("nodes",)``), our AdmissionCheck and a Workload."""
+    for key, lst in gen.incident("production").items():
+        if only is not None and key not in only:
+            continue
         for obj in lst["items"]:
             m = obj["metadata"]
             stored = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}

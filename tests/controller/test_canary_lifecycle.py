@@ -55,7 +55,12 @@ async def test_silent_fallback_is_caught_and_holds_workloads(cluster, profile_pa
     assert run["transport"] == "socket" and run["nodes"] == NODES
     assert any("NET/Socket" in e for e in run["evidence"]), run["evidence"]
     assert _check(k8s)["state"] == "Pending" and "fallback" in _check(k8s)["message"]
+    # The record came first: the JobSet is deleted by the next pass, which reads the outcome back from the status.
+    assert [c["metadata"]["name"] for c in canaries(k8s)] == [js["metadata"]["name"]]
+    await run_once(kc, profile_path, NOW + timedelta(minutes=3, seconds=40), lustre)
     assert canaries(k8s) == []
+    (fv,) = live(k8s, FVS)
+    assert [r["outcome"] for r in fv["status"]["runs"]] == ["fallback"]
 
 
 async def test_recovery_passes_and_releases_the_workload(cluster, profile_path, lustre) -> None:

@@ -54,7 +54,8 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
     run = fv["status"]["runs"][0]
     assert run["outcome"] == "unschedulable" and run["name"] == js["metadata"]["name"]
     assert (t - NOW) <= timedelta(minutes=10)
-    assert canaries(k8s) == []  # the stuck canary is removed, its record kept
+    # The stuck canary stays until a pass reads its record back (record first), and that pass removes it.
+    assert [c["metadata"]["name"] for c in canaries(k8s)] == [js["metadata"]["name"]]
 
     (wl,) = live(k8s, WORKLOADS)
     ours = _our_check(wl)
@@ -90,6 +91,12 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
                    "admissionchecks")
     ac_patches = [r for r in list(k8s) if r.method.value.upper() == "PATCH" and "/admissionchecks/" in r.url.path]
     assert len(ac_patches) == 1  # once; later passes see it Active and write nothing
+
+    # The next pass reads the unschedulable record back and only then removes the stuck canary.
+    await run_once(kc, profile_path, t + timedelta(seconds=10), lustre)
+    assert canaries(k8s) == []
+    (fv,) = live(k8s, FVS)
+    assert [r["outcome"] for r in fv["status"]["runs"]] == ["unschedulable"]
 
 
 async def test_incident_alert_expression_holds_and_clears(cluster, profile_path, lustre, tmp_path) -> None:

@@ -22,6 +22,7 @@ from fabricguard import names
 from fabricguard.admission import review as rv
 from fabricguard.admission import validate as val
 from fabricguard.admission import workloads as wl
+from fabricguard.admission.claims import Resolver
 from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 
@@ -74,8 +75,10 @@ def _declared_kind(obj: dict[str, Any]) -> tuple[str, str]:
 class Admission:
     """Decides admission requests against one platform profile."""
 
-    def __init__(self, profile: PlatformProfile) -> None:
+    def __init__(self, profile: PlatformProfile, resolve: Resolver | None = None) -> None:
         self.profile = profile
+        # Looks up ResourceClaimTemplates for DRA pools (admission/claims.py); None: not checked, with a warning.
+        self.resolve = resolve
         # What to inject per (pool, opted out), built once per pool: this object lives as long as the profile.
         self._plans: dict[tuple[str, bool], Plan] = {}
 
@@ -156,7 +159,7 @@ class Admission:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out)
-        m = mutate_workload(s.workload, self.profile, s.pool, plan)
+        m = mutate_workload(s.workload, self.profile, s.pool, plan, self.resolve)
         if not m.allowed:
             return _deny(uid, m.message)
         warnings = [bounded(w, 512) for w in m.warnings[:20]] or None

@@ -28,6 +28,8 @@ from typing import Any
 from jsonpointer import escape as _escape
 
 from fabricguard import names, objects, quantity
+from fabricguard.admission import claims as dra_claims
+from fabricguard.admission import inspector as insp
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -157,6 +159,7 @@ class Plan:
     lustre_mount: str | None
     lustre_subpath_expr: str | None
     shm: dict[str, Any]
+    inspector: insp.InspectorPlan | None = None
 
 
 def _subpath_expr(template: str) -> str:
@@ -223,6 +226,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         lustre_mount=lustre.mountPath if lustre else None,
         lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
         shm=shm_volume(pool),
+        inspector=insp.inspector_plan(profile, pool, fabric),
     )
 
 
@@ -456,12 +460,16 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
 
 
 def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Workload, where: str,
-                    job_label: str, *, tas: bool = True) -> None:
+                    job_label: str, *, tas: bool = True, resolve: dra_claims.Resolver | None = None) -> None:
     spec = _map(template, "spec")
     gpu_resource = plan.pool.gpuResource
     inject_pod_level(inj, plan, template, w, where, tas=tas)
-    for c in objects.gpu_containers(spec, gpu_resource):
+    gpu = objects.gpu_containers(spec, gpu_resource)
+    for c in gpu:
         inject_container(inj, plan, spec, c, job_label, where)
+    if plan.fabric:  # a DRA pool's claim (admission/claims.py); nothing for device-plugin pools
+        dra_claims.inject(inj, plan.pool, spec, gpu, where, w.namespace, resolve)
+    insp.inject(plan.inspector, spec, gpu, where, inj.warnings)  # admission/inspector.py
 
 
 # ---------------------------------------------------------------------------------------------- per kind
@@ -487,6 +495,7 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
             inj.put_resource(res, name, qty, where)
     for e in env_entries(plan, w.job_label, True):
         inj.put_env(trainer, e, where)
+    with_inspector = plan.inspector is not None and insp.trainer_env(plan.inspector, trainer, inj.warnings)
     # Everything runtimePatches may carry, in one entry that fabricguard owns.
     pod: dict[str, Any] = {"metadata": {}, "spec": {}}
     inject_pod_level(Injector(frozenset(), strict=False), plan, pod, w, "runtime patch", tas=True)
@@ -500,6 +509,9 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
     if parts:
         vols.append(parts[0])
         mounts.append(parts[1])
+    if with_inspector and plan.inspector is not None:
+        vols.append(dict(plan.inspector.volume))
+        mounts.append(dict(plan.inspector.mount))
     node["volumeMounts"] = mounts
     pspec["volumes"] = vols
     pspec["containers"] = [node]
@@ -528,9 +540,11 @@ class Mutation:
     warnings: list[str] = field(default_factory=list)
 
 
-def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Plan | None = None) -> Mutation:
+def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Plan | None = None,
+                    resolve: dra_claims.Resolver | None = None) -> Mutation:
     """Inject into a multi-node workload; the caller has already checked that it is one. ``plan`` is
-    ``make_plan(profile, pool, w.opted_out)``, which a long-lived caller (the webhook) keeps per pool."""
+    ``make_plan(profile, pool, w.opted_out)``, which a long-lived caller (the webhook) keeps per pool; ``resolve``
+    looks up ResourceClaimTemplates and ResourceClaims for a DRA pool (admission/claims.py)."""
     if plan is None:
         plan = make_plan(profile, pool, w.opted_out)
     obj = json_copy(w.obj)
@@ -539,11 +553,19 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
     if w.kind == "Pod" and w.job is None:
         return Mutation(False, [], "cannot tell which job this pod belongs to; label every pod of the group "
                                    f"with {names.LABEL_JOB}=<job name> (or {names.KUEUE_POD_GROUP})")
+    if plan.fabric and dra_claims.claims_pool(pool) and not (w.kind == "Pod" and w.owned):
+        refusal, note = dra_claims.template_problem(pool, w.namespace, resolve)
+        if refusal:
+            return Mutation(False, [], f"fabricguard (pool {pool.name}): {refusal}")
+        if note:
+            inj.warnings.append(note)
     if w.kind == "TrainJob":
         _inject_workload_meta(inj, plan, obj, w)
         _trainjob(inj, plan, obj, w)
+        if plan.fabric and dra_claims.claims_pool(pool):
+            inj.warnings.append(dra_claims.trainjob_note(pool))
     elif w.kind == "Pod":
-        inject_template(inj, plan, obj, w, "the pod", w.job_label, tas=not w.owned)
+        inject_template(inj, plan, obj, w, "the pod", w.job_label, tas=not w.owned, resolve=resolve)
         if not w.owned:
             labels = obj["metadata"]["labels"]
             anns = _map(obj["metadata"], "annotations")
@@ -559,7 +581,7 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
                 target = obj
                 for p in t.path:
                     target = target[p]
-                inject_template(inj, plan, target, w, t.where, w.job_label)
+                inject_template(inj, plan, target, w, t.where, w.job_label, resolve=resolve)
     if inj.conflicts:
         msg = (f"fabricguard (pool {pool.name}): " + "; ".join(inj.conflicts)
                + f". Remove these values so the pool's are used, or list their keys in annotation "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fabricguard import names, objects
+from fabricguard.admission import claims
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -194,5 +195,6 @@ def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]
         for c in t.gpu_containers(gpu):
             cw = f"{wl.container_label(spec, c)} of {t.where}"
             out += check_resources(c.get("resources"), pool, cw)
+            out += [Finding("fabric-missing", m) for m in claims.missing_claim(spec, c, pool, cw)]
             out += check_env(c, pool, cw, allow, need_net=True)
     return out

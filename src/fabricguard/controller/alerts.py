@@ -23,8 +23,8 @@ def _rule(alert: str, expr: str, for_: str, severity: str, summary: str, descrip
 
 
 def _plugin_expr(profile: PlatformProfile) -> str | None:
-    plugins = sorted({(p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet)
-                      for p in profile.spec.pools if p.fabric.devicePlugin is not None})
+    plugins = sorted({(dp.namespace, dp.daemonSet)
+                      for p in profile.spec.pools if (dp := p.fabric.fabric_daemonset) is not None})
     if not plugins:
         return None
     terms = []

@@ -1,23 +1,41 @@
 """The canary part of a reconcile pass, per pool: adopt, judge, time out, record, and start the next canary.
 
-State lives in the cluster only (the canary JobSet and the pool's FabricValidation), so a restarted
-controller picks up where the last one stopped: a running JobSet is adopted, a finished one is judged once
-(its name in the history says it was recorded), and a new canary starts only when none is running and the
-interval since the last start has passed.
+State lives in the cluster and on Lustre only (the canary JobSet, the pool's FabricValidation and the run's
+job directory), so a restarted controller picks up where the last one stopped: a running JobSet is adopted,
+and a new canary starts only when none is running and the interval since the last start has passed.
+
+A finished canary's outcome is recorded before anything that could lose it: its JobSet is deleted only by a
+pass that reads the outcome back from the FabricValidation's status (the run's name in ``runs`` is the
+record, keyed by the run id). Until then every pass judges the run again from its files on Lustre, and so
+does a pass that finds a run whose JobSet is gone (its TTL, a person) but was never recorded: the files it
+left are judged, and a run that left nothing is a failure. A status write that fails (an HTTP 500, a lost
+Lease, a killed process) therefore costs one more pass, never the verdict: the pool's standing always comes
+from its latest run, never from an older pass.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters, Create, Delete, MergeStatus
-from fabricguard.controller.canary import RESULT_SUBDIR, CanarySpec, job_dir, log_dir, render_canary, spec_for
+from fabricguard.controller.canary import (
+    RESULT_SUBDIR,
+    CanarySpec,
+    job_dir,
+    log_dir,
+    render_canary,
+    runs_on_lustre,
+    spec_for,
+    started_at,
+)
 from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, judge_canary, scheduler_reason
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
@@ -99,6 +117,73 @@ def _pending_since(js: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
     return all(not (p.get("spec") or {}).get("nodeName") for p in pods)
 
 
+def judge_run(profile: PlatformProfile, pool: Pool, namespace: str, name: str, lustre_root: Path, started: str,
+              finished: str, nodes: list[str], note: str = "") -> CanaryRun:
+    """A finished run judged from what its pods left on Lustre; files that cannot be read make it a failure."""
+    run_dir = lustre_root / job_dir(profile, namespace, name)
+    try:
+        j = judge_canary(profile, pool, run_dir, lustre_root / log_dir(profile, namespace, name),
+                         run_dir / RESULT_SUBDIR)
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # the run's files, not the controller
+        return CanaryRun(name, Outcome.failed, started, finished,
+                         f"cannot judge the canary's files in {run_dir}: {type(exc).__name__}: {exc}"[:1000] + note,
+                         nodes=nodes)
+    return CanaryRun(name, j.outcome, started, finished, j.message + note, j.evidence, j.transport, j.busbw, nodes)
+
+
+def _start_key(r: CanaryRun) -> datetime:
+    return times.parse_time(r.started) or datetime.min.replace(tzinfo=UTC)
+
+
+def _newest_mtime(d: Path, limit: int = 256) -> datetime | None:
+    """When the newest of (at most ``limit``) files directly in ``d`` was last written."""
+    newest = 0.0
+    try:
+        with os.scandir(d) as it:
+            for n, entry in enumerate(it):
+                if n >= limit:
+                    break
+                with contextlib.suppress(OSError):
+                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return None
+    return datetime.fromtimestamp(newest, UTC) if newest else None
+
+
+def _lost_runs(profile: PlatformProfile, pool: Pool, cfg: CanaryConfig, runs: list[CanaryRun],
+               listed: set[str], active: str | None, now: datetime) -> list[CanaryRun]:
+    """Runs that are over but whose outcome no status holds and whose JobSet is gone: judged from Lustre.
+
+    Candidates are the pool's run directories on Lustre and the run the status last named as active. Runs older
+    than everything the history keeps are not looked at once the history is full (they were recorded, then
+    aged out), and at most ``history`` of them are judged in one pass."""
+    recorded = {r.name for r in runs}
+    starts = [t for t in (times.parse_time(r.started) for r in runs) if t is not None]
+    floor = min(starts) if len(runs) >= cfg.history and starts else None
+    on_lustre = runs_on_lustre(profile, pool, cfg.namespace, cfg.lustre_root) if cfg.lustre_root else []
+    names = list(dict.fromkeys(([active] if active else []) + on_lustre))
+    out: list[CanaryRun] = []
+    for name in names:
+        when = started_at(pool, name)
+        if name in recorded or name in listed or when is None or (floor is not None and when <= floor):
+            continue
+        if len(out) >= cfg.history:
+            break
+        gone = "; its JobSet was gone before its outcome was recorded, so it was judged from what it left on Lustre"
+        if name not in on_lustre:
+            out.append(CanaryRun(name, Outcome.failed, times.format_time(when), times.format_time(now),
+                                 f"canary {name} is gone (its JobSet was deleted before its outcome was recorded) "
+                                 "and left no job directory on Lustre to judge it from; the next canary will tell"))
+            continue
+        assert cfg.lustre_root is not None
+        run_dir = cfg.lustre_root / job_dir(profile, cfg.namespace, name)
+        finished = _newest_mtime(run_dir / RESULT_SUBDIR) or when
+        finished = min(max(finished, when), now)
+        out.append(judge_run(profile, pool, cfg.namespace, name, cfg.lustre_root, times.format_time(when),
+                             times.format_time(finished), [], gone))
+    return out
+
+
 def _evaluate(
     profile: PlatformProfile,
     pool: Pool,
@@ -120,11 +205,8 @@ def _evaluate(
             return CanaryRun(name, Outcome.failed, times.format_time(started), times.format_time(when or now),
                              "the controller has no Lustre root (--lustre-root) to read the canary's logs from",
                              nodes=nodes)
-        ns = o.namespace_of(js) or ""
-        run_dir = lustre_root / job_dir(profile, ns, name)
-        j = judge_canary(profile, pool, run_dir, lustre_root / log_dir(profile, ns, name), run_dir / RESULT_SUBDIR)
-        return CanaryRun(name, j.outcome, times.format_time(started), times.format_time(when or now), j.message,
-                         j.evidence, j.transport, j.busbw, nodes)
+        return judge_run(profile, pool, o.namespace_of(js) or "", name, lustre_root, times.format_time(started),
+                         times.format_time(when or now), nodes)
     age = (now - started).total_seconds()
     if _pending_since(js, pods) and age >= canary.pending_timeout_s:
         reason = scheduler_reason(pods, inv.events) if pods else (
@@ -216,6 +298,8 @@ def reconcile_pool(
             "metadata": {"name": pool.name, "labels": {names.LABEL_CANARY_POOL: pool.name}},
             "spec": {"pool": pool.name, "interval": canary.interval if canary else None},
         }))
+    # The record is keyed by the run id (the JobSet's name); a status that holds one twice keeps the first.
+    runs = list({r.name: r for r in reversed(runs)}.values())[::-1]
     recorded = {r.name for r in runs}
     mine = sorted(
         (js for js in jobsets if o.labels_of(js).get(names.LABEL_CANARY_POOL) == pool.name
@@ -227,17 +311,23 @@ def reconcile_pool(
     for js in mine:
         name = o.name_of(js)
         if name in recorded or canary is None:
+            # Only a run whose outcome this pass read back from the status is deleted: the record came first.
             actions.append(Delete(names.JOBSET_API, "jobsets", cfg.namespace, name))
             continue
         pods = inv.pods_by_jobset.get((cfg.namespace, name), [])
         run = _evaluate(profile, pool, canary, js, pods, inv, now, cfg.lustre_root)
         if run is not None:
+            # Recorded by this pass's status write; the JobSet stays until a later pass reads that record back.
             new_runs.append(run)
-            actions.append(Delete(names.JOBSET_API, "jobsets", cfg.namespace, name))
         elif active is None:
             active = js  # adopted: a restarted controller waits for it instead of starting another
         else:
             actions.append(Delete(names.JOBSET_API, "jobsets", cfg.namespace, name))  # at most one per pool
+    if canary is not None:
+        was_active = ((status.get("active") or {}).get("jobSet") if isinstance(status.get("active"), dict)
+                      else None)
+        new_runs += _lost_runs(profile, pool, cfg, runs, {o.name_of(js) for js in mine},
+                               str(was_active) if was_active else None, now)
     if canary is not None and active is None:
         starts = [times.parse_time(r.started) for r in new_runs + runs]
         last_start = max((t for t in starts if t is not None), default=None)
@@ -254,11 +344,12 @@ def reconcile_pool(
                 body = render_canary(profile, pool, spec, image=cfg.image, owner=fv)
                 actions.append(Create(names.JOBSET_API, "jobsets", cfg.namespace, body,
                                       owner=None if fv is not None else (names.FV_PLURAL, pool.name)))
-                active = {"metadata": {"name": spec.name, "creationTimestamp": times.format_time(now)}}
-    new_runs.sort(key=lambda r: r.finished, reverse=True)
+                # ``status.active`` names it once a pass lists it: a run named there existed, so if it is ever
+                # gone unrecorded it is judged (a create that failed leaves nothing to judge and no record).
     for r in new_runs:
         counters.canary_runs.append((pool.name, str(r.outcome)))
-    all_runs = new_runs + runs
+    # Newest run first, by start (a run id carries its start): the pool stands on its latest run.
+    all_runs = sorted(new_runs + runs, key=_start_key, reverse=True)
     want = _status(all_runs, cfg.history, active, previous_success, pool)
     if want != {k: status.get(k) for k in want}:
         actions.append(MergeStatus(names.FV_API, names.FV_PLURAL, None, pool.name, want))

@@ -16,10 +16,12 @@ node's mountinfo to the injected log directory, where the controller judges them
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -72,10 +74,52 @@ class CanarySpec:
         return posixpath.join(self.job_dir, RESULT_SUBDIR)
 
 
+def _stem(pool: Pool) -> str:
+    return re.sub(r"-+$", "", pool.name[:30])
+
+
 def canary_name(pool: Pool, now: datetime) -> str:
     """``fgc-<pool>-<unix seconds>``: unique per start, short enough for the pods' DNS hostnames (63)."""
-    stem = re.sub(r"-+$", "", pool.name[:30])
-    return f"fgc-{stem}-{int(now.timestamp())}"
+    return f"fgc-{_stem(pool)}-{int(now.timestamp())}"
+
+
+def started_at(pool: Pool, name: str) -> datetime | None:
+    """The start time a canary's name carries (``canary_name``'s seconds), or None for another name."""
+    m = re.fullmatch(rf"fgc-{re.escape(_stem(pool))}-(\d{{1,12}})", name)
+    return datetime.fromtimestamp(int(m.group(1)), UTC) if m else None
+
+
+MAX_RUN_DIRS_LISTED = 100_000  # entries of the canaries' parent directory read per pass, at most
+
+
+def runs_on_lustre(profile: PlatformProfile, pool: Pool, namespace: str, lustre_root: Path) -> list[str]:
+    """Names of ``pool``'s canary runs that left a job directory on Lustre, newest first.
+
+    What a finished canary leaves there outlives its JobSet, so a run whose result was never recorded can be
+    judged again from it. Only the directory that holds the job directories is listed (names only, bounded)."""
+    lustre = profile.spec.storage.lustre
+    if lustre is None:
+        return []
+    parts = lustre.subPath.replace("{namespace}", namespace).strip("/").split("/")
+    at = next((i for i, part in enumerate(parts) if "{job}" in part), None)
+    if at is None:
+        return []  # every job shares one directory: there are no per-run directories to find
+    before, _, after = parts[at].partition("{job}")
+    rx = re.compile(re.escape(before) + rf"(fgc-{re.escape(_stem(pool))}-\d{{1,12}})" + re.escape(after))
+    parent = lustre_root.joinpath(*parts[:at])
+    found: list[tuple[datetime, str]] = []
+    try:
+        with os.scandir(parent) as it:
+            for n, entry in enumerate(it):
+                if n >= MAX_RUN_DIRS_LISTED:
+                    break
+                m = rx.fullmatch(entry.name)
+                when = started_at(pool, m.group(1)) if m else None
+                if m and when is not None and job_dir(profile, namespace, m.group(1)).split("/")[at] == entry.name:
+                    found.append((when, m.group(1)))
+    except OSError:
+        return []
+    return [name for _when, name in sorted(found, reverse=True)]
 
 
 def job_dir(profile: PlatformProfile, namespace: str, job: str) -> str:

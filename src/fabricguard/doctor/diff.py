@@ -122,8 +122,8 @@ def drift_scope(profiles: Iterable[PlatformProfile | None], namespaces: Iterable
         if prof is None:
             continue
         for p in prof.spec.pools:
-            if p.fabric.devicePlugin:
-                plugins.add(p.fabric.devicePlugin.namespace)
+            if dp := p.fabric.fabric_daemonset:
+                plugins.add(dp.namespace)
     return Scope(
         daemonset_namespaces=frozenset(asked | plugins) if asked else None,
         configmap_namespaces=frozenset({"kube-system", *asked, *plugins}),

@@ -84,9 +84,9 @@ def _timelines(snapshot: Snapshot, findings: list[Finding], profile: PlatformPro
             if o.kind == "DaemonSet" and bad.get((o.namespace or "", o.name)) not in (NEVER_READY, REGRESSED):
                 bad[(o.namespace or "", o.name)] = f.rule
     plugins = {
-        (p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet)
+        (dp.namespace, dp.daemonSet)
         for p in fabric_pools(profile)
-        if p.fabric.devicePlugin
+        if (dp := p.fabric.fabric_daemonset)
     }
     out: list[Timeline] = []
     for ds in snapshot.daemonsets:
@@ -138,11 +138,13 @@ def _grid(snapshot: Snapshot, findings: list[Finding], profile: PlatformProfile 
         for rule in RULES:
             applicable = p.fabric.has_fabric and bool(members.get(p.name))
             if rule.id in ("daemonset-never-ready", "daemonset-no-nodes"):
-                applicable = applicable and p.fabric.devicePlugin is not None
+                applicable = applicable and p.fabric.fabric_daemonset is not None
             if rule.id in ("fabric-not-advertised", "fabric-request-missing"):
-                applicable = applicable and bool(p.fabric.resources)
+                applicable = applicable and (bool(p.fabric.resources) or p.fabric.dra is not None)
             if rule.id == "topology-mapping-mismatch":
                 applicable = applicable and bool(p.fabric.networkMapping)
+            if rule.id.startswith("dra-") or rule.id == "kueue-dra-unmapped":
+                applicable = applicable and p.fabric.dra is not None
             hit = (p.name, rule.id) in failed or (rule.id == NEVER_READY and (p.name, REGRESSED) in failed)
             row[rule.id] = "fail" if hit else ("pass" if applicable else "n/a")
         grid[f"{p.name} ({len(members.get(p.name, []))} nodes)"] = row

@@ -68,6 +68,12 @@ class Snapshot:
         return self.kind("Event")
 
     @cached_property
+    def claims_by_name(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """ResourceClaims by ``(namespace, name)``."""
+        return {((c.get("metadata") or {}).get("namespace", ""), (c.get("metadata") or {}).get("name", "")): c
+                for c in self.kind("ResourceClaim")}
+
+    @cached_property
     def node_by_name(self) -> dict[str, dict[str, Any]]:
         return {n["metadata"]["name"]: n for n in self.nodes}
 
@@ -206,6 +212,11 @@ LIVE_RESOURCES: tuple[tuple[str, str, str], ...] = (
     (names.KUEUE_API, "workloads", "Workload"),
     (names.GKE_NETWORK_API, "networks", "Network"),
     (names.GKE_NETWORK_API, "gkenetworkparamsets", "GKENetworkParamSet"),
+    # Dynamic Resource Allocation: how DRA drivers offer the fabric, and what pods hold of it.
+    (names.DRA_API, "deviceclasses", "DeviceClass"),
+    (names.DRA_API, "resourceslices", "ResourceSlice"),
+    (names.DRA_API, "resourceclaims", "ResourceClaim"),
+    (names.DRA_API, "resourceclaimtemplates", "ResourceClaimTemplate"),
 )
 FORBIDDEN_PLURALS = frozenset({"secrets"})
 PAGE_SIZE = 500

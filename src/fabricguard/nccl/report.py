@@ -156,6 +156,7 @@ class NcclReport:
     failures: list[Evidence] = field(default_factory=list)
     fallbacks: list[Evidence] = field(default_factory=list)  # a net plugin failed to start; NCCL used another
     nccl_tests: list[NcclTestsTable] = field(default_factory=list)
+    profiler_plugins: list[str] = field(default_factory=list)  # "PROFILER/Plugin: Loaded X": the one NCCL loaded
     nccl_output: bool = False  # False when no line of the input is NCCL or nccl-tests output
     bytes_read: int = 0
 
@@ -188,6 +189,7 @@ class NcclReport:
             "fallbacks": [e.to_dict() for e in self.fallbacks],
             "evidence": [e.to_dict() for e in self.evidence],
             "nccl_tests": [t.to_dict() for t in self.nccl_tests],
+            "profiler_plugins": self.profiler_plugins,
             "nccl_output": self.nccl_output,
             "bytes_read": self.bytes_read,
         }

@@ -55,6 +55,7 @@ _VIA_NET = re.compile(r"^NET/(.+?)/(\d+)(?:\(\d+\))?(/GDRDMA)?(?:/Shared)?\s*$")
 _GDR_LINE = re.compile(rb"GPU Direct RDMA (Enabled|Disabled)")
 _OFI_PROVIDER = re.compile(rb"Selected [Pp]rovider is ([A-Za-z0-9_;\-]+)")
 _LOADED_PLUGIN = re.compile(rb"Loaded (?:net|NET) plugin (\S+)")
+_PROFILER = re.compile(rb"PROFILER/Plugin: Loaded (.+?) \(v(\d+)\)")  # NCCL loads one profiler plugin
 _NET_NOT_FOUND = re.compile(rb"[Nn]etwork (\S+) not found")
 _PERF_NAME = re.compile(rb"\b([a-z_]+_perf)(?:_mpi)?\b")
 _AVG_BUSBW = re.compile(rb"Avg bus bandwidth\s*:\s*([0-9.eE+\-]+|N/A)")
@@ -68,8 +69,8 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+\d+ .*?\bon\s+(\S+)\s+device\b")
 # error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
-    rb"NCCL(?: (?:INFO (?=[UNGSLncr])(?:"  # the lookahead rejects per-collective trace lines in one step
-    rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded)[^\n]*)"
+    rb"NCCL(?: (?:INFO (?=[UNGSLncrP])(?:"  # the lookahead rejects per-collective trace lines in one step
+    rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded|PROFILER/Plugin: Loaded)[^\n]*)"
     rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?"
     rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
     rb"|(\.cpp:\d+\][^\n]*?Watchdog caught|\(SeqNum[^\n]*?ran for))"
@@ -153,6 +154,7 @@ class ScanState:
     intra: Counter[str] = field(default_factory=Counter)
     devices: dict[tuple[str, int, str], NetDevice] = field(default_factory=dict)
     plugins: dict[str, None] = field(default_factory=dict)  # "Loaded net plugin X" and NET/X device lists
+    profilers: dict[str, None] = field(default_factory=dict)  # "PROFILER/Plugin: Loaded X (vN)"
     gdr_lines: Counter[str] = field(default_factory=Counter)
     ofi: dict[str, None] = field(default_factory=dict)
     failures: list[Evidence] = field(default_factory=list)
@@ -460,6 +462,14 @@ class FileScanner:
             m = _VERSION.match(msg)
             if m:
                 self.version(m.group(1), self.chunk.find(msg))
+            return
+        m = _PROFILER.match(msg)
+        if m:
+            name = m.group(1).decode("utf-8", "replace")
+            if name not in st.profilers:
+                st.profilers[name] = None
+                line, raw = self.line_of(self.chunk.find(msg))
+                st.note("profiler", self.fname, line, raw, f"NCCL loaded profiler plugin {name}")
             return
         m = _LOADED_PLUGIN.search(msg)
         if m:
@@ -865,6 +875,7 @@ def conclude(st: ScanState, files: list[str]) -> NcclReport:
         failures=failures,
         fallbacks=fallbacks,
         nccl_tests=st.tables,
+        profiler_plugins=list(st.profilers),
         nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
         bytes_read=st.bytes_read,
     )

@@ -58,7 +58,8 @@ def check(
                     say(("✗", "red"), " ", p.render(str(f)), err=True)
             continue
         adv = prof.advisories()
-        results.append({"file": str(f), "valid": True, "name": prof.metadata.name, "advisories": adv})
+        results.append({"file": str(f), "valid": True, "name": prof.metadata.name, "advisories": adv,
+                        "fabricModes": {p.name: p.fabric_mode for p in prof.spec.pools}})
         if not as_json:
             table = Table(title=text(f"{f}: profile {prof.metadata.name} ({prof.metadata.environment})"), expand=False)
             for col in ("pool", "gpus/node", "arch", "fabric", "NCCL_NET", "resources", "floor GB/s", "queue"):
@@ -72,11 +73,14 @@ def check(
                     pool.architecture.value,
                     pool.fabric.type.value,
                     pool.fabric.effective_nccl_net or "-",
-                    ", ".join(f"{k}={v}" for k, v in pool.fabric.resources.items()) or "-",
+                    ", ".join(f"{k}={v}" for k, v in pool.fabric.resources.items())
+                    or (f"claim {pool.fabric.dra.deviceClassName}" if pool.fabric.dra else "-"),
                     f"{floor:.1f}" if floor is not None else "-",
                     pool.queue.name if pool.queue else "-",
                 )
             console.print(table)
+            for pool in prof.spec.pools:
+                say(f"  {pool.name}: {pool.fabric_mode}")
             for a in adv:
                 say(("!", "yellow"), " ", a)
             say(("✓", "green"), f" {f} is a valid profile")

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fabricguard import names, quantity
+from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
 from fabricguard.times import duration_seconds as duration_seconds
 
@@ -113,6 +114,102 @@ class DevicePlugin(_Strict):
     daemonSet: str
 
 
+DRA_API = names.DRA_API
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+DRANET_DRIVER = "dra.net"
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ATTRIBUTE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_]*[A-Za-z0-9])?$")
+
+
+class Dra(_Strict):
+    """The pool's fabric offered through Dynamic Resource Allocation (``resource.k8s.io/v1``), not a device plugin.
+
+    Two forms: a claim (the webhook adds ``spec.resourceClaims`` naming the ResourceClaimTemplate the controller
+    keeps in each opted-in namespace), or KEP-5004 (``extendedResourceName``: the DeviceClass backs an extended
+    resource, pods keep ``resources.requests`` and the scheduler makes the claim).
+    """
+
+    deviceClassName: str = Field(description="The DeviceClass of the fabric's devices (mrdma.google.com, ...).")
+    driver: str = Field(default=DRANET_DRIVER, description="The DRA driver whose ResourceSlices list the devices.")
+    count: int | None = Field(default=None, ge=1, description="Devices per pod (or per node, see countPer).")
+    countPer: Literal["pod", "node"] = Field(
+        default="pod",
+        description="pod: every GPU pod claims count devices; node: count is the node's share and a GPU pod "
+        "takes the whole node (all gpusPerNode GPUs).",
+    )
+    allocationMode: Literal["ExactCount", "All"] = "ExactCount"
+    alignWithGpus: str | None = Field(
+        default=None,
+        description="The GPUs' DeviceClass (gpu.nvidia.com): GPUs and NICs are claimed together, constrained to "
+        f"one PCIe root ({PCIE_ROOT}).",
+    )
+    extendedResourceName: str | None = Field(
+        default=None,
+        description="KEP-5004: the DeviceClass's spec.extendedResourceName; pods request this resource as before.",
+    )
+    driverDaemonSet: DevicePlugin | None = Field(default=None, description="The DRA driver's DaemonSet.")
+    claimTemplateName: str | None = Field(
+        default=None, description="The ResourceClaimTemplate name (default fabricguard-<pool>-fabric)."
+    )
+    deviceAttributes: dict[str, str | bool | int] = Field(
+        default_factory=dict,
+        description="Attributes every expected device carries in the driver's ResourceSlice (default for "
+        "dra.net: dra.net/rdma=true).",
+    )
+
+    @field_validator("deviceClassName", "driver", "alignWithGpus", "claimTemplateName")
+    @classmethod
+    def _subdomain(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not _DNS_SUBDOMAIN.match(v)):
+            raise ValueError(f"{v!r} is not a DNS subdomain (lowercase letters, digits, '-' and '.')")
+        return v
+
+    @field_validator("extendedResourceName")
+    @classmethod
+    def _extended(cls, v: str | None) -> str | None:
+        if v is not None and (not _RESOURCE_NAME.match(v) or "/" not in v):
+            raise ValueError(f"{v!r} is not an extended resource name such as 'vpc.amazonaws.com/efa'")
+        return v
+
+    @field_validator("deviceAttributes")
+    @classmethod
+    def _attributes(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for k in v:
+            if not _ATTRIBUTE.match(k):
+                raise ValueError(f"{k!r} is not a device attribute name such as 'dra.net/rdma'")
+        return v
+
+    @model_validator(mode="after")
+    def _forms(self) -> Dra:
+        if self.extendedResourceName is not None:
+            if self.alignWithGpus:
+                raise ValueError("alignWithGpus needs one claim holding GPUs and NICs; with extendedResourceName "
+                                 "the scheduler makes its own claim, which cannot be aligned")
+            if self.allocationMode != "ExactCount":
+                raise ValueError("extendedResourceName allocates an exact count (the request); use ExactCount")
+            if self.count is not None:
+                raise ValueError("with extendedResourceName the count is fabric.resources[<name>]; drop dra.count")
+            return self
+        if self.allocationMode == "ExactCount" and self.count is None:
+            raise ValueError("allocationMode ExactCount needs count (devices per pod or per node)")
+        if self.allocationMode == "All" and self.count is not None:
+            raise ValueError("allocationMode All takes every matching device; drop count")
+        if self.alignWithGpus and self.countPer != "node":
+            raise ValueError("alignWithGpus claims a node's GPUs and NICs together; set countPer: node")
+        return self
+
+    @property
+    def extended(self) -> bool:
+        """KEP-5004: pods request an extended resource the DeviceClass backs; no claim is injected."""
+        return self.extendedResourceName is not None
+
+    @property
+    def expected_attributes(self) -> dict[str, str | bool | int]:
+        if self.deviceAttributes:
+            return dict(self.deviceAttributes)
+        return {f"{DRANET_DRIVER}/rdma": True} if self.driver == DRANET_DRIVER else {}
+
+
 class Fabric(_Strict):
     type: FabricType
     ncclNet: str | None = Field(
@@ -126,6 +223,7 @@ class Fabric(_Strict):
     devicePlugin: DevicePlugin | None = None
     topologyLabel: str | None = None
     networkMapping: dict[str, str] = Field(default_factory=dict)
+    dra: Dra | None = Field(default=None, description="The fabric is offered through DRA (resource.k8s.io/v1).")
     ibGidIndex: int | None = Field(default=None, ge=0, description="NCCL_IB_GID_INDEX for RoCE, when fixed.")
     netPlugin: str | None = Field(default=None, description="Library the NCCL net plugin ships in.")
     env: dict[str, str] = Field(default_factory=dict, description="Further NCCL/libfabric variables.")
@@ -165,7 +263,47 @@ class Fabric(_Strict):
             raise ValueError("fabric type 'none' cannot carry resources, networks, hcas or ncclNet")
         if self.networkMapping and not self.topologyLabel:
             raise ValueError("networkMapping needs topologyLabel (the node label whose values it maps)")
+        d = self.dra
+        if d is not None:
+            if self.type is FabricType.none:
+                raise ValueError("fabric type 'none' cannot be offered through dra")
+            if self.devicePlugin is not None:
+                raise ValueError("set fabric.devicePlugin or fabric.dra, not both: a node may not offer one fabric "
+                                 "from a device plugin and a DRA driver (name the driver in dra.driverDaemonSet)")
+            if d.extended:
+                if set(self.resources) != {d.extendedResourceName}:
+                    raise ValueError(f"dra.extendedResourceName {d.extendedResourceName!r} must be the one key of "
+                                     "fabric.resources (its count is what each pod requests)")
+            elif self.resources:
+                raise ValueError("a fabric claimed through DRA is not an extended resource: drop fabric.resources "
+                                 "(or set dra.extendedResourceName for the KEP-5004 form)")
         return self
+
+    @property
+    def offered_by(self) -> Literal["device-plugin", "dra-claim", "dra-extended-resource", "none"]:
+        """How nodes offer this fabric to pods."""
+        if not self.has_fabric:
+            return "none"
+        if self.dra is None:
+            return "device-plugin"
+        return "dra-extended-resource" if self.dra.extended else "dra-claim"
+
+    @property
+    def fabric_daemonset(self) -> DevicePlugin | None:
+        """The DaemonSet that offers the fabric on each node: the device plugin, or the DRA driver."""
+        if self.devicePlugin is not None:
+            return self.devicePlugin
+        return self.dra.driverDaemonSet if self.dra is not None else None
+
+    @property
+    def dra_count(self) -> int | None:
+        """Devices one pod (or node) is allocated: dra.count, or the KEP-5004 request; None for All."""
+        d = self.dra
+        if d is None:
+            return None
+        if d.extended and d.extendedResourceName:
+            return self.resources.get(d.extendedResourceName)
+        return d.count
 
     @property
     def effective_nccl_net(self) -> str | None:
@@ -181,8 +319,8 @@ class Fabric(_Strict):
 
     @property
     def network_annotation_style(self) -> Literal["gke", "multus", "none"]:
-        if not self.networks:
-            return "none"
+        if not self.networks or self.dra is not None:
+            return "none"  # DRANET moves the NICs into the pod itself: no multi-network annotation
         return "gke" if self.type in (FabricType.gke_rdma, FabricType.tcpx) else "multus"
 
 
@@ -459,6 +597,38 @@ class Pool(_Strict):
             )
         return self
 
+    @property
+    def claim_template_name(self) -> str | None:
+        """The ResourceClaimTemplate of a pool whose fabric is claimed through DRA (None: no claim to inject)."""
+        d = self.fabric.dra
+        if d is None or d.extended:
+            return None
+        return d.claimTemplateName or f"fabricguard-{self.name}-fabric"
+
+    @property
+    def fabric_mode(self) -> str:
+        """One line: how this pool's nodes offer the fabric and how a pod asks for it."""
+        f = self.fabric
+        d = f.dra
+        mode = f.offered_by
+        if mode == "none":
+            return "no fabric: pods talk over the pod network"
+        if mode == "device-plugin" or d is None:
+            plugin = f"{f.devicePlugin.namespace}/{f.devicePlugin.daemonSet}" if f.devicePlugin else "a device plugin"
+            res = ", ".join(f"{k}={v}" for k, v in f.resources.items()) or "nothing"
+            return f"device plugin: {plugin} advertises {res} in node allocatable; GPU pods request it"
+        driver = f"driver {d.driver}" + (f", DaemonSet {d.driverDaemonSet.namespace}/{d.driverDaemonSet.daemonSet}"
+                                          if d.driverDaemonSet else "")
+        if mode == "dra-extended-resource":
+            return (f"DRA, KEP-5004: pods request {d.extendedResourceName}={f.dra_count}, backed by DeviceClass "
+                    f"{d.deviceClassName} ({driver}); nodes list it in ResourceSlices, not in allocatable")
+        amount = "every matching device" if d.allocationMode == "All" else f"{d.count}"
+        per = "per node (GPU pods take whole nodes)" if d.countPer == "node" else "per GPU pod"
+        align = (f"; GPUs ({d.alignWithGpus}) in the same claim, aligned on {PCIE_ROOT}" if d.alignWithGpus
+                 else "")
+        return (f"DRA claim: {amount} device(s) of DeviceClass {d.deviceClassName} {per} ({driver}), through "
+                f"ResourceClaimTemplate {self.claim_template_name}{align}")
+
 
 class Lustre(_Strict):
     claimName: str
@@ -488,6 +658,80 @@ class Storage(_Strict):
     lustre: Lustre | None = None
 
 
+class Inspector(_Strict):
+    """NCCL's Inspector profiler plugin in every managed job, so its collectives' busbw is seen while it runs.
+
+    The plugin (``libnccl-profiler-inspector.so``, built from the NCCL source matching the jobs' NCCL) reaches
+    the pod as an OCI image volume (Kubernetes 1.36 GA; the image holds the file), an init container that copies
+    it from an image into an emptyDir, or a directory on every node. The webhook sets NCCL_PROFILER_PLUGIN,
+    NCCL_INSPECTOR_ENABLE=1 and a dump directory on the job's Lustre directory beside its NCCL logs; a job that
+    sets NCCL_PROFILER_PLUGIN itself keeps its own (NCCL loads one profiler plugin)."""
+
+    delivery: Literal["image", "initContainer", "hostPath"]
+    image: str | None = Field(default=None, description="Image holding the plugin (delivery image, initContainer).")
+    hostPath: str | None = Field(default=None, description="Node directory holding the plugin (delivery hostPath).")
+    pluginFile: str = Field(default="libnccl-profiler-inspector.so",
+                            description="The plugin's path inside the image or the host directory.")
+    mountPath: str = Field(default="/opt/fabricguard/inspector", description="Where the pod sees the plugin.")
+    dumpDir: str = Field(default=".fabricguard/inspector",
+                         description="Records' directory, relative to the job's Lustre directory (beside logDir).")
+    dumpInterval: str = Field(default="60s", description="NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS.")
+    minMessageBytes: str = Field(default="1M", description="NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES: smaller is not kept.")
+    ringSize: int = Field(default=8, ge=1, le=1024, description="NCCL_INSPECTOR_DUMP_COLL_RING_SIZE (2.30): the "
+                          "collectives per communicator one dump writes at most.")
+    largeMessageBytes: str = Field(default="64M", description="Collectives at least this large (nccl-tests' S) "
+                                   "are judged; smaller ones measure latency.")
+    belowFloorFor: str = Field(default="10m", description="A running job below its pool's floor this long is "
+                               "annotated, told in an Event and alerted on.")
+    pools: list[str] = Field(default_factory=list, description="Pools whose jobs get it (empty: every fabric pool "
+                             "with Lustre).")
+
+    @model_validator(mode="after")
+    def _source(self) -> Inspector:
+        if self.delivery in ("image", "initContainer"):
+            if not self.image:
+                raise ValueError(f"delivery {self.delivery} needs image (the image that holds {self.pluginFile})")
+            problem = reference_problem(self.image)
+            if problem:
+                raise ValueError(problem)
+        if self.delivery == "hostPath" and not (self.hostPath or "").startswith("/"):
+            raise ValueError("delivery hostPath needs hostPath, an absolute directory on every node")
+        for name, path in (("mountPath", self.mountPath), ("pluginFile", "/" + self.pluginFile)):
+            if not path.startswith("/") or ".." in path.split("/") or path.rstrip("/") != path:
+                raise ValueError(f"{name} {path!r} must be an absolute path without '..' or a trailing '/'")
+        if self.dumpDir.startswith("/") or ".." in self.dumpDir.split("/") or not self.dumpDir.strip("/"):
+            raise ValueError("dumpDir must be relative to the job's Lustre directory and must not contain '..'")
+        for f in ("minMessageBytes", "largeMessageBytes"):
+            if not _BYTES.match(getattr(self, f)):
+                raise ValueError(f"{f} {getattr(self, f)!r} is not a size; write it like 1M or 64M")
+        for f in ("dumpInterval", "belowFloorFor"):
+            if duration_seconds(getattr(self, f)) <= 0:
+                raise ValueError(f"{f} must be longer than zero")
+        return self
+
+    @property
+    def interval_us(self) -> int:
+        return duration_seconds(self.dumpInterval) * 1_000_000
+
+    @property
+    def below_floor_s(self) -> int:
+        return duration_seconds(self.belowFloorFor)
+
+    @property
+    def min_bytes(self) -> int:
+        return byte_size(self.minMessageBytes)
+
+    @property
+    def large_bytes(self) -> int:
+        return byte_size(self.largeMessageBytes)
+
+
+def byte_size(text: str) -> int:
+    """``64M`` -> 67108864 (K, M, G are powers of 1024, as nccl-tests reads them)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
 class Metadata(_Strict):
     name: str
     environment: Environment = Environment.production
@@ -505,6 +749,9 @@ class Spec(_Strict):
     storage: Storage = Field(default_factory=Storage)
     pools: list[Pool] = Field(min_length=1)
     defaultPool: str | None = None
+    inspector: Inspector | None = Field(
+        default=None, description="NCCL Inspector in managed jobs: per-collective busbw while they run."
+    )
 
     @model_validator(mode="after")
     def _pools(self) -> Spec:
@@ -517,6 +764,12 @@ class Spec(_Strict):
             raise ValueError(f"defaultPool {self.defaultPool!r} is not a pool; known pools: {sorted(seen)}")
         self._shared_queues_agree()
         self._pools_disjoint()
+        if self.inspector is not None:
+            if self.storage.lustre is None:
+                raise ValueError("inspector needs spec.storage.lustre: its records go to the job's Lustre directory")
+            unknown = sorted(set(self.inspector.pools) - seen)
+            if unknown:
+                raise ValueError(f"inspector.pools names unknown pools {unknown}; known pools: {sorted(seen)}")
         flavors: dict[str, str] = {}
         for p in self.pools:
             if p.canary is not None and p.canary.enabled and (self.storage.lustre is None or not p.lustre):
@@ -594,6 +847,15 @@ class PlatformProfile(_Strict):
             return Canary()
         return None
 
+    def inspector_for(self, pool: Pool) -> Inspector | None:
+        """The Inspector settings that apply to ``pool``'s jobs; None: the pool's jobs do not get the plugin."""
+        ins = self.spec.inspector
+        if ins is None or not pool.fabric.has_fabric or not pool.lustre or self.spec.storage.lustre is None:
+            return None
+        if ins.pools and pool.name not in ins.pools:
+            return None
+        return ins
+
     def canary_flavors(self, pool: Pool) -> list[str]:
         """Kueue ResourceFlavors whose workloads wait for this pool's canary."""
         return list(pool.canary.flavors) if pool.canary and pool.canary.flavors else [pool.name]
@@ -604,13 +866,19 @@ class PlatformProfile(_Strict):
         for i, p in enumerate(self.spec.pools):
             where = f"spec.pools[{i}] ({p.name})"
             f = p.fabric
-            if f.has_fabric and not f.resources and f.type is not FabricType.gke_rdma:
+            if f.has_fabric and not f.resources and f.type is not FabricType.gke_rdma and f.dra is None:
                 out.append(
                     f"{where}: fabric {f.type} requests no extended resources; a pod that asks for nothing "
                     "is never refused, so a broken device plugin goes unnoticed"
                 )
-            if f.has_fabric and f.devicePlugin is None:
+            if f.has_fabric and f.devicePlugin is None and f.dra is None:
                 out.append(f"{where}: no fabric.devicePlugin; the doctor cannot check that it is ever ready")
+            if f.dra is not None and f.dra.driverDaemonSet is None:
+                out.append(f"{where}: no fabric.dra.driverDaemonSet; the doctor cannot check that the DRA driver "
+                           "is ever ready")
+            if f.dra is not None and f.networks:
+                out.append(f"{where}: fabric.networks is ignored on a DRA pool (the driver moves the NICs into the "
+                           "pod; no networking.gke.io/interfaces annotation is written)")
             if f.has_fabric and self.canary(p) is None:
                 out.append(f"{where}: no canary; a broken fabric is found only when a job runs on it")
             if f.has_fabric and p.baseline.allReduceBusBwGBps is None:

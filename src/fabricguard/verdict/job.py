@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard.exitcodes import exit_code
+from fabricguard.nccl.inspector import is_inspector_file
 from fabricguard.nccl.report import NcclReport
 from fabricguard.nccl.scan import collect_files, inspect_paths
 from fabricguard.profile.model import PlatformProfile, Pool, Transport
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
 from fabricguard.userfiles import SourceError, input_dir, input_file, read_text
+from fabricguard.verdict import busbw
 from fabricguard.verdict.steps import StepTimes, load_step_times
 
 
@@ -60,6 +62,7 @@ class JobVerdict:
     steps: StepTimes
     storage: list[dict[str, Any]]
     job_dir: str
+    busbw: list[dict[str, Any]] = field(default_factory=list)  # per collective, from NCCL's Inspector
 
     def to_dict(self) -> dict[str, Any]:
         n = self.nccl
@@ -76,6 +79,7 @@ class JobVerdict:
             "ranks": n.ranks,
             "storage": self.storage,
             "steps": self.steps.to_dict(),
+            "busbw": self.busbw,
             "reasons": [r.to_dict() for r in self.reasons],
             "nccl": n.to_dict(),
         }
@@ -112,7 +116,7 @@ def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path]]:
                 "(save the file there, or rename or remove it to leave it out)"
             ) from None
     special = set(mountinfo) | set(steps)
-    logs = [f for f in collect_files([job_dir]) if f not in special]
+    logs = [f for f in collect_files([job_dir]) if f not in special and not is_inspector_file(f)]
     return logs, mountinfo, steps
 
 
@@ -243,6 +247,36 @@ def _bandwidth_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
     return out
 
 
+def _busbw_reasons(profile: PlatformProfile, pool: Pool, job_dir: Path, n: NcclReport
+                   ) -> tuple[list[Reason], list[dict[str, Any]]]:
+    """One row per collective from the Inspector's records, when the job left any (jobs without the plugin
+    keep the verdict they had)."""
+    files, dump_dir = busbw.find_records(profile, job_dir)
+    own = busbw.own_profiler(n.profiler_plugins)
+    prof_ev = [_ev(e) for e in n.evidence if e.why.startswith("NCCL loaded profiler plugin")][:1]
+    if not files and dump_dir is None:
+        if own is not None:
+            return [Reason(Level.info, "busbw", f"NCCL loaded the job's own profiler plugin {own}, not the "
+                           "Inspector (NCCL loads one): collective bandwidth was not measured", prof_ev)], []
+        if profile.inspector_for(pool) is not None:
+            return [Reason(Level.warning, "busbw", "no NCCL Inspector records beside the job's logs, though pool "
+                           f"{pool.name}'s jobs get the plugin: collective bandwidth was not measured")], []
+        return [], []
+    large = busbw.large_bytes(profile)
+    figures, read = busbw.figures_of(files, dump_dir, large)
+    src = busbw.where(dump_dir or files[0].parent)
+    if not figures:
+        return [Reason(Level.warning, "busbw", f"{read} Inspector record(s) in {src}, none of a communicator "
+                       f"spanning nodes at >= {large} bytes: collective bandwidth across nodes was not measured",
+                       [{"file": src, "line": None, "why": "Inspector records"}])], []
+    out: list[Reason] = []
+    for r in busbw.rows(pool, figures):
+        ev = [{"file": src, "line": None, "why": f"{r.figure.records} Inspector records of {r.collective} from "
+               f"{r.figure.hosts} host(s)"}]
+        out.append(Reason(Level.degraded if r.below else Level.info, "busbw", r.message(large), ev))
+    return out, [r.to_dict() for r in busbw.rows(pool, figures)]
+
+
 def _storage_reasons(
     profile: PlatformProfile, pool: Pool, mountinfo: list[Path]
 ) -> tuple[list[Reason], list[dict[str, Any]]]:
@@ -340,6 +374,8 @@ def judge_job(
         raise JobInputError(str(exc)) from None
     reasons = _transport_reasons(pool, nccl)
     reasons += _bandwidth_reasons(pool, nccl)
+    busbw_reasons, busbw_rows = _busbw_reasons(profile, pool, job_dir, nccl)
+    reasons += busbw_reasons
     storage_reasons, storage = _storage_reasons(profile, pool, mountinfo)
     reasons += storage_reasons
     reasons += _step_reasons(pool, steps)
@@ -349,4 +385,5 @@ def judge_job(
         verdict = Verdict.degraded
     else:
         verdict = Verdict.pass_
-    return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir))
+    return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir),
+                      busbw_rows)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import daemonsets, fabric, images, placement
+from fabricguard.doctor.rules import daemonsets, dra, fabric, images, placement
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -65,6 +65,36 @@ RULES: tuple[Rule, ...] = (
         Severity.critical,
         fabric.fabric_request_missing,
         "a multi-node GPU workload runs without fabric resources (socket fallback)",
+    ),
+    Rule(
+        dra.CLASS_MISSING,
+        Severity.critical,
+        dra.deviceclass_missing,
+        "a DRA pool's DeviceClass is missing (or does not back the pool's extended resource)",
+    ),
+    Rule(
+        dra.NO_SLICE,
+        Severity.critical,
+        dra.no_resourceslice,
+        "a DRA pool's node has no ResourceSlice from the pool's driver",
+    ),
+    Rule(
+        dra.UNALLOCATED,
+        Severity.critical,
+        dra.claim_unallocated,
+        "a ResourceClaim for the fabric is never allocated (with the scheduler's reason)",
+    ),
+    Rule(
+        dra.DOUBLE_OFFER,
+        Severity.critical,
+        dra.double_offer,
+        "a node offers one resource from a device plugin and through DRA",
+    ),
+    Rule(
+        dra.KUEUE_UNMAPPED,
+        Severity.critical,
+        dra.kueue_unmapped,
+        "a ClusterQueue serves a DRA pool without Kueue deviceClassMappings for its DeviceClass",
     ),
     Rule(
         fabric.TOPOLOGY,

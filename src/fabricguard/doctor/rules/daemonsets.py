@@ -118,8 +118,8 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
     """
     plugin_pools: dict[tuple[str, str], list[str]] = {}
     for p in fabric_pools(profile):
-        if p.fabric.devicePlugin:
-            dp = p.fabric.devicePlugin
+        if p.fabric.fabric_daemonset:
+            dp = p.fabric.fabric_daemonset
             plugin_pools.setdefault((dp.namespace, dp.daemonSet), []).append(p.name)
     findings: list[Finding] = []
     for ds in snapshot.daemonsets:
@@ -230,20 +230,22 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
         for d in snapshot.daemonsets
     }
     for pool in fabric_pools(profile):
-        dp = pool.fabric.devicePlugin
+        dp = pool.fabric.fabric_daemonset
         nodes = members.get(pool.name, [])
         if dp is None or not nodes:
             continue
         ds = ds_by_key.get((dp.namespace, dp.daemonSet))
         node_names = sorted(n["metadata"]["name"] for n in nodes)
         objs = [ObjRef("DaemonSet", dp.daemonSet, dp.namespace)]
+        what = "DRA driver" if pool.fabric.dra is not None else "Device plugin"
+        field = "fabric.dra.driverDaemonSet" if pool.fabric.dra is not None else "fabric.devicePlugin"
         fix_missing = (
-            f"Deploy the {pool.fabric.type} device plugin as DaemonSet {dp.namespace}/{dp.daemonSet} with a "
+            f"Deploy the {pool.fabric.type} {what.lower()} as DaemonSet {dp.namespace}/{dp.daemonSet} with a "
             f"nodeSelector/tolerations that match pool {pool.name} ({pool.nodeSelector}), or correct "
-            "fabric.devicePlugin in the profile."
+            f"{field} in the profile."
         )
         evidence: dict[str, Any] = {
-            "profile: fabric.devicePlugin": f"{dp.namespace}/{dp.daemonSet}",
+            f"profile: {field}": f"{dp.namespace}/{dp.daemonSet}",
             "pool nodes": len(nodes),
             "pool nodeSelector": pool.nodeSelector,
         }
@@ -253,7 +255,7 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
                     NO_NODES,
                     Severity.critical,
                     objs,
-                    f"Device plugin DaemonSet {dp.namespace}/{dp.daemonSet} of pool {pool.name} does "
+                    f"{what} DaemonSet {dp.namespace}/{dp.daemonSet} of pool {pool.name} does "
                     "not exist, "
                     f"but the pool has {len(nodes)} nodes: nothing can advertise the fabric on them.",
                     evidence,
@@ -280,7 +282,7 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
                 NO_NODES,
                 Severity.critical,
                 objs,
-                f"Device plugin DaemonSet {dp.namespace}/{dp.daemonSet} {why} while pool {pool.name} has "
+                f"{what} DaemonSet {dp.namespace}/{dp.daemonSet} {why} while pool {pool.name} has "
                 f"{len(nodes)} nodes: its nodeSelector, affinity or tolerations exclude the pool.",
                 evidence,
                 "Make the DaemonSet's nodeSelector/affinity match the pool's labels and tolerate its taints "

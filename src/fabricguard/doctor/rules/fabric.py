@@ -27,7 +27,7 @@ from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.names import FABRIC_READY as READY_CONDITION
 from fabricguard.names import TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.objects import find_condition, taint_keys
-from fabricguard.profile import PlatformProfile
+from fabricguard.profile import PlatformProfile, Pool, dra
 from fabricguard.workload_identity import KIND_OF_LABEL
 
 NOT_ADVERTISED = "fabric-not-advertised"
@@ -45,7 +45,12 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
+    slices = snapshot.kind(dra.RESOURCE_SLICE)
+    claims = snapshot.kind(dra.RESOURCE_CLAIM)
     for pool in fabric_pools(profile):
+        if pool.fabric.dra is not None:
+            findings += _dra_not_advertised(pool, members.get(pool.name, []), slices, claims)
+            continue
         if not pool.fabric.resources:
             continue
         bad: list[dict[str, Any]] = []
@@ -84,6 +89,50 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
     return findings
 
 
+def _dra_not_advertised(pool: Pool, nodes: list[dict[str, Any]], slices: list[dict[str, Any]],
+                        claims: list[dict[str, Any]]) -> list[Finding]:
+    """Nodes whose driver publishes ResourceSlices with too few usable fabric devices (no slice at all is
+    ``dra-no-resourceslice``)."""
+    d = pool.fabric.dra
+    assert d is not None
+    bad: list[dict[str, Any]] = []
+    evidence: dict[str, Any] = {}
+    for n in nodes:
+        name = n["metadata"]["name"]
+        offer = dra.node_offer(pool, name, slices, claims)
+        if offer.slices == 0 or offer.ok:
+            continue
+        bad.append(n)
+        if len(evidence) < MAX_EVIDENCE_ITEMS:
+            evidence[f"Node {name}: ResourceSlices of {d.driver}"] = offer.describe(d, name)
+    if not bad:
+        return []
+    evidence["nodes affected"] = f"{len(bad)} of {len(nodes)}"
+    evidence["profile: fabric.dra.deviceAttributes"] = dict(d.expected_attributes)
+    ds = d.driverDaemonSet
+    driver = f"{ds.namespace}/{ds.daemonSet}" if ds else f"the {d.driver} DRA driver"
+    return [Finding(
+        NOT_ADVERTISED,
+        Severity.critical,
+        _node_refs(bad),
+        f"{len(bad)} node(s) of fabric pool {pool.name} publish fewer usable fabric devices than pods need in "
+        f"their {d.driver} ResourceSlices: claims for DeviceClass {d.deviceClassName} cannot be allocated there "
+        "(pods stay Pending), and pods without the claim run over sockets.",
+        evidence,
+        f"Check the NICs on these nodes (link state, RDMA devices) and the logs of {driver}; the driver republishes "
+        "its ResourceSlice when the devices come back.",
+        pools=[pool.name],
+    )]
+
+
+def _lacking(pool: Pool) -> str:
+    d = pool.fabric.dra
+    if not pool.fabric.resources:
+        return f"hold no ResourceClaim of DeviceClass {d.deviceClassName if d else '?'}"
+    text = f"request none of {', '.join(sorted(pool.fabric.resources))}"
+    return text + (f" (DRA-backed by DeviceClass {d.deviceClassName}, and hold no such claim)" if d else "")
+
+
 def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     where = node_pool(snapshot, profile)
@@ -93,7 +142,7 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
     for pod in snapshot.pods:
         spec = pod.get("spec") or {}
         pool = where.get(spec.get("nodeName") or "")
-        if pool is None or not pool.fabric.has_fabric or not pool.fabric.resources:
+        if pool is None or not pool.fabric.has_fabric or not (pool.fabric.resources or pool.fabric.dra):
             continue
         if (pod.get("status") or {}).get("phase") != "Running":
             continue
@@ -103,7 +152,8 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
         g = groups.setdefault(workload_key(pod), {"pods": [], "nodes": set(), "pool": pool, "without": []})
         g["pods"].append(pod)
         g["nodes"].add(spec.get("nodeName"))
-        if not any(quantity(req.get(r)) >= 1 for r in pool.fabric.resources):
+        if not any(quantity(req.get(r)) >= 1 for r in pool.fabric.resources) and not dra.holds_fabric_claim(
+                pod, pool, snapshot.claims_by_name):
             g["without"].append(pod)
     findings = []
     for (label, ns, name), g in sorted(groups.items(), key=lambda kv: kv[0]):
@@ -124,6 +174,10 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
             },
             "pool fabric.resources": dict(pool.fabric.resources),
         }
+        if pool.fabric.dra is not None:
+            evidence["pool fabric.dra.deviceClassName"] = pool.fabric.dra.deviceClassName
+            evidence[f"Pod {first['metadata']['name']}: spec.resourceClaims"] = (
+                (first.get("spec") or {}).get("resourceClaims") or "absent")
         findings.append(
             Finding(
                 REQUEST_MISSING,
@@ -131,8 +185,7 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
                 objs,
                 f"{kind} {ns}/{name} runs {len(g['pods'])} GPU pods across {len(g['nodes'])} nodes of "
                 "fabric pool "
-                f"{pool.name}, but {len(without)} of them request none of "
-                f"{', '.join(sorted(pool.fabric.resources))}: "
+                f"{pool.name}, but {len(without)} of them {_lacking(pool)}: "
                 "NCCL has no RDMA device in those pods and falls back to TCP sockets without any error.",
                 evidence,
                 "Submit multi-node jobs through the fabricguard admission webhook (it injects the "

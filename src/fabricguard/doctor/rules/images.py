@@ -44,8 +44,8 @@ def _status_messages(cs: dict[str, Any], path: str) -> list[tuple[str, str]]:
 def _plugin_pools(profile: PlatformProfile | None) -> dict[tuple[str, str], list[str]]:
     out: dict[tuple[str, str], list[str]] = {}
     for p in fabric_pools(profile):
-        if p.fabric.devicePlugin:
-            out.setdefault((p.fabric.devicePlugin.namespace, p.fabric.devicePlugin.daemonSet), []).append(p.name)
+        if dp := p.fabric.fabric_daemonset:
+            out.setdefault((dp.namespace, dp.daemonSet), []).append(p.name)
     return out
 
 
@@ -178,7 +178,7 @@ def _required_arches(snapshot: Snapshot, profile: PlatformProfile | None) -> dic
         }
         # A device plugin must also run on its pools' nodes, whatever its selector says today.
         for p in fabric_pools(profile):
-            dp = p.fabric.devicePlugin
+            dp = p.fabric.fabric_daemonset
             if dp and (dp.namespace, dp.daemonSet) == (meta.get("namespace"), meta.get("name")):
                 arches |= {a for n in members.get(p.name, []) if (a := node_arch(n))}
         for c in (tmpl.get("containers") or []) + (tmpl.get("initContainers") or []):

@@ -1,0 +1,367 @@
+"""NCCL Inspector records: typed, read incrementally and boundedly, summarised per collective across nodes.
+
+The Inspector is NCCL's own profiler plugin (NVIDIA/nccl ``plugins/profiler/inspector``, ``ext-profiler/inspector``
+before 2.29.7; built as ``libnccl-profiler-inspector.so``). In JSON mode each *process* writes one file,
+``<NCCL_INSPECTOR_DUMP_DIR>/<hostname>-pid<pid>.log``, holding every communicator of the process interleaved: one
+compact JSON object per line, keys in a fixed order, doubles printed with ``%lf`` (six decimals) and NaN as the
+string ``"nan"``::
+
+    {"header":{"id":"0x7f..","comm_name":"DP","rank":0,"n_ranks":16,"nnodes":2},
+     "metadata":{"inspector_output_format_version":"v4.0","git_rev":"","rec_mechanism":"nccl_profiler_interface",
+                 "dump_timestamp_us":1764576000123456,"hostname":"llm-sft-workers-0-0","pid":211},
+     "coll_perf":{"coll":"AllReduce","coll_sn":812,"coll_msg_size_bytes":268435456,"coll_exec_time_us":1490,
+                  "coll_timing_source":"kernel_gpu","coll_algobw_gbs":180.158..,"coll_busbw_gbs":337.796..}}
+
+What differs between versions (read from the plugin's source at each tag):
+
+- 2.28.3 - 2.29.7: the header has ``id, rank, n_ranks, nnodes``; each dump writes, per communicator, only the
+  *latest* completed collective (a sample), so a file holds at most one record per communicator per interval.
+  The interval's default 0 starts no dump thread at all.
+- 2.30: the header gains ``comm_name`` (after ``id``); each dump drains a per-communicator ring of completed
+  collectives (``NCCL_INSPECTOR_DUMP_COLL_RING_SIZE``, default 1024, the oldest overwritten), so every collective
+  at or above ``NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES`` appears once; ``p2p_perf`` records (Send/Recv) appear
+  beside ``coll_perf`` unless ``NCCL_INSPECTOR_ENABLE_P2P=0``; only GPU-timed (``kernel_gpu``) events are kept
+  unless ``NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=0``. The default interval is -1: no dump thread, and (despite
+  the README) no dump at teardown either, so nothing is written unless an interval is set.
+- Every version: ``inspector_output_format_version`` is ``"v4.0"``; ``dump_timestamp_us`` is the time of the
+  write, not of the collective; the file is opened with ``fopen("w")`` (a restarted process with the same
+  hostname and pid truncates the previous file); a dump larger than the stdio buffer reaches the disk in pieces,
+  so a reader sees half lines; a string the writer cannot escape (a control character in a comm name) leaves
+  a malformed line; ``coll_msg_size_bytes`` is per rank for AllGather and ReduceScatter (busbw accounts for it);
+  uint8 collectives may report a size near 2^64.
+
+This module reads those files as they grow: a file's offset is kept, only complete lines are parsed (a half
+line waits), a truncated or replaced file starts over, a poll reads at most ``budget_bytes`` per file (a
+backlog is caught up over several polls), an overlong line is dropped, and nothing is read twice. Only
+communicators that span nodes (``nnodes > 1``) are kept: those are the ones the fabric carries. For each
+collective the bus bandwidth of the *large* messages (nccl-tests' total size S at or above a threshold; small
+ones measure latency, not the fabric) is summarised as a median over the records kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSIONS = frozenset({"v4.0"})
+FILE_NAME = re.compile(r"^(?P<host>.+)-pid(?P<pid>\d+)\.log$")
+# Collectives whose busbw is normalised to the link rate (nccl-tests' factors): the ones judged against a floor.
+JUDGED = ("AllReduce", "AllGather", "ReduceScatter")
+# nccl-tests counts S as the whole gathered / scattered buffer; the Inspector's size for these is per rank.
+_PER_RANK = frozenset({"AllGather", "AllGatherV", "ReduceScatter"})
+_BOGUS_SIZE = 1 << 56  # uint8 collectives: a size near 2^64
+_SINGLE_NODE = b'"nnodes":1}'  # the header's last key: an intra-node communicator, skipped before parsing
+MAX_LINE = 256 * 1024  # a verbose record with many channels is a few kB; longer is not a record
+_HEAD = 64
+
+
+class InspectorInputError(ValueError):
+    """A directory of Inspector records cannot be read; the message names it and says what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class CollRecord:
+    """One ``coll_perf`` record: what one rank saw of one collective of one communicator."""
+
+    comm: str
+    comm_name: str | None
+    rank: int
+    nranks: int
+    nnodes: int
+    version: str
+    dump_us: int
+    hostname: str
+    pid: int
+    coll: str
+    sn: int
+    msg_bytes: int
+    exec_us: int
+    timing: str | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+
+    @property
+    def size_bytes(self) -> int:
+        """nccl-tests' S: the total buffer (per-rank size x ranks for AllGather and ReduceScatter)."""
+        return self.msg_bytes * self.nranks if self.coll in _PER_RANK else self.msg_bytes
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None  # "nan", absent or anything else: no figure
+    f = float(v)
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def parse_record(line: bytes | str) -> CollRecord | None:
+    """The ``coll_perf`` record of one line, or None (a ``p2p_perf`` record, a malformed or foreign line)."""
+    try:
+        doc = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    h, m, c = doc.get("header"), doc.get("metadata"), doc.get("coll_perf")
+    if not isinstance(h, dict) or not isinstance(m, dict) or not isinstance(c, dict):
+        return None
+    nranks, nnodes, rank = _int(h.get("n_ranks")), _int(h.get("nnodes")), _int(h.get("rank"))
+    size, exec_us, sn = _int(c.get("coll_msg_size_bytes")), _int(c.get("coll_exec_time_us")), _int(c.get("coll_sn"))
+    coll, comm = c.get("coll"), h.get("id")
+    if None in (nranks, nnodes, rank, size, exec_us, sn) or not isinstance(coll, str) or not isinstance(comm, str):
+        return None
+    assert nranks is not None and nnodes is not None and rank is not None
+    assert size is not None and exec_us is not None and sn is not None
+    if nranks < 1 or nnodes < 1 or size < 0 or size >= _BOGUS_SIZE or exec_us < 0:
+        return None
+    name = h.get("comm_name")
+    timing = c.get("coll_timing_source")
+    return CollRecord(
+        comm=comm, comm_name=name if isinstance(name, str) else None, rank=rank, nranks=nranks, nnodes=nnodes,
+        version=str(m.get("inspector_output_format_version") or ""), dump_us=_int(m.get("dump_timestamp_us")) or 0,
+        hostname=str(m.get("hostname") or ""), pid=_int(m.get("pid")) or 0, coll=coll, sn=sn, msg_bytes=size,
+        exec_us=exec_us, timing=timing if isinstance(timing, str) else None,
+        algbw_gbps=_num(c.get("coll_algobw_gbs")), busbw_gbps=_num(c.get("coll_busbw_gbs")))
+
+
+def is_inspector_file(path: Path) -> bool:
+    """Whether ``path`` is an Inspector JSON file: named ``<host>-pid<pid>.log`` and starting with its header."""
+    if not FILE_NAME.match(path.name):
+        return False
+    try:
+        with path.open("rb") as f:
+            return f.read(16).startswith(b'{"header":{"id":')
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+
+@dataclass
+class ReadStats:
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    records: int = 0  # coll_perf records parsed (any nnodes)
+    kept: int = 0  # ... of communicators spanning nodes
+    single_node: int = 0
+    other: int = 0  # p2p_perf records, malformed or foreign lines, overlong lines
+    truncations: int = 0
+
+    def add(self, o: ReadStats) -> None:
+        for k in ("bytes", "lines", "records", "kept", "single_node", "other", "truncations"):
+            setattr(self, k, getattr(self, k) + getattr(o, k))
+
+
+@dataclass
+class _FileState:
+    inode: tuple[int, int]
+    offset: int = 0
+    partial: bytes = b""
+    head: bytes = b""
+    skipping: bool = False  # inside an overlong line: drop bytes up to its newline
+
+
+@dataclass
+class InspectorFollower:
+    """Incremental reader of every Inspector file in ``directory`` (NCCL_INSPECTOR_DUMP_DIR of one job).
+
+    No file handle is held between polls: a file whose size and inode did not change costs one ``stat``.
+    ``budget_bytes`` bounds what one poll reads per file, ``max_files`` how many files are followed."""
+
+    directory: Path
+    max_files: int = 4096
+    budget_bytes: int = 4 << 20
+    _files: dict[str, _FileState] = field(default_factory=dict)
+    total: ReadStats = field(default_factory=ReadStats)
+
+    def _names(self) -> list[str]:
+        try:
+            with os.scandir(self.directory) as it:
+                names = sorted(e.name for e in it if FILE_NAME.match(e.name) and e.is_file(follow_symlinks=False))
+        except OSError:
+            return []
+        return names[: self.max_files]
+
+    def poll(self) -> tuple[list[CollRecord], ReadStats]:
+        """The records of communicators spanning nodes appended since the last poll, and what it cost."""
+        stats = ReadStats()
+        out: list[CollRecord] = []
+        names = self._names()
+        for name in names:
+            path = self.directory / name
+            try:
+                st = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue
+            inode = (st.st_dev, st.st_ino)
+            fs = self._files.get(name)
+            if fs is None or fs.inode != inode or st.st_size < fs.offset:
+                if fs is not None:
+                    stats.truncations += 1  # replaced, or reopened with fopen("w") by a restarted process
+                fs = self._files[name] = _FileState(inode)
+            if st.st_size == fs.offset:
+                continue
+            self._read(path, fs, stats, out)
+        stats.files = len(self._files)
+        self.total.files = stats.files
+        self.total.add(stats)
+        return out, stats
+
+    def _read(self, path: Path, fs: _FileState, stats: ReadStats, out: list[CollRecord]) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return
+        try:
+            if fs.head and os.pread(fd, len(fs.head), 0) != fs.head:
+                stats.truncations += 1  # rewritten in place past the old size between two polls
+                fs.offset, fs.partial, fs.head, fs.skipping = 0, b"", b"", False
+            block = os.pread(fd, self.budget_bytes, fs.offset)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        if not block:
+            return
+        if len(fs.head) < _HEAD and fs.offset == len(fs.head):
+            fs.head += block[: _HEAD - len(fs.head)]
+        fs.offset += len(block)
+        stats.bytes += len(block)
+        data = fs.partial + block
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            fs.partial = data
+        else:
+            fs.partial = data[cut + 1 :]
+            self._lines(data[:cut], fs, stats, out)
+        if len(fs.partial) > MAX_LINE:
+            fs.partial, fs.skipping = b"", True
+            stats.other += 1
+
+    @staticmethod
+    def _lines(data: bytes, fs: _FileState, stats: ReadStats, out: list[CollRecord]) -> None:
+        for line in data.split(b"\n"):
+            if fs.skipping:
+                fs.skipping = False  # the rest of an overlong line
+                continue
+            if not line:
+                continue
+            stats.lines += 1
+            if _SINGLE_NODE in line and b'"coll_perf"' in line:
+                stats.records += 1
+                stats.single_node += 1
+                continue
+            rec = parse_record(line) if len(line) <= MAX_LINE else None
+            if rec is None:
+                stats.other += 1
+                continue
+            stats.records += 1
+            if rec.nnodes > 1:
+                stats.kept += 1
+                out.append(rec)
+            else:
+                stats.single_node += 1
+
+
+def read_dir(directory: Path, *, budget_bytes: int = 64 << 20) -> tuple[list[CollRecord], ReadStats]:
+    """Every record of communicators spanning nodes in a finished job's Inspector directory."""
+    f = InspectorFollower(directory, budget_bytes=budget_bytes)
+    records: list[CollRecord] = []
+    while True:
+        got, st = f.poll()
+        records += got
+        if not st.bytes:
+            break
+    return records, f.total
+
+
+# ------------------------------------------------------------------------------------------------ summary
+
+
+@dataclass(frozen=True)
+class CollectiveFigure:
+    """The bus bandwidth of one collective at large message sizes, over the communicators spanning nodes."""
+
+    collective: str
+    busbw_gbps: float  # median of the records kept
+    min_gbps: float
+    max_gbps: float
+    records: int
+    nnodes: int  # the widest communicator seen
+    nranks: int
+    sizes: tuple[int, int]  # smallest and largest S kept
+    first_us: int
+    last_us: int
+    comms: int
+    hosts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collective": self.collective, "busbw_gbps": round(self.busbw_gbps, 3),
+                "min_gbps": round(self.min_gbps, 3), "max_gbps": round(self.max_gbps, 3), "records": self.records,
+                "nnodes": self.nnodes, "nranks": self.nranks, "min_size_bytes": self.sizes[0],
+                "max_size_bytes": self.sizes[1], "first_dump_us": self.first_us, "last_dump_us": self.last_us,
+                "communicators": self.comms, "hosts": self.hosts}
+
+
+def usable(rec: CollRecord, large_bytes: int) -> bool:
+    """A record that measures the fabric: spans nodes, large, GPU-timed or kernel-timed, with a busbw."""
+    return (rec.nnodes > 1 and rec.size_bytes >= large_bytes and rec.busbw_gbps is not None
+            and rec.busbw_gbps > 0 and rec.timing != "collective_cpu")
+
+
+def summarize(records: Iterable[CollRecord], large_bytes: int) -> dict[str, CollectiveFigure]:
+    """Per collective, the busbw of its large-message records on communicators that span nodes."""
+    by: dict[str, list[CollRecord]] = {}
+    for r in records:
+        if usable(r, large_bytes):
+            by.setdefault(r.coll, []).append(r)
+    out: dict[str, CollectiveFigure] = {}
+    for coll, rs in sorted(by.items()):
+        bw = [r.busbw_gbps for r in rs if r.busbw_gbps is not None]
+        out[coll] = CollectiveFigure(
+            coll, statistics.median(bw), min(bw), max(bw), len(rs), max(r.nnodes for r in rs),
+            max(r.nranks for r in rs), (min(r.size_bytes for r in rs), max(r.size_bytes for r in rs)),
+            min(r.dump_us for r in rs), max(r.dump_us for r in rs), len({r.comm for r in rs}),
+            len({r.hostname for r in rs}))
+    return out
+
+
+@dataclass
+class Window:
+    """The latest large-message records of one job, per collective, bounded in count and in (dump) time."""
+
+    large_bytes: int
+    span_us: int = 300_000_000
+    per_collective: int = 2048
+    _recs: dict[str, deque[CollRecord]] = field(default_factory=dict)
+
+    def add(self, records: Iterable[CollRecord]) -> None:
+        for r in records:
+            if usable(r, self.large_bytes):
+                q = self._recs.get(r.coll)
+                if q is None:
+                    q = self._recs[r.coll] = deque(maxlen=self.per_collective)
+                q.append(r)
+        newest = max((q[-1].dump_us for q in self._recs.values() if q), default=0)
+        for q in self._recs.values():
+            while q and q[0].dump_us < newest - self.span_us:
+                q.popleft()
+
+    def figures(self) -> dict[str, CollectiveFigure]:
+        return summarize(self._iter(), self.large_bytes)
+
+    def _iter(self) -> Iterator[CollRecord]:
+        for q in self._recs.values():
+            yield from q

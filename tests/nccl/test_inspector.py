@@ -1,0 +1,151 @@
+"""Inspector records: the plugin's real line format per version, followed as the files grow, summarised per collective."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from fabricguard.nccl.inspector import (
+    InspectorFollower,
+    Window,
+    is_inspector_file,
+    parse_record,
+    read_dir,
+    summarize,
+)
+from inspector_records import Comm, Job, coll_line
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "inspector"
+LARGE = 16 << 20
+
+
+def test_a_2_30_line_is_typed_with_its_comm_name_and_per_rank_size() -> None:
+    line = (FIX / "v2.30.7-healthy" / "llm-sft-workers-0-0-pid200.log").read_bytes().splitlines()[1]
+    r = parse_record(line)
+    assert r is not None
+    assert (r.comm_name, r.rank, r.nranks, r.nnodes, r.coll) == ("DP", 0, 4, 2, "AllGather")
+    assert r.version == "v4.0" and r.hostname == "llm-sft-workers-0-0" and r.pid == 200
+    assert r.msg_bytes == 32 << 20 and r.size_bytes == 128 << 20  # per rank x 4 ranks, as nccl-tests counts S
+    assert r.timing == "kernel_gpu" and r.busbw_gbps is not None and 330 < r.busbw_gbps < 350
+    # The plugin's own figure: traffic / 1e9 / seconds x (n-1)/n.
+    assert abs(r.busbw_gbps - r.size_bytes / 1e9 / (r.exec_us / 1e6) * 3 / 4) < 1e-3
+
+
+def test_a_2_28_line_has_no_comm_name() -> None:
+    r = parse_record((FIX / "v2.28.9-healthy" / "llm-sft-workers-0-1-pid201.log").read_bytes().splitlines()[0])
+    assert r is not None and r.comm_name is None and r.rank == 3 and r.nnodes == 2
+
+
+def test_both_versions_give_the_same_figures() -> None:
+    new = summarize(read_dir(FIX / "v2.30.7-healthy")[0], LARGE)
+    old = summarize(read_dir(FIX / "v2.28.9-healthy")[0], LARGE)
+    assert set(new) == set(old) == {"AllReduce", "AllGather", "ReduceScatter"}
+    for c in new:
+        assert abs(new[c].busbw_gbps - old[c].busbw_gbps) < 8
+    ar = new["AllReduce"]
+    assert 350 < ar.busbw_gbps < 360 and ar.nnodes == 2 and ar.nranks == 4 and ar.hosts == 2
+    assert ar.sizes == (256 << 20, 256 << 20)  # the 64 KiB all-reduce is latency, not the fabric
+    assert ar.records == 4 * 3 * 4 and old["AllReduce"].records == 4 * 3  # 2.28: one record per comm per dump
+
+
+def test_intra_node_communicators_are_left_out() -> None:
+    recs, st = read_dir(FIX / "v2.30.7-healthy")
+    assert recs and all(r.nnodes == 2 for r in recs)
+    assert st.single_node == 4 * 3 * 4 and st.kept == 4 * 3 * 4 * 4 and st.other == 0
+
+
+def test_hostile_lines_are_counted_never_fatal() -> None:
+    recs, st = read_dir(FIX / "v2.30.7-hostile")
+    # Kept: the good all-reduce, the "nan" one (no figure), the all-gather; the bogus size and p2p are not records.
+    assert [(r.coll, r.sn) for r in recs] == [("AllReduce", 1), ("AllReduce", 2), ("AllGather", 4)]
+    assert recs[1].busbw_gbps is None
+    assert st.other == 4 and st.single_node == 1  # p2p, bogus size, stopped line, "not json"
+    figs = summarize(recs, LARGE)
+    assert figs["AllReduce"].records == 1  # the nan record has no busbw to judge
+    assert not is_inspector_file(FIX / "README.md")
+    assert is_inspector_file(FIX / "v2.30.7-hostile" / "job-workers-0-0-pid301.log")
+
+
+def test_half_lines_wait_for_their_end_and_nothing_is_read_twice(tmp_path: Path) -> None:
+    src = (FIX / "v2.30.7-healthy" / "llm-sft-workers-0-0-pid200.log").read_bytes()
+    f = tmp_path / "h-pid1.log"
+    fol = InspectorFollower(tmp_path)
+    seen = []
+    # The dump reaches the disk in pieces of arbitrary size, the way stdio flushes a large dump.
+    for i in range(0, len(src), 997):
+        with f.open("ab") as out:
+            out.write(src[i : i + 997])
+        got, _ = fol.poll()
+        seen += got
+    assert fol.total.bytes == len(src)
+    expected, _ = read_dir(FIX / "v2.30.7-healthy")
+    assert seen == [r for r in expected if r.hostname == "llm-sft-workers-0-0" and r.pid == 200]
+    got, st = fol.poll()
+    assert got == [] and st.bytes == 0
+
+
+def test_a_restarted_process_truncates_its_file_and_is_read_again(tmp_path: Path) -> None:
+    job = Job(nodes=2, gpus=1)
+    job.write(tmp_path, 2)
+    fol = InspectorFollower(tmp_path)
+    assert fol.poll()[0]
+    # Same pod, same pid after an in-place restart: fopen("w") starts the file over.
+    for p in tmp_path.iterdir():
+        p.write_text(job.dump(0 if "0-0" in p.name else 1, 0, 5), encoding="ascii")
+    again, st = fol.poll()
+    assert st.truncations == 2 and again and {r.sn for r in again} == {21, 22, 23, 24}
+
+
+def test_a_poll_reads_at_most_its_budget_and_catches_up(tmp_path: Path) -> None:
+    Job(nodes=2, gpus=1).write(tmp_path, 20)
+    size = sum(p.stat().st_size for p in tmp_path.iterdir())
+    fol = InspectorFollower(tmp_path, budget_bytes=8192)
+    polls = 0
+    total = []
+    while True:
+        got, st = fol.poll()
+        polls += 1
+        total += got
+        assert st.bytes <= 8192 * 2  # per file
+        if not st.bytes:
+            break
+    assert fol.total.bytes == size and polls > size // 8192 // 2
+    assert len(total) == len(read_dir(tmp_path)[0])
+
+
+def test_an_overlong_line_is_dropped_and_the_next_one_read(tmp_path: Path) -> None:
+    f = tmp_path / "h-pid9.log"
+    good = coll_line(Comm("0x1", 4, 2), 0, "h", 9, 1, "AllReduce", 1, 256 << 20, 1200)
+    f.write_bytes(b"{" + b"x" * (300 * 1024) + b"\n" + good.encode())
+    fol = InspectorFollower(tmp_path, budget_bytes=64 << 10)
+    recs = []
+    for _ in range(10):
+        recs += fol.poll()[0]
+    assert [r.sn for r in recs] == [1]
+
+
+def test_only_inspector_files_are_followed_and_links_are_not(tmp_path: Path) -> None:
+    shutil.copy(FIX / "v2.30.7-slow" / "llm-sft-workers-0-0-pid200.log", tmp_path / "a-pid1.log")
+    (tmp_path / "nccl_inspector_metrics_GPU-1.prom").write_text("nccl_bus_bandwidth_gbs 1\n")
+    (tmp_path / "notes.txt").write_text(json.dumps({"header": {}}))
+    os.symlink("/etc/passwd", tmp_path / "evil-pid2.log")
+    fol = InspectorFollower(tmp_path)
+    recs, st = fol.poll()
+    assert st.files == 1 and recs
+
+
+def test_the_window_keeps_the_latest_minutes_per_collective() -> None:
+    job = Job(nodes=2, gpus=1, busbw={"AllReduce": 355.0})
+    w = Window(LARGE, span_us=150_000_000)
+    w.add(parse_record(line) for line in _lines(job, range(0, 3)))  # type: ignore[misc]
+    assert w.figures()["AllReduce"].records == 2 * 4 * 3
+    slow = Job(nodes=2, gpus=1, busbw={"AllReduce": 120.0})
+    w.add(parse_record(line) for line in _lines(slow, range(5, 8)))  # type: ignore[misc]
+    fig = w.figures()["AllReduce"]
+    assert fig.busbw_gbps < 125 and fig.records == 2 * 4 * 3  # the healthy minutes fell out of the window
+
+
+def _lines(job: Job, dumps: range) -> list[str]:
+    return [ln for i in dumps for n in range(job.nodes) for ln in job.dump(n, 0, i).splitlines()]
