@@ -13,6 +13,7 @@ from fabricguard.controller import commands as controller_commands
 from fabricguard.doctor import commands as doctor_commands
 from fabricguard.nccl import commands as nccl_commands
 from fabricguard.placement import commands as placement_commands
+from fabricguard.placement import render_commands as install_commands
 from fabricguard.probes import commands as probe_commands
 from fabricguard.profile import commands as profile_commands
 from fabricguard.storage import commands as storage_commands
@@ -39,6 +40,8 @@ render_app.command("kueue-check")(controller_commands.render_kueue_check_cmd)
 render_app.command("alerts")(controller_commands.render_alerts_cmd)
 render_app.command("dashboard")(controller_commands.render_dashboard_cmd)
 render_app.command("exporters")(controller_commands.render_exporters_cmd)
+render_app.command("install")(install_commands.render_install_cmd)
+render_app.command("namespace")(install_commands.render_namespace_cmd)
 
 
 def _version(value: bool) -> None:

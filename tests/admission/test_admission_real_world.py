@@ -48,7 +48,7 @@ def test_a_duplicate_whose_last_entry_is_right_is_allowed(gke: PlatformProfile) 
     trainer(review)["env"] += [{"name": "NCCL_NET", "value": "Socket"}, {"name": "NCCL_NET", "value": "gIB"}]
     resp = decide(gke, review)
     assert resp["allowed"]
-    assert not any("NCCL_NET" in json.dumps(op) for op in rv.decode_patch({"response": resp}))
+    assert not any('"NCCL_NET"' in json.dumps(op) for op in rv.decode_patch({"response": resp}))
 
 
 # ---------------------------------------------------------------------------------------------- unreadable values

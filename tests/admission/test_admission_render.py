@@ -34,7 +34,7 @@ def test_builtin_kinds_pass_kubernetes_validate(rendered: list[dict[str, Any]]) 
     for o in rendered:
         if o["kind"] not in CRD_KINDS:
             check(o)
-    assert set(checked) == {"Namespace", "ServiceAccount", "ConfigMap", "Deployment", "PodDisruptionBudget",
+    assert set(checked) == {"ServiceAccount", "ConfigMap", "Deployment", "PodDisruptionBudget",
                             "Service", "NetworkPolicy", "MutatingWebhookConfiguration",
                             "ValidatingWebhookConfiguration"}
 

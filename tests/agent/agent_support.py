@@ -4,7 +4,8 @@ Kubernetes where the agent depends on it.
 ``ApiServer`` is kmock's Kubernetes emulator (real HTTP) taught four things the real API server does and the
 emulator leaves to its users: strategic-merge patches (``status.conditions`` merge by ``type``), JSON
 patches (RFC 6902, with ``test``), ``resourceVersion`` (bumped on every write, a precondition when a patch
-carries it), and ValidatingAdmissionPolicies evaluated with their own CEL (cel-python) against the caller's
+carries it), the subresource rules of the Node strategies (``nodes/status`` keeps spec but stores metadata
+changes, as the real one does), and ValidatingAdmissionPolicies evaluated with their own CEL (cel-python) against the caller's
 user info, which a bearer token maps to (as a bound service-account token carries the node name).
 """
 
@@ -131,6 +132,8 @@ def evaluate_policy(policy: dict[str, Any], user: dict[str, Any], subresource: s
 
 # ------------------------------------------------------------------------------------------- API server
 
+# Metadata the API server owns: a patch cannot change it (resourceVersion is bumped after admission).
+SERVER_META = ("name", "uid", "creationTimestamp", "resourceVersion", "generation")
 MERGE_KEYS = {("status", "conditions"): "type", ("status", "addresses"): "type"}
 
 
@@ -185,6 +188,9 @@ class ApiServer(KubernetesEmulator):
     rv: int = 1000
     patches: list[tuple[str, str, Any]] = attrs.field(factory=list)
     requests_seen: list[Any] = attrs.field(factory=list)
+    # Node name -> the error every write to it answers (a fault proxy: 404 for a node deleted after the list,
+    # 403 for one another policy guards, 500 for an API server in trouble).
+    faults: dict[str, KubernetesError] = attrs.field(factory=dict)
 
     def put_node(self, node: dict[str, Any]) -> None:
         stored = {k: v for k, v in copy.deepcopy(node).items() if k not in ("kind", "apiVersion")}
@@ -205,6 +211,8 @@ class ApiServer(KubernetesEmulator):
 
     def _patch(self, request: Any) -> dict[str, Any]:
         name, sub = request.name, request.subresource or ""
+        if name in self.faults:
+            raise self.faults[name]
         old = self.node(name)
         ctype = (request.headers.get("Content-Type") or "").split(";")[0]
         self.patches.append((sub, ctype, request.data))
@@ -222,8 +230,12 @@ class ApiServer(KubernetesEmulator):
                 raise Invalid(message=f"the server rejected our request due to an error in our request: {e}") from e
         else:
             raise Invalid(message=f"unsupported patch type {ctype!r} in this test server")
-        # The status subresource changes only status; the main resource never changes status.
-        new = {**old, "status": new.get("status", {})} if sub == "status" else {**new, "status": old["status"]}
+        # As the API server's Node strategies do: a write to nodes/status resets spec to the stored one but keeps
+        # what it changed in metadata (labels, annotations, ...); a write to the Node never changes status.
+        # Identity and server-set metadata stay the server's either way.
+        new = {**new, "spec": old.get("spec", {})} if sub == "status" else {**new, "status": old["status"]}
+        new["metadata"] = {**new.get("metadata", {}),
+                           **{k: v for k, v in old["metadata"].items() if k in SERVER_META}}
         auth = request.headers.get("Authorization", "")
         user = self.tokens.get(auth.removeprefix("Bearer ").strip(), {"username": "system:anonymous"})
         # A policy denies only through a binding whose validationActions include Deny.

@@ -205,14 +205,14 @@ async def test_sweep_turns_stale_conditions_unknown(apiserver, tmp_path, healthy
     second["metadata"]["name"] = "gke-a3u-pool-1-7f3c9a2e-0002"
     k8s.put_node(second)  # no FabricReady at all: nothing to sweep (a missing condition is Unknown already)
     admin = NodeClient(await connect(kubeconfig(tmp_path, url, "admin")))
-    assert await sweep_stale(admin, T0 + timedelta(seconds=120), timedelta(seconds=180)) == []
-    assert await sweep_stale(admin, T0 + timedelta(seconds=181), timedelta(seconds=180)) == [NODE_NAME]
+    assert (await sweep_stale(admin, T0 + timedelta(seconds=120), timedelta(seconds=180))).changed == []
+    assert (await sweep_stale(admin, T0 + timedelta(seconds=181), timedelta(seconds=180))).changed == [NODE_NAME]
     c = condition(k8s)
     assert c is not None and (c["status"], c["reason"]) == ("Unknown", "HeartbeatStale")
     assert c["lastHeartbeatTime"] == "2026-11-30T10:00:00Z" and "since 2026-11-30T10:00:00Z" in c["message"]
     ready = condition(k8s, "Ready")
     assert ready is not None and ready["status"] == "True"
-    assert await sweep_stale(admin, T0 + timedelta(days=1), timedelta(seconds=180)) == []  # Unknown stays
+    assert (await sweep_stale(admin, T0 + timedelta(days=1), timedelta(seconds=180))).changed == []  # Unknown stays
 
 
 async def test_sweep_account_may_only_mark_fabricready_unknown(apiserver, tmp_path, healthy_root) -> None:
@@ -225,7 +225,7 @@ async def test_sweep_account_may_only_mark_fabricready_unknown(apiserver, tmp_pa
         await sweep.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "FabricReady", "status": "True"}]}})
     with pytest.raises(KubeError, match="only the FabricReady condition"):
         await sweep.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
-    assert await sweep_stale(sweep, T0 + timedelta(hours=1), timedelta(seconds=180)) == [NODE_NAME]
+    assert (await sweep_stale(sweep, T0 + timedelta(hours=1), timedelta(seconds=180))).changed == [NODE_NAME]
     c = condition(k8s)
     assert c is not None and c["status"] == "Unknown"
 

@@ -68,7 +68,9 @@ def test_transition_time_moves_only_with_the_status() -> None:
         ({"status": "False", "lastHeartbeatTime": "2026-11-30T10:00:00Z"}, True),
         ({"status": "True"}, True),
         ({"status": "True", "lastHeartbeatTime": "yesterday"}, True),
-        ({"status": "True", "lastHeartbeatTime": "2026-11-30T12:05:00Z"}, False),  # clock skew: not stale
+        ({"status": "True", "lastHeartbeatTime": "2026-11-30T12:02:59Z"}, False),  # clock skew: not stale
+        ({"status": "True", "lastHeartbeatTime": "2026-11-30T12:05:00Z"}, True),  # further ahead than max_age
+        ({"status": "True", "lastHeartbeatTime": "2027-11-30T12:00:00Z"}, True),  # a clock a year ahead
         ({"status": "Unknown", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}, False),
     ],
 )

@@ -25,7 +25,7 @@ def test_grafana_model_reads_every_panel() -> None:
     doc = dashboard(PROFILE_OBJ)
     model = gf.Dashboard.from_json(doc)
     assert model.title == doc["title"] and model.uid == doc["uid"]
-    assert len(model.panels) == len(doc["panels"]) == 18
+    assert len(model.panels) == len(doc["panels"]) == 19
     ids = [p.id_val for p in model.panels]
     assert len(set(ids)) == len(ids)
     for p in model.panels:
@@ -43,7 +43,7 @@ def test_grafana_model_reads_every_panel() -> None:
     titles = " ".join(p["title"] for p in doc["panels"])
     for what in ("outcome", "busbw", "verdicts", "held", "last successful", "ports down", "link errors",
                  "Lustre client latency per pool", "GPU utilization of its pods", "RDMA traffic of its nodes",
-                 "TCP traffic", "transport its NCCL logs prove"):
+                 "TCP traffic", "transport its NCCL logs prove", "collective busbw across nodes (NCCL Inspector)"):
         assert what in titles
     variables = {v["name"] for v in doc["templating"]["list"]}
     assert {"namespace", "job"} <= variables

@@ -18,7 +18,14 @@ from typer.testing import CliRunner
 from fabricguard import names
 from fabricguard.cli import app
 from fabricguard.controller.actions import ApplyStatus, Create, Delete, MergeStatus
-from fabricguard.controller.manifests import clusterqueue_fragment, crd, manifests, namespace_rules, rbac_rules
+from fabricguard.controller.manifests import (
+    clusterqueue_fragment,
+    crd,
+    manifests,
+    namespace_rules,
+    rbac_rules,
+    service_monitor,
+)
 from fabricguard.profile import load_profile, loads_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +52,7 @@ def test_builtin_kinds_pass_kubernetes_validate(rendered) -> None:
         if obj["kind"] not in NOT_BUILTIN:
             kubernetes_validate.validate(obj, K8S, strict=True)
             kinds.append(obj["kind"])
-    assert set(kinds) == {"Namespace", "CustomResourceDefinition", "PriorityClass", "ServiceAccount", "ClusterRole",
+    assert set(kinds) == {"CustomResourceDefinition", "PriorityClass", "ServiceAccount", "ClusterRole",
                           "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment",
                           "PodDisruptionBudget", "Service"}
 
@@ -77,8 +84,15 @@ def test_deployment_is_two_replicas_non_root_read_only_with_lustre(rendered) -> 
     assert "--lustre-root" in c["args"] and "$(POD_NAME)" in c["args"]
     assert c["image"] == IMAGE and c["args"][c["args"].index("--canary-image") + 1] == CANARY_IMAGE
     assert by_kind(rendered, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
-    sm = by_kind(rendered, "ServiceMonitor")
+    sm = service_monitor("fg-system", release="kps")
     assert sm["spec"]["endpoints"][0]["port"] == by_kind(rendered, "Service")["spec"]["ports"][0]["name"]
+    # The controller exports the jobs' job/namespace labels: without honorLabels they become exported_*.
+    assert sm["spec"]["endpoints"][0]["honorLabels"] is True and sm["metadata"]["labels"]["release"] == "kps"
+    # The profile is the ConfigMap's directory (a subPath mount never updates) and a change rolls the pods.
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "profile")
+    assert "subPath" not in mount and mount["mountPath"] == "/etc/fabricguard"
+    assert dep["spec"]["template"]["metadata"]["annotations"]["fabricguard.io/profile-sha256"]
+    assert by_kind(rendered, "PriorityClass")["value"] < 0  # below training's default 0
 
 
 def _allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:

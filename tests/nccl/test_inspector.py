@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fabricguard.nccl.inspector import (
     InspectorFollower,
-    Window,
+    Series,
     is_inspector_file,
     parse_record,
     read_dir,
@@ -136,16 +136,31 @@ def test_only_inspector_files_are_followed_and_links_are_not(tmp_path: Path) -> 
     assert st.files == 1 and recs
 
 
-def test_the_window_keeps_the_latest_minutes_per_collective() -> None:
-    job = Job(nodes=2, gpus=1, busbw={"AllReduce": 355.0})
-    w = Window(LARGE, span_us=150_000_000)
-    w.add(parse_record(line) for line in _lines(job, range(0, 3)))  # type: ignore[misc]
-    assert w.figures()["AllReduce"].records == 2 * 4 * 3
-    slow = Job(nodes=2, gpus=1, busbw={"AllReduce": 120.0})
-    w.add(parse_record(line) for line in _lines(slow, range(5, 8)))  # type: ignore[misc]
-    fig = w.figures()["AllReduce"]
-    assert fig.busbw_gbps < 125 and fig.records == 2 * 4 * 3  # the healthy minutes fell out of the window
+def test_the_series_says_how_long_a_collective_has_been_below_the_floor() -> None:
+    healthy = Job(nodes=2, gpus=1, busbw={"AllReduce": 355.0, "AllGather": 340.0})
+    s = Series(LARGE)
+    s.add(r for r in (parse_record(x) for x in _lines(healthy, range(0, 3))) if r)
+    figs = s.figures(284.0)
+    assert figs["AllReduce"].below_minutes == 0 and 350 < figs["AllReduce"].busbw_gbps < 360
+    slow = Job(nodes=2, gpus=1, busbw={"AllReduce": 120.0, "AllGather": 340.0})
+    lines = _lines(slow, range(3, 15))
+    # Batched one way or another, the same records give the same answer.
+    one, many = Series(LARGE), Series(LARGE)
+    for x in (one, many):
+        x.add(r for r in (parse_record(y) for y in _lines(healthy, range(0, 3))) if r)
+    one.add(r for r in (parse_record(y) for y in lines) if r)
+    for k in range(0, len(lines), 7):
+        many.add(r for r in (parse_record(y) for y in lines[k : k + 7]) if r)
+    a, b = one.figures(284.0)["AllReduce"], many.figures(284.0)["AllReduce"]
+    assert a == b and a.below_minutes == 12 and a.busbw_gbps < 125
+    assert a.below_since_us == slow.start_us + 3 * 60_000_000
+    assert one.figures(284.0)["AllGather"].below_minutes == 0
 
 
+def test_the_series_is_bounded() -> None:
+    s = Series(LARGE, keep_minutes=5, per_minute=3)
+    job = Job(nodes=2, gpus=1, busbw={"AllReduce": 300.0})
+    s.add(r for r in (parse_record(y) for y in _lines(job, range(0, 40))) if r)
+    assert len(s._b["AllReduce"]) == 5 and all(len(v) == 3 for v in s._b["AllReduce"].values())
 def _lines(job: Job, dumps: range) -> list[str]:
     return [ln for i in dumps for n in range(job.nodes) for ln in job.dump(n, 0, i).splitlines()]

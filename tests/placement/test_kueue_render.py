@@ -199,3 +199,46 @@ def test_scale_gives_the_api_servers_canonical_form() -> None:
     assert kueue.scale("250m", 2) == "500m"
     with pytest.raises(kueue.KueueRenderError):
         kueue.scale("lots", 2)
+
+
+# --- DRA pools -------------------------------------------------------------------------------------------
+
+DRA_PROFILE = ROOT / "examples" / "profiles" / "gke-a4-dranet.yaml"
+
+
+def test_dra_pool_gets_device_class_mapping_and_covered_resource() -> None:
+    prof = load_profile(DRA_PROFILE)
+    cfg = kueue.configuration(prof)
+    assert cfg["resources"]["deviceClassMappings"] == [{"name": "mrdma.google.com",
+                                                        "deviceClassNames": ["mrdma.google.com"]}]
+    cq = next(o for o in kueue.objects(prof) if o["kind"] == "ClusterQueue")
+    group = cq["spec"]["resourceGroups"][0]
+    assert "mrdma.google.com" in group["coveredResources"]
+    quota = {r["name"]: r["nominalQuota"] for r in group["flavors"][0]["resources"]}
+    assert quota["mrdma.google.com"] == "32"  # 8 NICs per pod, one pod per node, 4 nodes
+    assert crd_errors(cq) == []
+    assert kueue.warnings(prof) == []
+
+
+def test_kep5004_pool_needs_no_mapping() -> None:
+    prof = load_profile(ROOT / "examples" / "profiles" / "aws-p5-efa-dra.yaml")
+    assert "deviceClassMappings" not in kueue.configuration(prof).get("resources", {})
+    cq = next(o for o in kueue.objects(prof) if o["kind"] == "ClusterQueue")
+    assert "vpc.amazonaws.com/efa" in cq["spec"]["resourceGroups"][0]["coveredResources"]
+
+
+def test_allocation_mode_all_is_refused(tmp_path: Path) -> None:
+    text = DRA_PROFILE.read_text().replace("        count: 8\n", "        allocationMode: All\n")
+    path = tmp_path / "all.yaml"
+    path.write_text(text)
+    res = runner.invoke(app, ["render", "kueue", "-p", str(path)])
+    assert res.exit_code == 3
+    assert "allocationMode All cannot be accounted by Kueue" in res.stderr
+
+
+def test_topology_aware_scheduling_with_dra_is_warned() -> None:
+    text = DRA_PROFILE.read_text().replace(
+        "      namespaces: [ml-search]\n",
+        "      namespaces: [ml-search]\n      topology: {level: cloud.google.com/gce-topology-block}\n")
+    prof = loads_profile(text)
+    assert any("topology-aware scheduling does not work together with DRA" in w for w in kueue.warnings(prof))

@@ -30,6 +30,7 @@ from jsonpointer import escape as _escape
 from fabricguard import names, objects, quantity
 from fabricguard.admission import claims as dra_claims
 from fabricguard.admission import inspector as insp
+from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -159,6 +160,8 @@ class Plan:
     lustre_mount: str | None
     lustre_subpath_expr: str | None
     shm: dict[str, Any]
+    # The fabric's userspace from the host and the cluster's pod additions (admission/runtime.py).
+    extras: runtime.PodExtras = runtime.NO_EXTRAS
     inspector: insp.InspectorPlan | None = None
 
 
@@ -226,6 +229,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         lustre_mount=lustre.mountPath if lustre else None,
         lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
         shm=shm_volume(pool),
+        extras=runtime.extras(profile, pool, fabric=fabric),
         inspector=insp.inspector_plan(profile, pool, fabric),
     )
 
@@ -413,6 +417,29 @@ def inject_container(inj: Injector, plan: Plan, spec: dict[str, Any], c: dict[st
     parts = lustre_parts(plan)
     if parts:
         inj.put_mount(spec, c, parts[1], parts[0], cwhere)
+    inject_extras_container(inj, plan.extras, spec, c, cwhere)
+
+
+def inject_extras_container(inj: Injector, extras: runtime.PodExtras, spec: dict[str, Any], c: dict[str, Any],
+                            where: str) -> None:
+    """The fabric userspace's and the cluster's env and mounts (with their volumes) in one GPU container."""
+    for k, v in extras.env:
+        inj.put_env(c, {"name": k, "value": v}, where)
+    volumes = {v["name"]: v for v in extras.volumes}
+    for m in extras.mounts:
+        inj.put_mount(spec, c, dict(m), volumes[m["name"]], where)
+
+
+def inject_extras_pod(inj: Injector, extras: runtime.PodExtras, spec: dict[str, Any]) -> None:
+    """The cluster's pull secrets and tolerations on one pod spec."""
+    if extras.pull_secrets:
+        secrets = _list(spec, "imagePullSecrets")
+        for name in extras.pull_secrets:
+            inj.put_item(secrets, {"name": name})
+    if extras.tolerations:
+        tols = _list(spec, "tolerations")
+        for t in extras.tolerations:
+            inj.put_toleration(tols, dict(t))
 
 
 def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Workload, where: str,
@@ -451,6 +478,7 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
         tols = _list(spec, "tolerations")
         for t in plan.tolerations:
             inj.put_toleration(tols, dict(t))
+    inject_extras_pod(inj, plan.extras, spec)
     for k in ("labels", "annotations"):
         if not meta.get(k):
             meta.pop(k, None)
@@ -495,6 +523,8 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
             inj.put_resource(res, name, qty, where)
     for e in env_entries(plan, w.job_label, True):
         inj.put_env(trainer, e, where)
+    for k, v in plan.extras.env:
+        inj.put_env(trainer, {"name": k, "value": v}, where)
     with_inspector = plan.inspector is not None and insp.trainer_env(plan.inspector, trainer, inj.warnings)
     # Everything runtimePatches may carry, in one entry that fabricguard owns.
     pod: dict[str, Any] = {"metadata": {}, "spec": {}}
@@ -509,6 +539,8 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
     if parts:
         vols.append(parts[0])
         mounts.append(parts[1])
+    mounts += [dict(m) for m in plan.extras.mounts]
+    vols += [dict(v) for v in plan.extras.volumes]
     if with_inspector and plan.inspector is not None:
         vols.append(dict(plan.inspector.volume))
         mounts.append(dict(plan.inspector.mount))

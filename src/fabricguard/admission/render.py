@@ -176,8 +176,8 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
             },
         },
     }
+    # No Namespace here: it has one owner, the install's namespace component (fabricguard render namespace).
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": False},
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {**meta, "name": f"{NAME}-profile"}, "data": {PROFILE_KEY: profile_text}},

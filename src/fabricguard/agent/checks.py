@@ -3,7 +3,10 @@
 
 ``fabric.allocatable`` is the check the 271-day incident lacked: the NICs were fine, the device plugin never
 advertised the fabric, and nothing asked. It reads ``status.allocatable`` of the Node object, so it needs the
-Node: without it the check fails, naming why (fail closed).
+Node: without it the check fails, naming why (fail closed). On a pool whose fabric DRA offers (``fabric.dra``)
+the fabric is never in allocatable (KEP-5004 included); the check then reads this node's ResourceSlices from the
+pool's driver and counts the usable fabric devices (for DRANET: RDMA devices whose ``dra.net/state`` is up, or
+that a pod holds), failing when they cannot be read.
 """
 
 from __future__ import annotations
@@ -14,13 +17,18 @@ from typing import Any
 from fabricguard.probes.host import host_checks
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool
+from fabricguard.profile.dra import node_offer
 from fabricguard.quantity import amount_or_zero
 
 
-def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str | None = None) -> Check:
-    """Every resource a pod of this pool requests (fabric resources and GPUs) is advertised in allocatable."""
-    wanted: dict[str, float] = {pool.gpuResource: float(pool.gpusPerNode)}
-    wanted |= {k: float(v) for k, v in pool.fabric.resources.items()}
+def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str | None = None,
+                      slices: list[dict[str, Any]] | None = None, slices_error: str | None = None) -> Check:
+    """Every resource a pod of this pool requests is offered: GPUs and device-plugin fabric resources in
+    ``status.allocatable``, a DRA fabric (``fabric.dra``) in this node's ResourceSlices from the pool's driver."""
+    d = pool.fabric.dra
+    wanted: dict[str, float] = {} if d is not None and d.alignWithGpus else {pool.gpuResource: float(pool.gpusPerNode)}
+    if d is None:
+        wanted |= {k: float(v) for k, v in pool.fabric.resources.items()}
     if node is None:
         return Check(
             "fabric.allocatable",
@@ -31,6 +39,8 @@ def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str |
         )
     alloc = ((node.get("status") or {}).get("allocatable") or {})
     short = {k: (alloc.get(k, "absent"), v) for k, v in wanted.items() if amount_or_zero(alloc.get(k)) < v}
+    if d is not None and pool.fabric.has_fabric and not short:
+        return _dra_check(pool, node, alloc, wanted, slices, slices_error)
     if short:
         what = "; ".join(
             f"{k} is {have} (pods of pool {pool.name} request {want:g})" for k, (have, want) in short.items()
@@ -48,6 +58,29 @@ def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str |
         "advertised: " + ", ".join(f"{k}={alloc[k]}" for k in wanted),
         {"allocatable": {k: alloc[k] for k in wanted}},
     )
+
+
+def _dra_check(pool: Pool, node: dict[str, Any], alloc: dict[str, Any], wanted: dict[str, float],
+               slices: list[dict[str, Any]] | None, slices_error: str | None) -> Check:
+    d = pool.fabric.dra
+    assert d is not None
+    name = str((node.get("metadata") or {}).get("name", ""))
+    if slices is None:
+        return Check("fabric.allocatable", Status.failed,
+                     f"cannot read this node's ResourceSlices ({slices_error or 'not listed'}): whether driver "
+                     f"{d.driver} offers DeviceClass {d.deviceClassName}'s devices is unknown", {"error": True})
+    offer = node_offer(pool, name, slices)
+    data: dict[str, Any] = {"resourceSlices": offer.slices, "devices": offer.listed, "matching": offer.matching,
+                            "usable": offer.usable, "wanted": offer.wanted}
+    if not offer.ok:
+        plugin = (f"DaemonSet {d.driverDaemonSet.namespace}/{d.driverDaemonSet.daemonSet}" if d.driverDaemonSet
+                  else f"the {d.driver} DRA driver")
+        return Check("fabric.allocatable", Status.failed,
+                     f"not offered through DRA: {offer.describe(d, name)}. Is {plugin} running on this node?",
+                     data | {"down": offer.down[:16]})
+    gpus = ", ".join(f"{k}={alloc[k]}" for k in wanted)
+    return Check("fabric.allocatable", Status.passed,
+                 f"offered through DRA: {offer.describe(d, name)}" + (f"; advertised: {gpus}" if gpus else ""), data)
 
 
 def gpu_perf_checks(ceilings: Path | None) -> list[Check]:
@@ -78,10 +111,12 @@ def node_checks(
     node: dict[str, Any] | None,
     node_error: str | None = None,
     gpu_ceilings: Path | None = None,
+    slices: list[dict[str, Any]] | None = None,
+    slices_error: str | None = None,
 ) -> list[Check]:
-    """Every check the agent reports, in order: host, allocatable, GPU performance."""
+    """Every check the agent reports, in order: host, allocatable (or the DRA offer), GPU performance."""
     return [
         *host_checks(profile, pool, root, gpu_data, require_gpus=True),
-        allocatable_check(pool, node, node_error),
+        allocatable_check(pool, node, node_error, slices, slices_error),
         *gpu_perf_checks(gpu_ceilings),
     ]

@@ -48,6 +48,21 @@ def _node_json(path: Path, name: str) -> dict[str, Any]:
 VERDICT_EXIT = {"pass": EXIT_PASS, "degraded": EXIT_DEGRADED, "failed": EXIT_FAILED}
 
 
+def _slices_json(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        fail(f"--slices-json {path}: cannot read it as JSON ({e})",
+             hint="save one with kubectl get resourceslices --field-selector spec.nodeName=NODE -o json")
+    items = data.get("items") if isinstance(data, dict) and data.get("kind", "").endswith("List") else [data]
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        fail(f"--slices-json {path}: not a ResourceSlice or a List of them")
+    bad = [i.get("kind") for i in items if i.get("kind", "ResourceSlice") != "ResourceSlice"]
+    if bad:
+        fail(f"--slices-json {path}: holds {bad[0]}, not ResourceSlices")
+    return items
+
+
 def verdict_word(status: str, reason: str) -> str:
     """The command's answer in the words every fabricguard JSON output uses under ``verdict``."""
     from fabricguard.agent.condition import Reason
@@ -77,6 +92,8 @@ def agent_cmd(
     nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
     node_json: Path = typer.Option(None, "--node-json", help="With --dry-run: a saved Node (kubectl get node -o json)."
                                    ),
+    slices_json: Path = typer.Option(None, "--slices-json", help="With --dry-run on a DRA pool: saved ResourceSlices "
+                                     "(kubectl get resourceslices --field-selector spec.nodeName=NODE -o json)."),
     gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="Run the GPU performance check against these."),
     once: bool = typer.Option(False, "--once", help="Check once and exit (0 True, 1 True with warnings, 2 False)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the condition instead of writing it."),
@@ -109,6 +126,8 @@ def agent_cmd(
             fail(f"{opt} {p} does not exist")
     if node_json is not None and not dry_run:
         fail("--node-json is only for --dry-run: a real report reads the Node from the cluster")
+    if slices_json is not None and not dry_run:
+        fail("--slices-json is only for --dry-run: a real report lists the ResourceSlices from the cluster")
     host, _, port_s = listen.rpartition(":")
     if not once and (not host or not port_s.isdigit()):
         fail(f"--listen {listen!r} is not HOST:PORT", hint="e.g. --listen 0.0.0.0:9400")
@@ -129,6 +148,8 @@ def agent_cmd(
                     fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run")
                 conn_error = str(e)
         agent = Agent(cfg, client)
+        if slices_json is not None:
+            agent.saved_slices = _slices_json(slices_json)
         if saved is not None or client is None:
             res = await agent.report(saved, conn_error, [], time.monotonic(), dry_run=True, damp=False)
         else:
@@ -179,27 +200,38 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
 
 
 def sweep_cmd(
-    max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale."),
+    max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale "
+                                  "(also how far ahead of this clock a heartbeat may be)."),
     kubeconfig: str = typer.Option(None, "--kubeconfig"),
     fmt: str = typer.Option("table", "--format", help="Output format: table or json."),
     as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
 ) -> None:
-    """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once)."""
+    """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once).
+
+    Every node is tried; exit 2 when some stale node could not be patched (each named with why).
+    """
     from datetime import UTC, datetime, timedelta
 
-    from fabricguard.agent.kube import KubeError, NodeClient, connect, sweep_stale
+    from fabricguard.agent.kube import KubeError, NodeClient, SweepResult, connect, sweep_stale
 
-    async def go() -> list[str]:
+    async def go() -> SweepResult:
         return await sweep_stale(NodeClient(await connect(kubeconfig)), datetime.now(UTC), timedelta(seconds=max_age))
 
     try:
-        changed = asyncio.run(go())
+        res = asyncio.run(go())
     except KubeError as e:
         fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
     if as_json or fmt == "json":
-        print_json({"verdict": "pass", "stale": changed})
+        print_json({"verdict": "failed" if res.failed else "pass", "stale": res.changed,
+                    "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]})
     else:
-        console.print(f"{len(changed)} stale FabricReady condition(s) set to Unknown: {', '.join(changed) or '-'}")
+        console.print(f"{len(res.changed)} stale FabricReady condition(s) set to Unknown: "
+                      f"{', '.join(res.changed) or '-'}")
+        for name, why in res.failed.items():
+            err_console.print(f"[bold red]error:[/] stale FabricReady on Node {name} left as it is: {why}",
+                              markup=True, highlight=False)
+    if res.failed:
+        raise typer.Exit(EXIT_FAILED)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,5 @@
-"""The agent's only conversation with the API server: read its Node, patch its condition, patch its taints.
+"""The agent's only conversation with the API server: read its Node (and, on a DRA pool, its ResourceSlices),
+patch its condition, patch its taints.
 
 Requests go through ``fabricguard.kube.Kube`` (kr8s: kubeconfig, or the pod's service account in the
 cluster). The condition is a strategic-merge patch on ``nodes/<name>/status``; taints are a JSON patch guarded
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from fabricguard.kube import Kube, KubeError
 
-__all__ = ["KubeError", "NodeClient", "connect", "sweep_stale"]
+__all__ = ["KubeError", "NodeClient", "SweepResult", "connect", "sweep_stale"]
 
 T = TypeVar("T")
 
@@ -60,6 +62,11 @@ class NodeClient:
             raise KubeError(404, f"Node {name} does not exist")
         return node
 
+    async def resource_slices(self, name: str) -> list[dict[str, Any]]:
+        """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
+        return await self._io(f"list ResourceSlices of Node {name}", self.kube.list(
+            "resource.k8s.io/v1", "resourceslices", field_selector=f"spec.nodeName={name}"))
+
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self._io("list Nodes", self.kube.list("v1", "nodes"))
 
@@ -73,21 +80,30 @@ class NodeClient:
         return await self._io(f"patch Node {name}", self.kube.patch("v1", "nodes", name, ops, patch_type="json"))
 
 
-async def sweep_stale(client: NodeClient, now: datetime, max_age: timedelta) -> list[str]:
-    """Turn every stale ``FabricReady`` condition ``Unknown``; the names of the nodes changed.
+@dataclass
+class SweepResult:
+    """What one sweep did: the nodes set ``Unknown``, and those it could not patch (name -> why)."""
+
+    changed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+async def sweep_stale(client: NodeClient, now: datetime, max_age: timedelta) -> SweepResult:
+    """Turn every stale ``FabricReady`` condition ``Unknown``, node by node; a node that cannot be patched (404,
+    403, 500, a timeout) is reported and the sweep goes on to the next one.
 
     A node whose agent reported between the list and the patch answers 409 (its resourceVersion moved) and is
-    left as the agent wrote it.
+    left as the agent wrote it: neither changed nor failed. Listing the nodes failing raises ``KubeError``.
     """
     from fabricguard.agent.staleness import stale_patches
 
-    changed = []
+    result = SweepResult()
     for name, body in stale_patches(await client.list_nodes(), now, max_age):
         try:
             await client.patch_status(name, body)
         except KubeError as e:
-            if e.status == 409:
-                continue
-            raise
-        changed.append(name)
-    return changed
+            if e.status != 409:
+                result.failed[name] = str(e)
+            continue
+        result.changed.append(name)
+    return result

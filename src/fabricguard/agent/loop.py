@@ -97,6 +97,8 @@ class Agent:
         self.damper = Damper(cfg.passes)
         self.runs = 0
         self.last_finished: float | None = None
+        # ResourceSlices given instead of listed (a dry run with --slices-json); None: list them on DRA pools.
+        self.saved_slices: list[dict[str, Any]] | None = None
 
     def _pool(self, node: dict[str, Any] | None) -> Pool | None:
         if self.cfg.pool:
@@ -108,7 +110,24 @@ class Agent:
         except UnknownPoolError:
             return None
 
-    def _check(self, pool: Pool, node: dict[str, Any] | None, node_error: str | None) -> list[Check]:
+    async def _slices(self, pool: Pool) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """This node's ResourceSlices when the pool's fabric is offered through DRA (else nothing to read)."""
+        if pool.fabric.dra is None:
+            return None, None
+        if self.saved_slices is not None:
+            return self.saved_slices, None
+        if self.client is None:
+            return None, "no cluster connection (dry run without --slices-json)"
+        try:
+            listed = await asyncio.wait_for(self.client.resource_slices(self.cfg.node), timeout=self.cfg.check_timeout)
+            return listed, None
+        except TimeoutError:
+            return None, f"listing ResourceSlices took over {self.cfg.check_timeout:g} s"
+        except KubeError as e:
+            return None, str(e)
+
+    def _check(self, pool: Pool, node: dict[str, Any] | None, node_error: str | None,
+               slices: list[dict[str, Any]] | None = None, slices_error: str | None = None) -> list[Check]:
         try:
             gpu_data = load_gpus(self.cfg.nvml_json)
         except Exception as e:  # a recorded file that is not NVML data: the GPUs are unproven, gpu.count fails
@@ -121,6 +140,8 @@ class Agent:
             node=node,
             node_error=node_error,
             gpu_ceilings=self.cfg.gpu_ceilings,
+            slices=slices,
+            slices_error=slices_error,
         )
 
     async def evaluate(self, node: dict[str, Any] | None, node_error: str | None) -> tuple[Verdict, str | None]:
@@ -136,9 +157,11 @@ class Agent:
                 else f"cannot tell the pool: {node_error}; pass --pool"
             )
             return Verdict("False", Reason.unknown_pool, msg, []), None
+        slices, slices_error = await self._slices(pool)
         try:
             checks = await asyncio.wait_for(
-                asyncio.to_thread(self._check, pool, node, node_error), timeout=self.cfg.check_timeout
+                asyncio.to_thread(self._check, pool, node, node_error, slices, slices_error),
+                timeout=self.cfg.check_timeout,
             )
         except TimeoutError:
             c = Check("agent.deadline", Status.failed, f"the checks did not finish in {self.cfg.check_timeout:g} s",

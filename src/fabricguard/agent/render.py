@@ -10,7 +10,9 @@ patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one Daemo
 sweep (a CronJob with its own account, see ``sweeper``), and a
 ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
 pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
-condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``.
+condition in ``status``, and only the ``readiness.k8s.io/fabric-*`` taints in ``spec``; neither the agent nor
+the sweep may change the Node's metadata, through ``nodes`` or ``nodes/status`` (the API server keeps metadata
+changes sent with a status write).
 
 Least privilege, stated: no check needs host PID or host network, every capability is dropped, and only the
 GPU health checks (NVML: ``gpu.count``, ``gpu.ecc``, ``gpu.memory``) may need ``privileged``, and only where
@@ -24,6 +26,7 @@ workloads mount it (the agent's ``lustre.mount`` check reads its own mount table
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -38,6 +41,7 @@ NAME = names.AGENT_NAME
 POOL_LABEL = names.LABEL_POOL
 METRICS_PORT = 9400
 PROFILE_KEY = "profile.yaml"
+PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
 HOST_ROOT = "/host"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 TAINT_PREFIX = names.FABRIC_TAINT_PREFIX
@@ -242,6 +246,9 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
             "request.subResource != 'status' || "
             f"(variables.otherConditions == variables.oldOtherConditions && {status_rest})"
         ),
+        # The API server stores metadata sent to nodes/status (its status strategy resets only spec): a status
+        # write could relabel a Node. So metadata is held still on every write, status or not.
+        "metadataUnchanged": meta_rest,
         "specOnlyFabricTaints": (
             "request.subResource == 'status' || (variables.otherTaints == variables.oldOtherTaints && "
             f"(!has(object.spec.taints) || object.spec.taints.all(t, !t.key.startsWith('{TAINT_PREFIX}') || "
@@ -279,6 +286,9 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                  "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
                 {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
                  "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* NoSchedule taints of a Node"},
+                {"expression": expr["metadataUnchanged"], "reason": "Forbidden",
+                 "message": "the fabricguard agent and its staleness sweep may not change a Node's labels, "
+                            "annotations, owner references or finalizers (not through nodes/status either)"},
                 {"expression": expr["sweepOnlyUnknown"], "reason": "Forbidden",
                  "message": f"the staleness sweep may only set {CONDITION_TYPE} to Unknown"},
             ],
@@ -344,6 +354,9 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
              {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
     if manage_taints:
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
+    if any(p.fabric.dra is not None for p in profile.spec.pools):
+        # A DRA pool's fabric is offered in ResourceSlices, not in allocatable: each agent lists its node's.
+        rules.append({"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]})
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
@@ -354,8 +367,14 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
     ]
-    objs += [daemonset(profile, p, image, namespace, interval=interval, passes=passes, manage_taints=manage_taints,
-                       runtime_class=runtime_class, nvml_access=nvml_access) for p in profile.spec.pools]
+    daemonsets = [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
+                            manage_taints=manage_taints, runtime_class=runtime_class, nvml_access=nvml_access)
+                  for p in profile.spec.pools]
+    # The agent reads its profile once at start: a changed profile rolls every DaemonSet (content hash).
+    checksum = hashlib.sha256(profile_text.encode()).hexdigest()
+    for ds in daemonsets:
+        ds["spec"]["template"]["metadata"]["annotations"][PROFILE_CHECKSUM] = checksum
+    objs += daemonsets
     objs += admission_policy(namespace)
     if sweep:
         objs += sweeper(image, namespace, interval)

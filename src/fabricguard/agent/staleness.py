@@ -23,25 +23,30 @@ def heartbeat_age(condition: dict[str, Any], now: datetime) -> float | None:
 
 
 def is_stale(condition: dict[str, Any], now: datetime, max_age: timedelta) -> bool:
-    """True for a ``True``/``False`` condition whose heartbeat is older than ``max_age`` or missing.
+    """True for a ``True``/``False`` condition whose heartbeat is missing, older than ``max_age``, or more than
+    ``max_age`` in the future.
 
-    ``Unknown`` is already what staleness would make it; a heartbeat in the future (clock skew) is not stale.
+    ``Unknown`` is already what staleness would make it. A heartbeat from the future comes from a node clock
+    that runs ahead: within ``max_age`` it is clock skew and counts as fresh; further ahead it proves nothing
+    (a clock a year ahead would otherwise keep a dead agent's ``True`` for a year), so it is stale too.
     """
     if condition.get("status") == "Unknown":
         return False
     age = heartbeat_age(condition, now)
-    return age is None or age > max_age.total_seconds()
+    return age is None or abs(age) > max_age.total_seconds()
 
 
 def stale_condition(condition: dict[str, Any], now: datetime, max_age: timedelta) -> dict[str, Any]:
     """The ``Unknown`` condition that replaces a stale one; the agent's last heartbeat is kept as evidence."""
     last = condition.get("lastHeartbeatTime") or "never"
+    age = heartbeat_age(condition, now)
+    since = f"since {last}" if age is None or age >= 0 else f"dated {last}, {int(-age)} s ahead of this clock"
     return {
         "type": names.FABRIC_READY,
         "status": "Unknown",
         "reason": str(Reason.stale),
         "message": (
-            f"no report from the fabricguard agent since {last} (more than {int(max_age.total_seconds())} s); "
+            f"no report from the fabricguard agent {since} (more than {int(max_age.total_seconds())} s); "
             f"it last said {condition.get('status')} ({condition.get('reason', '')}). The fabric is unproven "
             "until the agent reports again."
         ),

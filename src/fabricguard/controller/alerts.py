@@ -93,6 +93,7 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "No replica holds the Lease or the API server refuses the controller; canaries and the Kueue "
               "check are frozen."),
     ]
+    out += job_busbw_rules(profile)
     out += node_rules(profile)
     plugin = _plugin_expr(profile)
     if plugin is not None:
@@ -103,6 +104,28 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
             "ready, or is missing. kubernetes-mixin's DaemonSet alerts compare desired with current and stay "
             "silent when desired is 0."))
     return out
+
+
+JUDGED_COLLECTIVES = 'collective=~"AllReduce|AllGather|ReduceScatter"'
+
+
+def job_busbw_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """A running job's collectives below its pool's floor (NCCL Inspector), when the profile loads it."""
+    ins = profile.spec.inspector
+    if ins is None:
+        return []
+    return [_rule(
+        "FabricguardJobBusBwBelowFloor",
+        f"fabricguard_job_busbw_gbps{{{JUDGED_COLLECTIVES}}}"
+        " < on(namespace, job) group_left(pool) fabricguard_job_busbw_floor_gbps",
+        ins.belowFloorFor, "warning",
+        "{{ $labels.namespace }}/{{ $labels.job }}: {{ $labels.collective }} busbw below pool {{ $labels.pool }}'s "
+        "floor",
+        "NCCL's Inspector in the running job measures {{ $value | printf \"%.1f\" }} GB/s bus bandwidth for its "
+        "large {{ $labels.collective }} collectives across nodes, below the pool's floor (floorFraction x "
+        f"baseline) for {ins.belowFloorFor}: the job runs, slowly, with no error. Its fabricguard.io/busbw "
+        "annotation and Event have the figures; the dashboard's job view shows them beside step time, GPU "
+        "utilization and RDMA traffic.")]
 
 
 # Joins a per-node series (scraped from the agent: same ``instance``) to the node and pool the agent checks.

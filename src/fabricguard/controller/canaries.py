@@ -56,6 +56,7 @@ class PoolState:
     interval_s: int = 0
     busbw: dict[str, float] = field(default_factory=dict)
     latest: str | None = None  # the newest run's outcome, `skipped` included (``outcome`` is the newest judged)
+    inspector_busbw: dict[str, float] = field(default_factory=dict)  # the judged run's Inspector figures
 
 
 @dataclass
@@ -128,7 +129,8 @@ def judge_run(profile: PlatformProfile, pool: Pool, namespace: str, name: str, l
         return CanaryRun(name, Outcome.failed, started, finished,
                          f"cannot judge the canary's files in {run_dir}: {type(exc).__name__}: {exc}"[:1000] + note,
                          nodes=nodes)
-    return CanaryRun(name, j.outcome, started, finished, j.message + note, j.evidence, j.transport, j.busbw, nodes)
+    return CanaryRun(name, j.outcome, started, finished, j.message + note, j.evidence, j.transport, j.busbw, nodes,
+                     j.inspector)
 
 
 def _start_key(r: CanaryRun) -> datetime:
@@ -255,7 +257,8 @@ def pool_state(pool: Pool, canary: Canary | None, runs: list[CanaryRun], last_su
         return PoolState(pool.name, True, False, None, msg, interval_s=canary.interval_s,
                          latest=str(last.outcome) if last else None)
     base = PoolState(pool.name, True, False, str(judged.outcome), "", list(judged.evidence), last_success,
-                     canary.interval_s, dict(judged.busbwGBps), str(last.outcome) if last else None)
+                     canary.interval_s, dict(judged.busbwGBps), str(last.outcome) if last else None,
+                     dict(judged.inspectorBusbwGBps))
     if judged.outcome is Outcome.passed and fresh:
         base.ready = True
         base.message = f"pool {pool.name}: canary {judged.name} passed at {judged.finished} ({judged.message})"

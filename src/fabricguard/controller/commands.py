@@ -94,6 +94,11 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
     running = [{"kind": ob.job.kind, "namespace": ob.job.namespace, "name": ob.job.name, "pool": ob.job.pool,
                 "transport": ob.verdict.transport.value, "final": ob.verdict.final} for ob in live]
+    for r, ob in zip(running, live, strict=True):
+        if ob.busbw is not None and ob.busbw.figures:  # the pool's jobs run NCCL's Inspector
+            r["busbw"] = {c: {"gbps": round(f.busbw_gbps, 3), "below_minutes": f.below_minutes}
+                          for c, f in ob.busbw.figures.items()}
+            r["busbw_floor_gbps"] = ob.busbw.floor_gbps
     if as_json:
         print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})
         return
@@ -104,7 +109,9 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
         console.print(f"  {escape(s.message)}", soft_wrap=True)
     for r in running:
         console.print(f"running {escape(r['kind'])} {escape(r['namespace'])}/{escape(r['name'])} on pool "
-                      f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far"))
+                      f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far")
+                      + ("; busbw " + ", ".join(f"{c} {v['gbps']:g} GB/s" for c, v in r["busbw"].items())
+                         if r.get("busbw") else ""))
     if result.reference is not None:
         console.print(f"drift from {escape(result.reference.environment)}: {len(result.drift)} object(s)")
         for f in result.drift:
@@ -144,22 +151,38 @@ def render_controller_cmd(
     canary_image: str = typer.Option(None, "--canary-image",
                                      help="Image of the canary pods: fabricguard with the probe extra (torch, NCCL)."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    monitoring: str = typer.Option("prometheus-operator", "--monitoring",
+                                   help="prometheus-operator (ServiceMonitor), gmp (GKE Managed Prometheus "
+                                        "PodMonitoring) or none."),
+    release: str = typer.Option(None, "--release", help="release label kube-prometheus-stack selects monitors by."),
 ) -> None:
-    """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment."""
-    from fabricguard.controller.manifests import manifests, to_yaml
-    from fabricguard.imageref import reference_problem
+    """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
+
+    The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
+    from fabricguard.controller.manifests import image_problem, manifests, pod_monitoring, service_monitor, to_yaml
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
     for opt, ref in (("--image", image), ("--canary-image", canary_image)):
-        problem = reference_problem(ref) if ref else None
+        problem = image_problem(ref) if ref else None
         if problem:
-            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard@sha256:<index digest>")
+            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    if monitoring not in ("prometheus-operator", "gmp", "none"):
+        fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
+    if prof.spec.storage.lustre is None:
+        fail(f"{profile}: spec.storage.lustre is not set; the controller judges canaries and jobs from the NCCL "
+             "logs the ranks write to Lustre, so without storage it could never pass a canary",
+             hint="add spec.storage.lustre (claimName, mountPath) for the claim the training namespaces mount")
     missing = [p.name for p in prof.spec.pools if (c := prof.canary(p)) is not None and not c.image]
     if missing and not canary_image:
         fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
              hint="pass --canary-image REF: the controller's image has no torch; canaries need the probe extra")
-    sys.stdout.write(to_yaml(manifests(prof, profile.read_text(), image, namespace, canary_image), prof))
+    objs = manifests(prof, profile.read_text(), image, namespace, canary_image)
+    if monitoring == "prometheus-operator":
+        objs.append(service_monitor(namespace, release))
+    elif monitoring == "gmp":
+        objs.append(pod_monitoring(namespace))
+    sys.stdout.write(to_yaml(objs, prof))
 
 
 def render_kueue_check_cmd(profile: Path = PROFILE_OPT) -> None:

@@ -4,7 +4,8 @@ Fabric validation: canary outcomes per pool over time, all-reduce busbw against 
 transport, workloads held by the check, time since the last successful validation, doctor findings, jobs on
 sockets now, drift from the reference environment. Per pool: fabric ports down, RDMA link errors, Lustre client
 latency against the pool's baseline. The job view (variables ``namespace`` and ``job``), on one time axis: the
-transport the job's logs prove, the GPU utilization of its pods, the RDMA and TCP traffic of its nodes and their
+transport the job's logs prove, its collectives' busbw across nodes from NCCL's Inspector against the pool's
+floor, the GPU utilization of its pods, the RDMA and TCP traffic of its nodes and their
 Lustre latency, so "low GPU utilization, uneven steps" is seen next to its cause. Every metric a query reads is
 listed with its source in docs/metrics.md (the tests check it).
 """
@@ -23,6 +24,7 @@ PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
      [('max by (pool, outcome) (fabricguard_canary_last_outcome == 1)', "{{pool}} {{outcome}}")], "none"),
     ("All-reduce busbw vs floor (GB/s)", "timeseries",
      [('fabricguard_canary_busbw_gbps{collective="all_reduce"}', "{{pool}} busbw"),
+      ('fabricguard_canary_inspector_busbw_gbps{collective="AllReduce"}', "{{pool}} busbw (Inspector)"),
       ("fabricguard_canary_busbw_floor_gbps", "{{pool}} floor")], "none"),
     ("Job verdicts by transport (per hour)", "timeseries",
      [("sum by (verdict, transport) (increase(fabricguard_job_verdicts_total[1h]))", "{{verdict}} {{transport}}")],
@@ -51,6 +53,9 @@ JOB_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
     ("Job $namespace/$job: transport its NCCL logs prove", "state-timeline",
      [('max by (transport) (fabricguard_job_transport{namespace="$namespace",job="$job"})', "{{transport}}")],
      "none"),
+    ("Job $namespace/$job: collective busbw across nodes (NCCL Inspector) vs the pool's floor (GB/s)", "timeseries",
+     [('fabricguard_job_busbw_gbps{namespace="$namespace",job="$job"}', "{{collective}}"),
+      ('fabricguard_job_busbw_floor_gbps{namespace="$namespace",job="$job"}', "{{pool}} floor")], "none"),
     ("Job $namespace/$job: GPU utilization of its pods", "timeseries",
      [('avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="$namespace",pod=~"$job-.*"})', "{{pod}}")], "percent"),
     ("Job $namespace/$job: RDMA traffic of its nodes", "timeseries",

@@ -61,3 +61,43 @@ def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
                   "namespaceSelector": {"matchNames": [t.agent_namespace]},
                   "podMetricsEndpoints": [{"port": "metrics", "interval": "30s", "relabelings": NODE_RELABEL}]}},
     ]
+
+
+# Where DCGM exporter runs per platform (the selectors of its Service). GKE runs no GPU Operator: its managed DCGM
+# metrics (GKE >= 1.30 with --enable-dcgm-metrics / monitoring DCGM package) go to Cloud Monitoring through Managed
+# Prometheus, so on GKE there is nothing to scrape here and the GMP variant reads them as they are ([U]: the names
+# of GKE's managed exporter are not in the reference; docs/install.md says how to check).
+DCGM_PLATFORMS: dict[str, ExporterTargets | None] = {
+    "gpu-operator": ExporterTargets(),
+    "dcgm-exporter": ExporterTargets(dcgm_namespace="dcgm-exporter",
+                                     dcgm_labels=(("app.kubernetes.io/name", "dcgm-exporter"),), dcgm_port="metrics"),
+    "gke": None,
+}
+
+
+def agent_monitors(namespace: str, agent_namespace: str | None = None) -> list[dict[str, Any]]:
+    """Only the node agent's PodMonitor (the install renders the exporters' monitors separately, per platform)."""
+    return [m for m in monitors(ExporterTargets(agent_namespace=agent_namespace or namespace), namespace)
+            if m["kind"] == "PodMonitor"]
+
+
+def gmp_monitors(namespace: str) -> list[dict[str, Any]]:
+    """GKE Managed Prometheus: a PodMonitoring for the node agent (``node`` from the pod's node name)."""
+    return [{"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+             "metadata": _meta("fabricguard-node-agent", namespace),
+             "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": AGENT_NAME}},
+                      "endpoints": [{"port": "metrics", "interval": "30s"}],
+                      "targetLabels": {"metadata": ["pod", "container", "node"]}}}]
+
+
+def gmp_rules(groups: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The alert groups as a GKE Managed Prometheus ``Rules`` object (same PromQL, ``monitoring.googleapis.com/v1``)."""
+    out = []
+    for g in groups["groups"]:
+        rules = []
+        for r in g["rules"]:
+            rule = {k: r[k] for k in ("alert", "record", "expr", "for", "labels", "annotations") if k in r}
+            rules.append(rule)
+        out.append({"name": g["name"], "interval": g.get("interval", "30s"), "rules": rules})
+    return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "Rules",
+            "metadata": _meta("fabricguard", namespace), "spec": {"groups": out}}

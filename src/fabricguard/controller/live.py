@@ -20,6 +20,7 @@ from typing import Any
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
+from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import log_dir
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
@@ -76,6 +77,7 @@ def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any
 class Observation:
     job: RunningJob
     verdict: LiveVerdict
+    busbw: BusbwView | None = None  # the pool's jobs get NCCL's Inspector (profile spec.inspector)
 
 
 @dataclass
@@ -84,6 +86,9 @@ class LiveCost:
     files: int = 0
     bytes_total: int = 0
     last_poll_s: float = 0.0
+    inspector_files: int = 0
+    inspector_bytes_total: int = 0
+    inspector_records_total: int = 0
 
 
 @dataclass
@@ -94,7 +99,9 @@ class LiveJobs:
     lustre_root: Path
     max_jobs: int = 1000
     _followers: dict[tuple[str, str, str], tuple[RunningJob, LogFollower]] = field(default_factory=dict)
+    _busbw: dict[tuple[str, str, str], JobBusbw] = field(default_factory=dict)
     reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    reported_busbw: dict[tuple[str, str, str], str] = field(default_factory=dict)
     cost: LiveCost = field(default_factory=LiveCost)
 
     def sync(self, jobs: list[RunningJob]) -> list[tuple[str, str, str]]:
@@ -103,24 +110,38 @@ class LiveJobs:
         gone = [k for k in self._followers if k not in wanted]
         for k in gone:
             self._followers.pop(k)[1].close()
+            self._busbw.pop(k, None)
             self.reported.pop(k, None)
+            self.reported_busbw.pop(k, None)
         for k, job in wanted.items():
             if k in self._followers:
                 self._followers[k] = (job, self._followers[k][1])
             else:
                 path = self.lustre_root / log_dir(self.profile, job.namespace, job.name)
                 self._followers[k] = (job, LogFollower(path))
+                ins = self.profile.inspector_for(self.profile.pool(job.pool))
+                if ins is not None:
+                    where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.name)
+                    self._busbw[k] = JobBusbw(where, ins)
         return gone
 
     def poll(self) -> list[Observation]:
         t0 = time.perf_counter()
         out = []
-        for job, follower in self._followers.values():
+        for key, (job, follower) in self._followers.items():
             stats = follower.poll()
             self.cost.bytes_total += stats.bytes
-            out.append(Observation(job, follower.verdict()))
+            view = None
+            jb = self._busbw.get(key)
+            if jb is not None:
+                got = jb.poll()
+                self.cost.inspector_bytes_total += got.bytes
+                self.cost.inspector_records_total += got.records
+                view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
+            out.append(Observation(job, follower.verdict(), view))
         self.cost.jobs = len(self._followers)
         self.cost.files = sum(f.total.files for _, f in self._followers.values())
+        self.cost.inspector_files = sum(jb.follower.total.files for jb in self._busbw.values())
         self.cost.last_poll_s = time.perf_counter() - t0
         return out
 
@@ -128,6 +149,7 @@ class LiveJobs:
         for _, f in self._followers.values():
             f.close()
         self._followers.clear()
+        self._busbw.clear()
 
 
 def _evidence(v: LiveVerdict) -> str:

@@ -10,6 +10,7 @@ to the fabric pools' flavors is printed as a comment: a ClusterQueue is the plat
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -23,6 +24,26 @@ NAME = names.CONTROLLER_COMPONENT
 PROFILE_KEY = "profile.yaml"
 METRICS_PORT = 8080
 LUSTRE_ROOT = "/lustre"
+PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
+CANARY_PRIORITY_CLASS = "fabricguard-canary"
+# Below training's default 0 (no globalDefault class): a canary never outranks, and with preemptionPolicy Never
+# never preempts, a training job; it waits for free capacity like the smallest job would.
+CANARY_PRIORITY = -10
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` cannot run the controller or its canaries: unparseable, or ``:latest`` (which changes under a
+    running install, so two replicas, or a canary and its controller, may run different code)."""
+    from fabricguard.imageref import parse_reference, reference_problem
+
+    problem = reference_problem(image)
+    if problem:
+        return problem
+    ref = parse_reference(image)
+    if ref.tag == "latest" and not ref.digest:
+        return (f"{image!r} is :latest, which moves under a running install; name a release tag and, best, the "
+                "digest of its multi-architecture index")
+    return None
 
 
 def _labels() -> dict[str, str]:
@@ -44,6 +65,8 @@ def crd() -> dict[str, Any]:
             "transport": {"type": "string"},
             "busbwGBps": {"type": "object", "additionalProperties": {"type": "number"}},
             "nodes": {"type": "array", "items": {"type": "string"}},
+            "inspectorBusbwGBps": {"type": "object", "additionalProperties": {"type": "number"},
+                                   "description": "Median busbw per collective from NCCL's Inspector in the canary."},
         },
     }
     schema = {
@@ -152,9 +175,10 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
             "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)"]
     if canary_image:
         args += ["--canary-image", canary_image]
+    # The ConfigMap's directory, not a subPath file: a subPath mount never sees an update. A profile change also
+    # rolls the pods (the checksum annotation below), since the controller reads its profile once at start.
     mounts: list[dict[str, Any]] = [
-        {"name": "profile", "mountPath": f"/etc/fabricguard/{PROFILE_KEY}", "subPath": PROFILE_KEY,
-         "readOnly": True},
+        {"name": "profile", "mountPath": "/etc/fabricguard", "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
     volumes: list[dict[str, Any]] = [
@@ -188,7 +212,8 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": dict(labels)},
+                "metadata": {"labels": dict(labels), "annotations": {
+                    PROFILE_CHECKSUM: hashlib.sha256(profile_text.encode()).hexdigest()}},
                 "spec": {
                     "serviceAccountName": NAME,
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
@@ -204,14 +229,14 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         },
     }
     role_meta = {"name": NAME, "labels": labels}
+    # No Namespace here: it has one owner, the install's namespace component (fabricguard render namespace).
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}},
         crd(),
         admission_check(),
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-         "metadata": {"name": "fabricguard-canary", "labels": labels}, "value": 100, "globalDefault": False,
-         "preemptionPolicy": "Never",
-         "description": "fabricguard canaries: below training jobs, never preempting them"},
+         "metadata": {"name": CANARY_PRIORITY_CLASS, "labels": labels}, "value": CANARY_PRIORITY,
+         "globalDefault": False, "preemptionPolicy": "Never",
+         "description": "fabricguard canaries: below training jobs (default 0), never preempting them"},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole", "metadata": role_meta,
          "rules": rbac_rules()},
@@ -231,10 +256,30 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": selector, "ports": [{"name": "metrics", "port": METRICS_PORT,
                                                    "targetPort": "metrics", "protocol": "TCP"}]}},
-        {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": meta,
-         "spec": {"selector": {"matchLabels": selector}, "namespaceSelector": {"matchNames": [namespace]},
-                  "endpoints": [{"port": "metrics", "interval": "30s"}]}},
     ]
+
+
+def service_monitor(namespace: str = "fabricguard-system", release: str | None = None) -> dict[str, Any]:
+    """The controller's ServiceMonitor. ``honorLabels``: the controller exports series labelled with the *jobs'*
+    ``job``/``namespace``/``pod``; without it Prometheus renames them ``exported_*`` and every per-job alert and
+    the dashboard's job view collapse onto the controller. ``release``: kube-prometheus-stack selects monitors by
+    its ``release: <name>`` label."""
+    labels = _labels()
+    if release:
+        labels["release"] = release
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+            "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+                     "namespaceSelector": {"matchNames": [namespace]},
+                     "endpoints": [{"port": "metrics", "interval": "30s", "honorLabels": True}]}}
+
+
+def pod_monitoring(namespace: str = "fabricguard-system") -> dict[str, Any]:
+    """The GKE Managed Prometheus form of :func:`service_monitor` (``monitoring.googleapis.com/v1``)."""
+    return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+            "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+                     "endpoints": [{"port": "metrics", "interval": "30s"}]}}
 
 
 def to_yaml(objs: list[dict[str, Any]], profile: PlatformProfile | None = None) -> str:

@@ -6,6 +6,8 @@ controller itself recorded (a canary run written to a FabricValidation, a verdic
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from fabricguard.controller.live import LiveCost, Observation
@@ -75,6 +77,25 @@ class Metrics:
         self.step_baseline = Gauge("fabricguard_pool_step_baseline_seconds", "The pool's baseline step time.",
                                    ["pool"], registry=r)
         self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
+        self.job_busbw = Gauge("fabricguard_job_busbw_gbps",
+                               "Bus bandwidth of a running job's large collectives across nodes (NCCL Inspector, "
+                               "median over the latest 5 minutes).", ["namespace", "job", "collective"], registry=r)
+        self.job_busbw_floor = Gauge("fabricguard_job_busbw_floor_gbps",
+                                     "The busbw floor of the pool a running job (with NCCL's Inspector) runs on.",
+                                     ["namespace", "job", "pool"], registry=r)
+        self.job_busbw_below = Gauge("fabricguard_job_busbw_below_floor_minutes",
+                                     "Minutes (by the records' dump times) a running job's collective has been "
+                                     "below its pool's floor.", ["namespace", "job", "collective"], registry=r)
+        self.canary_inspector_busbw = Gauge("fabricguard_canary_inspector_busbw_gbps",
+                                            "Busbw per collective of the pool's latest judged canary, from NCCL's "
+                                            "Inspector (the instrument running jobs are measured with).",
+                                            ["pool", "collective"], registry=r)
+        self.live_inspector_files = Gauge("fabricguard_live_inspector_files_followed",
+                                          "NCCL Inspector record files followed.", registry=r)
+        self.live_inspector_bytes = Counter("fabricguard_live_inspector_bytes_read",
+                                            "Bytes of running jobs' Inspector records read.", registry=r)
+        self._busbw_series: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (ns, job) -> (pool, collectives)
+        self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
 
     def observe(self, profile: PlatformProfile, result: PassResult, seconds: float, errors: int) -> None:
@@ -102,6 +123,8 @@ class Metrics:
                 self.last_outcome.labels(p.name, str(o)).set(1 if s.latest == str(o) else 0)
             for coll, v in s.busbw.items():
                 self.busbw.labels(p.name, coll).set(v)
+            for coll, v in s.inspector_busbw.items():
+                self.canary_inspector_busbw.labels(p.name, coll).set(v)
             if p.baseline.busbw_floor_gbps is not None:
                 self.floor.labels(p.name).set(p.baseline.busbw_floor_gbps)
             self.pending.labels(p.name).set(result.pending.get(p.name, 0))
@@ -168,6 +191,11 @@ class Metrics:
                 self.job_transport.remove(key[0], key[1], pool, was)
                 self.job_on_sockets.remove(key[0], key[1], pool)
         self._live_series = now_series
+        self._observe_busbw(observations)
+        self.live_inspector_files.set(cost.inspector_files)
+        if cost.inspector_bytes_total > self._inspector_bytes_seen:
+            self.live_inspector_bytes.inc(cost.inspector_bytes_total - self._inspector_bytes_seen)
+            self._inspector_bytes_seen = cost.inspector_bytes_total
         self.live_jobs.set(cost.jobs)
         self.live_files.set(cost.files)
         if cost.bytes_total > self._live_bytes_seen:
@@ -175,3 +203,27 @@ class Metrics:
             self._live_bytes_seen = cost.bytes_total
         self.live_poll_seconds.set(cost.last_poll_s)
         self.live_last_poll.set(time.time())
+
+    def _observe_busbw(self, observations: list[Observation]) -> None:
+        """Per job and collective, the Inspector's busbw; series of jobs or collectives gone are removed."""
+        now: dict[tuple[str, str], tuple[str, set[str]]] = {}
+        for ob in observations:
+            v = ob.busbw
+            if v is None or not v.figures:
+                continue
+            key = (ob.job.namespace, ob.job.name)
+            now[key] = (ob.job.pool, set(v.figures))
+            for c, f in v.figures.items():
+                self.job_busbw.labels(key[0], key[1], c).set(round(f.busbw_gbps, 3))
+                self.job_busbw_below.labels(key[0], key[1], c).set(f.below_minutes)
+            if v.floor_gbps is not None:
+                self.job_busbw_floor.labels(key[0], key[1], ob.job.pool).set(v.floor_gbps)
+        for key, (pool, colls) in self._busbw_series.items():
+            kept = now.get(key, (pool, set()))[1]
+            for c in colls - kept:
+                self.job_busbw.remove(key[0], key[1], c)
+                self.job_busbw_below.remove(key[0], key[1], c)
+            if key not in now:
+                with contextlib.suppress(KeyError):
+                    self.job_busbw_floor.remove(key[0], key[1], pool)
+        self._busbw_series = now

@@ -19,6 +19,7 @@ from fabricguard import objects as o
 from fabricguard.probes.bw import Row, expectation_for, judge
 from fabricguard.probes.result import Status
 from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.verdict import busbw as inspector_busbw
 from fabricguard.verdict.job import JobInputError, Level, judge_job
 
 MAX_EVIDENCE = 6
@@ -50,6 +51,8 @@ class CanaryRun:
     transport: str | None = None
     busbwGBps: dict[str, float] = field(default_factory=dict)
     nodes: list[str] = field(default_factory=list)
+    # NCCL's Inspector in the canary's ranks: the same instrument the pool's running jobs are measured with.
+    inspectorBusbwGBps: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -72,6 +75,7 @@ class CanaryRun:
             transport=d.get("transport"),
             busbwGBps={str(k): float(v) for k, v in (d.get("busbwGBps") or {}).items()},
             nodes=[str(n) for n in d.get("nodes") or ()],
+            inspectorBusbwGBps={str(k): float(v) for k, v in (d.get("inspectorBusbwGBps") or {}).items()},
         )
 
 
@@ -82,6 +86,16 @@ class Judged:
     evidence: list[str]
     transport: str | None
     busbw: dict[str, float]
+    inspector: dict[str, float] = field(default_factory=dict)
+
+
+def _inspector_figures(profile: PlatformProfile, log_dir: Path) -> dict[str, float]:
+    """Median busbw per collective from the canary ranks' Inspector records (empty: the plugin was not there)."""
+    d = inspector_busbw.inspector_dir(profile, log_dir)
+    if d is None:
+        return {}
+    figures, _read = inspector_busbw.figures_of([], d, inspector_busbw.large_bytes(profile))
+    return {c: round(f.busbw_gbps, 3) for c, f in figures.items()}
 
 
 def _ev_line(e: dict[str, Any], base: Path) -> str:
@@ -189,14 +203,17 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
             degraded.append(f"storage probe {status}")
 
     busbw = _peaks(rows)
+    ins = _inspector_figures(profile, log_dir)
     if failed:
-        return Judged(Outcome.failed, failed[0], (failed[1:] + evidence)[:MAX_EVIDENCE], transport, busbw)
+        return Judged(Outcome.failed, failed[0], (failed[1:] + evidence)[:MAX_EVIDENCE], transport, busbw, ins)
     if fallback:
-        return Judged(Outcome.fallback, fallback[0], (evidence + fallback[1:])[:MAX_EVIDENCE], transport, busbw)
+        return Judged(Outcome.fallback, fallback[0], (evidence + fallback[1:])[:MAX_EVIDENCE], transport, busbw, ins)
     if degraded:
-        return Judged(Outcome.degraded, degraded[0], (degraded[1:] + evidence)[:MAX_EVIDENCE], transport, busbw)
+        return Judged(Outcome.degraded, degraded[0], (degraded[1:] + evidence)[:MAX_EVIDENCE], transport, busbw, ins)
     peak = ", ".join(f"{k} {v:g} GB/s" for k, v in busbw.items())
-    return Judged(Outcome.passed, f"transport {transport}; {peak}", evidence[:MAX_EVIDENCE], transport, busbw)
+    if ins:
+        peak += "; Inspector " + ", ".join(f"{k} {v:g} GB/s" for k, v in ins.items())
+    return Judged(Outcome.passed, f"transport {transport}; {peak}", evidence[:MAX_EVIDENCE], transport, busbw, ins)
 
 
 def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
+from fabricguard.controller.busbw import busbw_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import WATCHED, apply_actions, list_cluster, watch_changes
 from fabricguard.controller.lease import Step, decide, read_lease, try_lead
@@ -73,12 +74,19 @@ async def follow_live(api, live: LiveJobs, profile: PlatformProfile, workloads: 
     errors: list[str] = []
     for ob in observations:
         actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
-        if not actions or not act:
+        if actions and act:
+            failed = await apply_actions(api, actions, {}, leading)
+            errors += failed
+            if not failed:
+                live.reported[ob.job.key] = ob.verdict.transport.value
+        if ob.busbw is None:
             continue
-        failed = await apply_actions(api, actions, {}, leading)
-        errors += failed
-        if not failed:
-            live.reported[ob.job.key] = ob.verdict.transport.value
+        told = busbw_actions(ob.job, ob.busbw, live.reported_busbw.get(ob.job.key), now)
+        if told and act:
+            failed = await apply_actions(api, told, {}, leading)
+            errors += failed
+            if not failed:
+                live.reported_busbw[ob.job.key] = "below" if ob.busbw.below else "ok"
     return observations, errors
 
 

@@ -44,8 +44,7 @@ import json
 import os
 import re
 import statistics
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,29 +338,71 @@ def summarize(records: Iterable[CollRecord], large_bytes: int) -> dict[str, Coll
 
 
 @dataclass
-class Window:
-    """The latest large-message records of one job, per collective, bounded in count and in (dump) time."""
+class MinuteFigure:
+    """One collective's busbw now: the median over the latest minutes, and how long it has been below a floor."""
+
+    collective: str
+    busbw_gbps: float
+    records: int
+    nnodes: int
+    nranks: int
+    last_us: int
+    below_minutes: int = 0  # trailing minutes (by dump time) whose median was below the floor
+    below_since_us: int | None = None
+
+
+@dataclass
+class Series:
+    """A running job's large-message busbw per collective, bucketed by the minute of the dump that wrote it.
+
+    Bounded: ``keep_minutes`` buckets per collective, ``per_minute`` values per bucket. Deterministic in the
+    records alone (how they were batched into polls does not matter), so a replay from the start and a
+    follower that polled all along reach the same figures."""
 
     large_bytes: int
-    span_us: int = 300_000_000
-    per_collective: int = 2048
-    _recs: dict[str, deque[CollRecord]] = field(default_factory=dict)
+    keep_minutes: int = 60
+    per_minute: int = 512
+    _b: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    _shape: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def add(self, records: Iterable[CollRecord]) -> None:
+        touched: set[str] = set()
         for r in records:
-            if usable(r, self.large_bytes):
-                q = self._recs.get(r.coll)
-                if q is None:
-                    q = self._recs[r.coll] = deque(maxlen=self.per_collective)
-                q.append(r)
-        newest = max((q[-1].dump_us for q in self._recs.values() if q), default=0)
-        for q in self._recs.values():
-            while q and q[0].dump_us < newest - self.span_us:
-                q.popleft()
+            if not usable(r, self.large_bytes) or r.busbw_gbps is None:
+                continue
+            buckets = self._b.setdefault(r.coll, {})
+            vals = buckets.setdefault(r.dump_us // 60_000_000, [])
+            if len(vals) < self.per_minute:
+                vals.append(r.busbw_gbps)
+            nn, nr = self._shape.get(r.coll, (0, 0))
+            self._shape[r.coll] = (max(nn, r.nnodes), max(nr, r.nranks))
+            touched.add(r.coll)
+        for c in touched:
+            buckets = self._b[c]
+            if len(buckets) > self.keep_minutes:
+                for m in sorted(buckets)[: len(buckets) - self.keep_minutes]:
+                    del buckets[m]
 
-    def figures(self) -> dict[str, CollectiveFigure]:
-        return summarize(self._iter(), self.large_bytes)
-
-    def _iter(self) -> Iterator[CollRecord]:
-        for q in self._recs.values():
-            yield from q
+    def figures(self, floor: float | None = None, minutes: int = 5) -> dict[str, MinuteFigure]:
+        """Per collective: the median of the latest ``minutes`` buckets; with a floor, the trailing run of
+        buckets whose own median is below it (judged collectives only)."""
+        out: dict[str, MinuteFigure] = {}
+        for c, buckets in sorted(self._b.items()):
+            if not buckets:
+                continue
+            keys = sorted(buckets)
+            recent = [v for m in keys if m > keys[-1] - minutes for v in buckets[m]]
+            nn, nr = self._shape[c]
+            fig = MinuteFigure(c, statistics.median(recent), len(recent), nn, nr, keys[-1] * 60_000_000)
+            if floor is not None and c in JUDGED:
+                run = 0
+                for m in reversed(keys):
+                    if statistics.median(buckets[m]) >= floor:
+                        break
+                    run += 1
+                if run:
+                    first = keys[-run]
+                    fig.below_minutes = keys[-1] - first + 1
+                    fig.below_since_us = first * 60_000_000
+            out[c] = fig
+        return out

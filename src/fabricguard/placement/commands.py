@@ -16,7 +16,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from fabricguard.console import console, fail, print_json
+from fabricguard.console import console, err_console, fail, print_json
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
 from fabricguard.options import Format, format_option, now_value
 from fabricguard.profile.commands import profile_or_exit
@@ -56,9 +56,12 @@ def render_kueue_cmd(
     """Print the profile's Kueue v1beta2 objects: Topologies, ResourceFlavors, the fabric AdmissionCheck, queues."""
     from fabricguard.placement.kueue import KueueRenderError, objects
     from fabricguard.placement.kueue import configuration as kueue_configuration
+    from fabricguard.placement.kueue import warnings as kueue_warnings
 
     prof = profile_or_exit(profile)
     try:
+        for w in kueue_warnings(prof):
+            err_console.print(f"[bold yellow]warning:[/] {w}", markup=True, highlight=False)
         if configuration:
             head = "# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
             docs = [kueue_configuration(prof)]

@@ -75,13 +75,37 @@ def _fabric_resources(pool: Pool) -> dict[str, int]:
     return dict(pool.fabric.resources)
 
 
+def device_class_resource(pool: Pool) -> str | None:
+    """The logical resource Kueue accounts a DRA claim pool's DeviceClass as (``deviceClassMappings[].name``):
+    the DeviceClass name itself; None for pools whose pods claim nothing (device plugin, KEP-5004)."""
+    d = pool.fabric.dra
+    if d is None or pool.claim_template_name is None:
+        return None
+    if d.allocationMode != "ExactCount":
+        raise KueueRenderError(
+            f"pool {pool.name!r}: fabric.dra.allocationMode All cannot be accounted by Kueue (its DRA integration "
+            "counts ExactCount requests only, and leaves other claims inadmissible); set allocationMode: ExactCount "
+            "and count to the devices one pod takes"
+        )
+    return d.deviceClassName
+
+
 def _per_node(pool: Pool, queue: Queue) -> dict[str, str]:
     """What one node of the pool contributes to its flavor's quota, by resource name."""
-    out: dict[str, str] = {pool.gpuResource: str(pool.gpusPerNode)}
+    d = pool.fabric.dra
+    out: dict[str, str] = {}
+    if d is None or not d.alignWithGpus:
+        out[pool.gpuResource] = str(pool.gpusPerNode)
     out.update({k: str(v) for k, v in pool.nodeAllocatable.items()})
     if queue.fabricResources == "quota":
         # One training pod per node takes the node's whole fabric share, as the webhook injects it.
         out.update({k: str(v) for k, v in _fabric_resources(pool).items()})
+    logical = device_class_resource(pool)
+    if logical is not None and d is not None:
+        # A claim cannot be excluded from quota: Kueue counts a mapped DeviceClass's devices, always.
+        out[logical] = str(d.count)
+        if d.alignWithGpus:
+            out[d.alignWithGpus] = str(pool.gpusPerNode)
     return out
 
 
@@ -191,7 +215,39 @@ def configuration(profile: PlatformProfile, *, pods_ready_timeout: str = "10m") 
     excluded = excluded_prefixes(profile)
     if excluded:
         cfg["resources"] = {"quotaCheckStrategy": "BlockUndeclared", "excludeResourcePrefixes": excluded}
+    mappings = device_class_mappings(profile)
+    if mappings:
+        # Accounted only while Kueue's KueueDRAIntegration feature gate (beta, on by default) is on; it is not set
+        # here because Configuration.featureGates cannot be combined with a --feature-gates flag.
+        cfg.setdefault("resources", {})["deviceClassMappings"] = mappings
     return cfg
+
+
+def device_class_mappings(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """``resources.deviceClassMappings``: each DRA claim pool's DeviceClass under its logical resource name."""
+    out: dict[str, list[str]] = {}
+    for _, pools in queues(profile):
+        for p in pools:
+            logical = device_class_resource(p)
+            if logical is None or p.fabric.dra is None:
+                continue
+            # One logical resource per DeviceClass, named after it (the aligned GPUs' class has its own).
+            for cls in (p.fabric.dra.deviceClassName, p.fabric.dra.alignWithGpus):
+                if cls:
+                    out.setdefault(cls, [cls])
+    return [{"name": k, "deviceClassNames": v} for k, v in out.items()]
+
+
+def warnings(profile: PlatformProfile) -> list[str]:
+    """What Kueue will not do for this profile although the objects render (printed as comments)."""
+    out = []
+    for _, pools in queues(profile):
+        for p in pools:
+            if device_class_resource(p) is not None and (p.topology_levels or (p.queue and p.queue.topology)):
+                out.append(f"pool {p.name}: Kueue's topology-aware scheduling does not work together with DRA claims "
+                           "yet (kueue#10548): its workloads' topology annotations may leave them unadmitted; drop "
+                           "queue.topology/topologyLevels for this pool until Kueue supports both")
+    return out
 
 
 def objects(profile: PlatformProfile) -> list[dict[str, Any]]:

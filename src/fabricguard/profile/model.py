@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from fabricguard import names, quantity
 from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
+from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
 from fabricguard.times import duration_seconds as duration_seconds
 
 API_VERSION = names.API_VERSION
@@ -569,6 +570,9 @@ class Pool(_Strict):
         description="When a running managed job's logs show sockets on this fabric pool: warn (annotation, "
         "Event, metric, alert) or also stop it (a Kueue job's Workload deactivated, another job suspended).",
     )
+    podAdditions: PodAdditions | None = Field(
+        default=None, description="This pool's pod additions, after spec.podAdditions (profile/cluster.py)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -635,6 +639,9 @@ class Lustre(_Strict):
     mountPath: str = "/mnt/lustre"
     subPath: str = "{namespace}/{job}"
     logDir: str = ".fabricguard/nccl"
+    volume: LustreVolume | None = Field(
+        default=None, description="The file system behind claimName, for render install's static PV/PVC per namespace."
+    )
 
     @field_validator("mountPath")
     @classmethod
@@ -749,6 +756,13 @@ class Spec(_Strict):
     storage: Storage = Field(default_factory=Storage)
     pools: list[Pool] = Field(min_length=1)
     defaultPool: str | None = None
+    podAdditions: PodAdditions = Field(
+        default_factory=PodAdditions, description="What every injected pod of this cluster needs (profile/cluster.py)."
+    )
+    fabricDaemonSets: list[FabricDaemonSet] = Field(
+        default_factory=list,
+        description="DaemonSets besides the device plugins that fabric nodes need before they can be ready.",
+    )
     inspector: Inspector | None = Field(
         default=None, description="NCCL Inspector in managed jobs: per-collective busbw while they run."
     )
@@ -846,6 +860,22 @@ class PlatformProfile(_Strict):
         if pool.fabric.has_fabric and pool.lustre and self.spec.storage.lustre is not None:
             return Canary()
         return None
+
+    def pod_additions(self, pool: Pool) -> PodAdditions:
+        """The cluster's pod additions followed by the pool's."""
+        return self.spec.podAdditions.merged(pool.podAdditions)
+
+    def fabric_daemonsets(self) -> list[FabricDaemonSet]:
+        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins, then the listed."""
+        out: list[FabricDaemonSet] = []
+        for p in self.spec.pools:
+            dp = p.fabric.devicePlugin
+            if p.fabric.has_fabric and dp is not None:
+                ds = FabricDaemonSet(namespace=dp.namespace, name=dp.daemonSet, role="device-plugin")
+                if ds not in out:
+                    out.append(ds)
+        out += [d for d in self.spec.fabricDaemonSets if d not in out]
+        return out
 
     def inspector_for(self, pool: Pool) -> Inspector | None:
         """The Inspector settings that apply to ``pool``'s jobs; None: the pool's jobs do not get the plugin."""

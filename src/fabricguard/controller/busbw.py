@@ -1,0 +1,110 @@
+"""While a job runs: the bus bandwidth of its collectives across nodes, from NCCL's Inspector, against its pool.
+
+The webhook loads the Inspector into every managed job of a pool that gets it (``spec.inspector``) and points its
+dump directory at ``<job dir>/<dumpDir>`` on Lustre. ``JobBusbw`` follows that directory the way the log followers
+follow NCCL's logs (``nccl.inspector.InspectorFollower``: incremental, bounded, nothing read twice) and keeps a
+per-minute series of the large-message busbw of communicators spanning nodes. The controller exports it as
+``fabricguard_job_busbw_gbps{namespace,job,collective}`` beside the floor that applies to the job; a job whose
+AllReduce, AllGather or ReduceScatter stays below its pool's floor for ``belowFloorFor`` (by the records' own dump
+times) is annotated with the figures and told in a Warning Event; the alert ``FabricguardJobBusBwBelowFloor``
+fires from the same series. A job back above the floor is told once too.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fabricguard import objects as o
+from fabricguard.controller.actions import Action, Annotate, event
+from fabricguard.controller.canary import job_dir
+from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series
+from fabricguard.profile.model import Inspector, PlatformProfile
+
+if TYPE_CHECKING:
+    from fabricguard.controller.live import RunningJob
+
+ANN_BUSBW = "fabricguard.io/busbw"
+ANN_BUSBW_STATE = "fabricguard.io/busbw-state"  # below | ok: what was last told
+
+
+def dump_dir(profile: PlatformProfile, ins: Inspector, namespace: str, job: str) -> str:
+    """The job's Inspector directory relative to the Lustre claim root (where NCCL_INSPECTOR_DUMP_DIR writes)."""
+    return posixpath.join(job_dir(profile, namespace, job), ins.dumpDir.strip("/"))
+
+
+@dataclass
+class JobBusbw:
+    """One running job's Inspector follower and its per-minute busbw series."""
+
+    directory: Path
+    settings: Inspector
+    follower: InspectorFollower = field(init=False)
+    series: Series = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.follower = InspectorFollower(self.directory)
+        keep = max(60, 2 * self.settings.below_floor_s // 60)
+        self.series = Series(self.settings.large_bytes, keep_minutes=keep)
+
+    def poll(self) -> ReadStats:
+        records, stats = self.follower.poll()
+        self.series.add(records)
+        return stats
+
+
+@dataclass(frozen=True)
+class BusbwView:
+    """What a poll concluded about one job: figures per collective, the floor, and the threshold for acting."""
+
+    figures: dict[str, MinuteFigure]
+    floor_gbps: float | None
+    below_for_s: int
+
+    @property
+    def below(self) -> list[MinuteFigure]:
+        """Collectives below the floor for at least the threshold, longest first."""
+        out = [f for f in self.figures.values() if f.below_minutes * 60 >= self.below_for_s]
+        return sorted(out, key=lambda f: (-f.below_minutes, f.collective))
+
+    def text(self) -> str:
+        parts = []
+        for f in self.below or self.figures.values():
+            s = f"{f.collective} {f.busbw_gbps:.1f} GB/s"
+            if f.below_minutes:
+                s += f" below for {f.below_minutes} min"
+            parts.append(s)
+        floor = f"floor {self.floor_gbps:.1f} GB/s" if self.floor_gbps is not None else "no floor"
+        return "; ".join(parts) + f" ({floor}; NCCL Inspector, communicators across nodes)"
+
+
+def view_of(jb: JobBusbw, floor: float | None) -> BusbwView:
+    return BusbwView(jb.series.figures(floor), floor, jb.settings.below_floor_s)
+
+
+def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: datetime) -> list[Action]:
+    """Annotation and Event when a job has been below its pool's floor long enough, and when it is back."""
+    if view.floor_gbps is None or not view.figures:
+        return []
+    state = "below" if view.below else "ok"
+    current = o.annotations_of(job.obj).get(ANN_BUSBW_STATE)
+    told = reported if reported is not None else current
+    if state == told or (state == "ok" and told is None):
+        return []  # a healthy job is not written to; a state is told once
+    if state == "below":
+        worst = view.below[0]
+        since = datetime.fromtimestamp((worst.below_since_us or 0) / 1e6, tz=now.tzinfo).isoformat()
+        detail = (f"collective bus bandwidth below pool {job.pool}'s floor since {since}: {view.text()}; "
+                  "the job runs but its collectives are slow (see its Inspector records and the dashboard's job view)")
+        reason, warning = "FabricBusBwBelowFloor", True
+    else:
+        detail = f"collective bus bandwidth back at or above pool {job.pool}'s floor: {view.text()}"
+        reason, warning = "FabricBusBwRecovered", False
+    return [
+        Annotate(job.api_version, job.plural, job.namespace, job.name,
+                 {ANN_BUSBW: view.text()[:1000], ANN_BUSBW_STATE: state}),
+        event(job.obj, job.api_version, job.kind, reason, detail[:1000], now, warning=warning),
+    ]

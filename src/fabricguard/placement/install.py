@@ -1,0 +1,327 @@
+"""The whole platform as one kustomize directory: ``fabricguard render install -p P --image ... -o DIR``.
+
+Each component is a subdirectory with its own ``kustomization.yaml``, numbered in apply order, so that a person
+can apply, wait, and remove one at a time; the top-level ``kustomization.yaml`` lists them (``sortOptions: fifo``
+keeps that order in ``kubectl kustomize DIR``). Every object has one owner: the Namespace, the canaries'
+PriorityClass and the AdmissionCheck each appear in exactly one component (kustomize refuses a duplicate, so the
+build proves it).
+
+The order is chosen so that no step leaves something fail-closed without its server:
+
+- the webhook *configurations* (``failurePolicy: Fail``) are their own component, applied after the webhook's
+  Deployment is rolled out and after the Kueue queues exist (so no workload is labelled for a queue that is not
+  there), and removed first;
+- the ClusterQueues carry the ``fabric-validated`` check; they are applied after the controller that answers it,
+  and the controller is removed only after ``60-kueue-without-fabric-check`` has taken the check off them;
+- the NodeReadinessRules (which taint nodes until the agent reports) come after the agent and go before it.
+
+:data:`COMPONENT_STEPS` holds each component's documented removal; the generated ``README.md`` prints them as
+``kubectl`` commands and the tests run the same steps against the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fabricguard.admission import render as admission_render
+from fabricguard.agent import render as agent_render
+from fabricguard.controller import alerts, dashboard, exporters
+from fabricguard.controller import manifests as controller_manifests
+from fabricguard.placement import kueue
+from fabricguard.profile.model import PlatformProfile
+
+KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
+PART_OF = {"app.kubernetes.io/part-of": "fabricguard"}
+CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
+CRITICAL_QUOTA = "fabricguard-critical-pods"
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+WITHOUT_CHECK = "without-fabric-check"
+TEAM_STORAGE = "team-namespaces"
+MONITORING = ("prometheus-operator", "gmp", "none")
+
+NAMESPACE = "00-namespace"
+STORAGE = "10-storage"
+ADMISSION = "20-admission"
+AGENT = "30-agent"
+READINESS = "40-readiness"
+CONTROLLER = "50-controller"
+KUEUE = "60-kueue"
+WEBHOOKS = "70-admission-webhooks"
+MONITOR = "80-monitoring"
+
+
+class InstallError(ValueError):
+    """The profile or options cannot make a working install; the message names the field or option."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One documented command: ``apply`` or ``delete`` a directory (relative to the install directory)."""
+
+    verb: str  # "apply" | "delete"
+    path: str
+
+    def command(self, root: str = "DIR") -> str:
+        if self.verb == "apply":
+            return f"kubectl apply -k {root}/{self.path}"
+        return f"kubectl delete -k {root}/{self.path} --ignore-not-found"
+
+
+@dataclass
+class Component:
+    name: str
+    title: str
+    objects: list[dict[str, Any]]
+    after_apply: list[str] = field(default_factory=list)  # kubectl wait/rollout commands
+    remove: list[Step] = field(default_factory=list)
+    overlays: dict[str, dict[str, Any]] = field(default_factory=dict)  # subdirectory -> kustomization
+    overlay_objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    siblings: dict[str, dict[str, Any]] = field(default_factory=dict)  # directory beside it -> kustomization
+
+
+@dataclass(frozen=True)
+class Options:
+    image: str
+    agent_image: str
+    canary_image: str
+    namespace: str = "fabricguard-system"
+    monitoring: str = "prometheus-operator"
+    release: str | None = None
+    apiserver_cidrs: tuple[str, ...] = ()
+    manage_taints: bool = False
+    nvml_access: str = "auto"
+
+
+def namespace_objects(namespace: str) -> list[dict[str, Any]]:
+    """The Namespace (Pod Security labels for what runs there) and the quota GKE needs for critical pods.
+
+    ``privileged``: the agent reads the host through hostPath mounts (not allowed by *baseline*) and, where the
+    driver has no container toolkit (GKE), opens ``/dev/nvidia*`` privileged. The ResourceQuota scoped to the
+    ``system-*-critical`` PriorityClasses is what GKE requires before it admits such pods outside kube-system
+    (ecosystem-2026.md); elsewhere it only counts them.
+    """
+    psa = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+    psa["pod-security.kubernetes.io/enforce-version"] = "latest"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": namespace, "labels": {**PART_OF, **psa},
+                      "annotations": {"fabricguard.io/pod-security": (
+                          "privileged: the node agent mounts host paths read-only and, on GKE, opens the GPU "
+                          "devices for NVML; nothing else here needs it")}}},
+        {"apiVersion": "v1", "kind": "ResourceQuota",
+         "metadata": {"name": CRITICAL_QUOTA, "namespace": namespace, "labels": dict(PART_OF)},
+         "spec": {"hard": {"pods": "100k"},
+                  "scopeSelector": {"matchExpressions": [
+                      {"scopeName": "PriorityClass", "operator": "In", "values": list(CRITICAL_CLASSES)}]}}},
+    ]
+
+
+def lustre_namespaces(profile: PlatformProfile) -> list[str]:
+    """The team namespaces whose workloads mount the profile's Lustre claim (the queues of Lustre pools)."""
+    out: list[str] = []
+    for p in profile.spec.pools:
+        if p.lustre and p.queue is not None:
+            out.extend(n for n in p.queue.namespaces if n not in out)
+    return out
+
+
+def lustre_claim(profile: PlatformProfile, namespace: str) -> list[dict[str, Any]]:
+    """A static PersistentVolume of the profile's file system and the claim bound to it in ``namespace``.
+
+    Static, never dynamic: a dynamically provisioned claim of the same name is another file system (on a managed
+    service a new, billed one), where no rank's logs are. ``storageClassName: ""`` keeps the default class from
+    provisioning one; ``claimRef`` binds the pair; ``Retain`` keeps the file system when the claim is deleted.
+    """
+    lustre = profile.spec.storage.lustre
+    assert lustre is not None and lustre.volume is not None
+    vol = lustre.volume
+    pv_name = f"fabricguard-{lustre.claimName}-{namespace}"[:253]
+    csi: dict[str, Any] = {"driver": vol.csi_driver, "volumeHandle": vol.volumeHandle}
+    if vol.volumeAttributes:
+        csi["volumeAttributes"] = dict(vol.volumeAttributes)
+    pv: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "labels": {**PART_OF, "fabricguard.io/lustre-claim": lustre.claimName}},
+        "spec": {"capacity": {"storage": vol.capacity}, "accessModes": [vol.access_mode],
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "", "volumeMode": "Filesystem",
+                 "claimRef": {"namespace": namespace, "name": lustre.claimName}, "csi": csi},
+    }
+    if vol.mountOptions:
+        pv["spec"]["mountOptions"] = list(vol.mountOptions)
+    pvc = {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": lustre.claimName, "namespace": namespace, "labels": dict(PART_OF)},
+        "spec": {"accessModes": [vol.access_mode], "storageClassName": "", "volumeName": pv_name,
+                 "volumeMode": "Filesystem", "resources": {"requests": {"storage": vol.capacity}}},
+    }
+    return [pv, pvc]
+
+
+def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]:
+    ns = opts.namespace
+    if opts.monitoring == "none":
+        return []
+    board = dashboard.dashboard(profile)
+    dash_cm = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "fabricguard-dashboard", "namespace": ns,
+                            # Grafana's dashboard sidecar (kube-prometheus-stack) loads ConfigMaps with this label.
+                            "labels": {**PART_OF, "grafana_dashboard": "1"}},
+               "data": {"fabricguard.json": json.dumps(board, indent=1, sort_keys=True)}}
+    if opts.monitoring == "gmp":
+        return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
+                exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
+    rule = alerts.prometheus_rule(profile, ns)
+    objs = [controller_manifests.service_monitor(ns, opts.release),
+            *exporters.agent_monitors(ns), rule, dash_cm]
+    if opts.release:
+        for o in objs:
+            if o["kind"] in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+                o["metadata"].setdefault("labels", {})["release"] = opts.release
+    return objs
+
+
+def components(profile: PlatformProfile, profile_text: str, opts: Options) -> list[Component]:
+    """Every component of the install, in apply order."""
+    if opts.monitoring not in MONITORING:
+        raise InstallError(f"--monitoring {opts.monitoring!r}: use one of {', '.join(MONITORING)}")
+    lustre = profile.spec.storage.lustre
+    if lustre is None:
+        raise InstallError("spec.storage.lustre is not set: the agents, the controller and the canaries read the NCCL "
+                           "logs the ranks write there; add it (claimName, mountPath, volume)")
+    if lustre.volume is None:
+        raise InstallError(
+            f"spec.storage.lustre.volume is not set: the claim {lustre.claimName!r} in {opts.namespace} must be a "
+            "static volume of the same file system the training namespaces mount (a dynamic claim would be a "
+            "new, empty file system); set provider (gke-managed-lustre, fsx or csi), volumeHandle and "
+            "volumeAttributes (docs/install.md)")
+    ns = opts.namespace
+    out: list[Component] = []
+    out.append(Component(NAMESPACE, "Namespace (Pod Security: privileged, for the agent) and GKE's critical-pod quota",
+                         namespace_objects(ns), remove=[]))
+    team = [o for n in lustre_namespaces(profile) for o in lustre_claim(profile, n) if n != ns]
+    storage = Component(STORAGE, f"Lustre claim {lustre.claimName!r} in {ns}: a static PV of the training file system",
+                        lustre_claim(profile, ns), after_apply=[
+                            f"kubectl -n {ns} wait pvc/{lustre.claimName} --for=jsonpath='{{.status.phase}}'=Bound "
+                            "--timeout=2m"])
+    if team:
+        storage.overlays[TEAM_STORAGE] = {"resources": ["manifests.yaml"]}
+        storage.overlay_objects[TEAM_STORAGE] = team
+    out.append(storage)
+
+    webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs))
+    out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
+                         [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
+                         after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
+                         remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
+    out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
+                         agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
+                                                      manage_taints=opts.manage_taints,
+                                                      nvml_access=opts.nvml_access),
+                         remove=[Step("delete", READINESS), Step("delete", AGENT)]))
+    out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded taints",
+                         agent_render.readiness_rules(profile), remove=[Step("delete", READINESS)]))
+    ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image)
+    kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]
+    checked = [o for o in kueue_objs if o["kind"] == "ClusterQueue" and "admissionChecksStrategy" in o["spec"]]
+    controller_remove = ([Step("apply", f"{KUEUE}-{WITHOUT_CHECK}")] if checked else []) + [Step("delete", CONTROLLER)]
+    out.append(Component(CONTROLLER, "Controller: canaries, the Kueue check fabric-validated, verdicts, metrics",
+                         ctrl, after_apply=[
+                             f"kubectl -n {ns} rollout status deploy/{controller_manifests.NAME} --timeout=5m"],
+                         remove=controller_remove))
+    if kueue_objs:
+        comp = Component(KUEUE, "Kueue: Topologies, ResourceFlavors, ClusterQueues (with the check), LocalQueues",
+                         kueue_objs, remove=[Step("delete", WEBHOOKS), Step("delete", KUEUE)])
+        if checked:
+            # A sibling directory (kustomize refuses a base that contains its overlay).
+            comp.siblings[f"{KUEUE}-{WITHOUT_CHECK}"] = {
+                "resources": [f"../{KUEUE}"],
+                "patches": [{"target": {"kind": "ClusterQueue", "name": cq["metadata"]["name"]},
+                             "patch": json.dumps([{"op": "remove", "path": "/spec/admissionChecksStrategy"}])}
+                            for cq in checked],
+            }
+        out.append(comp)
+    webhooks = [o for o in webhook if o["kind"] in WEBHOOK_KINDS]
+    out.append(Component(WEBHOOKS, "Webhook configurations (failurePolicy Fail): applied last, removed first",
+                         webhooks, remove=[Step("delete", WEBHOOKS)]))
+    mon = _monitoring(profile, opts)
+    if mon:
+        out.append(Component(MONITOR, f"Monitoring ({opts.monitoring}): monitors, alert rules, Grafana dashboard",
+                             mon, remove=[Step("delete", MONITOR)]))
+    for c in out:
+        if c.name in (NAMESPACE, STORAGE):
+            c.remove = []  # only with the whole install
+    return out
+
+
+def uninstall(comps: list[Component]) -> list[Step]:
+    """The whole platform, removed without a Fail webhook or a ClusterQueue check left behind: reverse apply order
+    with the webhook configurations first and the queues (and with them the check) before the controller."""
+    names = [c.name for c in comps]
+    first = [n for n in (MONITOR, WEBHOOKS, KUEUE) if n in names]
+    rest = [n for n in reversed(names) if n not in first]
+    return [Step("delete", n) for n in first + rest]
+
+
+def _dump(objs: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)
+
+
+def _kustomization(**fields: Any) -> str:
+    return yaml.safe_dump({"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", **fields}, sort_keys=False)
+
+
+def readme(profile: PlatformProfile, comps: list[Component]) -> str:
+    lines = [f"# fabricguard install of profile {profile.metadata.name}", "",
+             "Generated by `fabricguard render install`; docs/install.md explains each step. Apply in this order,",
+             "waiting where shown (`kubectl apply -k DIR` applies everything in this order, without the waits):", ""]
+    for c in comps:
+        lines.append(f"## {c.name}: {c.title}")
+        lines.append("```")
+        lines.append(Step("apply", c.name).command())
+        lines.extend(c.after_apply)
+        lines.append("```")
+        if c.remove:
+            lines.append("Remove it alone:")
+            lines.append("```")
+            lines.extend(s.command() for s in c.remove)
+            lines.append("```")
+        else:
+            lines.append("Removed only with the whole install (everything else runs in it or mounts it).")
+        if TEAM_STORAGE in c.overlays:
+            lines.append(f"Team namespaces without their own claim yet: `kubectl apply -k DIR/{c.name}/{TEAM_STORAGE}`"
+                         " (skip it where the claim exists: it must name the same file system).")
+        lines.append("")
+    lines.append("## Uninstall")
+    lines.append("```")
+    lines.extend(s.command() for s in uninstall(comps))
+    lines.append("```")
+    return "\n".join(lines) + "\n"
+
+
+def write(profile: PlatformProfile, comps: list[Component], out: Path) -> list[Path]:
+    """Write the kustomize tree under ``out``; returns the files written."""
+    written: list[Path] = []
+
+    def put(path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+
+    for c in comps:
+        d = out / c.name
+        put(d / "manifests.yaml", _dump(c.objects))
+        put(d / "kustomization.yaml", _kustomization(resources=["manifests.yaml"], sortOptions={"order": "fifo"}))
+        for sub, kust in c.overlays.items():
+            if sub in c.overlay_objects:
+                put(d / sub / "manifests.yaml", _dump(c.overlay_objects[sub]))
+            put(d / sub / "kustomization.yaml", _kustomization(**kust))
+        for sib, kust in c.siblings.items():
+            put(out / sib / "kustomization.yaml", _kustomization(**kust))
+    put(out / "kustomization.yaml", _kustomization(resources=[c.name for c in comps], sortOptions={"order": "fifo"}))
+    put(out / "README.md", readme(profile, comps))
+    return written

@@ -1,0 +1,69 @@
+"""``fabricguard render install`` (the whole platform as a kustomize directory) and ``render namespace``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from fabricguard.console import fail, say
+
+
+def render_install_cmd(
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    image: str = typer.Option(..., "--image", help="fabricguard image (webhook, controller): repo:tag@sha256:<index>."),
+    agent_image: str = typer.Option(..., "--agent-image", help="Node agent image: repo:tag@sha256:<index digest>."),
+    canary_image: str = typer.Option(..., "--canary-image", help="Canary image (the probe extra: torch, NCCL)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Directory to write (created; must be empty)."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    monitoring: str = typer.Option("prometheus-operator", "--monitoring",
+                                   help="prometheus-operator, gmp (GKE Managed Prometheus) or none."),
+    release: str = typer.Option(None, "--release", help="kube-prometheus-stack's release label for the monitors."),
+    apiserver_cidr: list[str] = typer.Option([], "--apiserver-cidr", help="Where the API server calls the webhook "
+                                             "from (repeatable; docs/admission.md)."),
+    manage_taints: bool = typer.Option(False, "--manage-taints", help="No Node Readiness Controller: the agent "
+                                       "keeps the taints itself."),
+    nvml_access: str = typer.Option("auto", "--nvml-access", help="auto, runtime or privileged (render agent)."),
+) -> None:
+    """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
+    from fabricguard.admission.commands import _cidrs
+    from fabricguard.agent.render_commands import image_problem as agent_image_problem
+    from fabricguard.controller.manifests import image_problem
+    from fabricguard.placement.install import InstallError, Options, components, write
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    for opt, ref in (("--image", image), ("--canary-image", canary_image)):
+        problem = image_problem(ref)
+        if problem:
+            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    problem = agent_image_problem(agent_image)
+    if problem:
+        fail(problem.replace("--image", "--agent-image", 1),
+             hint="e.g. --agent-image registry.example.com/fabricguard-agent:0.1.0@sha256:<index digest>")
+    if nvml_access not in ("auto", "runtime", "privileged"):
+        fail(f"--nvml-access {nvml_access!r}: use auto, runtime or privileged")
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        fail(f"--output {output}: exists and is not an empty directory; choose a new one so no stale component "
+             "survives from an earlier render")
+    opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
+                   monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr)),
+                   manage_taints=manage_taints, nvml_access=nvml_access)
+    try:
+        comps = components(prof, profile.read_text(), opts)
+    except InstallError as exc:
+        fail(f"{profile}: {exc}" if str(exc).startswith("spec.") else str(exc))
+    write(prof, comps, output)
+    for c in comps:
+        say((f"{c.name:<24}", "bold"), f" {len(c.objects):>3} objects  {c.title}")
+    say(f"wrote {output}; build it with: kubectl kustomize {output}; apply in order: {output}/README.md")
+
+
+def render_namespace_cmd(namespace: str = typer.Option("fabricguard-system", "--namespace", "-n")) -> None:
+    """Print fabricguard's Namespace (Pod Security labels) and GKE's critical-pod ResourceQuota."""
+    import yaml
+
+    from fabricguard.placement.install import namespace_objects
+
+    sys.stdout.write(yaml.safe_dump_all(namespace_objects(namespace), sort_keys=False, width=120))

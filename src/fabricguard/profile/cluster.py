@@ -1,0 +1,185 @@
+"""What a profile says about the cluster it is installed on: pod additions, the Lustre volume, fabric DaemonSets.
+
+- ``PodAdditions`` (``spec.podAdditions`` and ``spec.pools[].podAdditions``): what this cluster's pods need that no
+  fabric type implies (a pull secret for the registry, a CA bundle volume, a proxy variable, a toleration of a
+  site-wide taint). The webhook adds it to every workload it injects and the canary carries it too, so a canary
+  that passes ran exactly what a job will run.
+- ``LustreVolume`` (``spec.storage.lustre.volume``): the file system behind the profile's Lustre claim, as a static
+  PersistentVolume source (CSI driver, ``volumeHandle``, attributes). ``render install`` binds one claim per
+  namespace that mounts Lustre to it, so fabricguard-system and the training namespaces read the same file
+  system (a dynamically provisioned claim of the same name would be a new, empty, billed file system).
+- ``FabricDaemonSet`` (``spec.fabricDaemonSets``): the DaemonSets a fabric node needs before it can become ready
+  (CSI node plugin, Multus/CNI, the Node Readiness Controller's agents...). They must tolerate the readiness
+  taints, or the node never advertises its fabric and the taint stays forever; the webhook adds the tolerations,
+  the doctor and ``preflight`` check them.
+
+Kept apart from ``model.py`` so the cluster-specific parts of a profile read as one page.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PodAdditions(_Strict):
+    """Volumes, mounts, env, pull secrets and tolerations that every fabricguard-injected pod gets."""
+
+    volumes: list[dict[str, Any]] = Field(default_factory=list, description="Pod volumes, as Kubernetes writes them.")
+    volumeMounts: list[dict[str, Any]] = Field(
+        default_factory=list, description="Mounts added to each GPU container (their volumes must be listed)."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Variables added to each GPU container.")
+    imagePullSecrets: list[str] = Field(default_factory=list, description="Secret names in the pod's namespace.")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("volumes")
+    @classmethod
+    def _volumes(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names = [vol.get("name") for vol in v]
+        for n in names:
+            if not isinstance(n, str) or not _DNS_LABEL.match(n):
+                raise ValueError(f"volume name {n!r} is not a DNS label")
+            if n.startswith("fabricguard-"):
+                raise ValueError(f"volume name {n!r}: the fabricguard- prefix is reserved for injected volumes")
+        if len(set(names)) != len(names):
+            raise ValueError("a volume is listed twice")
+        for vol in v:
+            if len(vol) != 2:
+                raise ValueError(f"volume {vol.get('name')!r} needs exactly one source (hostPath, secret, ...)")
+        return v
+
+    @field_validator("volumeMounts")
+    @classmethod
+    def _mounts(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for m in v:
+            if not isinstance(m.get("name"), str) or not str(m.get("mountPath", "")).startswith("/"):
+                raise ValueError(f"volumeMount {m!r} needs a name and an absolute mountPath")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not _ENV_NAME.match(k):
+                raise ValueError(f"{k!r} is not an environment variable name")
+            if k.startswith("NCCL_"):
+                raise ValueError(f"{k}: NCCL variables belong in spec.pools[].fabric.env, where the webhook checks "
+                                 "them against the fabric")
+        return v
+
+    @field_validator("imagePullSecrets")
+    @classmethod
+    def _secrets(cls, v: list[str]) -> list[str]:
+        bad = [s for s in v if not _DNS_SUBDOMAIN.match(s)]
+        if bad:
+            raise ValueError(f"{bad} are not Secret names")
+        return v
+
+    @field_validator("tolerations")
+    @classmethod
+    def _tolerations(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        allowed = {"key", "operator", "value", "effect", "tolerationSeconds"}
+        for t in v:
+            extra = set(t) - allowed
+            if extra:
+                raise ValueError(f"toleration {t!r}: unknown field(s) {sorted(extra)}")
+            if t.get("operator", "Equal") not in ("Exists", "Equal"):
+                raise ValueError(f"toleration {t!r}: operator is Exists or Equal")
+        return v
+
+    @model_validator(mode="after")
+    def _mounts_have_volumes(self) -> PodAdditions:
+        names = {vol["name"] for vol in self.volumes}
+        missing = [m["name"] for m in self.volumeMounts if m["name"] not in names]
+        if missing:
+            raise ValueError(f"volumeMounts {missing} name no volume in podAdditions.volumes")
+        return self
+
+    def merged(self, other: PodAdditions | None) -> PodAdditions:
+        """These additions followed by ``other``'s (a pool's on top of the cluster's); later wins for env."""
+        if other is None:
+            return self
+        vols = list(self.volumes) + [v for v in other.volumes if v["name"] not in {x["name"] for x in self.volumes}]
+        return PodAdditions(
+            volumes=vols,
+            volumeMounts=[*self.volumeMounts, *(m for m in other.volumeMounts if m not in self.volumeMounts)],
+            env={**self.env, **other.env},
+            imagePullSecrets=[*self.imagePullSecrets,
+                              *(s for s in other.imagePullSecrets if s not in self.imagePullSecrets)],
+            tolerations=[*self.tolerations, *(t for t in other.tolerations if t not in self.tolerations)],
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not (self.volumes or self.volumeMounts or self.env or self.imagePullSecrets or self.tolerations)
+
+
+LustreProvider = Literal["gke-managed-lustre", "fsx", "csi"]
+PROVIDER_DRIVER: dict[str, str] = {"gke-managed-lustre": "lustre.csi.storage.gke.io", "fsx": "fsx.csi.aws.com"}
+_GKE_HANDLE = re.compile(r"^[a-z][-a-z0-9]*/[-a-z0-9]+/[a-z][-a-z0-9]*(:.+)?$")
+_FSX_HANDLE = re.compile(r"^fs-[0-9a-f]{8,17}$")
+
+
+class LustreVolume(_Strict):
+    """The Lustre file system as a static CSI PersistentVolume source (k8s-injection.md §4 per driver)."""
+
+    provider: LustreProvider
+    driver: str | None = Field(default=None, description="CSI driver (set for provider csi; implied otherwise).")
+    volumeHandle: str
+    volumeAttributes: dict[str, str] = Field(default_factory=dict)
+    capacity: str = Field(default="1Ti", description="The PV's capacity (informational for Lustre).")
+    mountOptions: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _per_provider(self) -> LustreVolume:
+        attrs = self.volumeAttributes
+        if self.provider == "gke-managed-lustre":
+            if not _GKE_HANDLE.match(self.volumeHandle):
+                raise ValueError(f"volumeHandle {self.volumeHandle!r}: GKE Managed Lustre takes "
+                                 "<project>/<location>/<instance>")
+            if not ({"ip", "filesystem"} <= set(attrs) or "mountpoint" in attrs):
+                raise ValueError("GKE Managed Lustre needs volumeAttributes ip and filesystem (or mountpoint "
+                                 "<ip>@tcp:/<fs>): the instance's MGS address and file system name")
+        elif self.provider == "fsx":
+            if not _FSX_HANDLE.match(self.volumeHandle):
+                raise ValueError(f"volumeHandle {self.volumeHandle!r}: FSx for Lustre takes the file system id fs-...")
+            if not {"dnsname", "mountname"} <= set(attrs):
+                raise ValueError("FSx for Lustre needs volumeAttributes dnsname and mountname (aws fsx "
+                                 "describe-file-systems: DNSName, LustreConfiguration.MountName)")
+        elif not self.driver:
+            raise ValueError("provider csi needs driver (the CSI driver name, e.g. exa.csi.ddn.com)")
+        return self
+
+    @property
+    def csi_driver(self) -> str:
+        return self.driver or PROVIDER_DRIVER[self.provider]
+
+    @property
+    def access_mode(self) -> str:
+        return "ReadWriteMany"
+
+
+class FabricDaemonSet(_Strict):
+    """A DaemonSet (not fabricguard's) that a fabric node needs before it can become ready."""
+
+    namespace: str
+    name: str
+    role: Literal["device-plugin", "csi-node", "cni", "readiness", "other"] = "other"
+
+    @field_validator("namespace", "name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not _DNS_SUBDOMAIN.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes name")
+        return v

@@ -1,0 +1,385 @@
+"""``render install`` for each example profile: the kustomize tree builds with kubectl, every object validates
+(built-ins with kubernetes-validate, custom resources with their upstream CRDs), the objects applied in order to
+the emulator leave no pod with a missing reference, and each component's documented removal leaves no ``Fail``
+webhook and no ClusterQueue check without its server."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kmock import KubernetesEmulator, Server
+from typer.testing import CliRunner
+
+from crd_schema import crd_errors, has_schema
+from fabricguard import names
+from fabricguard.cli import app
+from fabricguard.controller import canary as canary_mod
+from fabricguard.kube import Kube
+from fabricguard.placement import install
+from fabricguard.profile import load_profile
+from kube_support import ROOT, kubeconfig
+
+PROFILES = sorted((ROOT / "examples" / "profiles").glob("*.yaml"))
+DIGEST = "@sha256:" + "ab" * 32
+IMAGE, AGENT_IMAGE, CANARY_IMAGE = (f"registry.example.com/{n}:0.1.0{DIGEST}" for n in
+                                    ("fabricguard", "fabricguard-agent", "fabricguard-canary"))
+K8S = kubernetes_validate.latest_version()
+NRR_CRD = ROOT / "tests" / "agent" / "fixtures" / "nrc-v0.5.0" / "readiness.node.x-k8s.io_nodereadinessrules.yaml"
+KUBECTL = shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (Makefile APT_PACKAGES)")
+# Where the emulator keeps each kind the install renders (group/version/plural), and whether it is namespaced.
+PLURAL = {
+    "Namespace": ("v1/namespaces", False), "ResourceQuota": ("v1/resourcequotas", True),
+    "PersistentVolume": ("v1/persistentvolumes", False),
+    "PersistentVolumeClaim": ("v1/persistentvolumeclaims", True),
+    "ServiceAccount": ("v1/serviceaccounts", True), "ConfigMap": ("v1/configmaps", True),
+    "Secret": ("v1/secrets", True), "Service": ("v1/services", True),
+    "Deployment": ("apps/v1/deployments", True), "DaemonSet": ("apps/v1/daemonsets", True),
+    "CronJob": ("batch/v1/cronjobs", True), "PodDisruptionBudget": ("policy/v1/poddisruptionbudgets", True),
+    "NetworkPolicy": ("networking.k8s.io/v1/networkpolicies", True),
+    "PriorityClass": ("scheduling.k8s.io/v1/priorityclasses", False),
+    "ClusterRole": ("rbac.authorization.k8s.io/v1/clusterroles", False),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1/clusterrolebindings", False),
+    "Role": ("rbac.authorization.k8s.io/v1/roles", True),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1/rolebindings", True),
+    "CustomResourceDefinition": ("apiextensions.k8s.io/v1/customresourcedefinitions", False),
+    "MutatingWebhookConfiguration": ("admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", False),
+    "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io/v1/validatingwebhookconfigurations", False),
+    "ValidatingAdmissionPolicy": ("admissionregistration.k8s.io/v1/validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": ("admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", False),
+    "Issuer": ("cert-manager.io/v1/issuers", True), "Certificate": ("cert-manager.io/v1/certificates", True),
+    "NodeReadinessRule": ("readiness.node.x-k8s.io/v1alpha1/nodereadinessrules", False),
+    "AdmissionCheck": ("kueue.x-k8s.io/v1beta2/admissionchecks", False),
+    "Topology": ("kueue.x-k8s.io/v1beta2/topologies", False),
+    "ResourceFlavor": ("kueue.x-k8s.io/v1beta2/resourceflavors", False),
+    "ClusterQueue": ("kueue.x-k8s.io/v1beta2/clusterqueues", False),
+    "LocalQueue": ("kueue.x-k8s.io/v1beta2/localqueues", True),
+    "ServiceMonitor": ("monitoring.coreos.com/v1/servicemonitors", True),
+    "PodMonitor": ("monitoring.coreos.com/v1/podmonitors", True),
+    "PrometheusRule": ("monitoring.coreos.com/v1/prometheusrules", True),
+    "PodMonitoring": ("monitoring.googleapis.com/v1/podmonitorings", True),
+    "Rules": ("monitoring.googleapis.com/v1/rules", True),
+}
+BUILTIN_PRIORITY = {"system-node-critical", "system-cluster-critical"}
+
+
+def render(profile: Path, out: Path, *extra: str) -> None:
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(profile), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(out),
+                                 "--apiserver-cidr", "172.16.0.0/28", *extra])
+    assert r.exit_code == 0, r.output
+
+
+_BUILT: dict[Path, str] = {}
+
+
+def build(path: Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize path`` (once per directory: the rendered trees do not change during the module)."""
+    assert KUBECTL is not None
+    if path in _BUILT:
+        return [d for d in yaml.safe_load_all(_BUILT[path]) if d]
+    done = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    _BUILT[path] = done.stdout
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str | None, str]:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace"), meta["name"]
+
+
+@pytest.fixture(scope="module", params=PROFILES, ids=[p.stem for p in PROFILES])
+def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp(request.param.stem) / "install"
+    render(request.param, out)
+    profile = load_profile(request.param)
+    comps = install.components(profile, request.param.read_text(), install.Options(
+        image=IMAGE, agent_image=AGENT_IMAGE, canary_image=CANARY_IMAGE, apiserver_cidrs=("172.16.0.0/28",)))
+    built = build(out) if KUBECTL else []
+    return profile, out, comps, built
+
+
+@needs_kubectl
+def test_the_tree_builds_in_component_order_with_one_owner_per_object(rendered) -> None:
+    _profile, out, comps, built = rendered
+    expected = [key(x) for c in comps for x in c.objects]
+    # kustomize refuses two objects with one id, so the build alone proves a single owner; fifo keeps our order.
+    assert [key(x) for x in built] == expected
+    assert len(set(expected)) == len(expected)
+    assert [k for k in expected if k[0] == "Namespace"] == [("Namespace", None, "fabricguard-system")]
+    for c in comps:
+        assert (out / c.name / "kustomization.yaml").is_file()
+        for sibling in c.siblings:
+            assert build(out / sibling)
+
+
+@needs_kubectl
+def test_every_object_validates_strictly(rendered) -> None:
+    _profile, _out, _comps, built = rendered
+    nrr = yaml.safe_load(NRR_CRD.read_text())
+    import jsonschema
+
+    [v] = [v for v in nrr["spec"]["versions"] if v["name"] == "v1alpha1"]
+    custom = 0
+    for obj in built:
+        if obj["kind"] == "NodeReadinessRule":
+            jsonschema.validate(obj, v["schema"]["openAPIV3Schema"])
+            custom += 1
+        elif has_schema(obj["apiVersion"], obj["kind"]):
+            assert crd_errors(obj) == [], (obj["kind"], obj["metadata"]["name"])
+            custom += 1
+        else:
+            kubernetes_validate.validate(obj, K8S, strict=True)
+    assert custom >= 8  # cert-manager, Kueue, NRR, Prometheus Operator objects were all checked
+
+
+def test_gmp_variant_validates_against_managed_prometheus_crds(tmp_path: Path) -> None:
+    profile = load_profile(PROFILES[1])
+    comps = install.components(profile, PROFILES[1].read_text(), install.Options(
+        image=IMAGE, agent_image=AGENT_IMAGE, canary_image=CANARY_IMAGE, monitoring="gmp"))
+    [mon] = [c for c in comps if c.name == install.MONITOR]
+    kinds = sorted(x["kind"] for x in mon.objects)
+    assert kinds == ["ConfigMap", "PodMonitoring", "PodMonitoring", "Rules"]
+    for x in mon.objects:
+        if x["kind"] != "ConfigMap":
+            assert crd_errors(x) == [], x["metadata"]["name"]
+
+
+def test_monitoring_for_kube_prometheus_stack(rendered) -> None:
+    profile, _out, _comps, _built = rendered
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, release="kps"))
+    [mon] = [c for c in comps if c.name == install.MONITOR]
+    by = {x["kind"]: x for x in mon.objects}
+    assert by["ServiceMonitor"]["spec"]["endpoints"][0]["honorLabels"] is True
+    assert all(x["metadata"]["labels"]["release"] == "kps" for x in mon.objects if x["kind"] != "ConfigMap")
+    assert by["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+# ------------------------------------------------------------------------------------------ the cluster model
+
+
+def refs(pod: dict[str, Any]) -> list[tuple[str, str]]:
+    """(kind, name) of every object a pod spec needs to start."""
+    out = [("ServiceAccount", pod.get("serviceAccountName") or "default")]
+    if pod.get("priorityClassName"):
+        out.append(("PriorityClass", pod["priorityClassName"]))
+    for v in pod.get("volumes") or ():
+        if "persistentVolumeClaim" in v:
+            out.append(("PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"]))
+        if "configMap" in v:
+            out.append(("ConfigMap", v["configMap"]["name"]))
+        if "secret" in v:
+            out.append(("Secret", v["secret"]["secretName"]))
+    out += [("Secret", s["name"]) for s in pod.get("imagePullSecrets") or ()]
+    return out
+
+
+def pod_specs(objs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for x in objs:
+        ns = x["metadata"].get("namespace")
+        if x["kind"] in ("Deployment", "DaemonSet"):
+            out.append((ns, x["spec"]["template"]["spec"]))
+        elif x["kind"] == "CronJob":
+            out.append((ns, x["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+    return out
+
+
+def missing_refs(state: dict[tuple[str, str | None, str], dict[str, Any]],
+                 pods: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    bad = []
+    for ns, pod in pods:
+        for kind, name in refs(pod):
+            if kind == "ServiceAccount" and name == "default":
+                continue  # every namespace has it
+            if kind == "PriorityClass":
+                if name in BUILTIN_PRIORITY or (kind, None, name) in state:
+                    continue
+            elif (kind, ns, name) in state:
+                continue
+            bad.append(f"{ns}: {kind}/{name}")
+        if pod.get("priorityClassName") in BUILTIN_PRIORITY and ns != "kube-system":
+            # GKE admits system-*-critical pods outside kube-system only under a quota scoped to the class.
+            quotas = [q for (k, qns, _), q in state.items() if k == "ResourceQuota" and qns == ns]
+            if not any(pod["priorityClassName"] in e["values"] for q in quotas
+                       for e in q["spec"]["scopeSelector"]["matchExpressions"] if e["scopeName"] == "PriorityClass"):
+                bad.append(f"{ns}: no ResourceQuota scoped to PriorityClass {pod['priorityClassName']}")
+    return bad
+
+
+def cert_manager(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What cert-manager makes of the Certificates: their Secrets."""
+    return [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": x["spec"]["secretName"],
+                                                                "namespace": x["metadata"]["namespace"]}}
+            for x in objs if x["kind"] == "Certificate"]
+
+
+def dangling(state: dict[tuple[str, str | None, str], dict[str, Any]]) -> list[str]:
+    """Fail webhooks without a server, ClusterQueue checks without their controller, readiness rules without agent."""
+    bad = []
+    objs = list(state.values())
+    deployments = [x for x in objs if x["kind"] == "Deployment"]
+    for x in objs:
+        if x["kind"] in install.WEBHOOK_KINDS:
+            for hook in x["webhooks"]:
+                if hook.get("failurePolicy", "Fail") != "Fail":
+                    continue
+                svc = hook["clientConfig"]["service"]
+                service = state.get(("Service", svc["namespace"], svc["name"]))
+                served = service is not None and any(
+                    d["metadata"]["namespace"] == svc["namespace"]
+                    and all(d["spec"]["template"]["metadata"]["labels"].get(k) == v
+                            for k, v in service["spec"]["selector"].items()) for d in deployments)
+                if not served:
+                    bad.append(f"{x['kind']}/{x['metadata']['name']}: Fail webhook {hook['name']} has no server")
+        if x["kind"] == "ClusterQueue":
+            checks = (x["spec"].get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+            for check in checks:
+                ac = state.get(("AdmissionCheck", None, check["name"]))
+                answered = ac is not None and ac["spec"]["controllerName"] == names.CHECK_CONTROLLER and any(
+                    d["metadata"]["name"] == "fabricguard-controller" for d in deployments)
+                if not answered:
+                    bad.append(f"ClusterQueue/{x['metadata']['name']}: check {check['name']} has no controller")
+        agents = [d for d in objs if d["kind"] == "DaemonSet" and d["metadata"]["name"].startswith("fabricguard-agent")]
+        if x["kind"] == "NodeReadinessRule" and not agents:
+            bad.append(f"NodeReadinessRule/{x['metadata']['name']}: taints nodes that no agent can clear")
+    return bad
+
+
+@pytest.fixture()
+async def emulator(tmp_path: Path):
+    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.5"}
+        for resource, _namespaced in PLURAL.values():  # the CRDs the prerequisites install, and the built-ins
+            k8s.resources[resource] = {}
+        kube = await Kube.connect(kubeconfig(tmp_path, str(server.url).rstrip("/")))
+        try:
+            yield k8s, kube
+        finally:
+            await kube.close()
+
+
+def store(k8s: KubernetesEmulator, obj: dict[str, Any]) -> None:
+    resource, namespaced = PLURAL[obj["kind"]]
+    meta = obj["metadata"]
+    assert namespaced == ("namespace" in meta), key(obj)
+    k8s.objects[resource, meta.get("namespace"), meta["name"]] = obj
+
+
+async def read_back(kube: Kube, namespaces: list[str]) -> dict[tuple[str, str | None, str], dict[str, Any]]:
+    """Everything the emulator holds, read through the API as a client would."""
+    state: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+    for kind, (resource, namespaced) in PLURAL.items():
+        if kind == "Namespace":
+            continue  # kmock's emulator does not list /api/v1/namespaces; nothing here references a Namespace
+        api, plural = resource.rsplit("/", 1)
+        for ns in (namespaces if namespaced else [None]):
+            for x in await kube.list(api, plural, ns):
+                x.setdefault("kind", kind)
+                state[key(x)] = x
+    return state
+
+
+@needs_kubectl
+async def test_applied_in_order_no_pod_lacks_what_it_references(rendered, emulator) -> None:
+    profile, _out, comps, built = rendered
+    k8s, kube = emulator
+    applied: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+    for comp in comps:
+        objs = [x for x in built if key(x) in {key(y) for y in comp.objects}]
+        for x in objs + cert_manager(objs):
+            store(k8s, x)
+            applied[key(x)] = x
+        # After each component: what is there so far is complete (nothing waits on a later component).
+        assert missing_refs(applied, pod_specs(list(applied.values()))) == [], comp.name
+        assert dangling(applied) == [], comp.name
+    state = await read_back(kube, sorted({k[1] for k in applied if k[1]}))  # as a client reads it back
+    assert set(state) == {k for k in applied if k[0] != "Namespace"}
+    assert missing_refs(state, pod_specs(list(state.values()))) == []
+    # The canary of every pool, as the controller creates it in its namespace.
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    for pool in profile.spec.pools:
+        if profile.canary(pool) is None:
+            continue
+        spec = canary_mod.spec_for(profile, pool, "fabricguard-system", now)
+        js = canary_mod.render_canary(profile, pool, spec, image=CANARY_IMAGE, owner=None)
+        pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        assert missing_refs(state, [("fabricguard-system", pod)]) == [], pool.name
+
+
+@needs_kubectl
+@pytest.mark.parametrize("component", [install.ADMISSION, install.AGENT, install.READINESS, install.CONTROLLER,
+                                       install.KUEUE, install.WEBHOOKS, install.MONITOR])
+def test_removing_one_component_by_its_documented_commands_leaves_nothing_fail_closed(rendered, component) -> None:
+    _profile, out, comps, built = rendered
+    [comp] = [c for c in comps if c.name == component]
+    state = {key(x): x for x in built + cert_manager(built)}
+    assert dangling(state) == []
+    readme = (out / "README.md").read_text()
+    for step in comp.remove:
+        assert step.command() in readme  # the documented command is the one run here
+        objs = build(out / step.path)
+        if step.verb == "apply":
+            state.update({key(x): x for x in objs})
+        else:
+            for x in objs:
+                state.pop(key(x), None)
+    assert not any(key(x) in state for x in comp.objects)
+    assert dangling(state) == []
+    assert missing_refs(state, pod_specs(list(state.values()))) == []
+
+
+@needs_kubectl
+def test_uninstall_order_never_leaves_anything_fail_closed(rendered) -> None:
+    _profile, out, comps, built = rendered
+    state = {key(x): x for x in built + cert_manager(built)}
+    for step in install.uninstall(comps):
+        for x in build(out / step.path):
+            state.pop(key(x), None)
+        assert dangling(state) == [], step.path
+    assert not [k for k in state if k[0] != "Secret"]
+
+
+def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
+    profile, _out, comps, _built = rendered
+    [storage] = [c for c in comps if c.name == install.STORAGE]
+    pv, pvc = storage.objects
+    vol = profile.spec.storage.lustre.volume
+    assert pv["spec"]["csi"]["volumeHandle"] == vol.volumeHandle and pv["spec"]["csi"]["driver"] == vol.csi_driver
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert pvc["spec"]["storageClassName"] == "" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert pv["spec"]["claimRef"] == {"namespace": "fabricguard-system", "name": profile.spec.storage.lustre.claimName}
+    # The team namespaces' pairs name the same file system.
+    team = storage.overlay_objects.get(install.TEAM_STORAGE, [])
+    assert {x["spec"]["csi"]["volumeHandle"] for x in team if x["kind"] == "PersistentVolume"} <= {vol.volumeHandle}
+
+
+def test_refusals_name_what_to_change(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "profiles" / "aws-p5-efa.yaml").read_text()
+    no_volume = tmp_path / "p.yaml"
+    start = text.index("      volume:")
+    end = text.index("  pools:")
+    no_volume.write_text(text[:start] + text[end:])
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(no_volume), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o")])
+    assert r.exit_code == 3 and "spec.storage.lustre.volume" in r.output
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", "acme/fg:latest",
+                                 "--agent-image", AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o",
+                                 str(tmp_path / "o2")])
+    assert r.exit_code == 3 and ":latest" in r.output
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "full")])
+    assert r.exit_code == 3 and "not an empty directory" in r.output
+
+
