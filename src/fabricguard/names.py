@@ -109,6 +109,7 @@ TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 TAS_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 TAS_SLICE = "kueue.x-k8s.io/podset-slice-required-topology"
 TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+TAS_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 TAS_KEYS = (TAS_REQUIRED, TAS_PREFERRED, TAS_UNCONSTRAINED)
 # Condition types of Kueue's objects the controller reads and writes.
 AC_ACTIVE = "Active"

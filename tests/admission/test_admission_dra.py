@@ -223,3 +223,22 @@ def test_device_plugin_profiles_are_unchanged_by_the_dra_code() -> None:
     spec = obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     assert "resourceClaims" not in spec
     assert "claims" not in spec["containers"][0]["resources"]
+
+
+def test_webhook_of_a_dra_profile_may_list_templates_and_reach_the_api_server() -> None:
+    from fabricguard.admission.render import manifests
+
+    objs = manifests("x: y\n", "ghcr.io/acme/fabricguard@sha256:" + "a" * 64, claim_templates=True)
+    role = next(o for o in objs if o["kind"] == "ClusterRole")
+    assert role["rules"] == [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"],
+                              "verbs": ["list"]}]
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    assert dep["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    np = next(o for o in objs if o["kind"] == "NetworkPolicy")
+    assert np["spec"]["egress"] == [{"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}]
+    for o in objs:
+        if o["apiVersion"].split("/")[0] in ("v1", "apps", "rbac.authorization.k8s.io", "networking.k8s.io"):
+            check(o)
+    plain = manifests("x: y\n", "ghcr.io/acme/fabricguard@sha256:" + "a" * 64)
+    assert not any(o["kind"] == "ClusterRole" for o in plain)
+    assert next(o for o in plain if o["kind"] == "NetworkPolicy")["spec"]["egress"] == []

@@ -106,6 +106,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
     assert writes == {
         ("fabricguard.io", "fabricvalidations", "create"),
         ("fabricguard.io", "fabricvalidations/status", "patch"),
+        ("resource.k8s.io", "resourceclaimtemplates", "create"),  # DRA pools' templates (controller/claims.py)
+        ("resource.k8s.io", "resourceclaimtemplates", "delete"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
         ("jobset.x-k8s.io", "jobsets", "patch"),

@@ -181,3 +181,37 @@ def test_claims_younger_than_ten_minutes_are_not_yet_stuck() -> None:
     for c in lists["resourceclaims"]["items"]:
         c["metadata"]["creationTimestamp"] = g.ts(g.NOW)
     assert "dra-claim-unallocated" not in rules(findings(lists, BROKEN))
+
+
+LIVE_KINDS = {"Node": "v1/nodes", "Pod": "v1/pods", "DaemonSet": "apps/v1/daemonsets", "ConfigMap": "v1/configmaps",
+              "DeviceClass": "resource.k8s.io/v1/deviceclasses",
+              "ResourceSlice": "resource.k8s.io/v1/resourceslices",
+              "ResourceClaim": "resource.k8s.io/v1/resourceclaims",
+              "ResourceClaimTemplate": "resource.k8s.io/v1/resourceclaimtemplates",
+              "ResourceFlavor": "kueue.x-k8s.io/v1beta2/resourceflavors",
+              "ClusterQueue": "kueue.x-k8s.io/v1beta2/clusterqueues"}
+
+
+async def test_live_collection_reads_the_dra_kinds(tmp_path: Path) -> None:
+    from kmock import KubernetesEmulator, Server
+
+    from fabricguard.doctor.snapshot import collect_live
+    from kube_support import kubeconfig
+
+    lists = g.dranet_healthy()
+    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
+        for lst in lists.values():
+            for obj in lst["items"]:
+                meta = obj["metadata"]
+                stored = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+                k8s.objects[LIVE_KINDS[obj["kind"]], meta.get("namespace"), meta["name"]] = stored
+        got = await collect_live(kubeconfig=kubeconfig(tmp_path, str(server.url).rstrip("/")))
+    for plural in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"):
+        assert len(got[plural]["items"]) == len(lists[plural]["items"]), plural
+        assert got[plural]["items"][0]["apiVersion"] == "resource.k8s.io/v1"
+    assert findings(got, DRANET) == []
+    # Without the resource.k8s.io lists (a cluster before 1.34), the DRA pool is reported, not passed.
+    for plural in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"):
+        got.pop(plural)
+    assert {"dra-deviceclass-missing", "dra-no-resourceslice"} <= set(rules(findings(got, DRANET)))

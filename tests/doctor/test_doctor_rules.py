@@ -238,4 +238,5 @@ def test_rule_ids_are_stable():
         "network-mapping-stale",
         "flavor-matches-no-node",
         "flavor-readiness-tainted",
+        "daemonset-untolerated-readiness",
     ]

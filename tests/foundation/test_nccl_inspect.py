@@ -71,7 +71,7 @@ def test_real_duplicate_gpu_is_a_failure() -> None:
         ("socket-fallback-2x4", Transport.socket, "Socket", False, 2, 8),
         ("efa-tcp-provider-2x8", Transport.socket, "Libfabric", False, 2, 16),
         ("mixed-ib-socket-2x2", Transport.socket, "IB,Socket", False, 2, 4),
-        ("thin-ib-2x2", Transport.unknown, "IB", True, 2, 4),
+        ("thin-ib-2x2", Transport.ib, "IB", True, 2, 4),  # inferred: every node selected IB,
         ("ib-2x2-2.7", Transport.ib, "IB", True, 2, 4),
         ("ib-2x2-2.3", Transport.ib, "IB", True, 2, 4),
     ],

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fabricguard.cli import app
-from fabricguard.profile import load_profile
+from fabricguard.profile import Transport, load_profile
 from fabricguard.verdict import JobInputError, Level, Verdict, judge_job
 from fabricguard.verdict.steps import StepInputError, compile_step_regex, read_csv, read_jsonl
 
@@ -62,11 +62,23 @@ def test_single_node_socket_on_fabric_pool_is_degraded(tmp_path: Path) -> None:
 
 
 def test_unproven_transport_is_not_a_pass(tmp_path: Path) -> None:
+    # One worker's log of the 2-node job with no connection lines: the other node's selection is unseen.
+    first = sorted((FIX / "synthetic" / "thin-ib-2x2").iterdir())[0]
+    shutil.copy(first, tmp_path / first.name)
+    v = judge_job(tmp_path, load_profile(ONPREM), "h100-ib")
+    assert v.nccl.scope.value == "multi-node" and v.nccl.inter_node_transport is Transport.unknown
+    assert v.verdict is Verdict.degraded
+    assert "could not be proven" in next(r.message for r in v.reasons if r.check == "transport")
+
+
+def test_selection_on_every_node_is_the_transport_inferred(tmp_path: Path) -> None:
     for f in (FIX / "synthetic" / "thin-ib-2x2").iterdir():
         shutil.copy(f, tmp_path / f.name)
     v = judge_job(tmp_path, load_profile(ONPREM), "h100-ib")
-    assert v.verdict is Verdict.degraded
-    assert "could not be proven" in next(r.message for r in v.reasons if r.check == "transport")
+    assert v.nccl.transport_basis == "selection"
+    assert v.verdict is Verdict.pass_
+    tr = next(r for r in v.reasons if r.check == "transport")
+    assert "inferred from the selection" in tr.message
 
 
 def test_ib_job_on_ib_pool_passes_and_efa_pool_rejects_it(tmp_path: Path) -> None:

@@ -114,3 +114,11 @@ def test_the_cli_shows_the_rows_and_exits_degraded(tmp_path: Path) -> None:
     assert ar["below"] and ar["floor_gbps"] == 284.0 and ar["nnodes"] == 2
     r = CliRunner().invoke(app, ["verify-job", str(logs), "-p", str(GKE)])
     assert r.exit_code == 1 and "busbw" in r.stdout
+
+
+def test_the_real_plugins_records_drive_the_verdict(tmp_path: Path) -> None:
+    """Written by the 2.28.9 Inspector's own code (tests/fixtures/inspector/README.md), not synthesized."""
+    v = judge_job(job_dir(tmp_path / "a", "v2.28.9-plugin-healthy"), load_profile(GKE), "h200-rdma")
+    assert v.verdict is Verdict.pass_ and busbw(v)["AllReduce"][0] is Level.info
+    v = judge_job(job_dir(tmp_path / "b", "v2.28.9-plugin-slow"), load_profile(GKE), "h200-rdma")
+    assert v.verdict is Verdict.degraded and "AllReduce busbw 120.0 GB/s" in busbw(v)["AllReduce"][1]

@@ -164,3 +164,50 @@ def test_the_series_is_bounded() -> None:
     assert len(s._b["AllReduce"]) == 5 and all(len(v) == 3 for v in s._b["AllReduce"].values())
 def _lines(job: Job, dumps: range) -> list[str]:
     return [ln for i in dumps for n in range(job.nodes) for ln in job.dump(n, 0, i).splitlines()]
+
+
+def test_the_plugins_own_output_is_what_the_synthesized_writer_writes() -> None:
+    """Lines the real plugin (2.28.9, built from source, driven through its profiler API) wrote, byte for byte."""
+    real = FIX / "v2.28.9-plugin-healthy"
+    lines = [ln for f in sorted(real.iterdir()) for ln in f.read_text().splitlines(True)]
+    assert len(lines) == 96
+    for ln in lines:
+        r = parse_record(ln)
+        assert r is not None
+        comm = Comm(r.comm, r.nranks, r.nnodes)
+        assert coll_line(comm, r.rank, r.hostname, r.pid, r.dump_us, r.coll, r.sn, r.msg_bytes, r.exec_us,
+                         version="2.28", timing=r.timing or "") == ln
+
+
+def test_the_plugins_own_output_summarises_per_collective() -> None:
+    for name, lo, hi in (("v2.28.9-plugin-healthy", 350, 360), ("v2.28.9-plugin-slow", 115, 125)):
+        recs, st = read_dir(FIX / name)
+        assert st.single_node == 48 and st.other == 0  # the intra-node TP communicator is left out
+        figs = summarize(recs, LARGE)
+        assert set(figs) == {"AllReduce", "AllGather", "ReduceScatter"}
+        assert all(lo < f.busbw_gbps < hi and f.records == 12 and f.hosts == 2 for f in figs.values())
+
+
+def test_a_late_follower_reads_only_the_tail_from_a_line_boundary(tmp_path: Path) -> None:
+    job = Job(nodes=2, gpus=1)
+    job.write(tmp_path, 40)
+    size = sum(p.stat().st_size for p in tmp_path.iterdir())
+    fol = InspectorFollower(tmp_path, tail_bytes=4096)
+    recs, st = fol.poll()
+    assert st.bytes == 2 * 4096 and st.other == 0  # a cut first line is dropped, never counted as malformed
+    assert recs and all(r.sn > 100 for r in recs)  # the latest dumps only
+    job.write(tmp_path, 1, first=40)
+    more, st = fol.poll()
+    assert {r.sn for r in more} == {161, 162, 163, 164} and fol.total.bytes < size
+
+
+def test_the_fast_path_reads_exactly_what_the_json_path_reads() -> None:
+    # Every fixture line, as bytes (the writer's layout: read without a dict) and as text (always json.loads).
+    for d in sorted(p for p in FIX.iterdir() if p.is_dir()):
+        for f in sorted(d.iterdir()):
+            for line in f.read_bytes().splitlines():
+                assert parse_record(line) == parse_record(line.decode("utf-8", "replace")), (f, line[:80])
+    # A comm name with an escaped quote or slash leaves the fast path and is still read.
+    line = coll_line(Comm("0x1", 4, 2, 'D"P/x'), 0, "h", 1, 5, "AllReduce", 1, 256 << 20, 1200).encode()
+    r = parse_record(line)
+    assert r is not None and r.comm_name == 'D"P/x'

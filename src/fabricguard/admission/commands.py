@@ -88,10 +88,21 @@ def serve_cmd(
     if problem:
         fail(problem, hint="mount the cert-manager secret there (tls.crt, tls.key), or pass --cert/--key")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    resolve, background = None, None
+    if any(p.claim_template_name for p in prof.spec.pools):
+        # DRA claim pools: the webhook checks that the pool's ResourceClaimTemplate exists in the namespace.
+        from fabricguard.admission.templates import TemplateCache, kube_lister
+        from fabricguard.kube import kubeconfig_problem
+
+        problem = kubeconfig_problem(None)
+        if problem:
+            fail(problem, hint="the webhook lists ResourceClaimTemplates for the DRA pools; run it in the cluster")
+        cache = TemplateCache(kube_lister())
+        resolve, background = cache.resolve, cache.run
     try:
-        serve(Admission(prof), cert, key, host=host, port=port, max_body=max_body,
+        serve(Admission(prof, resolve), cert, key, host=host, port=port, max_body=max_body,
               reload_interval=reload_interval, body_timeout=body_timeout, health_port=health_port,
-              shutdown_delay=shutdown_delay, shutdown_timeout=shutdown_timeout)
+              shutdown_delay=shutdown_delay, shutdown_timeout=shutdown_timeout, background=background)
     except ssl.SSLError as exc:
         fail(f"{cert} and {key} cannot serve TLS: {exc.reason or exc}",
              hint="pass a PEM certificate and the private key that belongs to it")
@@ -112,7 +123,7 @@ def render_webhook_cmd(
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
     from fabricguard.imageref import reference_problem
 
-    _profile(profile)
+    prof = _profile(profile)
     if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
         fail(
             f"--namespace {namespace!r} is not a namespace name: at most 63 lowercase letters, digits and '-', "
@@ -125,7 +136,13 @@ def render_webhook_cmd(
     cidrs = _cidrs(apiserver_cidr)
     for w in image_warnings(image):
         say(("warning:", "yellow"), f" {w}", err=True)
-    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs)))
+    from fabricguard.admission.daemonsets import webhook as daemonset_webhook
+    from fabricguard.admission.render import NAME as render_name
+
+    hook = daemonset_webhook(prof, namespace, render_name)
+    claims = any(p.claim_template_name for p in prof.spec.pools)
+    sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs, [hook] if hook else None,
+                                       claim_templates=claims)))
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

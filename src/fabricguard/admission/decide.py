@@ -19,6 +19,7 @@ from typing import Any, Literal
 import jsonpatch
 
 from fabricguard import names
+from fabricguard.admission import daemonsets as fabric_daemonsets
 from fabricguard.admission import review as rv
 from fabricguard.admission import validate as val
 from fabricguard.admission import workloads as wl
@@ -101,6 +102,12 @@ class Admission:
                             "bad_request")
 
     def decide(self, endpoint: Endpoint, req: rv.AdmissionRequest) -> Decision:
+        if req.kind.group == "apps" and req.kind.kind == "DaemonSet":
+            # The fabric DaemonSets' readiness tolerations (admission/daemonsets.py); nothing to validate.
+            if endpoint == "validate":
+                return Decision(200, rv.allow(req.uid), "skipped")
+            body, patched = fabric_daemonsets.decide(self.profile, req)
+            return Decision(200, body, "patched" if patched else "skipped")
         subject = self._subject(req)
         if isinstance(subject, Decision):
             return subject

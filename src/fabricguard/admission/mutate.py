@@ -33,7 +33,7 @@ from fabricguard.admission import inspector as insp
 from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
-from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.profile.model import FabricType, PlatformProfile, Pool
 
 MANAGER = names.ADMISSION_MANAGER
 SHM_VOLUME = "fabricguard-shm"
@@ -45,6 +45,8 @@ TAS_PREFERRED = names.TAS_PREFERRED
 TAS_UNCONSTRAINED = names.TAS_UNCONSTRAINED
 TAS_SLICE = names.TAS_SLICE
 TAS_SLICE_SIZE = names.TAS_SLICE_SIZE
+# Kueue's multi-layer slices (TASMultiLayerTopology, beta in 0.19): mutually exclusive with the slice pair.
+TAS_SLICE_LAYERS = names.TAS_SLICE_LAYERS
 TAS_KEYS = (TAS_REQUIRED, TAS_PREFERRED, TAS_UNCONSTRAINED)
 GKE_DEFAULT_IF = names.GKE_DEFAULT_IF
 GKE_INTERFACES = names.GKE_INTERFACES
@@ -165,6 +167,24 @@ class Plan:
     inspector: insp.InspectorPlan | None = None
 
 
+# EKS Pod Identity gives every pod a link-local interface (pod-id-link0, 169.254.170.x). NCCL's socket
+# transport must never pick it: an EFA init failure falling back to sockets over it hangs instead of failing.
+EKS_POD_IDENTITY_IF = "pod-id-link"
+
+
+def socket_ifname(fabric: FabricType, configured: str | None) -> str | None:
+    """NCCL_SOCKET_IFNAME for a fabric: the profile's value, on EFA never matching the Pod Identity link."""
+    if fabric is not FabricType.efa:
+        return configured
+    if configured is None:
+        return f"^lo,docker,{EKS_POD_IDENTITY_IF}"  # NCCL's own default exclusions, plus the link
+    if configured.startswith("^"):
+        parts = [p for p in configured[1:].lstrip("=").split(",") if p]
+        if not any(f"{EKS_POD_IDENTITY_IF}0".startswith(p) for p in parts):
+            return configured + ("," if parts else "") + EKS_POD_IDENTITY_IF
+    return configured  # an include list; the profile refuses one that matches pod-id-link0
+
+
 def _subpath_expr(template: str) -> str:
     return template.replace("{namespace}", f"$({ENV_NS})").replace("{job}", f"$({ENV_JOB})")
 
@@ -189,10 +209,15 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
             env.append(("NCCL_NET", f.effective_nccl_net))
         if f.hcas:
             env.append(("NCCL_IB_HCA", "=" + ",".join(f.hcas)))
-        if f.socketIfname:
-            env.append(("NCCL_SOCKET_IFNAME", f.socketIfname))
+        ifname = socket_ifname(f.type, f.socketIfname)
+        if ifname:
+            env.append(("NCCL_SOCKET_IFNAME", ifname))
         if f.ibGidIndex is not None:
             env.append(("NCCL_IB_GID_INDEX", str(f.ibGidIndex)))
+        # NCCL 2.30+: init fails when some ranks see fewer NICs than others instead of running on the
+        # common subset (older NCCL ignores the variable).
+        if "NCCL_IGNORE_NET_MISMATCH" not in f.env:
+            env.append(("NCCL_IGNORE_NET_MISMATCH", "0"))
         env += sorted(f.env.items())
     env += [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET")]
     lustre = profile.spec.storage.lustre if pool.lustre else None
@@ -469,7 +494,15 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
             inj.conflict(k, f"annotation {k} in {where} asks for another topology than the pool's "
                             f"({', '.join(f'{a}={b}' for a, b in plan.tas.items())})")
         if not theirs:
+            layered = TAS_SLICE_LAYERS in anns  # the user's multi-layer slices replace the pool's slice pair
+            if layered and (TAS_SLICE in anns or TAS_SLICE_SIZE in anns):
+                inj.warnings.append(
+                    f"{where}: {TAS_SLICE_LAYERS} cannot be combined with {TAS_SLICE}/{TAS_SLICE_SIZE}; "
+                    "Kueue will reject the workload: keep one of them"
+                )
             for k, v in plan.tas.items():
+                if layered and k in (TAS_SLICE, TAS_SLICE_SIZE):
+                    continue
                 inj.put(anns, k, v, "annotation", where)
     sel = _map(spec, "nodeSelector")
     for k, v in plan.node_selector.items():

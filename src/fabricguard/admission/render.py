@@ -82,7 +82,8 @@ def _webhook(kind: str, namespace: str, path: str) -> dict[str, Any]:
     return hook
 
 
-def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str]) -> dict[str, Any]:
+def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str], *, api_egress: bool = False,
+                    ) -> dict[str, Any]:
     webhook_from: list[dict[str, Any]] = [{"ipBlock": {"cidr": c}} for c in apiserver_cidrs]
     webhook_rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": PORT}]}
     if webhook_from:
@@ -97,14 +98,29 @@ def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str]) -> dict[st
                 # Probes come from the kubelet on the node, metrics from the cluster's Prometheus.
                 {"ports": [{"protocol": "TCP", "port": HEALTH_PORT}]},
             ],
-            "egress": [],  # the webhook calls nothing, not even DNS
+            # The webhook calls nothing, not even DNS; with DRA claim pools it lists ResourceClaimTemplates from
+            # the API server (its in-cluster address is an IP: still no DNS).
+            "egress": [_api_egress(apiserver_cidrs)] if api_egress else [],
         },
     }
 
 
+def _api_egress(apiserver_cidrs: list[str]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}
+    if apiserver_cidrs:
+        rule["to"] = [{"ipBlock": {"cidr": c}} for c in apiserver_cidrs]
+    return rule
+
+
 def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system",
-              apiserver_cidrs: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server."""
+              apiserver_cidrs: list[str] | None = None,
+              extra_mutating: list[dict[str, Any]] | None = None, *,
+              claim_templates: bool = False) -> list[dict[str, Any]]:
+    """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server;
+    ``extra_mutating``: further entries of the mutating configuration (the fabric DaemonSets' tolerations).
+
+    ``claim_templates`` (a profile with DRA claim pools): the webhook lists ResourceClaimTemplates, so it gets a
+    service-account token, a ClusterRole that lists them and an egress rule to the API server."""
     labels = _labels()
     meta = {"name": NAME, "namespace": namespace, "labels": labels}
     ca_name = f"{NAME}-ca"
@@ -155,7 +171,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
                     "serviceAccountName": NAME,
                     "priorityClassName": PRIORITY_CLASS,
                     "terminationGracePeriodSeconds": PRESTOP_SECONDS + SHUTDOWN_DELAY + SHUTDOWN_TIMEOUT + 5,
-                    "automountServiceAccountToken": False,
+                    "automountServiceAccountToken": claim_templates,
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "nodeSelector": {names.LABEL_OS: "linux"},
@@ -176,9 +192,22 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
             },
         },
     }
+    rbac: list[dict[str, Any]] = []
+    if claim_templates:
+        cluster_meta = {"name": NAME, "labels": labels}
+        rbac = [
+            {"apiVersion": names.RBAC_API, "kind": "ClusterRole", "metadata": cluster_meta,
+             "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"],
+                        "verbs": ["list"]}]},
+            {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding", "metadata": cluster_meta,
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        ]
     # No Namespace here: it has one owner, the install's namespace component (fabricguard render namespace).
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": False},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta,
+         "automountServiceAccountToken": claim_templates},
+        *rbac,
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {**meta, "name": f"{NAME}-profile"}, "data": {PROFILE_KEY: profile_text}},
         deployment,
@@ -187,7 +216,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": {names.LABEL_APP_NAME: NAME},
                   "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]}},
-        _network_policy(meta, apiserver_cidrs or []),
+        _network_policy(meta, apiserver_cidrs or [], api_egress=claim_templates),
         # The CA chain: a self-signed Issuer only makes the CA; the CA Issuer signs the serving certificate.
         {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
          "metadata": {**meta, "name": f"{NAME}-selfsigned"}, "spec": {"selfSigned": {}}},
@@ -209,7 +238,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
                   "issuerRef": {"name": ca_name, "kind": "Issuer", "group": "cert-manager.io"}}},
         {"apiVersion": names.ADMISSIONREGISTRATION_API, "kind": "MutatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
-         "webhooks": [_webhook("mutate", namespace, "/mutate")]},
+         "webhooks": [_webhook("mutate", namespace, "/mutate"), *(extra_mutating or [])]},
         {"apiVersion": names.ADMISSIONREGISTRATION_API, "kind": "ValidatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("validate", namespace, "/validate")]},

@@ -440,8 +440,10 @@ async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127
 
 def serve(admission: Admission, cert: Path, key: Path, *, host: str, port: int, max_body: int,
           reload_interval: float, body_timeout: float = DEFAULT_BODY_TIMEOUT, health_port: int | None = None,
-          shutdown_delay: float = 5.0, shutdown_timeout: float = 15.0) -> None:
-    """Run until SIGTERM or SIGINT, then drain (the container's entry point)."""
+          shutdown_delay: float = 5.0, shutdown_timeout: float = 15.0,
+          background: Callable[[asyncio.Event], Awaitable[None]] | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then drain (the container's entry point). ``background`` runs beside the
+    server until the stop (the ResourceClaimTemplate cache of DRA pools, admission/templates.py)."""
 
     async def main() -> None:
         running = await start(admission, cert, key, host=host, port=port, max_body=max_body,
@@ -456,7 +458,11 @@ def serve(admission: Admission, cert: Path, key: Path, *, host: str, port: int, 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        task: asyncio.Future[None] | None = (asyncio.ensure_future(background(stop)) if background is not None
+                                             else None)
         await stop.wait()
+        if task is not None:
+            task.cancel()
         await running.drain(shutdown_delay)
         log.info("stopped")
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 ANN_BUSBW = "fabricguard.io/busbw"
 ANN_BUSBW_STATE = "fabricguard.io/busbw-state"  # below | ok: what was last told
+TAIL_BYTES = 64 << 10  # ~150 records: about ten 60-s dumps of a full ring of 8 on two communicators
 
 
 def dump_dir(profile: PlatformProfile, ins: Inspector, namespace: str, job: str) -> str:
@@ -46,8 +47,9 @@ class JobBusbw:
     series: Series = field(init=False)
 
     def __post_init__(self) -> None:
-        self.follower = InspectorFollower(self.directory)
-        keep = max(60, 2 * self.settings.below_floor_s // 60)
+        # A controller that starts (or restarts) while the job runs reads each file's last 64 KiB, not its history.
+        self.follower = InspectorFollower(self.directory, tail_bytes=TAIL_BYTES)
+        keep = max(15, 2 * self.settings.below_floor_s // 60)
         self.series = Series(self.settings.large_bytes, keep_minutes=keep)
 
     def poll(self) -> ReadStats:

@@ -70,7 +70,7 @@ def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
 DCGM_PLATFORMS: dict[str, ExporterTargets | None] = {
     "gpu-operator": ExporterTargets(),
     "dcgm-exporter": ExporterTargets(dcgm_namespace="dcgm-exporter",
-                                     dcgm_labels=(("app.kubernetes.io/name", "dcgm-exporter"),), dcgm_port="metrics"),
+                                     dcgm_labels=((names.LABEL_APP_NAME, "dcgm-exporter"),), dcgm_port="metrics"),
     "gke": None,
 }
 
@@ -85,7 +85,7 @@ def gmp_monitors(namespace: str) -> list[dict[str, Any]]:
     """GKE Managed Prometheus: a PodMonitoring for the node agent (``node`` from the pod's node name)."""
     return [{"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
              "metadata": _meta("fabricguard-node-agent", namespace),
-             "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": AGENT_NAME}},
+             "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: AGENT_NAME}},
                       "endpoints": [{"port": "metrics", "interval": "30s"}],
                       "targetLabels": {"metadata": ["pod", "container", "node"]}}}]
 

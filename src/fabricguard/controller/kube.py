@@ -32,11 +32,14 @@ CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     (names.TRAINJOB_API, "trainjobs", "TrainJob"),
 )
 ALL_RESOURCES = LIVE_RESOURCES + CONTROLLER_RESOURCES
+# Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
+CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
 
 
-async def list_cluster(kubeconfig: str | None, context: str | None) -> Snapshot:
+async def list_cluster(kubeconfig: str | None, context: str | None,
+                       extra: tuple[tuple[str, str, str], ...] = ()) -> Snapshot:
     """Every resource the pass reads, as one snapshot, through the doctor's paged collector (GET only)."""
-    lists = await collect_live(kubeconfig=kubeconfig, context=context, resources=ALL_RESOURCES)
+    lists = await collect_live(kubeconfig=kubeconfig, context=context, resources=ALL_RESOURCES + extra)
     return snapshot_from_lists(lists, source="live")
 
 

@@ -24,7 +24,7 @@ NAME = names.CONTROLLER_COMPONENT
 PROFILE_KEY = "profile.yaml"
 METRICS_PORT = 8080
 LUSTRE_ROOT = "/lustre"
-PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
+PROFILE_CHECKSUM = names.ANN_PROFILE_CHECKSUM
 CANARY_PRIORITY_CLASS = "fabricguard-canary"
 # Below training's default 0 (no globalDefault class): a canary never outranks, and with preemptionPolicy Never
 # never preempts, a training job; it waits for free capacity like the smallest job would.
@@ -131,11 +131,11 @@ def _plural_group(api_version: str) -> str:
 
 def rbac_rules() -> list[dict[str, Any]]:
     """Cluster-wide rules: list/watch what a pass reads, and the few writes it makes."""
-    from fabricguard.controller.kube import CONTROLLER_RESOURCES, WATCHED
+    from fabricguard.controller.kube import CLAIM_RESOURCES, CONTROLLER_RESOURCES, WATCHED
 
     watched = {plural for _v, plural, _sel in WATCHED}
     by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES]
+    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES]
     for api_version, plural, _kind in resources:
         verbs = ("list", "watch") if plural in watched else ("list",)
         by_group.setdefault((_plural_group(api_version), verbs), []).append(plural)
@@ -145,6 +145,8 @@ def rbac_rules() -> list[dict[str, Any]]:
     ]
     rules += [
         {"apiGroups": [names.GROUP], "resources": [names.FV_PLURAL], "verbs": ["create"]},
+        # One ResourceClaimTemplate per opted-in namespace and DRA pool (controller/claims.py).
+        {"apiGroups": [names.DRA_GROUP], "resources": ["resourceclaimtemplates"], "verbs": ["create", "delete"]},
         {"apiGroups": [names.GROUP], "resources": [f"{names.FV_PLURAL}/status"], "verbs": ["patch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
          "verbs": ["patch"]},
@@ -269,7 +271,7 @@ def service_monitor(namespace: str = "fabricguard-system", release: str | None =
         labels["release"] = release
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
             "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
-            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
                      "namespaceSelector": {"matchNames": [namespace]},
                      "endpoints": [{"port": "metrics", "interval": "30s", "honorLabels": True}]}}
 
@@ -278,7 +280,7 @@ def pod_monitoring(namespace: str = "fabricguard-system") -> dict[str, Any]:
     """The GKE Managed Prometheus form of :func:`service_monitor` (``monitoring.googleapis.com/v1``)."""
     return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
             "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
-            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
                      "endpoints": [{"port": "metrics", "interval": "30s"}]}}
 
 

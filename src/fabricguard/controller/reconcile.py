@@ -15,6 +15,7 @@ from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
+from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
@@ -84,6 +85,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
+    actions += claim_template_actions(profile, snapshot, cfg.namespace)
     findings = run_rules(snapshot, profile, now)
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])

@@ -23,7 +23,7 @@ from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions
 from fabricguard.controller.canaries import CanaryConfig
-from fabricguard.controller.kube import WATCHED, apply_actions, list_cluster, watch_changes
+from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions, list_cluster, watch_changes
 from fabricguard.controller.lease import Step, decide, read_lease, try_lead
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
@@ -123,7 +123,8 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
     api = await api_for(cfg)
     t0 = time.perf_counter()
     at = now or datetime.now(UTC)
-    snapshot = await list_cluster(cfg.kubeconfig, cfg.context)
+    claims = any(p.claim_template_name for p in cfg.profile.spec.pools)
+    snapshot = await list_cluster(cfg.kubeconfig, cfg.context, CLAIM_RESOURCES if claims else ())
     reference, errors = await read_reference(api, cfg.reference)
     result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
     known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}

@@ -23,6 +23,7 @@ _STYLE = {
     Transport.efa: "green",
     Transport.tcpx: "green",
     Transport.socket: "bold red",
+    Transport.mixed: "bold red",
     Transport.none: "cyan",
     Transport.unknown: "yellow",
 }
@@ -35,7 +36,8 @@ def render_report(report: NcclReport) -> None:
         f"GPUDirect RDMA: {_tri(report.gpudirect_rdma)}   failed: " + ("[bold red]yes[/]" if report.failed else "no")
     )
     console.print(
-        f"NCCL {escape(', '.join(report.nccl_version) or '?')}   nodes: {report.nodes or '?'}   "
+        f"NCCL {escape(', '.join(report.nccl_version) or '?')}   scope: {report.scope.value}   "
+        f"nodes: {report.nodes or '?'}   "
         f"ranks: {report.ranks or '?'}   intra-node: {', '.join(report.intra_node) or '-'}   "
         f"files: {len(report.files)}   read: {report.bytes_read / 1e6:,.1f} MB"
     )

@@ -44,6 +44,7 @@ import json
 import os
 import re
 import statistics
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,7 @@ class InspectorInputError(ValueError):
     """A directory of Inspector records cannot be read; the message names it and says what to change."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class CollRecord:
     """One ``coll_perf`` record: what one rank saw of one collective of one communicator."""
 
@@ -103,8 +104,41 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+# The writer's exact layout (both header variants): read without building a dict; anything else (escapes, another
+# key order, "nan") takes the general path.
+_S = rb'"([^"\\]*)"'
+_FAST = re.compile(
+    rb'\{"header":\{"id":' + _S + rb',(?:"comm_name":' + _S + rb',)?"rank":(\d+),"n_ranks":(\d+),"nnodes":(\d+)\},'
+    rb'"metadata":\{"inspector_output_format_version":' + _S + rb',"git_rev":"[^"\\]*","rec_mechanism":"[^"\\]*",'
+    rb'"dump_timestamp_us":(\d+),"hostname":' + _S + rb',"pid":(\d+)\},'
+    rb'"coll_perf":\{"coll":' + _S + rb',"coll_sn":(\d+),"coll_msg_size_bytes":(\d+),"coll_exec_time_us":(\d+),'
+    rb'(?:"coll_timing_source":' + _S + rb',)?"coll_algobw_gbs":(\d+\.\d+),"coll_busbw_gbs":(\d+\.\d+)[,}]'
+)
+
+
+def _fast(line: bytes) -> CollRecord | None:
+    m = _FAST.match(line)
+    if m is None:
+        return None
+    g = m.groups()
+    size, nranks, nnodes = int(g[11]), int(g[3]), int(g[4])
+    if size >= _BOGUS_SIZE or nranks < 1 or nnodes < 1:
+        return None
+    return CollRecord(
+        g[0].decode(), g[1].decode() if g[1] is not None else None, int(g[2]), nranks, nnodes, g[5].decode(),
+        int(g[6]), g[7].decode(), int(g[8]), g[9].decode(), int(g[10]), size, int(g[12]),
+        g[13].decode() if g[13] is not None else None, float(g[14]), float(g[15]))
+
+
 def parse_record(line: bytes | str) -> CollRecord | None:
     """The ``coll_perf`` record of one line, or None (a ``p2p_perf`` record, a malformed or foreign line)."""
+    if isinstance(line, bytes):
+        try:
+            rec = _fast(line)
+        except UnicodeDecodeError:
+            rec = None
+        if rec is not None:
+            return rec
     try:
         doc = json.loads(line)
     except (ValueError, UnicodeDecodeError):
@@ -182,6 +216,7 @@ class InspectorFollower:
     directory: Path
     max_files: int = 4096
     budget_bytes: int = 4 << 20
+    tail_bytes: int | None = None  # a file first seen larger than this is read from its last tail_bytes only
     _files: dict[str, _FileState] = field(default_factory=dict)
     total: ReadStats = field(default_factory=ReadStats)
 
@@ -209,7 +244,14 @@ class InspectorFollower:
             if fs is None or fs.inode != inode or st.st_size < fs.offset:
                 if fs is not None:
                     stats.truncations += 1  # replaced, or reopened with fopen("w") by a restarted process
+                first = fs is None
                 fs = self._files[name] = _FileState(inode)
+                if first and self.tail_bytes is not None and st.st_size > self.tail_bytes:
+                    # A controller that starts late needs the latest minutes, not the job's whole history: start
+                    # at a line boundary within the last tail_bytes (the head check is skipped for such a file).
+                    fs.offset = st.st_size - self.tail_bytes
+                    fs.skipping = True
+                    fs.head = b"-"
             if st.st_size == fs.offset:
                 continue
             self._read(path, fs, stats, out)
@@ -224,7 +266,11 @@ class InspectorFollower:
         except OSError:
             return
         try:
-            if fs.head and os.pread(fd, len(fs.head), 0) != fs.head:
+            if fs.head == b"-":
+                # Started inside the file: if the byte before is a newline, the first line read is whole.
+                fs.skipping = os.pread(fd, 1, fs.offset - 1) != b"\n"
+                fs.head = b""
+            elif fs.head and os.pread(fd, len(fs.head), 0) != fs.head:
                 stats.truncations += 1  # rewritten in place past the old size between two polls
                 fs.offset, fs.partial, fs.head, fs.skipping = 0, b"", b"", False
             block = os.pread(fd, self.budget_bytes, fs.offset)
@@ -360,9 +406,9 @@ class Series:
     follower that polled all along reach the same figures."""
 
     large_bytes: int
-    keep_minutes: int = 60
-    per_minute: int = 512
-    _b: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    keep_minutes: int = 30
+    per_minute: int = 128
+    _b: dict[str, dict[int, array[float]]] = field(default_factory=dict)
     _shape: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def add(self, records: Iterable[CollRecord]) -> None:
@@ -371,7 +417,7 @@ class Series:
             if not usable(r, self.large_bytes) or r.busbw_gbps is None:
                 continue
             buckets = self._b.setdefault(r.coll, {})
-            vals = buckets.setdefault(r.dump_us // 60_000_000, [])
+            vals = buckets.setdefault(r.dump_us // 60_000_000, array("d"))
             if len(vals) < self.per_minute:
                 vals.append(r.busbw_gbps)
             nn, nr = self._shape.get(r.coll, (0, 0))

@@ -1,14 +1,22 @@
 """What an NCCL log proves: the typed result of ``nccl inspect`` and the rules that derive the verdict.
 
 The scanner (``scan.py``) only collects facts; this module decides. The one rule that matters most:
-never call a socket job RDMA. Mixed evidence (some connections over sockets) is ``socket``; thin
-evidence (a network was selected but no connection was logged) is ``unknown``.
+never call a socket job RDMA. Mixed evidence (some connections over sockets) is ``socket``; nodes that
+selected networks of different kinds are ``mixed``; thin evidence (a network was selected but no
+connection was logged, and not every node's selection is in the log) is ``unknown``.
+
+The second rule: never claim a single node without proof. People hand over ``kubectl logs`` of one
+worker of a multi-node job, which shows one host. ``none`` (no inter-node transport) needs proof that
+every rank ran on one host: ``nNodes 1``, ``localRanks`` equal to ``nRanks``, every rank of the
+communicator seen on that host, or nccl-tests' rank table on one host. Otherwise the log is one part
+of a larger job, and it is judged on what it shows (sockets where it shows sockets, else ``unknown``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from fabricguard.profile.model import Transport
@@ -121,6 +129,90 @@ class NetDevice:
         return {"net": self.net, "index": self.index, "name": self.name, "link_layer": self.link_layer}
 
 
+class Scope(StrEnum):
+    """How much of the job a log shows."""
+
+    single_node = "single-node"  # proven: every rank on one host
+    multi_node = "multi-node"  # proven: more than one node
+    part = "part"  # one host's lines, no proof that the job ends there: one part of a larger job
+    unknown = "unknown"  # no line names a host or a rank
+
+
+@dataclass(frozen=True)
+class Span:
+    """How many nodes the job spans, and the line-level proof for it."""
+
+    scope: Scope
+    nodes: int | None
+    why: str
+    hosts: tuple[str, ...] = ()
+    exact: bool = True  # False when ``nodes`` is only a lower bound (hosts seen in the log)
+
+
+def _ranges(ranks: set[int]) -> str:
+    """``{0,1,2,5}`` as ``0-2,5``."""
+    out: list[str] = []
+    for r in sorted(ranks):
+        if out and out[-1].split("-")[-1] == str(r - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        else:
+            out.append(str(r))
+    s = ",".join(out)
+    return s if len(s) <= 60 else s[:59] + "…"
+
+
+def job_span(
+    max_nranks: int,
+    nnodes_by_size: dict[int, int],
+    local_by_size: dict[int, int],
+    comm_ranks: dict[str, set[int]],
+    comm_size: dict[str, int],
+    test_ranks: dict[int, str],
+    hosts: set[str],
+) -> Span:
+    """Whether the log proves one node, proves several, or shows one part of a larger job."""
+    hs = tuple(sorted(hosts))
+    size = max_nranks or len(test_ranks)
+    max_nnodes = max(nnodes_by_size.values(), default=0)
+    test_hosts = set(test_ranks.values())
+    if max_nnodes > 1:
+        big = max(k for k, v in nnodes_by_size.items() if v == max_nnodes)
+        return Span(Scope.multi_node, max_nnodes, f"a {big}-rank communicator spans {max_nnodes} nodes (nNodes)", hs)
+    if size == 1:
+        return Span(Scope.single_node, 1, "the job has one rank", hs)
+    if nnodes_by_size.get(size) == 1:
+        return Span(Scope.single_node, 1, f"the {size}-rank communicator reports nNodes 1", hs)
+    if size and local_by_size.get(size) == size:
+        return Span(Scope.single_node, 1, f"the {size}-rank communicator has localRanks {size} == nRanks", hs)
+    if len(test_hosts) > 1:
+        return Span(Scope.multi_node, len(test_hosts), f"nccl-tests lists ranks on {len(test_hosts)} hosts", hs)
+    if len(hosts) > 1:
+        return Span(Scope.multi_node, len(hosts), f"the log shows {len(hosts)} hosts", hs, exact=False)
+    host = hs[0] if hs else (next(iter(test_hosts)) if test_hosts else None)
+    if size and len(hosts | test_hosts) <= 1:
+        for key, ranks in comm_ranks.items():
+            if comm_size.get(key) == size and len(ranks) >= size:
+                return Span(Scope.single_node, 1, f"all {size} ranks of the communicator are on host {host}", hs)
+        if test_ranks and set(test_ranks) == set(range(len(test_ranks))) and len(test_ranks) >= size:
+            return Span(Scope.single_node, 1, f"nccl-tests lists all {len(test_ranks)} ranks on host {host}", hs)
+    if host is None and not size:
+        return Span(Scope.unknown, None, "the log names neither a host nor a rank count", hs)
+    seen: set[int] = set()
+    for key, ranks in comm_ranks.items():
+        if comm_size.get(key) == size:
+            seen |= ranks
+    shows = f"the log shows only host {host}" if host else "the log names no host"
+    if size:
+        shows += f" (ranks {_ranges(seen)} of {size})" if seen else f" ({size} ranks in the job)"
+    return Span(
+        Scope.part,
+        None,
+        shows + ": no line proves every rank ran there (nNodes 1, localRanks == nRanks, or every rank "
+        "seen), so it is one part of a larger job",
+        hs,
+    )
+
+
 # Canonical families of a NET plugin name as it appears after "via NET/".
 def net_family(name: str) -> str:
     n = name.lower()
@@ -159,6 +251,11 @@ class NcclReport:
     profiler_plugins: list[str] = field(default_factory=list)  # "PROFILER/Plugin: Loaded X": the one NCCL loaded
     nccl_output: bool = False  # False when no line of the input is NCCL or nccl-tests output
     bytes_read: int = 0
+    scope: Scope = Scope.unknown  # how much of the job the log shows (see job_span)
+    hosts: list[str] = field(default_factory=list)  # the host(s) a log that is not multi-node shows
+    # What the transport rests on: "connections", "selection" (inferred: every node selected it),
+    # "init" (init lines prove sockets) or None (nothing: none, unknown).
+    transport_basis: str | None = None
 
     @property
     def network(self) -> str | None:
@@ -181,6 +278,9 @@ class NcclReport:
             "failed": self.failed,
             "nodes": self.nodes,
             "ranks": self.ranks,
+            "scope": self.scope.value,
+            "hosts": self.hosts,
+            "transport_basis": self.transport_basis,
             "net_devices": [d.to_dict() for d in self.net_devices],
             "connections": self.connections,
             "ofi_provider": self.ofi_provider,
@@ -195,6 +295,9 @@ class NcclReport:
         }
 
 
+_RDMA = frozenset({Transport.ib, Transport.roce, Transport.efa, Transport.tcpx})
+
+
 def decide_transport(
     net_conns: Counter[tuple[str, bool]],
     networks: list[str],
@@ -204,93 +307,178 @@ def decide_transport(
     saw_intra_connections: bool,
     failed: bool,
     plugins: list[str] | None = None,
-) -> tuple[Transport, list[str]]:
-    """The inter-node transport from counted NET connections and init facts, with the reasons.
+    span: Span | None = None,
+    host_nets: dict[str, set[str]] | None = None,
+) -> tuple[Transport, list[str], str | None]:
+    """The inter-node transport from counted NET connections and init facts, with the reasons and basis.
 
     ``net_conns`` counts (net name, gdrdma) over every ``via NET/...`` connection line; ``plugins``
-    names the net plugins that loaded or listed devices (``Loaded net plugin X``, ``NET/X : Using``).
+    names the net plugins that loaded or listed devices (``Loaded net plugin X``, ``NET/X : Using``);
+    ``span`` is how much of the job the log shows (``job_span``); ``host_nets`` the networks each
+    host's processes selected. The basis is "connections", "selection", "init" or None.
     """
+    if span is None:  # callers that only know a node count
+        if nodes is not None and nodes > 1:
+            span = Span(Scope.multi_node, nodes, f"{nodes} nodes")
+        elif nodes == 1:
+            span = Span(Scope.single_node, 1, "one node")
+        else:
+            span = Span(Scope.unknown, None, "no node count")
+    host_nets = host_nets or {}
+    mixed = _mixed_selection(networks, host_nets)
+    if net_conns:
+        t, why = _from_connections(net_conns, devices, ofi_providers)
+        if t in _RDMA and mixed:
+            return Transport.mixed, [*why, mixed], "connections"
+        return t, why, "connections"
+    reasons: list[str] = []
+    # No connection line mentions a network.
+    if span.scope is Scope.single_node and (saw_intra_connections or not failed):
+        reasons.append(f"all ranks on one node ({span.why}): no inter-node transport")
+        return Transport.none, reasons, None
+    if mixed:
+        return Transport.mixed, [mixed], "selection"
+    tcp = _tcp_under_another_name(networks, plugins or [], ofi_providers)
+    if span.scope is Scope.multi_node:
+        if tcp:
+            reasons.append(
+                f"{span.nodes} nodes and {tcp}; no connection lines were logged (set NCCL_DEBUG_SUBSYS=INIT,NET "
+                "to see them)"
+            )
+            return Transport.socket, reasons, "init"
+        inferred = _inferred_from_selection(host_nets, span, devices, ofi_providers)
+        if inferred is not None:
+            return inferred[0], [inferred[1]], "selection"
+        seen = f"; the log shows the selection of {len(host_nets)} of them" if host_nets else ""
+        reasons.append(
+            f"{span.nodes} nodes ({span.why}) but no network connection lines were logged{seen}; the selected "
+            f"network ({', '.join(networks) or 'none shown'}) alone does not prove what carried the data "
+            "(set NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET, and hand over every worker's log)"
+        )
+        return Transport.unknown, reasons, None
+    if span.scope is Scope.part:
+        if tcp:
+            reasons.append(f"{span.why}; it shows {tcp}")
+            return Transport.socket, reasons, "init"
+        reasons.append(
+            f"{span.why}; nothing in it shows the inter-node transport (selected: "
+            f"{', '.join(networks) or 'none shown'}, no connection lines): hand over every worker's log"
+        )
+        return Transport.unknown, reasons, None
+    if failed:
+        reasons.append("NCCL failed before any connection was made")
+    elif tcp and span.scope is not Scope.single_node:
+        reasons.append(f"the log shows no host or rank count, but {tcp}")
+        return Transport.socket, reasons, "init"
+    else:
+        reasons.append("the log shows neither connections nor how many nodes took part")
+    return Transport.unknown, reasons, None
+
+
+def _mixed_selection(networks: list[str], host_nets: dict[str, set[str]]) -> str | None:
+    """Why the job is mixed: its processes (hosts, or one host's communicators) selected networks of
+    different kinds."""
+    if len({net_family(n) for n in networks}) <= 1:
+        return None
+    per_host = "; ".join(f"{h}: {', '.join(sorted(n))}" for h, n in sorted(host_nets.items())[:6])
+    return (
+        f"the job's processes selected networks of different kinds ({per_host or ', '.join(networks)}): traffic "
+        "between them runs at the slowest one's speed, so it is mixed, never RDMA"
+    )
+
+
+def _inferred_from_selection(
+    host_nets: dict[str, set[str]], span: Span, devices: list[NetDevice], ofi_providers: list[str]
+) -> tuple[Transport, str] | None:
+    """The one network every node of a proven multi-node job selected, when no connection line was logged."""
+    if span.nodes is None or not span.exact or len(host_nets) < span.nodes or not host_nets:
+        return None
+    names = sorted({n for nets in host_nets.values() for n in nets})
+    fams = {net_family(n) for n in names}
+    if len(fams) != 1:
+        return None
+    fam = next(iter(fams))
+    t: Transport | None = None
+    if fam == "ibverbs":
+        layers = {d.link_layer for d in devices if net_family(d.net) == "ibverbs" and d.link_layer}
+        if layers == {"RoCE"} or (any(n.lower() == "gib" for n in names) and not layers):
+            t = Transport.roce
+        else:
+            t = Transport.ib
+    elif fam == "libfabric":
+        provs = {p.lower() for p in ofi_providers}
+        t = Transport.efa if provs and provs <= {"efa", "efa-direct"} else None
+    elif fam == "tcpx":
+        t = Transport.tcpx
+    elif fam == "socket":
+        t = Transport.socket
+    if t is None:
+        return None
+    return t, (
+        f"every one of the {span.nodes} nodes selected network {'/'.join(names)} ({span.why}) and no connection "
+        f"line was logged: NCCL carries inter-node traffic over the one network it selected, so the transport "
+        f"is {t.value}, inferred from the selection (not proven from connections)"
+    )
+
+
+def _from_connections(
+    net_conns: Counter[tuple[str, bool]], devices: list[NetDevice], ofi_providers: list[str]
+) -> tuple[Transport, list[str]]:
+    """The transport the counted ``via NET/...`` connection lines prove."""
     reasons: list[str] = []
     families: Counter[str] = Counter()
     for (name, _gdr), n in net_conns.items():
         families[net_family(name)] += n
-    if families:
-        if families.get("socket"):
-            total = sum(families.values())
-            if len(families) > 1:
-                reasons.append(
-                    f"{families['socket']} of {total} network connections use NET/Socket; the job is bound "
-                    "by its slowest links, so it counts as sockets"
-                )
-            else:
-                reasons.append(f"all {total} network connections use NET/Socket")
-            return Transport.socket, reasons
+    if families.get("socket"):
+        total = sum(families.values())
         if len(families) > 1:
-            reasons.append(f"connections over several network plugins {dict(families)}: cannot tell which carried data")
-            return Transport.unknown, reasons
-        fam = next(iter(families))
-        names = sorted({name for (name, _g) in net_conns})
-        if fam == "ibverbs":
-            layers = {d.link_layer for d in devices if net_family(d.net) == "ibverbs" and d.link_layer}
-            if layers == {"RoCE"}:
-                reasons.append(f"connections via NET/{'/'.join(names)} on RoCE devices")
-                return Transport.roce, reasons
-            if any(n.lower() == "gib" for n in names) and not layers:
-                reasons.append("connections via NET/gIB (Google's IB-verbs plugin over RoCE)")
-                return Transport.roce, reasons
-            if layers == {"IB"}:
-                reasons.append(f"connections via NET/{'/'.join(names)} on InfiniBand devices")
-            elif layers:
-                reasons.append(f"connections via NET/{'/'.join(names)} on mixed link layers {sorted(layers)}")
-            else:
-                reasons.append(
-                    f"connections via NET/{'/'.join(names)} (IB verbs); the log does not show the link layer"
-                )
-            return Transport.ib, reasons
-        if fam == "libfabric":
-            provs = {p.lower() for p in ofi_providers}
-            if provs and provs <= {"efa", "efa-direct"}:
-                reasons.append(f"connections via NET/{'/'.join(names)} with libfabric provider efa")
-                return Transport.efa, reasons
-            if provs & {"tcp", "sockets", "tcp;ofi_rxm", "udp"}:
-                reasons.append(
-                    f"connections via NET/{'/'.join(names)} but the libfabric provider is {sorted(provs)}: "
-                    "that is TCP, not EFA"
-                )
-                return Transport.socket, reasons
             reasons.append(
-                f"connections via NET/{'/'.join(names)} but no 'Selected Provider' line shows the libfabric "
-                "provider; cannot confirm EFA"
+                f"{families['socket']} of {total} network connections use NET/Socket; the job is bound "
+                "by its slowest links, so it counts as sockets"
             )
-            return Transport.unknown, reasons
-        if fam == "tcpx":
-            reasons.append(f"connections via NET/{'/'.join(names)} (GPUDirect-TCPX)")
-            return Transport.tcpx, reasons
-        reasons.append(f"connections via an unrecognised network plugin {names}")
+        else:
+            reasons.append(f"all {total} network connections use NET/Socket")
+        return Transport.socket, reasons
+    if len(families) > 1:
+        reasons.append(f"connections over several network plugins {dict(families)}: cannot tell which carried data")
         return Transport.unknown, reasons
-
-    # No connection line mentions a network.
-    multi_node = nodes is not None and nodes > 1
-    if multi_node:
-        tcp = _tcp_under_another_name(networks, plugins or [], ofi_providers)
-        if tcp:
+    fam = next(iter(families))
+    names = sorted({name for (name, _g) in net_conns})
+    if fam == "ibverbs":
+        layers = {d.link_layer for d in devices if net_family(d.net) == "ibverbs" and d.link_layer}
+        if layers == {"RoCE"}:
+            reasons.append(f"connections via NET/{'/'.join(names)} on RoCE devices")
+            return Transport.roce, reasons
+        if any(n.lower() == "gib" for n in names) and not layers:
+            reasons.append("connections via NET/gIB (Google's IB-verbs plugin over RoCE)")
+            return Transport.roce, reasons
+        if layers == {"IB"}:
+            reasons.append(f"connections via NET/{'/'.join(names)} on InfiniBand devices")
+        elif layers:
+            reasons.append(f"connections via NET/{'/'.join(names)} on mixed link layers {sorted(layers)}")
+        else:
+            reasons.append(f"connections via NET/{'/'.join(names)} (IB verbs); the log does not show the link layer")
+        return Transport.ib, reasons
+    if fam == "libfabric":
+        provs = {p.lower() for p in ofi_providers}
+        if provs and provs <= {"efa", "efa-direct"}:
+            reasons.append(f"connections via NET/{'/'.join(names)} with libfabric provider efa")
+            return Transport.efa, reasons
+        if provs & {"tcp", "sockets", "tcp;ofi_rxm", "udp"}:
             reasons.append(
-                f"{nodes} nodes and {tcp}; no connection lines were logged (set NCCL_DEBUG_SUBSYS=INIT,NET to see them)"
+                f"connections via NET/{'/'.join(names)} but the libfabric provider is {sorted(provs)}: "
+                "that is TCP, not EFA"
             )
             return Transport.socket, reasons
         reasons.append(
-            f"{nodes} nodes but no network connection lines were logged; the selected network "
-            f"({', '.join(networks) or 'none shown'}) alone does not prove what carried the data "
-            "(set NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET)"
+            f"connections via NET/{'/'.join(names)} but no 'Selected Provider' line shows the libfabric "
+            "provider; cannot confirm EFA"
         )
         return Transport.unknown, reasons
-    if nodes == 1 and (saw_intra_connections or not failed):
-        reasons.append("all ranks on one node: no inter-node transport")
-        return Transport.none, reasons
-    if failed:
-        reasons.append("NCCL failed before any connection was made")
-    else:
-        reasons.append("the log shows neither connections nor how many nodes took part")
+    if fam == "tcpx":
+        reasons.append(f"connections via NET/{'/'.join(names)} (GPUDirect-TCPX)")
+        return Transport.tcpx, reasons
+    reasons.append(f"connections via an unrecognised network plugin {names}")
     return Transport.unknown, reasons
 
 

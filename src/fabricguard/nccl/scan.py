@@ -38,7 +38,10 @@ from fabricguard.nccl.report import (
     NcclTestsRow,
     NcclTestsTable,
     NetDevice,
+    Scope,
+    Span,
     decide_transport,
+    job_span,
     net_family,
 )
 
@@ -46,7 +49,9 @@ MAX_EVIDENCE_PER_KIND = 3
 MAX_FAILURES = 20
 QUOTE_CHARS = 240
 
-_PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\](?: \S+:\d+)?\s*$")  # WARN: "[0] file.cc:42 NCCL WARN"
+# WARN lines name the source between the device and NCCL: "[0] file.cc:42 NCCL WARN", and aws-ofi-nccl
+# 1.1x its function: "[0] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):259 NCCL WARN".
+_PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\](?: [^\[\]\n]{0,200}?:\d+)?\s*$")
 _VERSION = re.compile(rb"NCCL version (\S+)")
 _NET_USING = re.compile(rb"NET/(\S+?) ?: Using (.*?)(?:; OOB|\s*$)")
 # "[0]mlx5_0:1/IB" and, inside the merged form "[0]={[0] mlx5_2:1/RoCE, ...}", "[0] mlx5_2:1/RoCE".
@@ -60,7 +65,7 @@ _NET_NOT_FOUND = re.compile(rb"[Nn]etwork (\S+) not found")
 _PERF_NAME = re.compile(rb"\b([a-z_]+_perf)(?:_mpi)?\b")
 _AVG_BUSBW = re.compile(rb"Avg bus bandwidth\s*:\s*([0-9.eE+\-]+|N/A)")
 _OUT_OF_BOUNDS = re.compile(rb"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)")
-_RANK_HOST = re.compile(rb"#\s+Rank\s+\d+ .*?\bon\s+(\S+)\s+device\b")
+_RANK_HOST = re.compile(rb"#\s+Rank\s+(\d+) .*?\bon\s+(\S+)\s+device\b")
 
 # Two passes over a chunk collect every fact, each anchored on a literal so the regex engine skips
 # ahead in C ("via" is rare in trace lines, unlike a leading space). Connection lines: the transport
@@ -69,11 +74,21 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+\d+ .*?\bon\s+(\S+)\s+device\b")
 # error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
-    rb"NCCL(?: (?:INFO (?=[UNGSLncrP])(?:"  # the lookahead rejects per-collective trace lines in one step
-    rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded|PROFILER/Plugin: Loaded)[^\n]*)"
-    rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?"
+    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFP])(?:"  # the lookahead rejects per-collective trace lines in one step
+    rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded|PROFILER/Plugin: Loaded|Assigned NET plugin"
+    rb"|Initialized NET plugin|Failed to initialize NET plugin)[^\n]*)"
+    rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?"
     rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
     rb"|(\.cpp:\d+\][^\n]*?Watchdog caught|\(SeqNum[^\n]*?ran for))"
+)
+# The groups of _FACTS, by index: what marks a rare line (WARN, error, torch watchdog).
+_G_MARKER, _G_TORCH = 5, 6
+# Which ranks of which communicator a line names: read only in chunks of a log that shows one host, where
+# every rank of the communicator seen there proves a single-node job (the rank makes every line distinct,
+# so the bulk pass above leaves it out).
+_RANK_LINE = re.compile(
+    rb"NCCL INFO [^\n]*?\brank (\d+) n[Rr]anks (\d+)"
+    rb"(?: cudaDev \d+(?: nvmlDev \d+)? busId \w+ commId (0x[0-9a-fA-F]+))?"
 )
 _RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught collective")
 # In a chunk dense with facts (the init of a very large job), hosts are read from the line each process
@@ -82,6 +97,9 @@ _USING_NETWORK_LINE = re.compile(rb"NCCL INFO Using network ")
 _NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN) ")
 # What a process used: the network it selected, or (older NCCL) the net whose devices it listed.
 _PROCESS_NETS = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|NET/(\S+?) ?: Using \[)")
+# The network each process selected, in every chunk that selects one: which network each host used.
+_SELECTED_LINE = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|Assigned NET plugin ([^\n]*?) to comm)")
+_SELECTION_FACT = (b"Using network", b"Assigned NET plugin")
 DENSE_FACT_LINES = 4096
 
 # WARN text that NCCL and its plugins print without anything having failed.
@@ -169,6 +187,16 @@ class ScanState:
     prefix_cache: dict[bytes, tuple[str, str] | None] = field(default_factory=dict)
     nccl_output: bool = False
     bytes_read: int = 0
+    # What proves how many hosts the job spans: ranks seen per communicator (keyed by commId, else by
+    # size), the node count and local rank count each communicator size reported, nccl-tests' rank table.
+    comm_ranks: dict[str, set[int]] = field(default_factory=dict)
+    comm_size: dict[str, int] = field(default_factory=dict)
+    nnodes_by_size: dict[int, int] = field(default_factory=dict)
+    local_by_size: dict[int, int] = field(default_factory=dict)
+    test_ranks: dict[int, str] = field(default_factory=dict)  # nccl-tests "# Rank N ... on HOST device"
+    host_nets: dict[str, set[str]] = field(default_factory=dict)  # host -> networks its processes selected
+    init_failed: dict[str, Evidence] = field(default_factory=dict)  # "Failed to initialize NET plugin X"
+    assigned: dict[str, None] = field(default_factory=dict)  # "Assigned NET plugin X to comm" (2.27+)
 
     def wants(self, kind: str) -> bool:
         return len(self.evidence.get(kind, ())) < MAX_EVIDENCE_PER_KIND
@@ -358,13 +386,18 @@ class FileScanner:
             if self.connection(suffix, n):
                 conn_lines += n
         fact_lines = 0
-        for (fact, nranks, nnodes, marker, torch), n in Counter(_FACTS.findall(chunk)).items():
+        selections = False
+        rank_lines = False
+        for (fact, nranks, nnodes, local, marker, torch), n in Counter(_FACTS.findall(chunk)).items():
             if fact:
                 self.fact(fact, n)
                 fact_lines += n
+                selections = selections or fact.startswith(_SELECTION_FACT)
             elif nranks:
                 fact_lines += n
                 st.max_nranks = max(st.max_nranks, int(nranks))
+                self.communicator(int(nranks), nnodes, local)
+                rank_lines = True
                 if nnodes and int(nnodes) > st.max_nnodes:
                     st.max_nnodes = int(nnodes)
                     if st.wants("nnodes"):
@@ -378,6 +411,11 @@ class FileScanner:
             st.nccl_output = True
         if fact_lines or conn_lines:
             self.hosts(fact_lines, conn_lines, via_end if conn_lines else 0)
+        # Which host selected what matters only while no connection line decides the transport.
+        if selections and not st.net_conns:
+            self.host_selections()
+        if rank_lines and len(st.hosts) <= 1 and not st.nnodes_by_size:
+            self.ranks_seen()
         self.rare_lines(rare)
         if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
             self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
@@ -393,7 +431,7 @@ class FileScanner:
         end = via_end
         seen = 0
         for m in _FACTS.finditer(chunk) if fact_lines else ():
-            if m.group(4) or m.group(5):
+            if m.group(_G_MARKER) or m.group(_G_TORCH):
                 continue
             seen += 1
             if seen >= fact_lines:
@@ -402,6 +440,41 @@ class FileScanner:
         # Past the last fact only per-collective trace lines remain, printed by the same processes.
         for m in _NCCL_LINE.finditer(chunk, 0, end):
             st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+
+    def communicator(self, size: int, nnodes: bytes, local: bytes) -> None:
+        """One communicator line: its size, and where given its node count and local rank count."""
+        st = self.st
+        if nnodes:
+            st.nnodes_by_size[size] = max(st.nnodes_by_size.get(size, 0), int(nnodes))
+        if local:
+            st.local_by_size[size] = max(st.local_by_size.get(size, 0), int(local))
+
+    def ranks_seen(self) -> None:
+        """The ranks each communicator (by commId, else by size) shows in this chunk."""
+        st = self.st
+        for rank, size_raw, comm_id in set(_RANK_LINE.findall(self.chunk)):
+            size = int(size_raw)
+            key = comm_id.decode() if comm_id else f"size:{size}"
+            st.comm_size[key] = size
+            ranks = st.comm_ranks.setdefault(key, set())
+            if len(ranks) < 65536:
+                ranks.add(int(rank))
+
+    def host_selections(self) -> None:
+        """The networks each host's processes selected (``Using network``, ``Assigned NET plugin``): with
+        an exact node count, a network every node selected is the job's transport when no connection line
+        was logged."""
+        st, chunk = self.st, self.chunk
+        rfind, pairs = chunk.rfind, set()
+        for m in _SELECTED_LINE.finditer(chunk):
+            s0 = m.start()
+            pairs.add((chunk[rfind(b"\n", 0, s0) + 1 : s0], m.group(1) or m.group(2)))
+        for prefix, raw in pairs:
+            key = st.process(prefix)
+            if key:
+                nets = st.host_nets.setdefault(key[0], set())
+                if len(nets) < 8:
+                    nets.add(raw.decode("utf-8", "replace").strip())
 
     def connection(self, suffix: bytes, n: int) -> bool:
         """Count ``n`` connections with this text after " via "; False when it is not a transport."""
@@ -451,6 +524,24 @@ class FileScanner:
             return
         if len(st.facts_seen) < 100_000:
             st.facts_seen.add(msg)
+        if msg.startswith(b"Assigned NET plugin") or msg.startswith(b"Initialized NET plugin"):
+            # NCCL 2.27+: the plugin that started, and the one a communicator got (its selected network).
+            name = msg.split(b" plugin ", 1)[1].removesuffix(b" to comm").decode("utf-8", "replace").strip()
+            if name:
+                st.plugins.setdefault(name, None)
+                if msg.startswith(b"Assigned") and name not in st.assigned:
+                    st.assigned[name] = None
+                    line, raw = self.line_of(self.chunk.find(msg))
+                    why = f"NCCL assigned network {name} to a communicator"
+                    st.note("network:assigned", self.fname, line, raw, why)
+            return
+        if msg.startswith(b"Failed to initialize NET plugin"):
+            name = msg[len(b"Failed to initialize NET plugin") :].decode("utf-8", "replace").strip()
+            if name and name not in st.init_failed:
+                line, raw = self.line_of(self.chunk.find(msg))
+                why = f"NCCL could not initialize NET plugin {name}"
+                st.init_failed[name] = Evidence(self.fname, line, _text(raw), why)
+            return
         if msg.startswith(b"Using network"):
             net = msg[len(b"Using network") :].decode("utf-8", "replace").strip()
             if net and net not in st.networks:
@@ -702,7 +793,9 @@ class FileScanner:
             return False
         m = _RANK_HOST.search(raw)
         if m:
-            st.hosts.add(m.group(1).decode("utf-8", "replace"))
+            host = m.group(2).decode("utf-8", "replace")
+            st.hosts.add(host)
+            st.test_ranks.setdefault(int(m.group(1)), host)
             return False
         if b"_perf" in raw:
             m = _PERF_NAME.search(raw)
@@ -779,7 +872,9 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> N
     return conclude(st, [str(f) for f in files])
 
 
-def _resolve_pending(st: ScanState) -> tuple[list[Evidence], int, list[Evidence], int]:
+def _resolve_pending(
+    st: ScanState, networks: dict[str, None]
+) -> tuple[list[Evidence], int, list[Evidence], int]:
     """Plugin WARNs: a fallback where the process then used another kind of network, else a failure.
 
     What the process used: the network it selected, else the devices it listed (older NCCL logs no
@@ -791,7 +886,7 @@ def _resolve_pending(st: ScanState) -> tuple[list[Evidence], int, list[Evidence]
     count = 0
     failures = list(st.failures)
     failure_count = st.failure_count
-    everywhere = set(st.networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
+    everywhere = set(networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
     for w in st.pending:
         chosen = st.selected.get(w.key) or st.listed.get(w.key) or everywhere
         same = w.family != "plugin" and any(net_family(n) == w.family for n in chosen)
@@ -809,30 +904,49 @@ def _resolve_pending(st: ScanState) -> tuple[list[Evidence], int, list[Evidence]
     return fallbacks, count, failures, failure_count
 
 
+def _init_fallbacks(st: ScanState, networks: dict[str, None]) -> list[Evidence]:
+    """NCCL 2.27+ ``Failed to initialize NET plugin X`` (INFO), then a network of another kind selected."""
+    out: list[Evidence] = []
+    for name, ev in st.init_failed.items():
+        fam = net_family(name)
+        others = sorted(n for n in networks if net_family(n) != fam)
+        if fam != "socket" and others:
+            why = f"net plugin fallback: NCCL could not initialize NET plugin {name}; NCCL then used network "
+            out.append(Evidence(ev.file, ev.line, ev.text, why + ", ".join(others)))
+    return out
+
+
 def conclude(st: ScanState, files: list[str]) -> NcclReport:
     """The report on everything fed to ``st`` so far; ``st`` is left as it is (feed more, conclude again)."""
-    nodes: int | None
-    if st.max_nnodes:
-        nodes = st.max_nnodes
-    elif st.hosts:
-        nodes = len(st.hosts)
-    else:
-        nodes = None
-    fallbacks, fallback_count, failures, failure_count = _resolve_pending(st)
+    span = job_span(
+        st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts
+    )
+    if not st.nnodes_by_size and st.max_nnodes:  # nNodes from a line the communicator parser did not key
+        span = Span(Scope.multi_node if st.max_nnodes > 1 else Scope.single_node, st.max_nnodes, "nNodes", span.hosts)
+    nodes = span.nodes
+    networks = dict(st.networks)
+    for name in st.assigned:  # a communicator's network, also where the "Using network" line was cut off
+        networks.setdefault(name, None)
+    fallbacks, fallback_count, failures, failure_count = _resolve_pending(st, networks)
+    init_fallbacks = _init_fallbacks(st, networks)
+    fallbacks += init_fallbacks
+    fallback_count += len(init_fallbacks)
     failed = failure_count > 0
-    transport, reasons = decide_transport(
+    transport, reasons, basis = decide_transport(
         st.net_conns,
-        list(st.networks),
+        list(networks),
         list(st.devices.values()),
         list(st.ofi),
         nodes,
         bool(st.intra),
         failed,
         plugins=list(st.plugins),
+        span=span,
+        host_nets=st.host_nets,
     )
     if fallbacks:
         reasons.append(
-            f"a net plugin failed to start and NCCL fell back ({fallback_count} WARN line(s)); first: "
+            f"a net plugin failed to start and NCCL fell back ({fallback_count} line(s)); first: "
             + fallbacks[0].why.split(": ", 1)[1]
         )
     # GPUDirect RDMA: per connection when connections were logged, otherwise from the init lines.
@@ -860,7 +974,7 @@ def conclude(st: ScanState, files: list[str]) -> NcclReport:
     return NcclReport(
         files=files,
         nccl_version=list(st.versions),
-        networks=list(st.networks),
+        networks=list(networks),
         inter_node_transport=transport,
         gpudirect_rdma=gdr,
         intra_node=sorted(st.intra),
@@ -878,4 +992,8 @@ def conclude(st: ScanState, files: list[str]) -> NcclReport:
         profiler_plugins=list(st.profilers),
         nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
         bytes_read=st.bytes_read,
+        scope=span.scope,
+        # The host a one-host log shows; a big job's hosts are not all read (the bulk path skips them).
+        hosts=list(span.hosts) if span.scope is not Scope.multi_node else [],
+        transport_basis=basis,
     )

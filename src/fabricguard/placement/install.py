@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from fabricguard import names
+from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
 from fabricguard.controller import alerts, dashboard, exporters
@@ -36,7 +38,7 @@ from fabricguard.placement import kueue
 from fabricguard.profile.model import PlatformProfile
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
-PART_OF = {"app.kubernetes.io/part-of": "fabricguard"}
+PART_OF = {names.LABEL_APP_PART_OF: "fabricguard"}
 CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
 CRITICAL_QUOTA = "fabricguard-critical-pods"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -213,7 +215,9 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
         storage.overlay_objects[TEAM_STORAGE] = team
     out.append(storage)
 
-    webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs))
+    ds_hook = admission_daemonsets.webhook(profile, ns, admission_render.NAME)
+    webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
+                                         [ds_hook] if ds_hook else None)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],

@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fabricguard.names import TAINT_KEYS
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
@@ -175,7 +177,7 @@ class FabricDaemonSet(_Strict):
 
     namespace: str
     name: str
-    role: Literal["device-plugin", "csi-node", "cni", "readiness", "other"] = "other"
+    role: Literal["device-plugin", "dra-driver", "csi-node", "cni", "readiness", "other"] = "other"
 
     @field_validator("namespace", "name")
     @classmethod
@@ -183,3 +185,30 @@ class FabricDaemonSet(_Strict):
         if not _DNS_SUBDOMAIN.match(v):
             raise ValueError(f"{v!r} is not a Kubernetes name")
         return v
+
+
+def tolerates(tolerations: list[dict[str, Any]] | tuple[dict[str, Any], ...], taint: dict[str, Any]) -> bool:
+    """Whether a pod with ``tolerations`` tolerates ``taint``, by the scheduler's rules: an empty key with
+    ``Exists`` tolerates every taint; an empty effect matches every effect; ``Equal`` (the default) compares values."""
+    for t in tolerations:
+        if not isinstance(t, dict):
+            continue
+        effect = t.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        op = t.get("operator") or "Equal"
+        key = t.get("key") or ""
+        if not key:
+            if op == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if op == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def readiness_tolerations() -> list[dict[str, Any]]:
+    """Tolerations of both readiness taints, whatever pool they name (NoSchedule, as the rules set them)."""
+    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in TAINT_KEYS]

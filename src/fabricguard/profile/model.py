@@ -63,6 +63,7 @@ class Transport(StrEnum):
     efa = "efa"
     tcpx = "tcpx"
     socket = "socket"
+    mixed = "mixed"  # nodes selected networks of different kinds: bound by the slowest, never RDMA
     none = "none"
     unknown = "unknown"
 
@@ -256,7 +257,24 @@ class Fabric(_Strict):
             raise ValueError("env NCCL_IB_DISABLE=1 forces the socket fallback this profile exists to prevent")
         if "NCCL_NET" in v:
             raise ValueError("set the network with fabric.ncclNet, not env NCCL_NET")
+        if v.get("NCCL_IGNORE_NET_MISMATCH", "0") != "0":
+            raise ValueError(
+                "env NCCL_IGNORE_NET_MISMATCH other than 0 lets ranks that see fewer NICs run slow instead of failing"
+            )
         return v
+
+    @model_validator(mode="after")
+    def _efa_socket_ifname(self) -> Fabric:
+        s = self.socketIfname
+        if self.type is FabricType.efa and s and not s.startswith("^"):
+            names = [p for p in s.lstrip("=").split(",") if p]
+            exact = s.startswith("=")
+            if any((p == "pod-id-link0") if exact else "pod-id-link0".startswith(p) for p in names):
+                raise ValueError(
+                    f"socketIfname {s!r} matches EKS Pod Identity's link-local pod-id-link0; name the node "
+                    "interfaces (for example eth0) or exclude it (^lo,docker,pod-id-link)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:
@@ -599,6 +617,11 @@ class Pool(_Strict):
             raise ValueError(
                 f"canary.gpusPerPod {self.canary.gpusPerPod} exceeds gpusPerNode {self.gpusPerNode}"
             )
+        d = self.fabric.dra
+        if (self.canary is not None and d is not None and d.countPer == "node"
+                and self.canary.gpusPerPod != self.gpusPerNode):
+            raise ValueError(f"fabric.dra.countPer node: a GPU pod takes the whole node, so canary.gpusPerPod must "
+                             f"be gpusPerNode ({self.gpusPerNode})")
         return self
 
     @property
@@ -858,7 +881,9 @@ class PlatformProfile(_Strict):
         if pool.canary is not None:
             return pool.canary if pool.canary.enabled else None
         if pool.fabric.has_fabric and pool.lustre and self.spec.storage.lustre is not None:
-            return Canary()
+            d = pool.fabric.dra
+            # A pool that offers its fabric per node gives it only to pods that take the whole node.
+            return Canary(gpusPerPod=pool.gpusPerNode) if d is not None and d.countPer == "node" else Canary()
         return None
 
     def pod_additions(self, pool: Pool) -> PodAdditions:
@@ -866,12 +891,14 @@ class PlatformProfile(_Strict):
         return self.spec.podAdditions.merged(pool.podAdditions)
 
     def fabric_daemonsets(self) -> list[FabricDaemonSet]:
-        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins, then the listed."""
+        """Every DaemonSet a fabric node needs before it is ready: the pools' device plugins and DRA drivers, then
+        the listed."""
         out: list[FabricDaemonSet] = []
         for p in self.spec.pools:
-            dp = p.fabric.devicePlugin
+            dp = p.fabric.fabric_daemonset  # the device plugin, or the DRA driver
             if p.fabric.has_fabric and dp is not None:
-                ds = FabricDaemonSet(namespace=dp.namespace, name=dp.daemonSet, role="device-plugin")
+                role: Literal["device-plugin", "dra-driver"] = "dra-driver" if p.fabric.dra else "device-plugin"
+                ds = FabricDaemonSet(namespace=dp.namespace, name=dp.daemonSet, role=role)
                 if ds not in out:
                     out.append(ds)
         out += [d for d in self.spec.fabricDaemonSets if d not in out]

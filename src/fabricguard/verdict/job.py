@@ -155,6 +155,16 @@ def _transport_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
                 ev,
             )
         )
+    elif t is Transport.mixed:
+        out.append(
+            Reason(
+                Level.degraded,
+                "transport",
+                f"the job's nodes did not all use the {fabric.type.value} fabric (expected {'/'.join(expected)}); "
+                + "; ".join(n.reasons),
+                ev,
+            )
+        )
     elif t is Transport.none:
         if "socket" in nets:
             out.append(
@@ -192,6 +202,16 @@ def _transport_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
         out.append(
             Reason(Level.info, "transport", f"inter-node transport {t.value} as expected; " + "; ".join(n.reasons), ev)
         )
+        if n.transport_basis == "selection":
+            out.append(
+                Reason(
+                    Level.warning,
+                    "transport",
+                    "the transport is inferred from the network every node selected, not proven from connection "
+                    "lines (set NCCL_DEBUG_SUBSYS=INIT,NET to log them)",
+                    ev,
+                )
+            )
         want = fabric.effective_nccl_net
         if want and nets and want.lower() not in nets:
             out.append(

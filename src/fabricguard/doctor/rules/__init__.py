@@ -11,7 +11,7 @@ from datetime import datetime
 
 import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import daemonsets, dra, fabric, images, placement
+from fabricguard.doctor.rules import boot, daemonsets, dra, fabric, images, placement
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -133,6 +133,12 @@ RULES: tuple[Rule, ...] = (
         placement.flavor_readiness_tainted,
         "a flavor's nodes carry a readiness taint no workload tolerates",
         needs_profile=False,
+    ),
+    Rule(
+        boot.UNTOLERATED,
+        Severity.critical,
+        boot.daemonset_untolerated_readiness,
+        "a DaemonSet fabric nodes need before they are ready does not tolerate the readiness taints",
     ),
 )
 

@@ -1,0 +1,64 @@
+"""``daemonset-untolerated-readiness``: a DaemonSet a fabric node needs before it is ready would not run on it.
+
+A new fabric node is tainted ``readiness.k8s.io/fabric-unverified`` until the agent reports; the agent passes
+only once the device plugin (or DRA driver), the CSI node plugin and the CNI are running there. A DaemonSet among
+them (``PlatformProfile.fabric_daemonsets()``) whose template does not tolerate the readiness taints, or the
+agent's own DaemonSet, never gets a pod on the node, and the taint stays forever. The webhook adds the
+tolerations to the DaemonSets it can see (``admission/daemonsets.py``, ``failurePolicy: Ignore``); this rule
+reports what it did not reach (the webhook not installed yet, a DaemonSet created before it, another name).
+It speaks only where the gate is in use: a node carries a readiness taint or the agent's DaemonSet exists.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fabricguard.doctor.model import Finding, ObjRef, Severity
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.names import TAINT_KEYS
+from fabricguard.profile import PlatformProfile
+from fabricguard.profile.cluster import tolerates
+
+UNTOLERATED = "daemonset-untolerated-readiness"
+AGENT_PREFIX = "fabricguard-agent-"
+
+
+def untolerated(template_tolerations: list[dict[str, object]]) -> list[str]:
+    """The readiness taint keys a pod template does not tolerate."""
+    return [k for k in TAINT_KEYS
+            if not tolerates(template_tolerations, {"key": k, "value": "any-pool", "effect": "NoSchedule"})]
+
+
+def daemonset_untolerated_readiness(snapshot: Snapshot, profile: PlatformProfile | None,
+                                    now: datetime) -> list[Finding]:
+    del now
+    if profile is None:
+        return []
+    # Only where the readiness gate is in use (a node carries a readiness taint, or the agent runs): elsewhere no
+    # node is ever tainted and the toleration is moot.
+    tainted = any(t.get("key") in TAINT_KEYS for n in snapshot.nodes for t in (n.get("spec") or {}).get("taints") or ())
+    agents = any(((d.get("metadata") or {}).get("name") or "").startswith(AGENT_PREFIX) for d in snapshot.daemonsets)
+    if not (tainted or agents):
+        return []
+    wanted = {(d.namespace, d.name): d.role for d in profile.fabric_daemonsets()}
+    findings: list[Finding] = []
+    for ds in snapshot.daemonsets:
+        meta = ds.get("metadata") or {}
+        ident = (meta.get("namespace", ""), meta.get("name", ""))
+        role = wanted.get(ident) or ("agent" if ident[1].startswith(AGENT_PREFIX) else None)
+        if role is None:
+            continue
+        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        missing = untolerated(spec.get("tolerations") or [])
+        if not missing:
+            continue
+        findings.append(Finding(
+            UNTOLERATED, Severity.critical, [ObjRef("DaemonSet", ident[1], ident[0])],
+            f"DaemonSet {ident[0]}/{ident[1]} ({role}) does not tolerate {', '.join(missing)}: on a new fabric node "
+            "it never runs, so the node never becomes ready and keeps the taint forever.",
+            {"spec.template.spec.tolerations": spec.get("tolerations") or [], "missing": missing},
+            "Install the fabricguard webhook's configuration (it adds the tolerations to the DaemonSets the profile "
+            "names) and re-apply the DaemonSet, or add tolerations {key: <taint>, operator: Exists, effect: "
+            "NoSchedule} for each missing key to its template (e.g. the chart's tolerations value).",
+        ))
+    return findings

@@ -1,0 +1,154 @@
+"""A fabric node boots tainted ``readiness.k8s.io/fabric-unverified``: every DaemonSet it needs before it can become
+ready (the device plugin or DRA driver, the CSI node plugin, Multus, the agent) would still get a pod on it.
+
+In kmock's emulator (real HTTP): the node is stored tainted; the third-party DaemonSets are created as their charts
+ship them (the EFA device plugin's chart tolerates only ``CriticalAddonsOnly``) through the webhook's decision on
+their CREATE; the agent's DaemonSets come from ``render install``. The DaemonSets are then read back through the
+API and each one's template is judged as the DaemonSet controller judges a node: nodeSelector and tolerations
+against the node's labels and NoSchedule/NoExecute taints.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+from kmock import KubernetesEmulator, Server
+
+from fabricguard.admission import review as rv
+from fabricguard.admission.decide import Admission
+from fabricguard.doctor.engine import run_doctor
+from fabricguard.doctor.snapshot import snapshot_from_lists
+from fabricguard.kube import Kube
+from fabricguard.names import TAINT_UNVERIFIED
+from fabricguard.placement import install
+from fabricguard.profile import load_profile
+from fabricguard.profile.cluster import tolerates
+from fabricguard.profile.model import PlatformProfile, Pool
+from kube_support import ROOT, kubeconfig
+
+PROFILES = sorted((ROOT / "examples" / "profiles").glob("*.yaml"))
+DIGEST = "@sha256:" + "ab" * 32
+OPTS = install.Options(image=f"r.example.com/fg:0.1.0{DIGEST}", agent_image=f"r.example.com/fga:0.1.0{DIGEST}",
+                       canary_image=f"r.example.com/fgc:0.1.0{DIGEST}")
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+CRITICAL_ADDONS = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+
+
+def node(pool: Pool) -> dict[str, Any]:
+    name = f"{pool.name}-node-0"
+    taints = [{"key": TAINT_UNVERIFIED, "value": pool.name, "effect": "NoSchedule"}]
+    taints += [{"key": t.key, "value": t.value or "present", "effect": t.effect or "NoSchedule"}
+               for t in pool.tolerations if t.key]
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {**pool.nodeSelector, "kubernetes.io/hostname": name,
+                                                  "kubernetes.io/os": "linux"}},
+            "spec": {"taints": taints}}
+
+
+def upstream(namespace: str, name: str, pool_tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    """A DaemonSet as its chart ships it: its own toleration and the pool's, none of the readiness taints."""
+    labels = {"app.kubernetes.io/name": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"tolerations": [CRITICAL_ADDONS, *pool_tolerations],
+                         "nodeSelector": {"kubernetes.io/os": "linux"},
+                         "containers": [{"name": "plugin", "image": "registry.example.com/plugin:1"}]}}}}
+
+
+def review(obj: dict[str, Any], operation: str = "CREATE") -> str:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u1", "kind": {"group": "apps", "version": "v1", "kind": "DaemonSet"},
+        "resource": {"group": "apps", "version": "v1", "resource": "daemonsets"},
+        "namespace": obj["metadata"]["namespace"], "name": obj["metadata"]["name"], "operation": operation,
+        "userInfo": {"username": "system:serviceaccount:kube-system:addon-manager"}, "object": obj}})
+
+
+def through_webhook(profile: PlatformProfile, obj: dict[str, Any]) -> dict[str, Any]:
+    decision = Admission(profile).handle("mutate", review(obj))
+    assert decision.status == 200 and decision.body["response"]["allowed"]
+    patch = rv.decode_patch(decision.body)
+    return jsonpatch.apply_patch(obj, patch) if patch else obj
+
+
+def would_schedule(ds: dict[str, Any], n: dict[str, Any]) -> bool:
+    spec = ds["spec"]["template"]["spec"]
+    labels = n["metadata"]["labels"]
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    hard = [t for t in n["spec"].get("taints") or () if t["effect"] in ("NoSchedule", "NoExecute")]
+    return all(tolerates(spec.get("tolerations") or [], t) for t in hard)
+
+
+def fabric_pools(profile: PlatformProfile) -> list[Pool]:
+    return [p for p in profile.spec.pools if p.fabric.has_fabric]
+
+
+@pytest.fixture()
+async def emulator(tmp_path: Path):
+    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.5"}
+        kube = await Kube.connect(kubeconfig(tmp_path, str(server.url).rstrip("/")))
+        try:
+            yield k8s, kube
+        finally:
+            await kube.close()
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
+async def test_a_tainted_fabric_node_boot_schedules_every_daemonset_it_needs(path: Path, emulator) -> None:
+    k8s, kube = emulator
+    profile = load_profile(path)
+    comps = install.components(profile, path.read_text(), OPTS)
+    agents = [x for c in comps for x in c.objects if x["kind"] == "DaemonSet"]
+    needed = profile.fabric_daemonsets()
+    assert needed, "each example profile names the DaemonSets its fabric nodes need"
+    for pool in fabric_pools(profile):
+        n = node(pool)
+        k8s.objects["v1/nodes", None, n["metadata"]["name"]] = n
+    for d in needed:
+        pool_tols = [t.to_k8s() for p in fabric_pools(profile) for t in p.tolerations]
+        raw = upstream(d.namespace, d.name, pool_tols)
+        assert not any(would_schedule(raw, node(p)) for p in fabric_pools(profile))  # the deadlock, as shipped
+        ds = through_webhook(profile, raw)
+        assert through_webhook(profile, ds) == ds  # an UPDATE of the patched object changes nothing
+        k8s.objects["apps/v1/daemonsets", d.namespace, d.name] = ds
+    for ds in agents:
+        k8s.objects["apps/v1/daemonsets", ds["metadata"]["namespace"], ds["metadata"]["name"]] = ds
+    stored = await kube.list("apps/v1", "daemonsets")
+    nodes = await kube.list("v1", "nodes")
+    by_name = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in stored}
+    for n in nodes:
+        pool = next(p for p in fabric_pools(profile) if n["metadata"]["name"] == f"{p.name}-node-0")
+        for d in needed:
+            assert would_schedule(by_name[d.namespace, d.name], n), (d.name, pool.name)
+        agent = by_name["fabricguard-system", f"fabricguard-agent-{pool.name}"]
+        assert would_schedule(agent, n), pool.name
+
+
+def test_the_doctor_reports_a_fabric_daemonset_that_would_not_schedule_on_a_tainted_node() -> None:
+    profile = load_profile(ROOT / "examples" / "profiles" / "aws-p5-efa.yaml")
+    pool = profile.pool("p5-efa")
+    dp = pool.fabric.fabric_daemonset
+    assert dp is not None
+    shipped = upstream(dp.namespace, dp.daemonSet, [t.to_k8s() for t in pool.tolerations])
+    lists: dict[str, Any] = {"nodes": {"apiVersion": "v1", "kind": "List", "items": [node(pool)]},
+                             "daemonsets": {"apiVersion": "v1", "kind": "List", "items": [shipped]}}
+    report = run_doctor(snapshot_from_lists(lists), profile, NOW)
+    found = [f for f in report.findings if f.rule == "daemonset-untolerated-readiness"]
+    assert [f.objects[0].name for f in found] == [dp.daemonSet]
+    fixed = through_webhook(profile, shipped)
+    lists["daemonsets"]["items"] = [fixed]
+    report = run_doctor(snapshot_from_lists(lists), profile, NOW)
+    assert not [f for f in report.findings if f.rule == "daemonset-untolerated-readiness"]
+
+
+def test_the_webhook_leaves_other_daemonsets_and_deployments_alone() -> None:
+    profile = load_profile(ROOT / "examples" / "profiles" / "aws-p5-efa.yaml")
+    other = upstream("kube-system", "kube-proxy", [])
+    assert through_webhook(profile, other) == other
