@@ -68,6 +68,7 @@ admission_commands.register(app)
 app.add_typer(render_app, name="render")
 placement_commands.register(app)
 controller_commands.register(app)
+install_commands.register(app)
 
 
 def main() -> None:

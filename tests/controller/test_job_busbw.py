@@ -177,3 +177,22 @@ def test_the_canary_result_carries_the_inspectors_figures(tmp_path: Path) -> Non
     j = judge_canary(prof, prof.pool(POOL), slow, slow / ".fabricguard" / "nccl", slow / ".fabricguard" / "canary")
     assert j.outcome is Outcome.degraded and "AllReduce busbw 2" in j.message
     assert json.dumps(j.inspector)
+
+
+def test_the_canary_gets_the_inspector_exactly_as_the_jobs_do() -> None:
+    from fabricguard.admission.mutate import mutate_workload
+    from fabricguard.admission.workloads import locate
+    from fabricguard.controller.canary import render_canary, spec_for
+
+    prof = loads_profile(PROFILE_INS)
+    pool = prof.pool(POOL)
+    js = render_canary(prof, pool, spec_for(prof, pool, "fabricguard-system", NOW), image="img@sha256:" + "a" * 64,
+                       owner=None)
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NCCL_INSPECTOR_ENABLE"] == "1" and env["NCCL_PROFILER_PLUGIN"].endswith("libnccl-profiler-inspector.so")
+    assert env["NCCL_INSPECTOR_DUMP_DIR"] == "/mnt/lustre/.fabricguard/inspector"
+    assert any(v["name"] == "fabricguard-inspector" for v in pod["volumes"])
+    again = mutate_workload(locate(js, "JobSet", "fabricguard-system"), prof, pool)
+    assert again.allowed and again.patch == []

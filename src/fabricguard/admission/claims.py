@@ -163,10 +163,11 @@ def trainjob_note(pool: Pool) -> str:
     """What the webhook does with a TrainJob on a claim pool, and why (a warning the user sees)."""
     return (f"pool {pool.name} offers its fabric as a DRA claim, which a TrainJob cannot carry yet (Trainer v2 "
             "runtimePatches carry no container resources.claims; resourceClaimsPerNode is an open Trainer PR): "
-            f"the training runtime's node template must list resourceClaims [{{name: {CLAIM_NAME}, "
-            f"resourceClaimTemplateName: {pool.claim_template_name}}}] and the node container resources.claims "
-            f"[{{name: {CLAIM_NAME}}}]. NCCL_NET is injected, so a pod without the NICs fails at NCCL init "
-            "instead of falling back to sockets")
+            f"the webhook adds the claim (ResourceClaimTemplate {pool.claim_template_name}) to each of its pods as "
+            "they are created, so they get their NICs, but Kueue does not count the claim for this TrainJob; put "
+            f"resourceClaims [{{name: {CLAIM_NAME}, resourceClaimTemplateName: {pool.claim_template_name}}}] and "
+            f"the node container's resources.claims [{{name: {CLAIM_NAME}}}] in the training runtime to have it "
+            "counted")
 
 
 def claim_template(pool: Pool, namespace: str) -> dict[str, Any] | None:

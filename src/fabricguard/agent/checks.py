@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fabricguard.probes.host import host_checks
+from fabricguard.probes.host import CheckGroup, host_check_groups
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.profile.dra import node_offer
@@ -102,6 +102,27 @@ def gpu_perf_checks(ceilings: Path | None) -> list[Check]:
     ]
 
 
+def node_check_groups(
+    profile: PlatformProfile,
+    pool: Pool,
+    *,
+    root: Path,
+    gpu_data: tuple[dict[str, Any] | None, str],
+    node: dict[str, Any] | None,
+    node_error: str | None = None,
+    gpu_ceilings: Path | None = None,
+    slices: list[dict[str, Any]] | None = None,
+    slices_error: str | None = None,
+) -> list[CheckGroup]:
+    """Every check the agent reports as (group, run) pairs, in order: host, allocatable (or the DRA offer), GPU
+    performance. The agent runs them one by one on a worker it can abandon (``agent.deadline``)."""
+    return [
+        *host_check_groups(profile, pool, root, gpu_data, require_gpus=True),
+        ("fabric.allocatable", lambda: [allocatable_check(pool, node, node_error, slices, slices_error)]),
+        ("gpu.perf", lambda: gpu_perf_checks(gpu_ceilings)),
+    ]
+
+
 def node_checks(
     profile: PlatformProfile,
     pool: Pool,
@@ -115,8 +136,6 @@ def node_checks(
     slices_error: str | None = None,
 ) -> list[Check]:
     """Every check the agent reports, in order: host, allocatable (or the DRA offer), GPU performance."""
-    return [
-        *host_checks(profile, pool, root, gpu_data, require_gpus=True),
-        allocatable_check(pool, node, node_error, slices, slices_error),
-        *gpu_perf_checks(gpu_ceilings),
-    ]
+    groups = node_check_groups(profile, pool, root=root, gpu_data=gpu_data, node=node, node_error=node_error,
+                               gpu_ceilings=gpu_ceilings, slices=slices, slices_error=slices_error)
+    return [c for _, run in groups for c in run()]

@@ -33,10 +33,15 @@ def _load(profile: Path, pool: str | None):  # type: ignore[no-untyped-def]
 
 
 def _node_json(path: Path, name: str) -> dict[str, Any]:
-    try:
-        node = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        fail(f"--node-json {path}: cannot read it as JSON ({e})", hint="save one with kubectl get node NAME -o json")
+    from fabricguard.userfiles import SourceError, read_text
+
+    try:  # read_text refuses a FIFO, a device or an oversized file before opening it
+        node = json.loads(read_text(path, max_bytes=64 * 1024**2))
+    except SourceError as e:
+        fail(f"--node-json {e}", hint="save one with kubectl get node NAME -o json")
+    except (ValueError, RecursionError) as e:
+        fail(f"--node-json {path}: cannot read it as JSON ({str(e) or type(e).__name__})",
+             hint="save one with kubectl get node NAME -o json")
     if not isinstance(node, dict) or node.get("kind") != "Node":
         fail(f"--node-json {path}: not a Node object", hint="save one with kubectl get node NAME -o json")
     got = (node.get("metadata") or {}).get("name")

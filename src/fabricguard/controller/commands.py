@@ -126,14 +126,12 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
 
 def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
-    from prometheus_client import start_http_server
-
-    from fabricguard.controller.metrics import Metrics
+    from fabricguard.controller.metrics import Metrics, serve
     from fabricguard.controller.runner import run_forever
 
     metrics = Metrics()
     if port:
-        start_http_server(port, registry=metrics.registry)
+        serve(metrics, port)  # /metrics, and /healthz for the liveness probe
 
     async def main() -> None:
         stop = asyncio.Event()

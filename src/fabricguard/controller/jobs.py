@@ -4,7 +4,10 @@ The webhook labels what it manages (``fabricguard.io/managed: "true"``, ``fabric
 ``NCCL_DEBUG_FILE`` at the job's directory on Lustre. When such a JobSet, Job or TrainJob finishes, the
 controller runs ``verify-job``'s judgement on that directory (as seen from its own read-only mount of the
 claim) and writes the verdict as an annotation and an Event. A job whose logs are missing gets the verdict
-``missing-logs``, never a pass. The annotation is the record: a job that has one is not judged again.
+``missing-logs``, never a pass. Each job is judged on its own: files the tenant wrote that cannot be used (JSON
+nested too deep, an over-long line, a file that cannot be read) give that job the verdict ``input-unusable``
+naming the file, and the pass goes on to the next job. The annotation is the record: a job that has one is
+not judged again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fabricguard.profile.model import PlatformProfile, UnknownPoolError
 from fabricguard.verdict.job import JobInputError, Level, judge_job
 
 MISSING = "missing-logs"
+UNUSABLE = "input-unusable"
 FINISHED_CONDITIONS = {"JobSet": ("Completed", "Failed"), "Job": ("Complete", "Failed"),
                        "TrainJob": ("Complete", "Failed")}
 
@@ -56,16 +60,20 @@ def judge_finished(
         try:
             v = judge_job(logs, profile, pool.name)
         except JobInputError as e:
-            verdict, transport = MISSING, "unknown"
+            verdict, transport = (MISSING if e.missing else UNUSABLE), "unknown"
             detail = (f"no verdict: the job's NCCL logs are missing ({e}); NCCL_DEBUG_FILE was not written "
-                      "there, so nothing proves which transport the job used")
+                      "there, so nothing proves which transport the job used" if e.missing else
+                      f"no verdict: the job's files cannot be used: {e}")
+        except (OSError, ValueError, RecursionError, MemoryError) as e:  # the tenant's files, judged in isolation
+            verdict, transport = UNUSABLE, "unknown"
+            detail = f"no verdict: the job's files in {logs} cannot be used: {type(e).__name__}: {e}"
         else:
             verdict, transport = v.verdict.value, v.nccl.inter_node_transport.value
             worst = [r for r in v.reasons if r.level in (Level.failed, Level.degraded)]
             detail = f"verdict {verdict}: transport {transport}" + (
                 "; " + "; ".join(r.message for r in worst[:3]) if worst else "")
         counters.job_verdicts.append((pool.name, verdict, transport))
-        if verdict not in (MISSING, "unknown-pool") and v.steps.median_seconds is not None:
+        if verdict not in (MISSING, UNUSABLE, "unknown-pool") and v.steps.median_seconds is not None:
             counters.job_steps.append((ns, name, pool.name, v.steps.median_seconds))
         return [
             Annotate(api_version, plural, ns, name,

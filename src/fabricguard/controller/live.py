@@ -24,6 +24,7 @@ from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import log_dir
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
+from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
 
 ANN_TRANSPORT = names.ANN_TRANSPORT
@@ -129,16 +130,28 @@ class LiveJobs:
         t0 = time.perf_counter()
         out = []
         for key, (job, follower) in self._followers.items():
-            stats = follower.poll()
+            try:  # one job's files cannot stop the others being followed
+                stats = follower.poll()
+                verdict = follower.verdict()
+            except (OSError, ValueError, RecursionError, MemoryError) as exc:
+                why = f"cannot follow the job's logs: {type(exc).__name__}: {exc}"[:500]
+                verdict = LiveVerdict(Transport.unknown, False, NcclReport(
+                    unread=[Evidence(str(follower.directory), 0, "", why)], unread_count=1))
+                out.append(Observation(job, verdict))
+                continue
             self.cost.bytes_total += stats.bytes
             view = None
             jb = self._busbw.get(key)
             if jb is not None:
-                got = jb.poll()
-                self.cost.inspector_bytes_total += got.bytes
-                self.cost.inspector_records_total += got.records
-                view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
-            out.append(Observation(job, follower.verdict(), view))
+                try:
+                    got = jb.poll()
+                except (OSError, ValueError, RecursionError, MemoryError):
+                    got = None
+                if got is not None:
+                    self.cost.inspector_bytes_total += got.bytes
+                    self.cost.inspector_records_total += got.records
+                    view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
+            out.append(Observation(job, verdict, view))
         self.cost.jobs = len(self._followers)
         self.cost.files = sum(f.total.files for _, f in self._followers.values())
         self.cost.inspector_files = sum(jb.follower.total.files for jb in self._busbw.values())
@@ -175,9 +188,20 @@ def live_actions(profile: PlatformProfile, obs: Observation, reported: str | Non
     """What to write when the logs prove a transport that was not yet recorded on the job."""
     v, job = obs.verdict, obs.job
     transport = v.transport
-    if transport not in _KNOWN:
-        return []
     current = o.annotations_of(job.obj).get(ANN_TRANSPORT)
+    if transport not in _KNOWN:
+        # Nothing proven yet; but logs that could not all be read are said once, on the job itself.
+        unread = [e for e in v.report.unread if "longer than" not in e.why]
+        if not unread or reported == Transport.unknown.value or (reported is None and current == "unknown"):
+            return []
+        first = unread[0]
+        detail = (f"transport not proven on pool {job.pool}: {first.file}: {first.why}"
+                  + (f" (and {v.report.unread_count - 1} more)" if v.report.unread_count > 1 else ""))
+        return [
+            Annotate(job.api_version, job.plural, job.namespace, job.name,
+                     {ANN_TRANSPORT: Transport.unknown.value, ANN_TRANSPORT_DETAIL: detail[:1000]}),
+            event(job.obj, job.api_version, job.kind, "FabricLogsUnread", detail, now, warning=True),
+        ]
     if reported == transport.value or (reported is None and current == transport.value):
         return []
     pool = profile.pool(job.pool)

@@ -208,6 +208,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
                 except Exception as exc:
                     log.warning("pass failed: %s", exc)
                     metrics.errors.inc()
+                    metrics.pass_failed(f"{type(exc).__name__}: {exc}")  # the liveness probe reports it
                 else:
                     last_pass = last_live = time.monotonic()
                     workloads = rep.result.workloads

@@ -44,6 +44,15 @@ from fabricguard.nccl.report import (
     job_span,
     net_family,
 )
+from fabricguard.userfiles import (
+    MAX_JOB_FILES,
+    MAX_LINE_BYTES,
+    LineCutter,
+    SourceError,
+    looks_binary,
+    open_in,
+    walk_files,
+)
 
 MAX_EVIDENCE_PER_KIND = 3
 MAX_FAILURES = 20
@@ -197,6 +206,11 @@ class ScanState:
     host_nets: dict[str, set[str]] = field(default_factory=dict)  # host -> networks its processes selected
     init_failed: dict[str, Evidence] = field(default_factory=dict)  # "Failed to initialize NET plugin X"
     assigned: dict[str, None] = field(default_factory=dict)  # "Assigned NET plugin X to comm" (2.27+)
+    unread: list[Evidence] = field(default_factory=list)  # files or lines not read, with why
+
+    def unread_line(self, file: str, line: int, count: int) -> None:
+        self.unread.append(Evidence(file, line, "", f"{count} line(s) longer than {MAX_LINE_BYTES:,} bytes "
+                                    "not read (no NCCL line is that long)"))
 
     def wants(self, kind: str) -> bool:
         return len(self.evidence.get(kind, ())) < MAX_EVIDENCE_PER_KIND
@@ -804,53 +818,68 @@ class FileScanner:
         return False
 
 
-def _scan_file(path: Path, st: ScanState) -> None:
+def _scan_file(path: Path, st: ScanState, root: Path | None = None) -> None:
+    """Feed one file's complete lines to the scanner, in linear time: a line longer than ``MAX_LINE_BYTES``
+    that spans reads is dropped (and named in ``st.unread``), never buffered. Under a job directory (``root``)
+    the file is opened without following a link out of it."""
     fs = FileScanner(path, st)
-    rest = b""
-    with path.open("rb") as f:
-        block = f.read(CHUNK)
-        while block:
+    cutter = LineCutter()
+    with open_in(root, path) if root is not None else path.open("rb") as f:
+        while block := f.read(CHUNK):
             st.bytes_read += len(block)
-            nxt = f.read(CHUNK)
-            data = rest + block
-            if not nxt:
-                fs.feed(data, last=True)
-                return
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
-            else:
-                rest = data[cut + 1 :]
-                fs.feed(data[: cut + 1])
-            block = nxt
+            lines = cutter.feed(block)
+            if lines:
+                fs.feed(lines)
+        last = cutter.finish()
+        if last:
+            fs.feed(last, last=True)
+    if cutter.overlong:
+        st.unread_line(str(path), cutter.overlong_line or 0, cutter.overlong)
 
 
-def _is_text(path: Path) -> bool:
+def is_text(path: Path, root: Path | None = None) -> bool:
+    """Whether a file found under a folder is a log to read: NUL bytes do not make it binary (a log that NCCL
+    or Lustre padded with NULs is still a log); control bytes other than NUL do."""
     try:
-        with path.open("rb") as f:
+        with open_in(root, path) if root is not None else path.open("rb") as f:
             head = f.read(4096)
-    except OSError:
-        return False
-    return b"\x00" not in head
+    except (OSError, SourceError):
+        return True  # read it, so that the failure is reported by the scan and not dropped here
+    return not looks_binary(head)
 
 
 class LogInputError(ValueError):
     """A path given to ``inspect`` that cannot be read; the message names it."""
 
 
-def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Path]:
-    """Expand directories into the text files under them, in a stable order."""
+@dataclass
+class Collected:
+    """The files to scan, the folder each was found under (None: named by the caller), and what was not read."""
+
+    files: list[Path] = field(default_factory=list)
+    roots: dict[Path, Path | None] = field(default_factory=dict)
+    unread: list[Evidence] = field(default_factory=list)
+
+
+def collect(paths: Iterable[Path], exclude: Iterable[str] = (), *, max_files: int = MAX_JOB_FILES) -> Collected:
+    """Expand folders into the text files under them (bounded, never following a link out of the folder)."""
     excl = tuple(exclude)
-    out: list[Path] = []
+    out = Collected()
     for p in paths:
         if p.is_dir():
-            for f in sorted(q for q in p.rglob("*") if q.is_file()):
-                if any(f.match(x) for x in excl) or f.name.startswith("."):
+            walk = walk_files(p, max_files=max_files)
+            for f in walk.files:
+                if any(f.match(x) for x in excl):
                     continue
-                if _is_text(f):
-                    out.append(f)
+                if is_text(f, p):
+                    out.files.append(f)
+                    out.roots[f] = p
+            out.unread += [Evidence(str(f), 0, "", why) for f, why in walk.refused]
+            if walk.truncated:
+                out.unread.append(Evidence(str(p), 0, "", f"{walk.truncated}: the rest was not read"))
         elif p.is_file():
-            out.append(p)
+            out.files.append(p)
+            out.roots[p] = None
         elif not p.exists():
             raise LogInputError(f"{p}: no such file or directory")
         else:
@@ -858,18 +887,36 @@ def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Pa
     return out
 
 
-def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> NcclReport:
-    """Scan logs (files or directories) and conclude what transport the job really used."""
-    files = collect_files([Path(p) for p in paths], exclude)
+def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Path]:
+    """Expand directories into the text files under them, in a stable order."""
+    return collect(paths, exclude).files
+
+
+def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = (), *,
+                  unread: Iterable[Evidence] = (), roots: dict[Path, Path | None] | None = None) -> NcclReport:
+    """Scan logs (files or directories) and conclude what transport the job really used.
+
+    A file found under a folder that cannot be read is named in the report's ``unread`` and the rest is read;
+    a file named by the caller that cannot be read raises ``LogInputError``. ``unread``: problems already found
+    by the caller's own listing; ``roots``: the folder each of ``paths`` (files) was found under."""
+    c = collect([Path(p) for p in paths], exclude)
+    if roots:
+        c.roots.update({f: r for f, r in roots.items() if f in c.roots})
     st = ScanState()
-    for f in files:
+    st.unread += list(unread) + c.unread
+    for f in c.files:
+        root = c.roots.get(f)
         try:
-            _scan_file(f, st)
-        except PermissionError:
-            raise LogInputError(f"{f}: permission denied") from None
-        except IsADirectoryError:
-            raise LogInputError(f"{f}: is a directory") from None
-    return conclude(st, [str(f) for f in files])
+            _scan_file(f, st, root)
+        except SourceError as exc:
+            if root is None:
+                raise LogInputError(str(exc)) from None
+            st.unread.append(Evidence(str(f), 0, "", exc.problem))
+        except OSError as exc:
+            if root is None:
+                raise LogInputError(f"{f}: {exc.strerror or exc}") from None
+            st.unread.append(Evidence(str(f), 0, "", f"cannot read: {exc.strerror or exc}"))
+    return conclude(st, [str(f) for f in c.files])
 
 
 def _resolve_pending(
@@ -916,8 +963,10 @@ def _init_fallbacks(st: ScanState, networks: dict[str, None]) -> list[Evidence]:
     return out
 
 
-def conclude(st: ScanState, files: list[str]) -> NcclReport:
-    """The report on everything fed to ``st`` so far; ``st`` is left as it is (feed more, conclude again)."""
+def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -> NcclReport:
+    """The report on everything fed to ``st`` so far; ``st`` is left as it is (feed more, conclude again).
+    ``unread``: files the caller could not read, named in the report besides those ``st`` holds."""
+    all_unread = [*st.unread, *unread]
     span = job_span(
         st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts
     )
@@ -992,6 +1041,8 @@ def conclude(st: ScanState, files: list[str]) -> NcclReport:
         profiler_plugins=list(st.profilers),
         nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
         bytes_read=st.bytes_read,
+        unread=all_unread[:MAX_FAILURES],
+        unread_count=len(all_unread),
         scope=span.scope,
         # The host a one-host log shows; a big job's hosts are not all read (the bulk path skips them).
         hosts=list(span.hosts) if span.scope is not Scope.multi_node else [],

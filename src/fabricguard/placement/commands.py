@@ -16,7 +16,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.console import console, err_console, fail, print_json, say
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
 from fabricguard.options import Format, format_option, now_value
 from fabricguard.profile.commands import profile_or_exit
@@ -63,7 +63,12 @@ def render_kueue_cmd(
         for w in kueue_warnings(prof):
             err_console.print(f"[bold yellow]warning:[/] {w}", markup=True, highlight=False)
         if configuration:
-            head = "# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
+            head = ("# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
+                    "# CLUSTER-WIDE: waitForPodsReady (blockAdmission: true) changes admission for EVERY ClusterQueue\n"
+                    "# in the cluster, not only fabricguard's: while one gang starts, no other workload is admitted.\n")
+            say(("warning:", "yellow"), " --configuration changes Kueue's admission for the whole cluster "
+                "(waitForPodsReady.blockAdmission: true holds every queue while a gang starts); merge it only if "
+                "all teams want all-or-nothing admission", err=True)
             docs = [kueue_configuration(prof)]
         else:
             head = (f"# Kueue objects of profile {prof.metadata.name}. Apply after Kueue v0.19+; "

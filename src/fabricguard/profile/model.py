@@ -940,6 +940,16 @@ class PlatformProfile(_Strict):
                 out.append(f"{where}: no canary; a broken fabric is found only when a job runs on it")
             if f.has_fabric and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: no baseline.allReduceBusBwGBps; bandwidth cannot be judged, only transport")
+            if self.inspector_for(p) is not None and p.baseline.allReduceBusBwGBps is None:
+                out.append(f"{where}: its jobs get NCCL's Inspector but the pool has no baseline.allReduceBusBwGBps; "
+                           "their busbw is shown, never judged")
+        ins = self.spec.inspector
+        if ins is not None and ins.delivery == "image":
+            out.append("spec.inspector: delivery image uses an OCI image volume (Kubernetes 1.36 GA, beta and off by "
+                       "default before); on an older cluster use delivery initContainer")
+        if ins is not None and ins.interval_us < 10_000_000:
+            out.append(f"spec.inspector: dumpInterval {ins.dumpInterval} writes often: each dump adds up to ringSize "
+                       "records per communicator to every rank's file on Lustre")
         return out
 
 

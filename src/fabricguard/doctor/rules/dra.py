@@ -153,13 +153,14 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
                      None)
         pod = pods.get((str(meta.get("namespace", "")), str(owner.get("name")))) if owner else None
         by_pool.setdefault(pools[sorted(classes)[0]].name, []).append((claim, pod, age))
+    _pending_extended(snapshot, profile, now, by_pool)
     out: list[Finding] = []
     for pool_name, items in sorted(by_pool.items()):
         items.sort(key=lambda t: -t[2])
         evidence: dict[str, Any] = {}
         for claim, pod, age in items[:MAX_EVIDENCE_ITEMS]:
             meta = _m(claim.get("metadata"))
-            key = f"ResourceClaim {meta.get('namespace')}/{meta.get('name')}"
+            key = f"{claim.get('kind', 'ResourceClaim')} {meta.get('namespace')}/{meta.get('name')}"
             msg = _scheduler_message(snapshot, pod)
             evidence[key] = (f"unallocated for {human_age(age)}"
                              + (f"; pod {pod['metadata']['name']}: {msg}" if pod is not None and msg else ""))
@@ -168,7 +169,7 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         objs = [ObjRef.of(c) for c, _, _ in items[:MAX_EVIDENCE_ITEMS]]
         out.append(Finding(
             UNALLOCATED, Severity.critical, objs,
-            f"{len(items)} ResourceClaim(s) for the fabric of DRA pool {pool_name} have not been allocated (the "
+            f"{len(items)} {_what(items)} for the fabric of DRA pool {pool_name} have not been allocated (the "
             f"oldest for {oldest}): their pods cannot start."
             + (f" The scheduler says: {first_msg}" if first_msg else ""),
             evidence,
@@ -176,6 +177,39 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
             "selector no device matches, or nodes without the driver's ResourceSlice (see dra-no-resourceslice).",
             pools=[pool_name]))
     return out
+
+
+def _what(items: list[tuple[dict[str, Any], dict[str, Any] | None, float]]) -> str:
+    if all(c.get("kind") == "Pod" for c, _, _ in items):
+        return "KEP-5004 pod(s) (the scheduler makes their claim when it places them)"
+    if any(c.get("kind") == "Pod" for c, _, _ in items):
+        return "ResourceClaim(s) and KEP-5004 pod(s)"
+    return "ResourceClaim(s)"
+
+
+def _pending_extended(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime,
+                      by_pool: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None, float]]]) -> None:
+    """KEP-5004: the scheduler makes the claim only when it places the pod, so a pod that cannot get the devices
+    stays Pending with no claim at all; such a pod (requesting the pool's extended resource) stands for it."""
+    wanted = {p.fabric.dra.extendedResourceName: p for p in _dra_pools(profile)
+              if p.fabric.dra and p.fabric.dra.extendedResourceName}
+    if not wanted:
+        return
+    for pod in snapshot.pods:
+        spec, status = _m(pod.get("spec")), _m(pod.get("status"))
+        if status.get("phase") != "Pending" or spec.get("nodeName"):
+            continue
+        cond = find_condition(pod, names.POD_SCHEDULED)
+        if not cond or cond.get("status") != "False":
+            continue
+        asked = {k for c in spec.get("containers") or () for part in ("requests", "limits")
+                 for k in _m(_m(_m(c).get("resources")).get(part))}
+        pool = next((wanted[r] for r in sorted(asked) if r in wanted), None)
+        since = (parse_time(cond.get("lastTransitionTime"))
+                 or parse_time(_m(pod.get("metadata")).get("creationTimestamp")))
+        if pool is None or since is None or (now - since).total_seconds() < UNALLOCATED_SECONDS:
+            continue
+        by_pool.setdefault(pool.name, []).append((pod, pod, (now - since).total_seconds()))
 
 
 def _class_drivers(cls: dict[str, Any]) -> set[str]:
@@ -200,12 +234,12 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
         if d and d.extendedResourceName:
             cls_name, drivers = backing.get(d.extendedResourceName, (d.deviceClassName, set()))
             backing[d.extendedResourceName] = (cls_name, drivers | {d.driver})
-    if not backing:
-        return []
     slices = snapshot.kind(dra.RESOURCE_SLICE)
+    out = _claim_pool_double_offer(snapshot, profile, slices)
+    if not backing:
+        return out
     pool_of = {n["metadata"]["name"]: p.name for p in fabric_pools(profile)
                for n in pool_nodes(snapshot, profile).get(p.name, [])}
-    out: list[Finding] = []
     for res, (cls_name, drivers) in sorted(backing.items()):
         bad: list[tuple[str, Any, str]] = []
         for n in snapshot.nodes:
@@ -229,6 +263,47 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
              f"DeviceClass {cls_name}: spec.extendedResourceName": res},
             f"Remove the device plugin from these nodes (or the DRA driver): keep one way of offering {res}.",
             pools=sorted({pool_of[b[0]] for b in bad if b[0] in pool_of})))
+    return out
+
+
+# Extended resources that fabric device plugins advertise (k8s-injection.md): RDMA shared/SR-IOV plugins, GKE
+# multi-networking, the EFA plugin.
+DEVICE_PLUGIN_FABRIC_PREFIXES = ("rdma/", "networking.gke.io.networks/", "vpc.amazonaws.com/efa", "nvidia.com/rdma",
+                                 "mellanox.com/", "openshift.io/")
+
+
+def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None,
+                             slices: list[dict[str, Any]]) -> list[Finding]:
+    """A node of a DRA claim pool whose NICs a device plugin also advertises in allocatable."""
+    out: list[Finding] = []
+    members = pool_nodes(snapshot, profile)
+    for pool in _dra_pools(profile):
+        d = pool.fabric.dra
+        if d is None or d.extended:
+            continue
+        bad: list[tuple[str, dict[str, Any], int]] = []
+        for n in members.get(pool.name, []):
+            name = n["metadata"]["name"]
+            alloc = _m(_m(n.get("status")).get("allocatable"))
+            plugin = {k: v for k, v in alloc.items()
+                      if k.startswith(DEVICE_PLUGIN_FABRIC_PREFIXES) and quantity(v) >= 1}
+            if not plugin:
+                continue
+            offer = dra.node_offer(pool, name, slices, snapshot.kind(dra.RESOURCE_CLAIM))
+            if offer.matching:
+                bad.append((name, plugin, offer.matching))
+        if not bad:
+            continue
+        out.append(Finding(
+            DOUBLE_OFFER, Severity.critical, [ObjRef("Node", b[0]) for b in bad],
+            f"{len(bad)} node(s) of DRA pool {pool.name} offer their NICs twice: a device plugin advertises "
+            f"{', '.join(sorted(bad[0][1]))} in status.allocatable while driver {d.driver} lists {bad[0][2]} "
+            f"device(s) of DeviceClass {d.deviceClassName}; a pod of each kind can be given the same NIC.",
+            {**{f"Node {b[0]}: status.allocatable": b[1] for b in bad[:MAX_EVIDENCE_ITEMS]},
+             f"Node {bad[0][0]}: {d.driver} fabric devices": bad[0][2]},
+            "Run one of them on the pool: remove the device plugin (and its networks) from these nodes, or the DRA "
+            "driver (EKS Auto Mode refuses both for the same device).",
+            pools=[pool.name]))
     return out
 
 
