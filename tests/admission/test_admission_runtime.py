@@ -143,5 +143,5 @@ def test_pod_additions_are_checked_when_the_profile_loads() -> None:
     with pytest.raises(Exception, match="name no volume"):
         loads_profile(yaml.safe_dump(doc))
     doc["spec"]["podAdditions"] = {"env": {"NCCL_NET": "Socket"}}
-    with pytest.raises(Exception, match="fabric.env"):
+    with pytest.raises(Exception, match=r"fabric\.env"):
         loads_profile(yaml.safe_dump(doc))
