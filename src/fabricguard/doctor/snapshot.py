@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from fabricguard.profile.dra import SliceIndex
 from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
 
@@ -71,6 +72,11 @@ class Snapshot:
         """ResourceClaims by ``(namespace, name)``."""
         return {((c.get("metadata") or {}).get("namespace", ""), (c.get("metadata") or {}).get("name", "")): c
                 for c in self.kind("ResourceClaim")}
+
+    @cached_property
+    def dra_index(self) -> SliceIndex:
+        """ResourceSlices by (node, driver) and the devices ResourceClaims hold (profile.dra)."""
+        return SliceIndex.build(self.kind("ResourceSlice"), self.kind("ResourceClaim"))
 
     @cached_property
     def node_by_name(self) -> dict[str, dict[str, Any]]:

@@ -44,11 +44,9 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
-    slices = snapshot.kind(dra.RESOURCE_SLICE)
-    claims = snapshot.kind(dra.RESOURCE_CLAIM)
     for pool in fabric_pools(profile):
         if pool.fabric.dra is not None:
-            findings += _dra_not_advertised(pool, members.get(pool.name, []), slices, claims)
+            findings += _dra_not_advertised(pool, members.get(pool.name, []), snapshot.dra_index)
             continue
         if not pool.fabric.resources:
             continue
@@ -88,8 +86,7 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
     return findings
 
 
-def _dra_not_advertised(pool: Pool, nodes: list[dict[str, Any]], slices: list[dict[str, Any]],
-                        claims: list[dict[str, Any]]) -> list[Finding]:
+def _dra_not_advertised(pool: Pool, nodes: list[dict[str, Any]], index: dra.SliceIndex) -> list[Finding]:
     """Nodes whose driver publishes ResourceSlices with too few usable fabric devices (no slice at all is
     ``dra-no-resourceslice``)."""
     d = pool.fabric.dra
@@ -98,7 +95,7 @@ def _dra_not_advertised(pool: Pool, nodes: list[dict[str, Any]], slices: list[di
     evidence: dict[str, Any] = {}
     for n in nodes:
         name = n["metadata"]["name"]
-        offer = dra.node_offer(pool, name, slices, claims)
+        offer = dra.node_offer(pool, name, index)
         if offer.slices == 0 or offer.ok:
             continue
         bad.append(n)
