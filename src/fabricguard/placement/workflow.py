@@ -129,14 +129,33 @@ class Workflow:
         dropped = {k: None for k in (current.get("spec") or {}) if k not in spec}
         await self.kube.update(KUEUE, "clusterqueues", {**current, "spec": {**spec, **dropped}}, fields=("spec",))
 
+    async def _components(self, step: str) -> Verdict | None:
+        """Blocked when a component this step needs still holds the wrong profile (``components.py``)."""
+        from fabricguard.placement import components
+
+        cms = {comp: await self.kube.get("v1", "configmaps", name, self.namespace)
+               for comp, (name, _key, _dir) in components.CONFIGMAPS.items()
+               if comp in components.NEEDED_AT.get(step, ())}
+        agents: list[str] = []
+        if step == "new-pool-ready" and cms.get("agent") is not None:
+            agents = [str((d.get("metadata") or {}).get("name"))
+                      for d in await self.kube.list("apps/v1", "daemonsets", self.namespace)]
+        return components.judge(step, self.spec, cms, agents, self.namespace)
+
     async def step_new_pool_ready(self, state: TransitionState, now: datetime) -> Verdict:
         del now
+        wrong = await self._components("new-pool-ready")
+        if wrong is not None:
+            return wrong
         served = await self.kube.served(*FABRIC_VALIDATION)
         validation = await self.kube.get(*FABRIC_VALIDATION, self.spec.new.name) if served else None
         return judge_new_pool(self.spec, await self._nodes(), validation_served=served, validation=validation,
                               accepted=state.acceptedUnverified)
 
     async def step_switch_admissions(self, state: TransitionState, now: datetime) -> Verdict:
+        wrong = await self._components("switch-admissions")
+        if wrong is not None:
+            return wrong
         current = await self._queue()
         if current is None:
             return Verdict("blocked", f"ClusterQueue {self.spec.queue.name} does not exist; apply `fabricguard "
