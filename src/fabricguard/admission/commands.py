@@ -2,7 +2,8 @@
 
 ``fabricguard admission review --profile P FILE|-`` prints the AdmissionReview response for the combined
 decision (mutation, then validation of the mutated object) through the same code as the server;
-``fabricguard admission serve`` runs the HTTPS webhook; ``fabricguard render webhook`` prints its manifests.
+``fabricguard admission serve`` runs the HTTPS webhook; ``fabricguard render webhook`` (added to the
+``render`` group by cli.py) prints its manifests.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from fabricguard.userfiles import SourceError, read_bytes
 
 admission_app = typer.Typer(help="Admission webhook: inject the fabric, reject what would silently degrade.",
                             no_args_is_help=True)
-render_app = typer.Typer(help="Print Kubernetes manifests.", no_args_is_help=True)
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile YAML.")
 
@@ -142,7 +142,6 @@ def serve_cmd(
         fail(f"cannot serve on {host}:{port} (health {health_port}): {exc.strerror or exc}")
 
 
-@render_app.command("webhook")
 def render_webhook_cmd(
     profile: Path = PROFILE_OPT,
     image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
@@ -219,4 +218,3 @@ def _cidrs(values: list[str]) -> list[str]:
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the root app."""
     app.add_typer(admission_app, name="admission")
-    app.add_typer(render_app, name="render")
