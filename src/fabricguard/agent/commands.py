@@ -252,11 +252,6 @@ def sweep_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``agent``, ``agent-sweep`` and ``render readiness|agent`` to the root app."""
-    from fabricguard.admission.commands import render_app
-    from fabricguard.agent import render_commands
-
+    """Add ``agent`` and ``agent-sweep`` to the root app (``render readiness|agent`` are added by cli.py)."""
     app.command("agent")(agent_cmd)
     app.command("agent-sweep")(sweep_cmd)
-    render_app.command("readiness")(render_commands.render_readiness_cmd)
-    render_app.command("agent")(render_commands.render_agent_cmd)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from fabricguard import names
 from fabricguard.kube import Conflict, Grant, Kube, KubeError, NotFound, Permissions, TimedOut, Unreachable, grants
 
 __all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_grants", "connect", "sweep_stale"]
@@ -72,7 +73,7 @@ class NodeClient:
 
     async def resource_slices(self, name: str) -> list[dict[str, Any]]:
         """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
-        return await self.kube.list("resource.k8s.io/v1", "resourceslices", field_selector=f"spec.nodeName={name}")
+        return await self.kube.list(names.DRA_API, "resourceslices", field_selector=f"spec.nodeName={name}")
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self.kube.list("v1", "nodes")

@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
 from fabricguard.doctor.diff import drift_scope
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot
@@ -48,19 +49,20 @@ from fabricguard.profile.model import PlatformProfile
 
 log = logging.getLogger("fabricguard.controller")
 
-LEASE_API = "coordination.k8s.io/v1"
+LEASE_API = names.LEASE_API
 CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
-    (o.FV_API, o.FV_PLURAL, o.FV_KIND),
-    (o.KUEUE_API, "admissionchecks", "AdmissionCheck"),
-    (o.JOBSET_API, "jobsets", "JobSet"),
-    (o.BATCH_API, "jobs", "Job"),
-    (o.TRAINJOB_API, "trainjobs", "TrainJob"),
+    (names.FV_API, names.FV_PLURAL, names.FV_KIND),
+    (names.KUEUE_API, "admissionchecks", "AdmissionCheck"),
+    (names.JOBSET_API, "jobsets", "JobSet"),
+    (names.BATCH_API, "jobs", "Job"),
+    (names.TRAINJOB_API, "trainjobs", "TrainJob"),
 )
 # Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
 CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
 # Kinds every API server serves, and the controller's own CRD: a 404 on them is a broken cluster, not "absent".
 REQUIRED = frozenset({"nodes", "pods", "events", "configmaps", "daemonsets", "deployments", "controllerrevisions",
-                      "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "namespaces", o.FV_PLURAL})
+                      "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "namespaces",
+                      names.FV_PLURAL})
 
 # ------------------------------------------------------------------------------------ permission table
 
@@ -70,23 +72,23 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES)
       for g in grants(v, plural, ["list", "watch"])),
     # claims.py: one ResourceClaimTemplate per opted-in namespace and DRA claim pool (created, or replaced).
-    *grants("resource.k8s.io/v1", "resourceclaimtemplates", ["create", "delete"]),
+    *grants(names.DRA_API, "resourceclaimtemplates", ["create", "delete"]),
     # runner.read_reference: GET of the --reference ConfigMap, in whichever namespace it names.
     *grants("v1", "configmaps", ["get"]),
     # canaries.py: the pool's FabricValidation (create) and its status (merge patch).
-    *grants(o.FV_API, o.FV_PLURAL, ["create"]),
-    *grants(o.FV_API, o.FV_PLURAL, ["patch"], subresource="status"),
+    *grants(names.FV_API, names.FV_PLURAL, ["create"]),
+    *grants(names.FV_API, names.FV_PLURAL, ["patch"], subresource="status"),
     # gate.py: our admission check's entry on Workloads and the AdmissionCheck's Active condition (apply).
-    *grants(o.KUEUE_API, "workloads", ["patch"], subresource="status"),
-    *grants(o.KUEUE_API, "admissionchecks", ["patch"], subresource="status"),
+    *grants(names.KUEUE_API, "workloads", ["patch"], subresource="status"),
+    *grants(names.KUEUE_API, "admissionchecks", ["patch"], subresource="status"),
     # live.py, onFallback stop: spec.active=false on the running job's Workload (a merge patch of the object).
-    *grants(o.KUEUE_API, "workloads", ["patch"]),
+    *grants(names.KUEUE_API, "workloads", ["patch"]),
     # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
-    *(g for v, plural, _k in o.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
+    *(g for v, plural, _k in names.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
     # actions.Emit: Events on the objects the controller judges.
     *grants("v1", "events", ["create"]),
     # canaries.py: canaries run in the controller's namespace only.
-    *grants(o.JOBSET_API, "jobsets", ["create", "delete"], scope="namespace"),
+    *grants(names.JOBSET_API, "jobsets", ["create", "delete"], scope="namespace"),
     # lease.py: leader election.
     *grants(LEASE_API, "leases", ["get", "create", "patch"], scope="namespace"),
 ])
@@ -140,7 +142,7 @@ def reads(profile: PlatformProfile, namespace: str) -> list[Read]:
             out.append(Read(v, plural, kind, field_selector="type=Warning"))
         elif plural == "pods":
             out.append(Read(v, plural, kind, field_selector="status.phase!=Succeeded"))
-            out.append(Read(v, plural, kind, namespace, label_selector=o.LABEL_CANARY_POOL))
+            out.append(Read(v, plural, kind, namespace, label_selector=names.LABEL_CANARY_POOL))
         elif plural == "configmaps":
             out += [Read(v, plural, kind, ns) for ns in sorted(drift_scope([profile]).configmap_namespaces or ())]
         else:
@@ -351,7 +353,7 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
         body = a.body
         if a.owner is not None and a.owner in known:
             body = json.loads(json.dumps(body))
-            body["metadata"]["ownerReferences"] = [o.owner_ref(known[a.owner], o.FV_API, o.FV_KIND)]
+            body["metadata"]["ownerReferences"] = [o.owner_ref(known[a.owner], names.FV_API, names.FV_KIND)]
         if a.namespace:
             body = {**body, "metadata": {**body["metadata"], "namespace": a.namespace}}
         known[(a.plural, a.name)] = await kube.create(a.api_version, a.plural, body)
@@ -359,15 +361,15 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
         await kube.delete(a.api_version, a.plural, a.name, a.namespace, propagation="Background")
     elif isinstance(a, ApplyStatus):
         await kube.apply(a.api_version, a.plural, a.name, a.body(), namespace=a.namespace, subresource="status",
-                         field_manager=o.FIELD_MANAGER)
+                         field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, MergeStatus):
         await kube.patch(a.api_version, a.plural, a.name, {"status": a.status}, namespace=a.namespace,
-                         subresource="status", patch_type="merge", field_manager=o.FIELD_MANAGER)
+                         subresource="status", patch_type="merge", field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, Annotate):
         await kube.patch(a.api_version, a.plural, a.name, {"metadata": {"annotations": a.annotations}},
-                         namespace=a.namespace, patch_type="merge", field_manager=o.FIELD_MANAGER)
+                         namespace=a.namespace, patch_type="merge", field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, MergePatch):
         await kube.patch(a.api_version, a.plural, a.name, a.body, namespace=a.namespace, patch_type="merge",
-                         field_manager=o.FIELD_MANAGER)
+                         field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, Emit):
         await kube.create("v1", "events", a.body)

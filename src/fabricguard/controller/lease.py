@@ -14,13 +14,14 @@ from the request latency the client measured, so a slow server does not eat the 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names, times
 from fabricguard.controller.kube import LEASE_API
 from fabricguard.kube import Conflict, Kube, NotFound
+from fabricguard.times import format_micro
 
 __all__ = ["LEASE_API", "Step", "decide", "desired", "holder", "lease_duration", "micro", "read_lease", "release",
            "try_lead"]
@@ -40,7 +41,7 @@ class Step(StrEnum):
 
 def micro(t: datetime) -> str:
     """A Kubernetes MicroTime."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_micro(t)
 
 
 def decide(lease: dict[str, Any] | None, identity: str, now: datetime) -> Step:
@@ -49,7 +50,7 @@ def decide(lease: dict[str, Any] | None, identity: str, now: datetime) -> Step:
     spec = lease.get("spec") or {}
     if spec.get("holderIdentity") == identity:
         return Step.renew
-    renewed = o.parse_time(spec.get("renewTime")) or o.parse_time(spec.get("acquireTime"))
+    renewed = times.parse_time(spec.get("renewTime")) or times.parse_time(spec.get("acquireTime"))
     duration = int(spec.get("leaseDurationSeconds") or 15)
     if not spec.get("holderIdentity") or renewed is None or now > renewed + timedelta(seconds=duration):
         return Step.takeover
@@ -71,7 +72,7 @@ def desired(lease: dict[str, Any] | None, identity: str, now: datetime, duration
     return {"apiVersion": LEASE_API, "kind": "Lease", "metadata": md, "spec": spec}
 
 
-async def read_lease(kube: Kube, namespace: str, name: str = o.LEASE_NAME) -> dict[str, Any] | None:
+async def read_lease(kube: Kube, namespace: str, name: str = names.CONTROLLER_LEASE) -> dict[str, Any] | None:
     return await kube.get(LEASE_API, "leases", name, namespace)
 
 
@@ -91,7 +92,7 @@ class Elector:
     """One replica's side of the election; remembers the Lease its last write returned, so a renewal is one
     request."""
 
-    def __init__(self, kube: Kube, namespace: str, identity: str, *, name: str = o.LEASE_NAME) -> None:
+    def __init__(self, kube: Kube, namespace: str, identity: str, *, name: str = names.CONTROLLER_LEASE) -> None:
         self.kube = kube
         self.namespace = namespace
         self.identity = identity
@@ -135,12 +136,12 @@ class Elector:
 
 
 async def try_lead(kube: Kube, namespace: str, identity: str, now: datetime, *, duration_s: int = 15,
-                   name: str = o.LEASE_NAME) -> bool:
+                   name: str = names.CONTROLLER_LEASE) -> bool:
     """One stateless election round (read, then write): True when ``identity`` holds the lease after it."""
     return await Elector(kube, namespace, identity, name=name).round(now, duration_s)
 
 
-async def release(kube: Kube, namespace: str, identity: str, now: datetime, name: str = o.LEASE_NAME) -> bool:
+async def release(kube: Kube, namespace: str, identity: str, now: datetime, name: str = names.CONTROLLER_LEASE) -> bool:
     return await Elector(kube, namespace, identity, name=name).release(now)
 
 

@@ -19,10 +19,13 @@ import re
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, labels_match, parse_time, quantity
-from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pod_condition, pool_nodes
+from fabricguard import names
+from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, quantity
+from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.objects import find_condition, selector_matches
 from fabricguard.profile import PlatformProfile, Pool, dra
+from fabricguard.times import parse_time
 from fabricguard.yamlsource import SourceError, loads_documents
 
 CLASS_MISSING = "dra-deviceclass-missing"
@@ -93,7 +96,7 @@ def no_resourceslice(snapshot: Snapshot, profile: PlatformProfile | None, now: d
         d = pool.fabric.dra
         assert d is not None
         nodes = members.get(pool.name, [])
-        bad = [n for n in nodes if not dra.node_slices(slices, n["metadata"]["name"], d.driver)]
+        bad = [n for n in nodes if not snapshot.dra_index.slices(n["metadata"]["name"], d.driver)]
         if not bad:
             continue
         drivers = sorted({str(_m(s.get("spec")).get("driver")) for s in slices})
@@ -113,19 +116,25 @@ def no_resourceslice(snapshot: Snapshot, profile: PlatformProfile | None, now: d
     return out
 
 
-def _scheduler_message(snapshot: Snapshot, pod: dict[str, Any] | None) -> str | None:
+def _failed_scheduling(snapshot: Snapshot) -> dict[tuple[str, str], str]:
+    """The last FailedScheduling event message of each pod, by (namespace, name)."""
+    out: dict[tuple[str, str], str] = {}
+    for ev in snapshot.events:
+        inv = _m(ev.get("involvedObject") or ev.get("regarding"))
+        if inv.get("kind") == "Pod" and ev.get("reason") == "FailedScheduling":
+            out[(str(inv.get("namespace", "")), str(inv.get("name", "")))] = str(ev.get("message") or ev.get("note")
+                                                                                 or "")
+    return out
+
+
+def _scheduler_message(events: dict[tuple[str, str], str], pod: dict[str, Any] | None) -> str | None:
     if pod is None:
         return None
-    cond = pod_condition(pod, "PodScheduled")
+    cond = find_condition(pod, names.POD_SCHEDULED)
     if cond and cond.get("status") == "False" and cond.get("message"):
         return str(cond["message"])
     meta = _m(pod.get("metadata"))
-    for ev in reversed(snapshot.events):
-        inv = _m(ev.get("involvedObject") or ev.get("regarding"))
-        if (inv.get("kind") == "Pod" and inv.get("name") == meta.get("name")
-                and inv.get("namespace") == meta.get("namespace") and ev.get("reason") == "FailedScheduling"):
-            return str(ev.get("message") or ev.get("note") or "")
-    return None
+    return events.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))
 
 
 def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -151,6 +160,7 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         pod = pods.get((str(meta.get("namespace", "")), str(owner.get("name")))) if owner else None
         by_pool.setdefault(pools[sorted(classes)[0]].name, []).append((claim, pod, age))
     _pending_extended(snapshot, profile, now, by_pool)
+    events = _failed_scheduling(snapshot) if by_pool else {}
     out: list[Finding] = []
     for pool_name, items in sorted(by_pool.items()):
         items.sort(key=lambda t: -t[2])
@@ -158,10 +168,10 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         for claim, pod, age in items[:MAX_EVIDENCE_ITEMS]:
             meta = _m(claim.get("metadata"))
             key = f"{claim.get('kind', 'ResourceClaim')} {meta.get('namespace')}/{meta.get('name')}"
-            msg = _scheduler_message(snapshot, pod)
+            msg = _scheduler_message(events, pod)
             evidence[key] = (f"unallocated for {human_age(age)}"
                              + (f"; pod {pod['metadata']['name']}: {msg}" if pod is not None and msg else ""))
-        first_msg = next((m for _, p, _ in items if (m := _scheduler_message(snapshot, p))), None)
+        first_msg = next((m for _, p, _ in items if (m := _scheduler_message(events, p))), None)
         oldest = human_age(items[0][2])
         objs = [ObjRef.of(c) for c, _, _ in items[:MAX_EVIDENCE_ITEMS]]
         out.append(Finding(
@@ -196,7 +206,7 @@ def _pending_extended(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         spec, status = _m(pod.get("spec")), _m(pod.get("status"))
         if status.get("phase") != "Pending" or spec.get("nodeName"):
             continue
-        cond = pod_condition(pod, "PodScheduled")
+        cond = find_condition(pod, names.POD_SCHEDULED)
         if not cond or cond.get("status") != "False":
             continue
         asked = {k for c in spec.get("containers") or () for part in ("requests", "limits")
@@ -231,8 +241,7 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
         if d and d.extendedResourceName:
             cls_name, drivers = backing.get(d.extendedResourceName, (d.deviceClassName, set()))
             backing[d.extendedResourceName] = (cls_name, drivers | {d.driver})
-    slices = snapshot.kind(dra.RESOURCE_SLICE)
-    out = _claim_pool_double_offer(snapshot, profile, slices)
+    out = _claim_pool_double_offer(snapshot, profile)
     if not backing:
         return out
     pool_of = {n["metadata"]["name"]: p.name for p in fabric_pools(profile)
@@ -244,7 +253,7 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
             have = _m(_m(n.get("status")).get("allocatable")).get(res)
             if quantity(have) < 1:
                 continue
-            from_dra = next((drv for drv in sorted(drivers) if dra.node_slices(slices, name, drv)), None)
+            from_dra = next((drv for drv in sorted(drivers) if snapshot.dra_index.slices(name, drv)), None)
             if from_dra:
                 bad.append((name, have, from_dra))
         if not bad:
@@ -269,8 +278,7 @@ DEVICE_PLUGIN_FABRIC_PREFIXES = ("rdma/", "networking.gke.io.networks/", "vpc.am
                                  "mellanox.com/", "openshift.io/")
 
 
-def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None,
-                             slices: list[dict[str, Any]]) -> list[Finding]:
+def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None) -> list[Finding]:
     """A node of a DRA claim pool whose NICs a device plugin also advertises in allocatable."""
     out: list[Finding] = []
     members = pool_nodes(snapshot, profile)
@@ -286,7 +294,7 @@ def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None
                       if k.startswith(DEVICE_PLUGIN_FABRIC_PREFIXES) and quantity(v) >= 1}
             if not plugin:
                 continue
-            offer = dra.node_offer(pool, name, slices, snapshot.kind(dra.RESOURCE_CLAIM))
+            offer = dra.node_offer(pool, name, snapshot.dra_index)
             if offer.matching:
                 bad.append((name, plugin, offer.matching))
         if not bad:
@@ -350,7 +358,7 @@ def kueue_unmapped(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
             flavors, covered = _queue_flavors(cq)
             serves = [f for f in flavors if f == pool.name or (
                 f in rfs and _m(_m(rfs[f].get("spec")).get("nodeLabels"))
-                and labels_match(dict(pool.nodeSelector), _m(_m(rfs[f].get("spec")).get("nodeLabels"))))]
+                and selector_matches(dict(pool.nodeSelector), _m(_m(rfs[f].get("spec")).get("nodeLabels"))))]
             if not serves:
                 continue
             logical = mappings.get(d.deviceClassName)
