@@ -25,6 +25,9 @@ def render_install_cmd(
     manage_taints: bool = typer.Option(False, "--manage-taints", help="No Node Readiness Controller: the agent "
                                        "keeps the taints itself."),
     nvml_access: str = typer.Option("auto", "--nvml-access", help="auto, runtime or privileged (render agent)."),
+    dcgm_platform: str = typer.Option("gpu-operator", "--dcgm-platform",
+                                      help="Where DCGM exporter runs: gpu-operator, dcgm-exporter (its chart), or "
+                                           "gke (managed DCGM, not scraped here)."),
 ) -> None:
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
@@ -49,7 +52,7 @@ def render_install_cmd(
              "survives from an earlier render")
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
                    monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr)),
-                   manage_taints=manage_taints, nvml_access=nvml_access)
+                   manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform)
     try:
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:
