@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -52,3 +53,38 @@ def output_path(output: Path | None, out: Path | None) -> Path | None:
     if output is not None and out is not None and output != out:
         raise typer.BadParameter("give -o/--output once (--out is the same option)", param_hint="--output")
     return output if output is not None else out
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def namespace_problem(value: str) -> str | None:
+    """Why ``value`` is not a namespace name (an RFC 1123 label), or None."""
+    if _DNS_LABEL.match(value) and len(value) <= 63:
+        return None
+    return (
+        f"{value!r} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending "
+        "with a letter or digit (RFC 1123 label)"
+    )
+
+
+def check_namespace(option: str, value: str, example: str = "fabricguard-system") -> str:
+    """``value`` when it is a namespace name; otherwise one ``error:`` line naming ``option`` and exit 3."""
+    from fabricguard.console import fail
+
+    problem = namespace_problem(value)
+    if problem:
+        fail(f"{option} {problem}", hint=f"e.g. {option} {example}")
+    return value
+
+
+def check_port(option: str, port: int, *, zero: str | None = None) -> int:
+    """A TCP port (1-65535; 0 too when ``zero`` says what it means), else one line naming ``option`` and exit 3."""
+    from fabricguard.console import fail
+
+    if port == 0 and zero:
+        return port
+    if not 1 <= port <= 65535:
+        fail(f"{option} {port}: a TCP port is 1-65535" + (f" (0: {zero})" if zero else ""),
+             hint=f"e.g. {option} 8080")
+    return port
