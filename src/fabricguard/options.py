@@ -5,6 +5,8 @@
 - ``-o/--output PATH`` where a command writes a file or a folder (``--out`` is a hidden alias).
 - ``-p/--profile FILE`` for the platform profile; ``--profile local`` names the profile embedded in the
   package (this machine, no RDMA), and no command that judges a job falls back to it silently.
+- ``--now TIME`` fixes the clock for replays and tests: an RFC 3339 time (no zone: UTC), read by
+  :func:`now_value`; without it, the wall clock.
 - Every JSON document a command prints carries its overall answer under the key ``verdict``
   (``pass``, ``degraded``, ``failed`` or ``invalid``; see ``fabricguard.exitcodes``); the parts of a
   report (a probe section, a check) carry theirs under ``status``.
@@ -13,11 +15,15 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import typer
+
+from fabricguard.console import fail
+from fabricguard.times import parse_time
 
 
 class Format(StrEnum):
@@ -55,6 +61,17 @@ def output_path(output: Path | None, out: Path | None) -> Path | None:
     return output if output is not None else out
 
 
+def now_value(value: str | None) -> datetime:
+    """``--now``: the time given (RFC 3339, read by fabricguard.times; no zone is UTC), else the wall clock.
+    An unreadable time is one line naming the option, exit 3."""
+    if value is None:
+        return datetime.now(UTC)
+    t = parse_time(value)
+    if t is None:
+        fail(f"--now {value!r} is not an RFC 3339 time", hint="e.g. --now 2026-11-30T12:00:00Z")
+    return t
+
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -70,8 +87,6 @@ def namespace_problem(value: str) -> str | None:
 
 def check_namespace(option: str, value: str, example: str = "fabricguard-system") -> str:
     """``value`` when it is a namespace name; otherwise one ``error:`` line naming ``option`` and exit 3."""
-    from fabricguard.console import fail
-
     problem = namespace_problem(value)
     if problem:
         fail(f"{option} {problem}", hint=f"e.g. {option} {example}")
@@ -80,8 +95,6 @@ def check_namespace(option: str, value: str, example: str = "fabricguard-system"
 
 def check_port(option: str, port: int, *, zero: str | None = None) -> int:
     """A TCP port (1-65535; 0 too when ``zero`` says what it means), else one line naming ``option`` and exit 3."""
-    from fabricguard.console import fail
-
     if port == 0 and zero:
         return port
     if not 1 <= port <= 65535:

@@ -5,11 +5,17 @@ flood, the staleness sweep over nodes it cannot patch or whose clocks run ahead,
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agent_support import NODE_NAME, healthy_node, kubeconfig
+from agent_support import GKE, HEALTHY, NODE_NAME, REPO, healthy_node, kubeconfig
 
 from fabricguard.agent.kube import KubeError, NodeClient, connect
 from fabricguard.agent.render import admission_policy
@@ -86,10 +92,6 @@ def put_nodes(k8s, heartbeats: dict[str, datetime]) -> None:
 
 
 def sweep_cli(cfg: str, *extra: str) -> tuple[int, dict, str]:
-    import json
-    import subprocess
-    import sys
-
     r = subprocess.run([sys.executable, "-m", "fabricguard", "agent-sweep", "--kubeconfig", cfg, "--max-age",
                         "180", *extra], capture_output=True, text=True, timeout=60)
     return r.returncode, (json.loads(r.stdout) if "json" in extra else {}), r.stderr
@@ -137,3 +139,138 @@ async def test_a_heartbeat_far_in_the_future_is_stale(apiserver, tmp_path: Path)
     assert res.changed == [year_ahead] and res.failed == {}  # 90 s ahead is clock skew, a year is not
     c = next(c for c in k8s.node(year_ahead)["status"]["conditions"] if c["type"] == "FabricReady")
     assert c["status"] == "Unknown" and "31536000 s ahead of this clock" in c["message"]
+
+
+# ------------------------------------------------------------------------------------ reads below --root
+
+AGENT_ARGS = ["--once", "--dry-run", "--format", "json", "--node", NODE_NAME, "--profile", str(GKE),
+              "--nvml-json", str(HEALTHY / "nvml.json"), "--node-json", str(HEALTHY / "node.json")]
+# The same agent with one check group made to block for ever, as a read on a hung mount does (a regular
+# file, so no stat can refuse it): the deadline is the only thing that can end the run.
+HUNG = (
+    "import sys, threading, fabricguard.probes.host as h\n"
+    "h.module_checks = lambda *a, **k: threading.Event().wait()\n"
+    "from fabricguard.agent.__main__ import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def run_agent(root: Path, *extra: str, hung: bool = False, obey_permissions: bool = False,
+              timeout: float = 30) -> tuple[int, dict, str, float]:
+    """``python -m fabricguard.agent`` as the DaemonSet runs it; (exit code, JSON, stderr, seconds).
+
+    ``obey_permissions``: as root, without the capabilities that bypass file permissions (the DaemonSet's
+    agent runs as uid 65532 with every capability dropped, so a mode-000 directory stops it)."""
+    cmd = [sys.executable, "-c", HUNG] if hung else [sys.executable, "-m", "fabricguard.agent"]
+    if obey_permissions and os.geteuid() == 0:
+        cmd = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", *cmd]
+    t = time.monotonic()
+    r = subprocess.run([*cmd, *AGENT_ARGS, "--root", str(root), *extra], capture_output=True, text=True,
+                       timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        out = {}
+    return r.returncode, out, r.stderr, time.monotonic() - t
+
+
+def by_name(out: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in out.get("checks", [])}
+
+
+PORT = "sys/class/infiniband/mlx5_0/ports/1"
+
+
+def _fifo(p: Path) -> None:
+    p.unlink()
+    os.mkfifo(p)
+
+
+def _dev_zero(p: Path) -> None:
+    p.unlink()
+    p.symlink_to("/dev/zero")
+
+
+def _sparse(p: Path) -> None:
+    with p.open("wb") as fh:
+        fh.truncate(1024**3)
+
+
+@pytest.mark.parametrize("where", [f"{PORT}/state", "proc/modules", "proc/self/mountinfo"])
+@pytest.mark.parametrize("make", [_fifo, _dev_zero, _sparse], ids=["fifo", "dev-zero", "sparse-1GiB"])
+def test_a_file_that_never_ends_fails_its_check_and_the_agent_exits(healthy_root: Path, where: str,
+                                                                     make: Any) -> None:
+    """Before: the port files were read when the metrics registered, unguarded, and the run never ended."""
+    make(healthy_root / where)
+    code, out, err, took = run_agent(healthy_root, "--check-timeout", "3")
+    assert code == 2, err
+    assert took < 15 and "Traceback" not in err
+    failed = {n for n, c in by_name(out).items() if c["status"] == "failed"}
+    name = {f"{PORT}/state": "rdma.ports", "proc/modules": "modules", "proc/self/mountinfo": "lustre.mount"}[where]
+    assert name in failed and name in out["message"]
+    assert str(healthy_root / where) in json.dumps(out) or "unreadable" in by_name(out)[name]["detail"]
+
+
+def test_a_hung_check_fails_by_name_at_the_deadline_and_once_exits(healthy_root: Path) -> None:
+    """A read that blocks for ever (here: the modules group): --once exits at --check-timeout, naming it."""
+    code, out, err, took = run_agent(healthy_root, "--check-timeout", "2", hung=True)
+    assert code == 2, err
+    assert took < 10, "the hung worker was joined"
+    c = by_name(out)
+    assert c["modules"]["status"] == "failed" and "did not finish within --check-timeout 2 s" in c["modules"]["detail"]
+    assert c["rdma.devices"]["status"] == "pass"  # the groups that finished keep their results
+    assert c["libs"]["status"] == "failed" and "not run: modules" in c["libs"]["detail"]
+    assert out["status"] == "False" and "modules" in out["message"]
+
+
+def test_an_unreadable_ports_directory_is_a_failed_check_not_a_traceback(healthy_root: Path) -> None:
+    ports = healthy_root / "sys/class/infiniband/mlx5_0/ports"
+    os.chmod(ports, 0)
+    try:
+        code, out, err, _ = run_agent(healthy_root, obey_permissions=True)
+    finally:
+        os.chmod(ports, 0o755)
+    assert code == 2 and "Traceback" not in err, err
+    c = by_name(out)["rdma.ports"]
+    assert c["status"] == "failed" and "mlx5_0/ports: cannot list: Permission denied" in c["detail"]
+
+
+async def test_sigterm_stops_the_loop_while_a_check_is_hung(apiserver, tmp_path: Path, healthy_root: Path) -> None:
+    """Before: the loop returned on SIGTERM, and then asyncio joined the hung worker thread for ever."""
+    import asyncio
+    import signal
+
+    k8s, url = apiserver
+    cmd = [sys.executable, "-c", HUNG, "--node", NODE_NAME, "--profile", str(GKE), "--root", str(healthy_root),
+           "--nvml-json", str(HEALTHY / "nvml.json"), "--kubeconfig", kubeconfig(tmp_path, url, "agent-own"),
+           "--interval", "1", "--check-timeout", "1", "--listen", "127.0.0.1:0"]
+    proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.DEVNULL,
+                                                stderr=asyncio.subprocess.PIPE,
+                                                env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    try:
+        for _ in range(200):  # two reports: the abandoned run, then one that finds it still stuck
+            if len([p for p in k8s.patches if p[0] == "status"]) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        cond = next(c for c in k8s.node(NODE_NAME)["status"]["conditions"] if c["type"] == "FabricReady")
+        assert cond["status"] == "False" and "modules" in cond["message"]
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), 5)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 0
+    err = (await proc.stderr.read()).decode() if proc.stderr else ""
+    assert "checks abandoned: modules" in err and "Traceback" not in err
+    # One worker was left behind, not one per run: the later runs found it still stuck and started none.
+    assert err.count("checks abandoned") == 1
+
+
+def test_a_fifo_as_node_json_is_one_line_not_a_hang(healthy_root: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "node.json"
+    os.mkfifo(fifo)
+    args = [a if a != str(HEALTHY / "node.json") else str(fifo) for a in AGENT_ARGS]
+    r = subprocess.run([sys.executable, "-m", "fabricguard.agent", *args, "--root", str(healthy_root)],
+                       capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert r.returncode == 3 and "--node-json" in r.stderr and "FIFO" in r.stderr and "Traceback" not in r.stderr

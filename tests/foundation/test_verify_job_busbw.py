@@ -117,8 +117,10 @@ def test_the_cli_shows_the_rows_and_exits_degraded(tmp_path: Path) -> None:
 
 
 def test_the_real_plugins_records_drive_the_verdict(tmp_path: Path) -> None:
-    """Written by the 2.28.9 Inspector's own code (tests/fixtures/inspector/README.md), not synthesized."""
+    """Written by the 2.28.9 and 2.30.7 Inspectors' own code (tests/fixtures/inspector/README.md), not synthesized."""
     v = judge_job(job_dir(tmp_path / "a", "v2.28.9-plugin-healthy"), load_profile(GKE), "h200-rdma")
     assert v.verdict is Verdict.pass_ and busbw(v)["AllReduce"][0] is Level.info
     v = judge_job(job_dir(tmp_path / "b", "v2.28.9-plugin-slow"), load_profile(GKE), "h200-rdma")
+    assert v.verdict is Verdict.degraded and "AllReduce busbw 120.0 GB/s" in busbw(v)["AllReduce"][1]
+    v = judge_job(job_dir(tmp_path / "c", "v2.30.7-plugin-slow"), load_profile(GKE), "h200-rdma")
     assert v.verdict is Verdict.degraded and "AllReduce busbw 120.0 GB/s" in busbw(v)["AllReduce"][1]

@@ -14,17 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fabricguard.doctor.model import labels_match, quantity
-from fabricguard.probes.host import host_checks
+from fabricguard.probes.host import CheckGroup, host_check_groups
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.profile.dra import node_offer
-
-
-def node_pool(profile: PlatformProfile, node: dict[str, Any]) -> Pool | None:
-    """The first pool whose nodeSelector the node's labels match (the doctor's rule for pool membership)."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return next((p for p in profile.spec.pools if labels_match(labels, p.nodeSelector)), None)
+from fabricguard.quantity import amount_or_zero
 
 
 def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str | None = None,
@@ -44,7 +38,7 @@ def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str |
             {"error": True},
         )
     alloc = ((node.get("status") or {}).get("allocatable") or {})
-    short = {k: (alloc.get(k, "absent"), v) for k, v in wanted.items() if quantity(alloc.get(k)) < v}
+    short = {k: (alloc.get(k, "absent"), v) for k, v in wanted.items() if amount_or_zero(alloc.get(k)) < v}
     if d is not None and pool.fabric.has_fabric and not short:
         return _dra_check(pool, node, alloc, wanted, slices, slices_error)
     if short:
@@ -108,6 +102,27 @@ def gpu_perf_checks(ceilings: Path | None) -> list[Check]:
     ]
 
 
+def node_check_groups(
+    profile: PlatformProfile,
+    pool: Pool,
+    *,
+    root: Path,
+    gpu_data: tuple[dict[str, Any] | None, str],
+    node: dict[str, Any] | None,
+    node_error: str | None = None,
+    gpu_ceilings: Path | None = None,
+    slices: list[dict[str, Any]] | None = None,
+    slices_error: str | None = None,
+) -> list[CheckGroup]:
+    """Every check the agent reports as (group, run) pairs, in order: host, allocatable (or the DRA offer), GPU
+    performance. The agent runs them one by one on a worker it can abandon (``agent.deadline``)."""
+    return [
+        *host_check_groups(profile, pool, root, gpu_data, require_gpus=True),
+        ("fabric.allocatable", lambda: [allocatable_check(pool, node, node_error, slices, slices_error)]),
+        ("gpu.perf", lambda: gpu_perf_checks(gpu_ceilings)),
+    ]
+
+
 def node_checks(
     profile: PlatformProfile,
     pool: Pool,
@@ -121,8 +136,6 @@ def node_checks(
     slices_error: str | None = None,
 ) -> list[Check]:
     """Every check the agent reports, in order: host, allocatable (or the DRA offer), GPU performance."""
-    return [
-        *host_checks(profile, pool, root, gpu_data, require_gpus=True),
-        allocatable_check(pool, node, node_error, slices, slices_error),
-        *gpu_perf_checks(gpu_ceilings),
-    ]
+    groups = node_check_groups(profile, pool, root=root, gpu_data=gpu_data, node=node, node_error=node_error,
+                               gpu_ceilings=gpu_ceilings, slices=slices, slices_error=slices_error)
+    return [c for _, run in groups for c in run()]

@@ -36,10 +36,15 @@ def _load(profile: Path, pool: str | None):  # type: ignore[no-untyped-def]
 
 
 def _node_json(path: Path, name: str) -> dict[str, Any]:
-    try:
-        node = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        fail(f"--node-json {path}: cannot read it as JSON ({e})", hint="save one with kubectl get node NAME -o json")
+    from fabricguard.userfiles import SourceError, read_text
+
+    try:  # read_text refuses a FIFO, a device or an oversized file before opening it
+        node = json.loads(read_text(path, max_bytes=64 * 1024**2))
+    except SourceError as e:
+        fail(f"--node-json {e}", hint="save one with kubectl get node NAME -o json")
+    except (ValueError, RecursionError) as e:
+        fail(f"--node-json {path}: cannot read it as JSON ({str(e) or type(e).__name__})",
+             hint="save one with kubectl get node NAME -o json")
     if not isinstance(node, dict) or node.get("kind") != "Node":
         fail(f"--node-json {path}: not a Node object", hint="save one with kubectl get node NAME -o json")
     got = (node.get("metadata") or {}).get("name")
@@ -273,11 +278,6 @@ def sweep_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``agent``, ``agent-sweep`` and ``render readiness|agent`` to the root app."""
-    from fabricguard.admission.commands import render_app
-    from fabricguard.agent import render_commands
-
+    """Add ``agent`` and ``agent-sweep`` to the root app (``render readiness|agent`` are added by cli.py)."""
     app.command("agent")(agent_cmd)
     app.command("agent-sweep")(sweep_cmd)
-    render_app.command("readiness")(render_commands.render_readiness_cmd)
-    render_app.command("agent")(render_commands.render_agent_cmd)

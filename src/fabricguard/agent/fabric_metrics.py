@@ -21,6 +21,7 @@ small set itself (docs/metrics.md).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from pathlib import Path
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from fabricguard.probes.host import read_rdma
+from fabricguard.probes.host import MAX_TABLE, read_rdma, read_small
 
 LUSTRE_DIRS = ("proc/fs/lustre", "sys/kernel/debug/lustre", "sys/fs/lustre")
 _STAT = re.compile(r"^(\S+)\s+(\d+)\s+samples\s+\[(\w+)\](?:\s+(\d+)\s+(\d+)\s+(\d+))?")
@@ -62,10 +63,8 @@ def parse_import_state(text: str) -> str | None:
 
 
 def _read(p: Path) -> str | None:
-    try:
-        return p.read_text(errors="replace")
-    except OSError:
-        return None
+    # The probes' guarded read: a FIFO, a device or an oversized file is refused before it is opened.
+    return read_small(p, MAX_TABLE)
 
 
 def _counter(p: Path) -> int | None:
@@ -87,9 +86,16 @@ class FabricCollector(Collector):
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    def describe(self) -> list[GaugeMetricFamily | CounterMetricFamily]:
+        """Nothing: without it, registering would run :meth:`collect` (read sysfs) at once, unguarded."""
+        return []
+
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        yield from self._rdma()
-        yield from self._lustre()
+        # Unreadable trees give no samples rather than a failed scrape; the checks report what is unreadable.
+        with contextlib.suppress(OSError):
+            yield from self._rdma()
+        with contextlib.suppress(OSError):
+            yield from self._lustre()
 
     def _rdma(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         up = GaugeMetricFamily("fabricguard_rdma_port_up", "1 when the RDMA port is ACTIVE and LinkUp.",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from fabricguard import names
 from fabricguard.kube import Kube, KubeError
 
 __all__ = ["KubeError", "NodeClient", "SweepResult", "connect", "sweep_stale"]
@@ -67,7 +68,7 @@ class NodeClient:
     async def resource_slices(self, name: str) -> list[dict[str, Any]]:
         """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
         return await self._io(f"list ResourceSlices of Node {name}", self.kube.list(
-            "resource.k8s.io/v1", "resourceslices", field_selector=f"spec.nodeName={name}"))
+            names.DRA_API, "resourceslices", field_selector=f"spec.nodeName={name}"))
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self._io("list Nodes", self.kube.list("v1", "nodes"))

@@ -17,21 +17,23 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fabricguard.agent.checks import node_checks, node_pool
+from fabricguard import names
+from fabricguard.agent.checks import node_check_groups
 from fabricguard.agent.condition import (
     Reason,
     Verdict,
     build_condition,
-    find_condition,
     judge,
     status_patch,
 )
 from fabricguard.agent.damping import Damper
+from fabricguard.agent.deadline import CheckRun
 from fabricguard.agent.kube import KubeError, NodeClient
 from fabricguard.agent.metrics import AgentMetrics
 from fabricguard.agent.staleness import is_stale
 from fabricguard.agent.taints import taint_patch, wanted_taints
-from fabricguard.probes.host import load_gpus
+from fabricguard.objects import find_condition
+from fabricguard.probes.host import CheckGroup, load_gpus
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool, UnknownPoolError
 
@@ -96,6 +98,7 @@ class Agent:
         self.damper = Damper(cfg.passes)
         self.runs = 0
         self.last_finished: float | None = None
+        self._stuck: CheckRun | None = None  # an abandoned run whose thread has not returned yet
         # ResourceSlices given instead of listed (a dry run with --slices-json); None: list them on DRA pools.
         self.saved_slices: list[dict[str, Any]] | None = None
 
@@ -103,7 +106,7 @@ class Agent:
         if self.cfg.pool:
             return self.cfg.profile.pool(self.cfg.pool)
         if node is not None:
-            return node_pool(self.cfg.profile, node)
+            return self.cfg.profile.pool_of(node)
         try:
             return self.cfg.profile.pool(None)
         except UnknownPoolError:
@@ -125,13 +128,14 @@ class Agent:
         except KubeError as e:
             return None, str(e)
 
-    def _check(self, pool: Pool, node: dict[str, Any] | None, node_error: str | None,
-               slices: list[dict[str, Any]] | None = None, slices_error: str | None = None) -> list[Check]:
+    def _plan(self, pool: Pool, node: dict[str, Any] | None, node_error: str | None,
+              slices: list[dict[str, Any]] | None = None, slices_error: str | None = None) -> list[CheckGroup]:
+        """The check groups of one run (loading live NVML here: it may hang too, so it runs on the worker)."""
         try:
             gpu_data = load_gpus(self.cfg.nvml_json)
         except Exception as e:  # a recorded file that is not NVML data: the GPUs are unproven, gpu.count fails
             gpu_data = (None, f"cannot use {self.cfg.nvml_json}: {e}")
-        return node_checks(
+        return node_check_groups(
             self.cfg.profile,
             pool,
             root=self.cfg.root,
@@ -144,7 +148,11 @@ class Agent:
         )
 
     async def evaluate(self, node: dict[str, Any] | None, node_error: str | None) -> tuple[Verdict, str | None]:
-        """Run every check once (in a thread, with a deadline) and judge the result; never raises."""
+        """Run every check once (on a worker that can be abandoned, with a deadline) and judge; never raises.
+
+        A check group still running at ``check_timeout`` fails naming itself and its thread is left behind
+        (``agent.deadline``); while it stays stuck, later runs start no new thread and say so.
+        """
         pool = self._pool(node)
         if pool is None:
             labels = ((node or {}).get("metadata") or {}).get("labels") or {}
@@ -156,20 +164,22 @@ class Agent:
                 else f"cannot tell the pool: {node_error}; pass --pool"
             )
             return Verdict("False", Reason.unknown_pool, msg, []), None
+        if self._stuck is not None:
+            if not self._stuck.finished.is_set():
+                return judge(self._stuck.still_hung()), pool.name
+            self._stuck = None
         slices, slices_error = await self._slices(pool)
-        try:
-            checks = await asyncio.wait_for(
-                asyncio.to_thread(self._check, pool, node, node_error, slices, slices_error),
-                timeout=self.cfg.check_timeout,
-            )
-        except TimeoutError:
-            c = Check("agent.deadline", Status.failed, f"the checks did not finish in {self.cfg.check_timeout:g} s",
-                      {"error": True})
-            return judge([c]), pool.name
-        except Exception as e:  # fail closed on anything the guarded groups did not catch
+        run = CheckRun(lambda: self._plan(pool, node, node_error, slices, slices_error), first="gpu.count")
+        if not await run.wait(self.cfg.check_timeout):
+            self._stuck = run
+            self.metrics.abandoned.inc()
+            log.error("checks abandoned: %s did not finish within %g s", run.current, self.cfg.check_timeout)
+            return judge(run.abandoned(self.cfg.check_timeout)), pool.name
+        if run.error is not None:  # fail closed on anything the guarded groups did not catch
+            e = run.error
             c = Check("agent.run", Status.failed, f"check could not run: {type(e).__name__}: {e}", {"error": True})
-            return judge([c]), pool.name
-        return judge(checks), pool.name
+            return judge([*run.checks, c]), pool.name
+        return judge(run.checks), pool.name
 
     async def run_once(self, *, dry_run: bool = False, damp: bool = True) -> RunResult:
         t0 = time.monotonic()
@@ -196,7 +206,7 @@ class Agent:
         damp: bool,
     ) -> RunResult:
         now = self.clock()
-        previous = find_condition(node)
+        previous = find_condition(node, names.FABRIC_READY)
         fresh_true = previous is not None and previous.get("status") == "True"
         if self.runs == 0 and fresh_true and previous and not is_stale(previous, now, self.cfg.max_age):
             self.damper.seed_stable()

@@ -5,6 +5,7 @@
 - ``fabricguard_node_fabric_ready``: 1 when the last report was ``True``;
 - ``fabricguard_agent_last_run_timestamp_seconds`` and ``fabricguard_agent_run_duration_seconds``;
 - ``fabricguard_agent_report_errors_total``: reports the API server refused or never received;
+- ``fabricguard_agent_checks_abandoned_total``: runs whose checks passed ``--check-timeout`` (left behind);
 - the RDMA port and Lustre client metrics of ``agent.fabric_metrics``, read at scrape time.
 """
 
@@ -46,6 +47,11 @@ class AgentMetrics:
         self.report_errors = Counter(
             "fabricguard_agent_report_errors_total",
             "Condition or taint writes that failed.",
+            registry=self.registry,
+        )
+        self.abandoned = Counter(
+            "fabricguard_agent_checks_abandoned_total",
+            "Runs whose checks did not finish within --check-timeout (the worker was left behind).",
             registry=self.registry,
         )
         self.info = Gauge(

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fabricguard.controller import objects as o
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.canary import job_dir
 from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series

@@ -8,26 +8,14 @@ import math
 import os
 import signal
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import typer
 
 from fabricguard.console import console, err_console, fail, print_json
-from fabricguard.options import JSON_ALIAS, Format, check_namespace, check_port, format_option, wants_json
+from fabricguard.options import JSON_ALIAS, Format, check_namespace, check_port, format_option, now_value, wants_json
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile (YAML).")
-
-
-def _now(value: str | None) -> datetime | None:
-    from fabricguard.controller.objects import parse_time
-
-    if value is None:
-        return None
-    t = parse_time(value)
-    if t is None:
-        fail(f"--now {value!r} is not an RFC 3339 time", hint="e.g. --now 2025-09-30T12:00:00Z")
-    return t
 
 
 def controller_cmd(
@@ -81,7 +69,7 @@ def controller_cmd(
             fail(f"--metrics-textfile {exc}")
     port = check_port("--metrics-port", 8080 if metrics_port is None else metrics_port, zero="no /metrics")
     prof = profile_or_exit(profile)
-    fixed = _now(now)
+    fixed = now_value(now) if now is not None else None
     if fixed is not None and not once:
         fail("--now fixes the clock of one pass; use it with --once")
     if lustre_root is not None and not lustre_root.is_dir():
@@ -202,15 +190,13 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
 
 def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
-    from prometheus_client import start_http_server
-
-    from fabricguard.controller.metrics import Metrics
+    from fabricguard.controller.metrics import Metrics, serve
     from fabricguard.controller.runner import run_forever
 
     metrics = Metrics()
     if port:
         try:
-            start_http_server(port, registry=metrics.registry)
+            serve(metrics, port)  # /metrics, and /healthz for the liveness probe
         except OSError as exc:
             fail(f"--metrics-port {port}: cannot serve /metrics: {exc.strerror or exc}",
                  hint="pick a free port, or --metrics-port 0 for none")
@@ -341,12 +327,5 @@ def render_exporters_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``controller`` to the root app and the controller's manifests to ``render``."""
-    from fabricguard.admission.commands import render_app
-
+    """Add ``controller`` to the root app (its ``render`` commands are added by cli.py)."""
     app.command("controller")(controller_cmd)
-    render_app.command("controller")(render_controller_cmd)
-    render_app.command("kueue-check")(render_kueue_check_cmd)
-    render_app.command("alerts")(render_alerts_cmd)
-    render_app.command("dashboard")(render_dashboard_cmd)
-    render_app.command("exporters")(render_exporters_cmd)

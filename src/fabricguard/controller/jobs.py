@@ -4,7 +4,10 @@ The webhook labels what it manages (``fabricguard.io/managed: "true"``, ``fabric
 ``NCCL_DEBUG_FILE`` at the job's directory on Lustre. When such a JobSet, Job or TrainJob finishes, the
 controller runs ``verify-job``'s judgement on that directory (as seen from its own read-only mount of the
 claim) and writes the verdict as an annotation and an Event. A job whose logs are missing gets the verdict
-``missing-logs``, never a pass. The annotation is the record: a job that has one is not judged again.
+``missing-logs``, never a pass. Each job is judged on its own: files the tenant wrote that cannot be used (JSON
+nested too deep, an over-long line, a file that cannot be read) give that job the verdict ``input-unusable``
+naming the file, and the pass goes on to the next job. The annotation is the record: a job that has one is
+not judged again.
 """
 
 from __future__ import annotations
@@ -13,14 +16,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard.admission import workloads as wl
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
 from fabricguard.controller.canary import log_dir
 from fabricguard.profile.model import PlatformProfile, UnknownPoolError
 from fabricguard.verdict.job import JobInputError, Level, judge_job
 
 MISSING = "missing-logs"
+UNUSABLE = "input-unusable"
 FINISHED_CONDITIONS = {"JobSet": ("Completed", "Failed"), "Job": ("Complete", "Failed"),
                        "TrainJob": ("Complete", "Failed")}
 
@@ -39,14 +43,14 @@ def judge_finished(
     now: datetime,
     counters: Counters,
 ) -> list[Action]:
-    labels = o.labels(obj)
-    if labels.get(wl.LABEL_MANAGED) != "true" or o.LABEL_CANARY_POOL in labels:
+    labels = o.labels_of(obj)
+    if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
         return []
-    if o.ANN_VERDICT in o.annotations_of(obj) or not finished(obj, kind):
+    if names.ANN_VERDICT in o.annotations_of(obj) or not finished(obj, kind):
         return []
     ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
     try:
-        pool = profile.pool(labels.get(wl.LABEL_POOL))
+        pool = profile.pool(labels.get(names.LABEL_POOL))
     except UnknownPoolError as e:
         verdict, transport, detail = "unknown-pool", "unknown", f"fabricguard: cannot judge: {e}"
     else:
@@ -56,23 +60,28 @@ def judge_finished(
         try:
             v = judge_job(logs, profile, pool.name)
         except JobInputError as e:
-            verdict, transport = MISSING, "unknown"
+            verdict, transport = (MISSING if e.missing else UNUSABLE), "unknown"
             detail = (f"no verdict: the job's NCCL logs are missing ({e}); NCCL_DEBUG_FILE was not written "
-                      "there, so nothing proves which transport the job used")
+                      "there, so nothing proves which transport the job used" if e.missing else
+                      f"no verdict: the job's files cannot be used: {e}")
+        except (OSError, ValueError, RecursionError, MemoryError) as e:  # the tenant's files, judged in isolation
+            verdict, transport = UNUSABLE, "unknown"
+            detail = f"no verdict: the job's files in {logs} cannot be used: {type(e).__name__}: {e}"
         else:
             verdict, transport = v.verdict.value, v.nccl.inter_node_transport.value
             worst = [r for r in v.reasons if r.level in (Level.failed, Level.degraded)]
             detail = f"verdict {verdict}: transport {transport}" + (
                 "; " + "; ".join(r.message for r in worst[:3]) if worst else "")
         counters.job_verdicts.append((pool.name, verdict, transport))
-        if verdict not in (MISSING, "unknown-pool") and v.steps.median_seconds is not None:
+        if verdict not in (MISSING, UNUSABLE, "unknown-pool") and v.steps.median_seconds is not None:
             counters.job_steps.append((ns, name, pool.name, v.steps.median_seconds))
         return [
-            Annotate(api_version, plural, ns, name, {o.ANN_VERDICT: verdict, o.ANN_VERDICT_DETAIL: detail[:1000]}),
+            Annotate(api_version, plural, ns, name,
+                     {names.ANN_VERDICT: verdict, names.ANN_VERDICT_DETAIL: detail[:1000]}),
             event(obj, api_version, kind, "JobVerdict", detail, now, warning=verdict != "pass"),
         ]
     return [
-        Annotate(api_version, plural, ns, name, {o.ANN_VERDICT: verdict, o.ANN_VERDICT_DETAIL: detail[:1000]}),
+        Annotate(api_version, plural, ns, name, {names.ANN_VERDICT: verdict, names.ANN_VERDICT_DETAIL: detail[:1000]}),
         event(obj, api_version, kind, "JobVerdict", detail, now, warning=True),
     ]
 
@@ -87,7 +96,7 @@ def judge_jobs(
     if lustre_root is None:
         return []
     out: list[Action] = []
-    for api_version, plural, kind in o.MANAGED_KINDS:
+    for api_version, plural, kind in names.MANAGED_KINDS:
         for obj in by_kind.get(kind, ()):
             out += judge_finished(profile, kind, api_version, plural, obj, lustre_root, now, counters)
     return out

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions, list_cluster, watch_changes
@@ -126,7 +127,7 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context, CLAIM_RESOURCES if claims else ())
     reference, errors = await read_reference(api, cfg.reference)
     result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
-    known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
+    known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
     errors += await apply_actions(api, result.actions, known, leading) if act else []
     observations: list[Observation] = []
     if cfg.lustre_root is not None:
@@ -207,6 +208,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
                 except Exception as exc:
                     log.warning("pass failed: %s", exc)
                     metrics.errors.inc()
+                    metrics.pass_failed(f"{type(exc).__name__}: {exc}")  # the liveness probe reports it
                 else:
                     last_pass = last_live = time.monotonic()
                     workloads = rep.result.workloads

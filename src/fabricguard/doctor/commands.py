@@ -23,7 +23,7 @@ from fabricguard.doctor.model import SEVERITY_ORDER, Severity
 from fabricguard.doctor.report import render, render_table
 from fabricguard.doctor.rules import RuleFn
 from fabricguard.doctor.snapshot import Snapshot, SnapshotError, load_snapshot
-from fabricguard.options import JSON_ALIAS, output_option, profile_option
+from fabricguard.options import JSON_ALIAS, now_value, output_option, profile_option
 from fabricguard.profile import PlatformProfile
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.userfiles import SourceError, output_file, write_text
@@ -43,16 +43,6 @@ doctor_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
 )
-
-
-def parse_now(value: str | None) -> datetime:
-    if value is None:
-        return datetime.now(UTC)
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"--now {value!r} is not an ISO 8601 time", hint="e.g. --now 2025-06-30T12:00:00Z")
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _load_profile(path: str | None, snap: Snapshot | None) -> PlatformProfile | None:
@@ -171,7 +161,7 @@ def doctor(
     """Audit a live cluster, or a snapshot with --snapshot DIR."""
     if ctx.invoked_subcommand is not None:
         return
-    when = parse_now(now)
+    when = now_value(now)
     fmt = _format(fmt, as_json)
     _check_output(output)
     snap = _load_snapshot(snapshot) if snapshot is not None else _live(kubeconfig, context)

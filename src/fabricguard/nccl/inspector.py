@@ -141,7 +141,7 @@ def parse_record(line: bytes | str) -> CollRecord | None:
             return rec
     try:
         doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: a tenant's deeply nested line
         return None
     if not isinstance(doc, dict):
         return None
@@ -233,8 +233,9 @@ class InspectorFollower:
         stats = ReadStats()
         out: list[CollRecord] = []
         names = self._names()
+        base = os.fspath(self.directory)
         for name in names:
-            path = self.directory / name
+            path = os.path.join(base, name)
             try:
                 st = os.stat(path, follow_symlinks=False)
             except OSError:
@@ -260,7 +261,7 @@ class InspectorFollower:
         self.total.add(stats)
         return out, stats
 
-    def _read(self, path: Path, fs: _FileState, stats: ReadStats, out: list[CollRecord]) -> None:
+    def _read(self, path: str, fs: _FileState, stats: ReadStats, out: list[CollRecord]) -> None:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,10 +16,9 @@ import typer
 import yaml
 from rich.table import Table
 
-from fabricguard.admission.commands import render_app
-from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.console import console, err_console, fail, print_json, say
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
-from fabricguard.options import Format, format_option
+from fabricguard.options import Format, format_option, now_value
 from fabricguard.profile.commands import profile_or_exit
 
 if TYPE_CHECKING:
@@ -48,7 +46,6 @@ NOW_OPT = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replay
 FORMAT_OPT = format_option()
 
 
-@render_app.command("kueue")
 def render_kueue_cmd(
     profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
     configuration: bool = typer.Option(
@@ -66,7 +63,12 @@ def render_kueue_cmd(
         for w in kueue_warnings(prof):
             err_console.print(f"[bold yellow]warning:[/] {w}", markup=True, highlight=False)
         if configuration:
-            head = "# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
+            head = ("# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
+                    "# CLUSTER-WIDE: waitForPodsReady (blockAdmission: true) changes admission for EVERY ClusterQueue\n"
+                    "# in the cluster, not only fabricguard's: while one gang starts, no other workload is admitted.\n")
+            say(("warning:", "yellow"), " --configuration changes Kueue's admission for the whole cluster "
+                "(waitForPodsReady.blockAdmission: true holds every queue while a gang starts); merge it only if "
+                "all teams want all-or-nothing admission", err=True)
             docs = [kueue_configuration(prof)]
         else:
             head = (f"# Kueue objects of profile {prof.metadata.name}. Apply after Kueue v0.19+; "
@@ -154,16 +156,6 @@ def simulate_cmd(
     raise typer.Exit(exit_code(answer))
 
 
-def _now(text: str | None) -> datetime:
-    if text is None:
-        return datetime.now(UTC)
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        fail(f"--now {text!r} is not an RFC 3339 time", hint="e.g. --now 2026-11-30T12:00:00Z")
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
-
-
 def _spec(source: Path, target: Path, old_pool: str | None, new_pool: str | None) -> TransitionSpec:
     from fabricguard.placement.kueue import KueueRenderError
     from fabricguard.placement.transition import TransitionError, spec_from
@@ -247,7 +239,8 @@ def transition_apply_cmd(
     one_step: bool = typer.Option(False, "--step", help="Perform at most one step, then stop."),
 ) -> None:
     """Perform the next steps until one must wait (exit 1), is blocked (exit 2), or all are done (exit 0)."""
-    from fabricguard.placement.transition import GATES, TransitionError, parse_duration
+    from fabricguard.placement.transition import GATES
+    from fabricguard.times import DurationError, parse_duration
 
     fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
@@ -255,10 +248,10 @@ def transition_apply_cmd(
     unknown = [g for g in accept if g not in GATES]
     if unknown:
         fail(f"--accept-unverified: {unknown} are not gates; the gates are {', '.join(GATES)}")
-    t = _now(now)
+    t = now_value(now)
     try:
         deadline = t + parse_duration(drain_deadline)
-    except TransitionError as exc:
+    except DurationError as exc:
         fail(f"--drain-deadline: {exc}")
     out = _run(spec, namespace, kubeconfig, context,
                lambda w: w.apply(t, deadline=deadline, accept=accept, one_step=one_step))
@@ -292,7 +285,7 @@ def transition_abort_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_poo
     """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned."""
     fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
-    t = _now(now)
+    t = now_value(now)
     out, _ = _run(spec, namespace, kubeconfig, context, lambda w: w.abort(t))
     _show(out.state, fmt)
 

@@ -69,9 +69,47 @@ def render_namespace_cmd(namespace: str = typer.Option("fabricguard-system", "--
     sys.stdout.write(yaml.safe_dump_all(namespace_objects(namespace), sort_keys=False, width=120))
 
 
-def register(_app: typer.Typer) -> None:
-    """Add ``render install`` and ``render namespace`` to the shared ``render`` group."""
-    from fabricguard.admission.commands import render_app
+def preflight_cmd(
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    kubeconfig: str = typer.Option(None, "--kubeconfig", help="kubeconfig file (default: the usual lookup)."),
+    context: str = typer.Option(None, "--context", help="kubeconfig context."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    output_format: str = typer.Option("table", "--format", help="Output format: table or json."),
+) -> None:
+    """Check a live cluster before (and after) installing: APIs, versions, fabric DaemonSets, Lustre claims,
+    LocalQueues, Pod Security, GKE's critical-pod quota. Exit 0 pass, 1 warnings, 2 failures, 3 unusable input."""
+    import asyncio
 
-    render_app.command("install")(render_install_cmd)
-    render_app.command("namespace")(render_namespace_cmd)
+    from rich.table import Table
+
+    from fabricguard.console import console, print_json, row
+    from fabricguard.kube import KubeError
+    from fabricguard.placement.preflight import exit_code, run
+    from fabricguard.profile.commands import profile_or_exit
+
+    if output_format not in ("table", "json"):
+        fail(f"--format {output_format!r}: use table or json")
+    prof = profile_or_exit(profile)
+    try:
+        rows = asyncio.run(run(prof, kubeconfig, context, namespace))
+    except KubeError as exc:
+        fail(f"cannot read the cluster: {exc}", hint="check --kubeconfig/--context and that the API server answers")
+    code = exit_code(rows)
+    if output_format == "json":
+        print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]})
+    else:
+        style = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+        table = Table(title=f"preflight: profile {prof.metadata.name}", show_lines=False)
+        for col in ("check", "target", "result", "detail", "fix"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            row(table, r.area, r.target, (r.status, style[r.status]), r.detail, r.fix or None)
+        console.print(table)
+        fails, warns = sum(r.status == "fail" for r in rows), sum(r.status == "warn" for r in rows)
+        say(f"{len(rows)} checks: {fails} failed, {warns} warnings")
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``preflight`` to the root app (``render install`` and ``render namespace`` are added by cli.py)."""
+    app.command("preflight")(preflight_cmd)

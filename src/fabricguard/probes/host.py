@@ -13,17 +13,19 @@ also provides it and this probe does not verify that path.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fabricguard.probes.result import Check, Status, overall
 from fabricguard.profile import FabricType, PlatformProfile, Pool
-from fabricguard.userfiles import SourceError, read_text
+from fabricguard.userfiles import SourceError, read_bytes, read_text
 
 RDMA_FABRICS = {FabricType.infiniband, FabricType.roce, FabricType.gke_rdma, FabricType.efa}
 LINK_LAYER = {
@@ -87,11 +89,38 @@ class HostReport:
 # ------------------------------------------------------------------------------------------------ readers
 
 
-def _read(p: Path) -> str | None:
+# A sysfs attribute is at most one page; /proc/modules and a mount table are far below these. A node root is
+# the host's, but a hostile or broken one may hold a FIFO, a link to /dev/zero or a sparse 1 GiB file where an
+# attribute should be: each is refused before it is opened (userfiles.read_bytes), never read.
+MAX_ATTRIBUTE = 64 * 1024
+MAX_TABLE = 16 * 1024**2
+
+
+def read_small(p: Path, max_bytes: int = MAX_ATTRIBUTE) -> str | None:
+    """The text of a sysfs/procfs file below the root, stripped; None when it is missing, not a regular file,
+    larger than ``max_bytes`` or unreadable (the checks then fail naming it)."""
+    return read_small_why(p, max_bytes)[0]
+
+
+def read_small_why(p: Path, max_bytes: int = MAX_ATTRIBUTE) -> tuple[str | None, str]:
+    """(text or None, why it is None): :func:`read_small` with the reason a check can quote."""
     try:
-        return p.read_text(errors="replace").strip()
-    except OSError:
-        return None
+        return read_bytes(p, max_bytes=max_bytes).decode("utf-8", errors="replace").strip(), ""
+    except SourceError as exc:
+        return None, exc.problem
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
+
+
+_read = read_small
+
+
+def list_dir(d: Path) -> tuple[list[Path], str]:
+    """(sorted entries, "") or ([], why) when ``d`` cannot be listed; never raises."""
+    try:
+        return sorted(d.iterdir()), ""
+    except OSError as exc:
+        return [], f"{d}: cannot list: {exc.strerror or exc}"
 
 
 def parse_modules(text: str) -> dict[str, str]:
@@ -116,6 +145,7 @@ class RdmaPort:
     link_layer: str | None
     rate: str | None
     netdevs: list[str]
+    error: str = ""  # why the port could not be read, when it could not
 
     @property
     def rate_gbps(self) -> float | None:
@@ -128,15 +158,26 @@ class RdmaPort:
 
 
 def read_rdma(root: Path) -> tuple[bool, list[RdmaPort]]:
-    """(whether /sys/class/infiniband exists, one entry per device port)."""
+    """(whether /sys/class/infiniband exists, one entry per device port).
+
+    A device or ``ports`` directory that cannot be listed is one entry with ``error`` set (the checks fail
+    naming it); only an unlistable /sys/class/infiniband itself raises ``OSError``.
+    """
     base = root / "sys/class/infiniband"
     if not base.is_dir():
         return False, []
     ports: list[RdmaPort] = []
     for dev in sorted(base.iterdir()):
-        netdevs = sorted(p.name for p in (dev / "device/net").glob("*")) if (dev / "device/net").is_dir() else []
+        nd = dev / "device/net"
+        netdevs = [p.name for p in list_dir(nd)[0]] if nd.is_dir() else []
         pdir = dev / "ports"
-        for port in sorted(pdir.iterdir()) if pdir.is_dir() else []:
+        if not pdir.is_dir():
+            ports.append(RdmaPort(dev.name, "?", None, None, None, None, netdevs, f"{pdir}: no ports directory"))
+            continue
+        entries, why = list_dir(pdir)
+        if why:
+            ports.append(RdmaPort(dev.name, "?", None, None, None, None, netdevs, why))
+        for port in entries:
             ports.append(
                 RdmaPort(
                     device=dev.name,
@@ -148,8 +189,6 @@ def read_rdma(root: Path) -> tuple[bool, list[RdmaPort]]:
                     netdevs=netdevs,
                 )
             )
-        if not pdir.is_dir():
-            ports.append(RdmaPort(dev.name, "?", None, None, None, None, netdevs))
     return True, ports
 
 
@@ -353,8 +392,13 @@ def rdma_checks(pool: Pool, root: Path) -> list[Check]:
         if p.device not in wanted:
             continue
         where = f"{p.device}/{p.port}"
+        if p.error:
+            problems.append(f"{where}: {p.error}")
+            continue
         if p.state is None or p.phys_state is None or p.link_layer is None or p.rate is None:
-            problems.append(f"{where}: state, phys_state, link_layer or rate unreadable")
+            unreadable = [n for n in ("state", "phys_state", "link_layer", "rate") if getattr(p, n) is None]
+            why = read_small_why(root / "sys/class/infiniband" / p.device / "ports" / p.port / unreadable[0])[1]
+            problems.append(f"{where}: {', '.join(unreadable)} unreadable ({unreadable[0]} {why})")
             continue
         if not p.active:
             problems.append(f"{where}: {p.state} / {p.phys_state}")
@@ -375,6 +419,10 @@ def rdma_checks(pool: Pool, root: Path) -> list[Check]:
         down = []
         for p in ports:
             if p.device not in wanted:
+                continue
+            if not p.netdevs and f.dra is not None:
+                # A DRA driver (DRANET) moves an allocated NIC's netdev into the pod's network namespace: gone from
+                # here while a job holds it. The agent's fabric.allocatable check reads the driver's ResourceSlice.
                 continue
             if not p.netdevs:
                 down.append(f"{p.device}: no netdev (RoCE needs one)")
@@ -399,9 +447,9 @@ def module_checks(profile: PlatformProfile | None, pool: Pool, root: Path) -> li
     gdr = f.type in (FabricType.infiniband, FabricType.roce, FabricType.gke_rdma)
     if not required and not gdr:
         return [Check("modules", Status.skipped, f"fabric {f.type} and no Lustre: no kernel module required")]
-    text = _read(root / "proc/modules")
+    text, why = read_small_why(root / "proc/modules", MAX_TABLE)
     if text is None:
-        return [Check("modules", Status.failed, f"cannot read {root / 'proc/modules'}")]
+        return [Check("modules", Status.failed, f"cannot read {root / 'proc/modules'}: {why}")]
     mods = parse_modules(text)
     missing = [f"{m} ({why})" for m, why in required.items() if mods.get(m) != "Live"]
     checks = [
@@ -468,9 +516,9 @@ def lustre_mount_check(profile: PlatformProfile | None, pool: Pool, root: Path) 
 
     assert profile is not None and profile.spec.storage.lustre is not None
     path = profile.spec.storage.lustre.mountPath
-    text = _read(root / "proc/self/mountinfo")
+    text, why = read_small_why(root / "proc/self/mountinfo", MAX_TABLE)
     if text is None:
-        return Check("lustre.mount", Status.failed, f"cannot read {root / 'proc/self/mountinfo'}")
+        return Check("lustre.mount", Status.failed, f"cannot read {root / 'proc/self/mountinfo'}: {why}")
     finding = check_path(parse_mountinfo(text), path, "lustre")
     return Check("lustre.mount", Status.passed if finding.ok else Status.failed, finding.message, finding.to_dict())
 
@@ -481,6 +529,29 @@ def _guarded(group: str, run: Any) -> list[Check]:
         return list(run())
     except Exception as e:  # fail closed: whatever went wrong, the group did not prove anything
         return [Check(group, Status.failed, f"check could not run: {type(e).__name__}: {e}", {"error": True})]
+
+
+CheckGroup = tuple[str, Callable[[], list[Check]]]
+
+
+def host_check_groups(
+    profile: PlatformProfile | None,
+    pool: Pool,
+    root: Path,
+    gpu_data: tuple[dict[str, Any] | None, str],
+    require_gpus: bool = True,
+) -> list[CheckGroup]:
+    """The host checks as (group name, run) pairs in report order, each run already guarded: a caller that
+    must bound the time (the node agent) runs them one by one and can name the group that did not finish."""
+    gd, source = gpu_data
+    groups: list[tuple[str, Callable[[], Any]]] = [
+        ("rdma.devices", lambda: rdma_checks(pool, root)),
+        ("modules", lambda: module_checks(profile, pool, root)),
+        ("libs", lambda: library_checks(pool, root)),
+        ("gpu.count", lambda: gpu_checks(pool, gd, source, require_gpus)),
+        ("lustre.mount", lambda: [lustre_mount_check(profile, pool, root)]),
+    ]
+    return [(name, functools.partial(_guarded, name, run)) for name, run in groups]
 
 
 def host_checks(
@@ -495,14 +566,7 @@ def host_checks(
     Each group runs guarded: an exception becomes a failed check carrying ``data["error"] = True``, so the
     agent can say "could not check" apart from "checked and found broken".
     """
-    gd, source = gpu_data
-    return (
-        _guarded("rdma.devices", lambda: rdma_checks(pool, root))
-        + _guarded("modules", lambda: module_checks(profile, pool, root))
-        + _guarded("libs", lambda: library_checks(pool, root))
-        + _guarded("gpu.count", lambda: gpu_checks(pool, gd, source, require_gpus))
-        + _guarded("lustre.mount", lambda: [lustre_mount_check(profile, pool, root)])
-    )
+    return [c for _, run in host_check_groups(profile, pool, root, gpu_data, require_gpus) for c in run()]
 
 
 def probe_host(
