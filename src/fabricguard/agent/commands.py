@@ -6,6 +6,7 @@ person at a node's console), ``fabricguard agent-sweep`` (stale conditions -> Un
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -21,6 +22,8 @@ from fabricguard.exitcodes import EXIT_FAILED, exit_code
 from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
 
 KUBECONFIG_OPT = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account).")
+
+log = logging.getLogger("fabricguard.agent")
 
 
 def _load(profile: Path, pool: str | None):  # type: ignore[no-untyped-def]
@@ -124,9 +127,14 @@ def agent_cmd(
     prof = _load(profile, pool)
     if not root.is_dir():
         fail(f"--root {root} is not a directory")
+    from fabricguard.userfiles import SourceError, input_file
+
     for opt, p in (("--nvml-json", nvml_json), ("--gpu-ceilings", gpu_ceilings)):
-        if p is not None and not p.is_file():
-            fail(f"{opt} {p} does not exist")
+        try:
+            if p is not None:
+                input_file(p)  # names a FIFO, a directory or a device as what it is, never "does not exist"
+        except SourceError as exc:
+            fail(f"{opt} {exc}")
     if node_json is not None and not dry_run:
         fail("--node-json is only for --dry-run: a real report reads the Node from the cluster")
     if slices_json is not None and not dry_run:
@@ -134,6 +142,8 @@ def agent_cmd(
     host, _, port_s = listen.rpartition(":")
     if not once and (not host or not port_s.isdigit()):
         fail(f"--listen {listen!r} is not HOST:PORT", hint="e.g. --listen 0.0.0.0:9400")
+    if not once and not 1 <= int(port_s) <= 65535:
+        fail(f"--listen {listen!r}: port {int(port_s)} is not a TCP port (1-65535)", hint="e.g. --listen 0.0.0.0:9400")
     cfg = AgentConfig(
         node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings,
         interval=interval, passes=passes, stale_intervals=stale_intervals, manage_taints=manage_taints,
@@ -174,6 +184,11 @@ def agent_cmd(
     if dry_run:
         fail("--dry-run needs --once (the loop exists to write the condition)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    from fabricguard.kube import kubeconfig_problem
+
+    problem = kubeconfig_problem(kubeconfig)  # a broken file does not heal: exit 3 at once; an outage does
+    if problem:
+        fail(problem, hint="check `kubectl get node NAME` with that kubeconfig, or run in the cluster")
     try:
         asyncio.run(_serve(cfg, kubeconfig, host, int(port_s)))
     except KubeError as e:
@@ -182,22 +197,45 @@ def agent_cmd(
         fail(f"cannot serve on {listen}: {e.strerror or e}")
 
 
+CONNECT_BACKOFF_MAX_S = 60.0
+
+
+async def connect_retrying(kubeconfig: str | None, stop: asyncio.Event, *, first_delay: float = 1.0,
+                           max_delay: float = CONNECT_BACKOFF_MAX_S) -> Any:
+    """The API connection, retried with backoff while it fails: a node that boots before the API server
+    answers (or an exec credential plugin that fails once) must not turn into CrashLoopBackOff. None once
+    ``stop`` is set."""
+    from fabricguard.agent.kube import KubeError, NodeClient, connect
+
+    delay = first_delay
+    while not stop.is_set():
+        try:
+            return NodeClient(await connect(kubeconfig))
+        except KubeError as e:
+            log.warning("cannot connect to the API server yet (%s); retrying in %.0f s", e, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+        delay = min(delay * 2, max_delay)
+    return None
+
+
 async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None:
-    from fabricguard.agent.kube import NodeClient, connect
     from fabricguard.agent.loop import Agent
     from fabricguard.agent.server import make_app, start
 
-    agent = Agent(cfg, NodeClient(await connect(kubeconfig)))
+    agent = Agent(cfg, None)
     started = time.time()
     app = make_app(agent.metrics, lambda: agent.last_finished, started,
                    cfg.max_age.total_seconds() + cfg.check_timeout)
-    server = start(app, host, port)
+    server = start(app, host, port)  # /healthz answers (503 once stale) while the API is still unreachable
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await agent.run_forever(stop)
+        agent.client = await connect_retrying(kubeconfig, stop)
+        if agent.client is not None:
+            await agent.run_forever(stop)
     finally:
         server.close()
 

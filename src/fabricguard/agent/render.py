@@ -356,7 +356,7 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
     if any(p.fabric.dra is not None for p in profile.spec.pools):
         # A DRA pool's fabric is offered in ResourceSlices, not in allocatable: each agent lists its node's.
-        rules.append({"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]})
+        rules.append({"apiGroups": [names.DRA_GROUP], "resources": ["resourceslices"], "verbs": ["list"]})
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole",

@@ -21,7 +21,7 @@ from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
-from fabricguard.controller.canary import log_dir
+from fabricguard.controller.canary import job_dir, log_dir
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
@@ -123,7 +123,8 @@ class LiveJobs:
                 ins = self.profile.inspector_for(self.profile.pool(job.pool))
                 if ins is not None:
                     where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.name)
-                    self._busbw[k] = JobBusbw(where, ins)
+                    root = self.lustre_root / job_dir(self.profile, job.namespace, job.name)
+                    self._busbw[k] = JobBusbw(where, ins, root)
         return gone
 
     def poll(self) -> list[Observation]:
