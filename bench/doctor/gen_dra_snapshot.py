@@ -41,7 +41,7 @@ def main() -> None:
     nodes, pods, slices, claims = [], [], [], []
     for n in range(a.nodes):
         name = f"gke-a4-dranet-1-{n:05d}"
-        nodes.append(g.node(name, arch="amd64", gpus=8, labels=g.GKE_LABELS, created=created, allocatable={},
+        nodes.append(g.gke_node(name, arch="amd64", gpus=8, labels=g.GKE_LABELS, created=created, allocatable={},
                             fabric_ready=True))
         pods.append(g.ds_pod(ds, name, created, crashing=False))
         if n % 16 != 15:

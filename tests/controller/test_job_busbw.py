@@ -258,3 +258,18 @@ async def test_a_canary_replayed_on_the_emulator_records_the_inspectors_figure(c
     run = fv["status"]["runs"][0]
     assert set(run["inspectorBusbwGBps"]) == {"AllReduce", "AllGather", "ReduceScatter"}
     assert 43 < run["inspectorBusbwGBps"]["AllReduce"] < 45 and run["busbwGBps"]["all_reduce"] == 44.0
+
+
+def test_a_dump_dir_linked_to_another_tenants_job_is_not_read(tmp_path: Path) -> None:
+    prof = loads_profile(PROFILE_INS)
+    other = tmp_path / "other-team" / "secret-job" / ".fabricguard" / "inspector"
+    _job(SLOW).write(other, 3)
+    mine = _dump_dir(tmp_path)
+    mine.parent.mkdir(parents=True)
+    mine.symlink_to(other, target_is_directory=True)  # the tenant's own pods can write any link there
+    lj = LiveJobs(prof, tmp_path)
+    lj.sync(running_jobs(prof, {"JobSet": [_jobset()]}))
+    (ob,) = lj.poll()
+    assert ob.busbw is not None and ob.busbw.figures == {} and lj.cost.inspector_bytes_total == 0
+    ((_, jb),) = lj._busbw.items()
+    assert jb.follower.total.refused == 2  # listed, then refused at open: the files lie outside the job's dir

@@ -241,3 +241,19 @@ def test_dranet_node_whose_nics_a_device_plugin_also_advertises() -> None:
     assert rules(found) == ["dra-double-offer"]
     assert found[0].objects[0].name == "gke-a4-dranet-1-01"
     assert "offer their NICs twice" in found[0].message
+
+
+@pytest.mark.parametrize("directory", ["dra-dranet-healthy", "dra-efa-kep5004-healthy", "dra-dranet-broken"])
+def test_example_objects_are_what_the_api_server_accepts(directory: str) -> None:
+    """Every built-in object of the DRA examples (resource.k8s.io/v1 included) passes the 1.37 schemas, strict."""
+    import kubernetes_validate
+
+    from crd_schema import crd_errors
+
+    snap = load_snapshot(EXAMPLES / directory)
+    for obj in snap.objects:
+        if obj["apiVersion"].startswith("kueue.x-k8s.io/"):
+            assert crd_errors(obj) == [], obj["kind"]
+            continue
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    assert {"DeviceClass", "ResourceClaim"} <= set(snap.by_kind)

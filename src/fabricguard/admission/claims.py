@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fabricguard.admission import workloads as wl
+from fabricguard import names, objects
 from fabricguard.profile.dra import claim_classes
 from fabricguard.profile.model import Pool
 
@@ -106,7 +106,7 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
     if already_claims(spec, pool, namespace, resolve):
         return
     if d.countPer == "node":
-        gpus = wl.pod_gpus(spec, pool.gpuResource)
+        gpus = objects.pod_gpus(spec, pool.gpuResource)
         if 0 < gpus < pool.gpusPerNode:
             inj.conflict(CLAIM_NAME, f"{where} asks for {gpus} GPUs, but pool {pool.name} offers its fabric per "
                                      f"node: a GPU pod takes the whole node ({pool.gpusPerNode} GPUs)")
@@ -126,6 +126,12 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
             return
     if mine not in entries:
         entries.append(mine)
+        unseen = [str(e.get("resourceClaimName")) for e in entries
+                  if isinstance(e, dict) and e.get("resourceClaimName")]
+        if unseen:
+            inj.warnings.append(f"{where} also names ResourceClaim(s) {', '.join(unseen)}, whose DeviceClass the "
+                                f"webhook does not read; if one asks for {d.deviceClassName}, the pod claims the NICs "
+                                "twice and stays Pending: drop it and let the pool's claim carry the fabric")
     for c in gpu_containers:
         res = c.get("resources")
         if not isinstance(res, dict):
@@ -190,9 +196,9 @@ def claim_template(pool: Pool, namespace: str) -> dict[str, Any] | None:
                                                        "allocationMode": "ExactCount", "count": pool.gpusPerNode}})
         devices["constraints"] = [{"requests": ["gpu", "nic"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}]
     return {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": names.DRA_API,
         "kind": TEMPLATE_KIND,
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "fabricguard", wl.LABEL_POOL: pool.name}},
+                     "labels": {names.LABEL_MANAGED_BY: "fabricguard", names.LABEL_POOL: pool.name}},
         "spec": {"spec": {"devices": devices}},
     }

@@ -2,13 +2,13 @@
 
 ``fabricguard admission review --profile P FILE|-`` prints the AdmissionReview response for the combined
 decision (mutation, then validation of the mutated object) through the same code as the server;
-``fabricguard admission serve`` runs the HTTPS webhook; ``fabricguard render webhook`` prints its manifests.
+``fabricguard admission serve`` runs the HTTPS webhook; ``fabricguard render webhook`` (added to the
+``render`` group by cli.py) prints its manifests.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 import sys
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
+from fabricguard.options import check_namespace
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
@@ -24,7 +25,6 @@ from fabricguard.userfiles import SourceError, read_bytes
 
 admission_app = typer.Typer(help="Admission webhook: inject the fabric, reject what would silently degrade.",
                             no_args_is_help=True)
-render_app = typer.Typer(help="Print Kubernetes manifests.", no_args_is_help=True)
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile YAML.")
 
@@ -142,7 +142,6 @@ def serve_cmd(
         fail(f"cannot serve on {host}:{port} (health {health_port}): {exc.strerror or exc}")
 
 
-@render_app.command("webhook")
 def render_webhook_cmd(
     profile: Path = PROFILE_OPT,
     image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
@@ -157,12 +156,7 @@ def render_webhook_cmd(
     from fabricguard.imageref import reference_problem
 
     prof = _profile(profile)
-    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
-        fail(
-            f"--namespace {namespace!r} is not a namespace name: at most 63 lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit (RFC 1123 label)",
-            hint="e.g. --namespace fabricguard-system",
-        )
+    check_namespace("--namespace", namespace)
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
@@ -178,7 +172,6 @@ def render_webhook_cmd(
                                        claim_templates=claims)))
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def tls_pair_problem(cert: Path, key: Path) -> str | None:
@@ -219,4 +212,3 @@ def _cidrs(values: list[str]) -> list[str]:
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the root app."""
     app.add_typer(admission_app, name="admission")
-    app.add_typer(render_app, name="render")

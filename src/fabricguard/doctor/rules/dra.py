@@ -19,10 +19,13 @@ import re
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, labels_match, parse_time, quantity
-from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pod_condition, pool_nodes
+from fabricguard import names
+from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, quantity
+from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.objects import find_condition, selector_matches
 from fabricguard.profile import PlatformProfile, Pool, dra
+from fabricguard.times import parse_time
 from fabricguard.yamlsource import SourceError, loads_documents
 
 CLASS_MISSING = "dra-deviceclass-missing"
@@ -127,7 +130,7 @@ def _failed_scheduling(snapshot: Snapshot) -> dict[tuple[str, str], str]:
 def _scheduler_message(events: dict[tuple[str, str], str], pod: dict[str, Any] | None) -> str | None:
     if pod is None:
         return None
-    cond = pod_condition(pod, "PodScheduled")
+    cond = find_condition(pod, names.POD_SCHEDULED)
     if cond and cond.get("status") == "False" and cond.get("message"):
         return str(cond["message"])
     meta = _m(pod.get("metadata"))
@@ -203,7 +206,7 @@ def _pending_extended(snapshot: Snapshot, profile: PlatformProfile | None, now: 
         spec, status = _m(pod.get("spec")), _m(pod.get("status"))
         if status.get("phase") != "Pending" or spec.get("nodeName"):
             continue
-        cond = pod_condition(pod, "PodScheduled")
+        cond = find_condition(pod, names.POD_SCHEDULED)
         if not cond or cond.get("status") != "False":
             continue
         asked = {k for c in spec.get("containers") or () for part in ("requests", "limits")
@@ -355,7 +358,7 @@ def kueue_unmapped(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
             flavors, covered = _queue_flavors(cq)
             serves = [f for f in flavors if f == pool.name or (
                 f in rfs and _m(_m(rfs[f].get("spec")).get("nodeLabels"))
-                and labels_match(dict(pool.nodeSelector), _m(_m(rfs[f].get("spec")).get("nodeLabels"))))]
+                and selector_matches(dict(pool.nodeSelector), _m(_m(rfs[f].get("spec")).get("nodeLabels"))))]
             if not serves:
                 continue
             logical = mappings.get(d.deviceClassName)
