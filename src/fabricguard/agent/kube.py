@@ -11,7 +11,6 @@ error (counted, logged) and the heartbeat ages; it never crashes the loop.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,8 +26,11 @@ T = TypeVar("T")
 
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
     """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account)."""
-    if kubeconfig is not None and not os.path.isfile(kubeconfig):
-        raise KubeError(None, f"--kubeconfig {kubeconfig}: no such file")
+    from fabricguard.kube import kubeconfig_problem
+
+    problem = kubeconfig_problem(kubeconfig, context) if kubeconfig is not None else None
+    if problem:  # a missing file, a FIFO, a directory, not a kubeconfig: named as what it is
+        raise KubeError(None, problem)
     try:
         return await Kube.connect(kubeconfig, context)
     except KubeError:

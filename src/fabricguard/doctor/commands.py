@@ -254,6 +254,16 @@ def snapshot_command(
             target = parse_target(publish)
         except ReferenceError as exc:
             fail(f"--publish {exc}")
+        from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+
+        where = kubeconfig_path(publish_kubeconfig) if publish_kubeconfig else None
+        try:  # before the snapshot is read and written, under its own option's name
+            if where is not None:
+                check_kubeconfig(where, publish_context)
+        except SourceError as exc:
+            fail(f"--publish-kubeconfig {exc}", hint="pass the kubeconfig of the cluster to publish into")
+    elif publish_kubeconfig or publish_context:
+        fail("--publish-kubeconfig and --publish-context say where --publish writes", hint="add --publish NS/NAME")
     prof = _load_profile(profile, None)
     try:
         output_dir(directory)
@@ -271,6 +281,17 @@ def snapshot_command(
     if target is not None:
         _publish(lists, target, environment or directory.resolve().name, prof,
                  publish_kubeconfig or kubeconfig, publish_context if publish_kubeconfig else context)
+
+
+def _server(kubeconfig: str | None, context: str | None) -> str:
+    """The API server URL of the kubeconfig context used, for an error line."""
+    from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+
+    path = kubeconfig_path(kubeconfig)
+    try:
+        return check_kubeconfig(path, context) if path is not None else "the in-cluster API server"
+    except SourceError:
+        return f"the server of {path}"
 
 
 def _publish(lists: dict[str, dict[str, Any]], target: tuple[str, str], environment: str,
@@ -303,8 +324,8 @@ def _publish(lists: dict[str, dict[str, Any]], target: tuple[str, str], environm
         fail(f"--publish {target[0]}/{target[1]}: the API server refused: {exc}",
              hint="the publisher needs create and patch on configmaps in that namespace")
     except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster: {type(exc).__name__}: {exc}",
-             hint="check --publish-kubeconfig/--publish-context")
+        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster at {_server(kubeconfig, context)}: "
+             f"{type(exc).__name__}: {exc}", hint="check --publish-kubeconfig/--publish-context")
     say(f"published the {environment} reference ({len(data) // 1024 + 1} KiB) to ConfigMap {target[0]}/{target[1]}")
 
 

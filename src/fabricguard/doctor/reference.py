@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +22,10 @@ from typing import Any
 from fabricguard import names
 from fabricguard.doctor.diff import Scope, normalize, select_objects
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.options import namespace_problem
 from fabricguard.times import format_time
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 DATA_KEY = "reference.json.gz"
 LABEL = names.LABEL_REFERENCE
@@ -97,4 +101,12 @@ def parse_target(text: str) -> tuple[str, str]:
     ns, sep, name = text.partition("/")
     if not sep or not ns or not name or "/" in name:
         raise ReferenceError(f"{text!r} is not NAMESPACE/NAME, e.g. fabricguard-system/staging-reference")
+    problem = namespace_problem(ns)
+    if problem:
+        raise ReferenceError(f"{text!r}: the namespace {problem}")
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        raise ReferenceError(
+            f"{text!r}: {name!r} is not a ConfigMap name: lowercase letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit (RFC 1123 subdomain), e.g. staging-reference"
+        )
     return ns, name
