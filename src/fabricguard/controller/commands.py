@@ -293,12 +293,24 @@ def render_alerts_cmd(
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
 
 
-def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
-    """Print the Grafana dashboard JSON."""
+def render_dashboard_cmd(
+    profile: Path = PROFILE_OPT,
+    configmap: bool = typer.Option(False, "--configmap", help="A ConfigMap labelled grafana_dashboard: \"1\" (what "
+                                   "Grafana's sidecar in kube-prometheus-stack loads) instead of the raw JSON."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="The ConfigMap's namespace."),
+) -> None:
+    """Print the Grafana dashboard JSON (or, with --configmap, a ConfigMap for Grafana's dashboard sidecar)."""
+    from fabricguard.controller.dashboard import configmap as dashboard_configmap
     from fabricguard.controller.dashboard import dashboard
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
+    if configmap:
+        import yaml
+
+        check_namespace("--namespace", namespace)
+        sys.stdout.write(yaml.safe_dump(dashboard_configmap(prof, namespace), sort_keys=False, width=120))
+        return
     sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
 
 

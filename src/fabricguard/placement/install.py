@@ -169,12 +169,7 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
     ns = opts.namespace
     if opts.monitoring == "none":
         return []
-    board = dashboard.dashboard(profile)
-    dash_cm = {"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "fabricguard-dashboard", "namespace": ns,
-                            # Grafana's dashboard sidecar (kube-prometheus-stack) loads ConfigMaps with this label.
-                            "labels": {**PART_OF, "grafana_dashboard": "1"}},
-               "data": {"fabricguard.json": json.dumps(board, indent=1, sort_keys=True)}}
+    dash_cm = dashboard.configmap(profile, ns)
     if opts.monitoring == "gmp":
         return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
                 exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
