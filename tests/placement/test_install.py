@@ -349,6 +349,18 @@ def test_uninstall_order_never_leaves_anything_fail_closed(rendered) -> None:
     assert not [k for k in state if k[0] != "Secret"]
 
 
+@pytest.mark.parametrize(("platform", "dcgm_ns"), [("gpu-operator", "gpu-operator"),
+                                                   ("dcgm-exporter", "dcgm-exporter"), ("gke", None)])
+def test_dcgm_exporter_targets_per_platform(platform: str, dcgm_ns: str | None) -> None:
+    profile = load_profile(PROFILES[0])
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, dcgm_platform=platform))
+    [mon] = [c for c in comps if c.name == install.MONITOR]
+    dcgm = [x for x in mon.objects if x["metadata"]["name"] == "fabricguard-dcgm-exporter"]
+    assert [x["spec"]["namespaceSelector"]["matchNames"] for x in dcgm] == ([[dcgm_ns]] if dcgm_ns else [])
+    assert all(crd_errors(x) == [] for x in dcgm)
+
+
 def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
     profile, _out, comps, _built = rendered
     [storage] = [c for c in comps if c.name == install.STORAGE]

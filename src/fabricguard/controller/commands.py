@@ -304,8 +304,12 @@ def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
 
 def render_exporters_cmd(
     namespace: str = typer.Option("monitoring", "--namespace", "-n", help="Where the monitors live."),
-    dcgm_namespace: str = typer.Option("gpu-operator", "--dcgm-namespace",
-                                       help="Namespace of DCGM exporter's Service (GPU operator)."),
+    platform: str = typer.Option("gpu-operator", "--platform",
+                                 help="Where DCGM exporter runs: gpu-operator (NVIDIA GPU Operator), dcgm-exporter "
+                                      "(its own Helm chart, e.g. on EKS), or gke (GKE's managed DCGM: nothing to "
+                                      "scrape here)."),
+    dcgm_namespace: str = typer.Option(None, "--dcgm-namespace",
+                                       help="Namespace of DCGM exporter's Service (default: the platform's)."),
     node_exporter_namespace: str = typer.Option("monitoring", "--node-exporter-namespace",
                                                 help="Namespace of node-exporter's Service."),
     agent_namespace: str = typer.Option("fabricguard-system", "--agent-namespace",
@@ -313,17 +317,32 @@ def render_exporters_cmd(
 ) -> None:
     """Print ServiceMonitors for DCGM exporter and node-exporter and a PodMonitor for the node agent, all
     labelling series with the pod's ``node``, which the per-node alerts and the dashboard's job view join on."""
+    import dataclasses
+
     import yaml
 
-    from fabricguard.controller.exporters import ExporterTargets, monitors
+    from fabricguard.controller.exporters import DCGM_PLATFORMS, ExporterTargets, monitors
 
     for opt, value, example in (("--namespace", namespace, "monitoring"), ("--dcgm-namespace", dcgm_namespace,
                                 "gpu-operator"), ("--node-exporter-namespace", node_exporter_namespace, "monitoring"),
                                 ("--agent-namespace", agent_namespace, "fabricguard-system")):
-        check_namespace(opt, value, example)
-    t = ExporterTargets(dcgm_namespace=dcgm_namespace, node_exporter_namespace=node_exporter_namespace,
-                        agent_namespace=agent_namespace)
-    sys.stdout.write(yaml.safe_dump_all(monitors(t, namespace), sort_keys=False, width=120))
+        if value is not None:
+            check_namespace(opt, value, example)
+    if platform not in DCGM_PLATFORMS:
+        fail(f"--platform {platform!r}: use one of {', '.join(DCGM_PLATFORMS)}")
+    preset = DCGM_PLATFORMS[platform]
+    t = dataclasses.replace(preset or ExporterTargets(), node_exporter_namespace=node_exporter_namespace,
+                            agent_namespace=agent_namespace)
+    if dcgm_namespace:
+        t = dataclasses.replace(t, dcgm_namespace=dcgm_namespace)
+    objs = monitors(t, namespace)
+    head = ""
+    if preset is None:
+        # GKE runs no GPU Operator: its managed DCGM metrics go to Cloud Monitoring (Managed Prometheus).
+        objs = [o for o in objs if o["metadata"]["name"] != "fabricguard-dcgm-exporter"]
+        head = ("# GKE: DCGM metrics come from GKE's managed DCGM (Cloud Monitoring); no DCGM ServiceMonitor is\n"
+                "# rendered. Query them in Managed Prometheus (docs/install.md, what cannot be proven here).\n")
+    sys.stdout.write(head + yaml.safe_dump_all(objs, sort_keys=False, width=120))
 
 
 def register(app: typer.Typer) -> None:
