@@ -388,6 +388,12 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
                                  "--agent-image", AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o",
                                  str(tmp_path / "o2")])
     assert r.exit_code == 3 and ":latest" in r.output
+    latest = tmp_path / "latest.yaml"
+    latest.write_text(text.replace("    fabric:\n      type: efa", "    canary: {image: acme/canary:latest}\n    fabric:\n"
+                                   "      type: efa", 1))
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(latest), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o3")])
+    assert r.exit_code == 3 and "spec.pools[0].canary.image" in r.output and ":latest" in r.output
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",

@@ -235,7 +235,14 @@ def render_controller_cmd(
     """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
 
     The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
-    from fabricguard.controller.manifests import image_problem, manifests, pod_monitoring, service_monitor, to_yaml
+    from fabricguard.controller.manifests import (
+        image_problem,
+        manifests,
+        pod_monitoring,
+        profile_image_problems,
+        service_monitor,
+        to_yaml,
+    )
     from fabricguard.profile.commands import profile_or_exit
 
     check_namespace("--namespace", namespace)
@@ -244,6 +251,8 @@ def render_controller_cmd(
         problem = image_problem(ref) if ref else None
         if problem:
             fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for problem in profile_image_problems(prof):
+        fail(f"{profile}: {problem}")
     if monitoring not in ("prometheus-operator", "gmp", "none"):
         fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
     if prof.spec.storage.lustre is None:
