@@ -167,3 +167,13 @@ def test_a_wrong_inspector_block_is_refused_with_the_reason(bad: str, says: str)
     with pytest.raises(Exception) as e:
         loads_profile(PROFILE.read_text().replace("spec:\n", f"spec:\n  inspector: {bad}\n", 1))
     assert says in str(e.value)
+
+
+def test_profile_check_names_the_inspectors_risky_choices() -> None:
+    adv = profile("image").advisories()
+    assert any("OCI image volume (Kubernetes 1.36 GA" in a for a in adv)
+    text = PROFILE.read_text().replace("spec:\n", "spec:\n  inspector: {delivery: hostPath, hostPath: /opt/i, "
+                                       "dumpInterval: 1s}\n", 1)
+    adv = loads_profile(text).advisories()
+    assert any("dumpInterval 1s writes often" in a for a in adv)
+    assert not any("OCI image volume" in a for a in adv)

@@ -15,8 +15,8 @@ import pytest
 from controller_support import PROFILE, kueue_validate
 from typer.testing import CliRunner
 
+from fabricguard import names
 from fabricguard.cli import app
-from fabricguard.controller import objects as o
 from fabricguard.controller.actions import ApplyStatus, Create, Delete, MergeStatus
 from fabricguard.controller.manifests import (
     clusterqueue_fragment,
@@ -62,7 +62,7 @@ def test_admission_check_and_clusterqueue_fragment_pass_kueue_schemas(rendered) 
     kueue_validate(ac, "admissionchecks")
     assert ac["spec"]["controllerName"] == "fabricguard.io/fabric-validated"
     profile = loads_profile(PROFILE)
-    cq = {"apiVersion": o.KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "gh200"},
+    cq = {"apiVersion": names.KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "gh200"},
           "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
               {"name": "gh200-roce", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]}],
                    **clusterqueue_fragment(profile)}}

@@ -19,7 +19,7 @@ from kmock import KubernetesEmulator, Server
 from kube_support import RESOURCE, kubeconfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-from cli_support import one_error_line, run_process  # noqa: E402
+from cli_support import one_error_line, run_process
 
 ROOT = Path(__file__).resolve().parents[2]
 GKE = ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml"

@@ -18,9 +18,9 @@ from kmock import KubernetesEmulator, Server
 from typer.testing import CliRunner
 
 from crd_schema import crd_errors, has_schema
+from fabricguard import names
 from fabricguard.cli import app
 from fabricguard.controller import canary as canary_mod
-from fabricguard.controller import objects as o
 from fabricguard.kube import Kube
 from fabricguard.placement import install
 from fabricguard.profile import load_profile
@@ -245,7 +245,7 @@ def dangling(state: dict[tuple[str, str | None, str], dict[str, Any]]) -> list[s
             checks = (x["spec"].get("admissionChecksStrategy") or {}).get("admissionChecks") or []
             for check in checks:
                 ac = state.get(("AdmissionCheck", None, check["name"]))
-                answered = ac is not None and ac["spec"]["controllerName"] == o.CHECK_CONTROLLER and any(
+                answered = ac is not None and ac["spec"]["controllerName"] == names.CHECK_CONTROLLER and any(
                     d["metadata"]["name"] == "fabricguard-controller" for d in deployments)
                 if not answered:
                     bad.append(f"ClusterQueue/{x['metadata']['name']}: check {check['name']} has no controller")

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import jsonpatch
 
+from fabricguard import names
 from fabricguard.admission import daemonsets as fabric_daemonsets
 from fabricguard.admission import review as rv
 from fabricguard.admission import validate as val
@@ -148,7 +149,7 @@ class Admission:
         try:
             pool = self.profile.pool(w.pool_name)
         except UnknownPoolError as exc:
-            return _deny(req.uid, f"fabricguard: {exc}; set label {wl.LABEL_POOL} to one of them (or remove it "
+            return _deny(req.uid, f"fabricguard: {exc}; set label {names.LABEL_POOL} to one of them (or remove it "
                                   "to use the default pool)")
         if not wl.is_multi_node(w, pool.gpuResource, pool.gpusPerNode):
             return None

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fabricguard.controller import objects as o
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.canary import job_dir
 from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series
@@ -43,12 +43,13 @@ class JobBusbw:
 
     directory: Path
     settings: Inspector
+    root: Path | None = None  # the job's directory: nothing is read through a link out of it
     follower: InspectorFollower = field(init=False)
     series: Series = field(init=False)
 
     def __post_init__(self) -> None:
         # A controller that starts (or restarts) while the job runs reads each file's last 64 KiB, not its history.
-        self.follower = InspectorFollower(self.directory, tail_bytes=TAIL_BYTES)
+        self.follower = InspectorFollower(self.directory, tail_bytes=TAIL_BYTES, root=self.root)
         keep = max(15, 2 * self.settings.below_floor_s // 60)
         self.series = Series(self.settings.large_bytes, keep_minutes=keep)
 

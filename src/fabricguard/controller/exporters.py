@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fabricguard import names
 from fabricguard.agent.render import NAME as AGENT_NAME
 
 NODE_RELABEL = [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]
@@ -28,14 +29,14 @@ class ExporterTargets:
     dcgm_labels: tuple[tuple[str, str], ...] = (("app", "nvidia-dcgm-exporter"),)
     dcgm_port: str = "gpu-metrics"
     node_exporter_namespace: str = "monitoring"
-    node_exporter_labels: tuple[tuple[str, str], ...] = (("app.kubernetes.io/name", "prometheus-node-exporter"),)
+    node_exporter_labels: tuple[tuple[str, str], ...] = ((names.LABEL_APP_NAME, "prometheus-node-exporter"),)
     node_exporter_port: str = "http-metrics"
     agent_namespace: str = "fabricguard-system"
 
 
 def _meta(name: str, namespace: str) -> dict[str, Any]:
     return {"name": name, "namespace": namespace,
-            "labels": {"app.kubernetes.io/part-of": "fabricguard", "app.kubernetes.io/component": "monitoring"}}
+            "labels": {names.LABEL_APP_PART_OF: "fabricguard", names.LABEL_APP_COMPONENT: "monitoring"}}
 
 
 def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
@@ -56,7 +57,7 @@ def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
                         t.node_exporter_port),
         {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
          "metadata": _meta("fabricguard-node-agent", namespace),
-         "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": AGENT_NAME}},
+         "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: AGENT_NAME}},
                   "namespaceSelector": {"matchNames": [t.agent_namespace]},
                   "podMetricsEndpoints": [{"port": "metrics", "interval": "30s", "relabelings": NODE_RELABEL}]}},
     ]
@@ -69,7 +70,7 @@ def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
 DCGM_PLATFORMS: dict[str, ExporterTargets | None] = {
     "gpu-operator": ExporterTargets(),
     "dcgm-exporter": ExporterTargets(dcgm_namespace="dcgm-exporter",
-                                     dcgm_labels=(("app.kubernetes.io/name", "dcgm-exporter"),), dcgm_port="metrics"),
+                                     dcgm_labels=((names.LABEL_APP_NAME, "dcgm-exporter"),), dcgm_port="metrics"),
     "gke": None,
 }
 
@@ -84,7 +85,7 @@ def gmp_monitors(namespace: str) -> list[dict[str, Any]]:
     """GKE Managed Prometheus: a PodMonitoring for the node agent (``node`` from the pod's node name)."""
     return [{"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
              "metadata": _meta("fabricguard-node-agent", namespace),
-             "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": AGENT_NAME}},
+             "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: AGENT_NAME}},
                       "endpoints": [{"port": "metrics", "interval": "30s"}],
                       "targetLabels": {"metadata": ["pod", "container", "node"]}}}]
 

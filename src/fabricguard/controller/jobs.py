@@ -16,8 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard.admission import workloads as wl
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
 from fabricguard.controller.canary import log_dir
 from fabricguard.profile.model import PlatformProfile, UnknownPoolError
@@ -43,14 +43,14 @@ def judge_finished(
     now: datetime,
     counters: Counters,
 ) -> list[Action]:
-    labels = o.labels(obj)
-    if labels.get(wl.LABEL_MANAGED) != "true" or o.LABEL_CANARY_POOL in labels:
+    labels = o.labels_of(obj)
+    if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
         return []
-    if o.ANN_VERDICT in o.annotations_of(obj) or not finished(obj, kind):
+    if names.ANN_VERDICT in o.annotations_of(obj) or not finished(obj, kind):
         return []
     ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
     try:
-        pool = profile.pool(labels.get(wl.LABEL_POOL))
+        pool = profile.pool(labels.get(names.LABEL_POOL))
     except UnknownPoolError as e:
         verdict, transport, detail = "unknown-pool", "unknown", f"fabricguard: cannot judge: {e}"
     else:
@@ -76,11 +76,12 @@ def judge_finished(
         if verdict not in (MISSING, UNUSABLE, "unknown-pool") and v.steps.median_seconds is not None:
             counters.job_steps.append((ns, name, pool.name, v.steps.median_seconds))
         return [
-            Annotate(api_version, plural, ns, name, {o.ANN_VERDICT: verdict, o.ANN_VERDICT_DETAIL: detail[:1000]}),
+            Annotate(api_version, plural, ns, name,
+                     {names.ANN_VERDICT: verdict, names.ANN_VERDICT_DETAIL: detail[:1000]}),
             event(obj, api_version, kind, "JobVerdict", detail, now, warning=verdict != "pass"),
         ]
     return [
-        Annotate(api_version, plural, ns, name, {o.ANN_VERDICT: verdict, o.ANN_VERDICT_DETAIL: detail[:1000]}),
+        Annotate(api_version, plural, ns, name, {names.ANN_VERDICT: verdict, names.ANN_VERDICT_DETAIL: detail[:1000]}),
         event(obj, api_version, kind, "JobVerdict", detail, now, warning=True),
     ]
 
@@ -95,7 +96,7 @@ def judge_jobs(
     if lustre_root is None:
         return []
     out: list[Action] = []
-    for api_version, plural, kind in o.MANAGED_KINDS:
+    for api_version, plural, kind in names.MANAGED_KINDS:
         for obj in by_kind.get(kind, ()):
             out += judge_finished(profile, kind, api_version, plural, obj, lustre_root, now, counters)
     return out

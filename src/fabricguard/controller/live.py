@@ -17,19 +17,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard.admission import workloads as wl
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
-from fabricguard.controller.canary import log_dir
+from fabricguard.controller.canary import job_dir, log_dir
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
 
-ANN_TRANSPORT = "fabricguard.io/transport"
-ANN_TRANSPORT_DETAIL = "fabricguard.io/transport-detail"
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+ANN_TRANSPORT = names.ANN_TRANSPORT
+ANN_TRANSPORT_DETAIL = names.ANN_TRANSPORT_DETAIL
+KUEUE_QUEUE = names.KUEUE_QUEUE_NAME
 # Transports worth writing down: the others say the logs do not prove anything yet.
 _KNOWN = {Transport.ib, Transport.roce, Transport.efa, Transport.tcpx, Transport.socket}
 
@@ -56,15 +56,15 @@ def _suspended(obj: dict[str, Any]) -> bool:
 def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> list[RunningJob]:
     """Managed jobs that run now on a fabric pool whose logs land on Lustre (canaries have their own judge)."""
     out: list[RunningJob] = []
-    for api_version, plural, kind in o.MANAGED_KINDS:
+    for api_version, plural, kind in names.MANAGED_KINDS:
         for obj in by_kind.get(kind, ()):
-            labels = o.labels(obj)
-            if labels.get(wl.LABEL_MANAGED) != "true" or o.LABEL_CANARY_POOL in labels:
+            labels = o.labels_of(obj)
+            if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
                 continue
             if finished(obj, kind) or _suspended(obj):
                 continue
             try:
-                pool = profile.pool(labels.get(wl.LABEL_POOL))
+                pool = profile.pool(labels.get(names.LABEL_POOL))
             except UnknownPoolError:
                 continue
             if not pool.fabric.has_fabric or profile.spec.storage.lustre is None or not pool.lustre:
@@ -123,7 +123,8 @@ class LiveJobs:
                 ins = self.profile.inspector_for(self.profile.pool(job.pool))
                 if ins is not None:
                     where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.name)
-                    self._busbw[k] = JobBusbw(where, ins)
+                    root = self.lustre_root / job_dir(self.profile, job.namespace, job.name)
+                    self._busbw[k] = JobBusbw(where, ins, root)
         return gone
 
     def poll(self) -> list[Observation]:
@@ -219,9 +220,9 @@ def live_actions(profile: PlatformProfile, obs: Observation, reported: str | Non
               warning=fallback),
     ]
     if fallback and pool.onFallback == "stop":
-        w = _workload_of(job, workloads) if KUEUE_QUEUE in o.labels(job.obj) else None
+        w = _workload_of(job, workloads) if KUEUE_QUEUE in o.labels_of(job.obj) else None
         if w is not None:
-            actions.append(MergePatch(o.KUEUE_API, "workloads", job.namespace, o.name_of(w),
+            actions.append(MergePatch(names.KUEUE_API, "workloads", job.namespace, o.name_of(w),
                                       {"spec": {"active": False}}))
             how = f"Workload {o.name_of(w)} deactivated (Kueue suspends the job; resubmit when the fabric is fixed)"
         else:

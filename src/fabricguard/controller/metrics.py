@@ -127,7 +127,7 @@ class Metrics:
         return True, "ok\n" if not n else f"ok ({n} failed pass(es) in a row; latest: {self._last_failure})\n"
 
     def observe(self, profile: PlatformProfile, result: PassResult, seconds: float, errors: int) -> None:
-        from fabricguard.controller.objects import parse_time
+        from fabricguard.times import parse_time
 
         self._failed_in_a_row = 0
         self.failed_passes.set(0)
@@ -189,7 +189,7 @@ class Metrics:
         self._drift_keys = set(drift)
         ref = result.reference
         if ref is not None and ref.published:
-            from fabricguard.controller.objects import parse_time
+            from fabricguard.times import parse_time
 
             t = parse_time(ref.published)
             if t is not None:

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names, times
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
@@ -53,7 +54,7 @@ class PassResult:
     def summary(self) -> dict[str, Any]:
         return {
             "verdict": "degraded" if self.unhealthy_pools else "pass",
-            "now": o.iso(self.now),
+            "now": times.format_time(self.now),
             "pools": {
                 p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "latest": s.latest,
                     "message": s.message,
@@ -72,7 +73,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
     inv = Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources)
-    fvs = {o.name_of(fv): fv for fv in snapshot.kind(o.FV_KIND)}
+    fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}
     for pool in profile.spec.pools:

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions, list_cluster, watch_changes
@@ -126,7 +127,7 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context, CLAIM_RESOURCES if claims else ())
     reference, errors = await read_reference(api, cfg.reference)
     result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
-    known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
+    known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
     errors += await apply_actions(api, result.actions, known, leading) if act else []
     observations: list[Observation] = []
     if cfg.lustre_root is not None:

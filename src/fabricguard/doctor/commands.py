@@ -23,7 +23,7 @@ from fabricguard.doctor.model import SEVERITY_ORDER, Severity
 from fabricguard.doctor.report import render, render_table
 from fabricguard.doctor.rules import RuleFn
 from fabricguard.doctor.snapshot import Snapshot, SnapshotError, load_snapshot
-from fabricguard.options import JSON_ALIAS, output_option, profile_option
+from fabricguard.options import JSON_ALIAS, now_value, output_option, profile_option
 from fabricguard.profile import PlatformProfile
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.userfiles import SourceError, output_file, write_text
@@ -43,16 +43,6 @@ doctor_app = typer.Typer(
     invoke_without_command=True,
     no_args_is_help=False,
 )
-
-
-def parse_now(value: str | None) -> datetime:
-    if value is None:
-        return datetime.now(UTC)
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"--now {value!r} is not an ISO 8601 time", hint="e.g. --now 2025-06-30T12:00:00Z")
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _load_profile(path: str | None, snap: Snapshot | None) -> PlatformProfile | None:
@@ -171,7 +161,7 @@ def doctor(
     """Audit a live cluster, or a snapshot with --snapshot DIR."""
     if ctx.invoked_subcommand is not None:
         return
-    when = parse_now(now)
+    when = now_value(now)
     fmt = _format(fmt, as_json)
     _check_output(output)
     snap = _load_snapshot(snapshot) if snapshot is not None else _live(kubeconfig, context)
@@ -276,7 +266,17 @@ def snapshot_command(
             target = parse_target(publish)
         except ReferenceError as exc:
             fail(f"--publish {exc}")
-    elif publish_namespace:
+        from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+
+        where = kubeconfig_path(publish_kubeconfig) if publish_kubeconfig else None
+        try:  # before the snapshot is read and written, under its own option's name
+            if where is not None:
+                check_kubeconfig(where, publish_context)
+        except SourceError as exc:
+            fail(f"--publish-kubeconfig {exc}", hint="pass the kubeconfig of the cluster to publish into")
+    elif publish_kubeconfig or publish_context:
+        fail("--publish-kubeconfig and --publish-context say where --publish writes", hint="add --publish NS/NAME")
+    if publish is None and publish_namespace:
         fail("--publish-namespace narrows the reference that --publish sends", hint="add --publish NAMESPACE/NAME")
     prof = _load_profile(profile, None)
     try:
@@ -334,6 +334,17 @@ def _collect_into(writer: Any, kubeconfig: str | None, context: str | None) -> l
              hint="check the server, its CA and the credentials in the kubeconfig")
 
 
+def _server(kubeconfig: str | None, context: str | None) -> str:
+    """The API server URL of the kubeconfig context used, for an error line."""
+    from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+
+    path = kubeconfig_path(kubeconfig)
+    try:
+        return check_kubeconfig(path, context) if path is not None else "the in-cluster API server"
+    except SourceError:
+        return f"the server of {path}"
+
+
 def _publish(objects: list[dict[str, Any]], target: tuple[str, str], environment: str,
              kubeconfig: str | None, context: str | None) -> None:
     from fabricguard.doctor.reference import ReferenceError, configmap, encode_objects
@@ -363,8 +374,8 @@ def _publish(objects: list[dict[str, Any]], target: tuple[str, str], environment
         fail(f"--publish {target[0]}/{target[1]}: the API server refused: {exc}",
              hint="the publisher needs create and patch on configmaps in that namespace")
     except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster: {type(exc).__name__}: {exc}",
-             hint="check --publish-kubeconfig/--publish-context")
+        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster at {_server(kubeconfig, context)}: "
+             f"{type(exc).__name__}: {exc}", hint="check --publish-kubeconfig/--publish-context")
     say(f"published the {environment} reference ({len(data) // 1024 + 1} KiB) to ConfigMap {target[0]}/{target[1]}")
 
 

@@ -14,18 +14,24 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fabricguard import names
 from fabricguard.doctor.diff import Scope, normalize, select_objects
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.options import namespace_problem
+from fabricguard.times import format_time
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 DATA_KEY = "reference.json.gz"
-LABEL = "fabricguard.io/reference"
-ANN_ENVIRONMENT = "fabricguard.io/reference-environment"
-ANN_PUBLISHED = "fabricguard.io/reference-published"
+LABEL = names.LABEL_REFERENCE
+ANN_ENVIRONMENT = names.ANN_REFERENCE_ENVIRONMENT
+ANN_PUBLISHED = names.ANN_REFERENCE_PUBLISHED
 # The API server refuses objects over 1.5 MiB (etcd's request limit); stay well below with base64's growth.
 MAX_BYTES = 900 * 1024
 
@@ -87,8 +93,8 @@ def configmap(name: str, namespace: str, data: bytes, environment: str, now: dat
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {LABEL: "true", "app.kubernetes.io/managed-by": "fabricguard"},
-            "annotations": {ANN_ENVIRONMENT: environment, ANN_PUBLISHED: now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "labels": {LABEL: "true", names.LABEL_MANAGED_BY: "fabricguard"},
+            "annotations": {ANN_ENVIRONMENT: environment, ANN_PUBLISHED: format_time(now)},
         },
         "binaryData": {DATA_KEY: base64.b64encode(data).decode()},
     }
@@ -113,4 +119,12 @@ def parse_target(text: str) -> tuple[str, str]:
     ns, sep, name = text.partition("/")
     if not sep or not ns or not name or "/" in name:
         raise ReferenceError(f"{text!r} is not NAMESPACE/NAME, e.g. fabricguard-system/staging-reference")
+    problem = namespace_problem(ns)
+    if problem:
+        raise ReferenceError(f"{text!r}: the namespace {problem}")
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        raise ReferenceError(
+            f"{text!r}: {name!r} is not a ConfigMap name: lowercase letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit (RFC 1123 subdomain), e.g. staging-reference"
+        )
     return ns, name

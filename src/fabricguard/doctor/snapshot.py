@@ -23,6 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from fabricguard import names
+from fabricguard.profile.dra import SliceIndex
 from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
 
@@ -74,6 +76,11 @@ class Snapshot:
         """ResourceClaims by ``(namespace, name)``."""
         return {((c.get("metadata") or {}).get("namespace", ""), (c.get("metadata") or {}).get("name", "")): c
                 for c in self.kind("ResourceClaim")}
+
+    @cached_property
+    def dra_index(self) -> SliceIndex:
+        """ResourceSlices by (node, driver) and the devices ResourceClaims hold (profile.dra)."""
+        return SliceIndex.build(self.kind("ResourceSlice"), self.kind("ResourceClaim"))
 
     @cached_property
     def node_by_name(self) -> dict[str, dict[str, Any]]:
@@ -204,24 +211,24 @@ LIVE_RESOURCES: tuple[tuple[str, str, str], ...] = (
     ("v1", "pods", "Pod"),
     ("v1", "events", "Event"),
     ("v1", "configmaps", "ConfigMap"),
-    ("apps/v1", "daemonsets", "DaemonSet"),
-    ("apps/v1", "deployments", "Deployment"),
-    ("apps/v1", "controllerrevisions", "ControllerRevision"),
-    ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
-    ("k8s.cni.cncf.io/v1", "network-attachment-definitions", "NetworkAttachmentDefinition"),
-    ("kueue.x-k8s.io/v1beta2", "resourceflavors", "ResourceFlavor"),
-    ("kueue.x-k8s.io/v1beta2", "clusterqueues", "ClusterQueue"),
-    ("kueue.x-k8s.io/v1beta2", "localqueues", "LocalQueue"),
-    ("kueue.x-k8s.io/v1beta2", "topologies", "Topology"),
-    ("kueue.x-k8s.io/v1beta2", "workloads", "Workload"),
-    ("networking.gke.io/v1", "networks", "Network"),
-    ("networking.gke.io/v1", "gkenetworkparamsets", "GKENetworkParamSet"),
+    (names.APPS_API, "daemonsets", "DaemonSet"),
+    (names.APPS_API, "deployments", "Deployment"),
+    (names.APPS_API, "controllerrevisions", "ControllerRevision"),
+    (names.ADMISSIONREGISTRATION_API, "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
+    (names.ADMISSIONREGISTRATION_API, "validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
+    (names.NAD_API, "network-attachment-definitions", "NetworkAttachmentDefinition"),
+    (names.KUEUE_API, "resourceflavors", "ResourceFlavor"),
+    (names.KUEUE_API, "clusterqueues", "ClusterQueue"),
+    (names.KUEUE_API, "localqueues", "LocalQueue"),
+    (names.KUEUE_API, "topologies", "Topology"),
+    (names.KUEUE_API, "workloads", "Workload"),
+    (names.GKE_NETWORK_API, "networks", "Network"),
+    (names.GKE_NETWORK_API, "gkenetworkparamsets", "GKENetworkParamSet"),
     # Dynamic Resource Allocation: how DRA drivers offer the fabric, and what pods hold of it.
-    ("resource.k8s.io/v1", "deviceclasses", "DeviceClass"),
-    ("resource.k8s.io/v1", "resourceslices", "ResourceSlice"),
-    ("resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),
-    ("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
+    (names.DRA_API, "deviceclasses", "DeviceClass"),
+    (names.DRA_API, "resourceslices", "ResourceSlice"),
+    (names.DRA_API, "resourceclaims", "ResourceClaim"),
+    (names.DRA_API, "resourceclaimtemplates", "ResourceClaimTemplate"),
 )
 FORBIDDEN_PLURALS = frozenset({"secrets"})
 PAGE_SIZE = 500

@@ -19,14 +19,13 @@ past the bound, an over-long line) is in the verdict's ``report.unread``, never 
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from fabricguard.nccl.report import Evidence, NcclReport
-from fabricguard.nccl.scan import CHUNK, _conclude, _FileScan, _Scan
+from fabricguard.nccl.scan import CHUNK, FileScanner, ScanState, conclude
 from fabricguard.profile.model import Transport
 from fabricguard.userfiles import MAX_JOB_FILES, LineCutter, SourceError, looks_binary, open_in, walk_files
 
@@ -39,7 +38,7 @@ class _Tail:
     path: Path
     handle: BinaryIO
     inode: tuple[int, int]
-    scan: _FileScan
+    scan: FileScanner
     offset: int = 0
     cutter: LineCutter = field(default_factory=LineCutter)
     head: bytes = b""  # the file's first bytes as read: a file rewritten in place no longer starts with them
@@ -71,7 +70,7 @@ class LogFollower:
 
     directory: Path
     max_files: int = MAX_JOB_FILES
-    _st: _Scan = field(default_factory=_Scan)
+    _st: ScanState = field(default_factory=ScanState)
     _tails: dict[str, _Tail] = field(default_factory=dict)
     _skipped: set[str] = field(default_factory=set)
     _done: list[str] = field(default_factory=list)  # files read and since deleted: still part of the verdict
@@ -105,7 +104,7 @@ class LogFollower:
             return None
         handle.seek(0)
         self._unread.pop(str(path), None)
-        return _Tail(path, handle, (st.st_dev, st.st_ino), _FileScan(path, self._st))
+        return _Tail(path, handle, (st.st_dev, st.st_ino), FileScanner(path, self._st))
 
     def _drain(self, tail: _Tail, stats: PollStats, *, final: bool = False) -> None:
         while True:
@@ -181,7 +180,7 @@ class LogFollower:
                 stats.truncations += 1
                 tail.handle.seek(0)
                 tail.offset, tail.cutter, tail.head = 0, LineCutter(), b""
-                tail.scan = _FileScan(path, self._st)
+                tail.scan = FileScanner(path, self._st)
             self._drain(tail, stats)
         stats.files = len(self._tails)
         self.total.files = stats.files
@@ -191,11 +190,10 @@ class LogFollower:
         return stats
 
     def verdict(self) -> LiveVerdict:
-        """The conclusion on everything read so far (the scanner's state is left as it is)."""
-        st = copy.deepcopy(self._st)
-        st.unread += [Evidence(k.removesuffix(":lines"), 0, "", why)
-                      for k, why in sorted({**self._unlisted, **self._unread}.items())]
-        report = _conclude(st, sorted({*self._tails, *self._done}))
+        """The conclusion on everything read so far (``conclude`` leaves the scanner's state as it is)."""
+        unread = [Evidence(k.removesuffix(":lines"), 0, "", why)
+                  for k, why in sorted({**self._unlisted, **self._unread}.items())]
+        report = conclude(self._st, sorted({*self._tails, *self._done}), unread)
         transport = report.inter_node_transport
         return LiveVerdict(transport, transport == Transport.socket or report.failed, report)
 

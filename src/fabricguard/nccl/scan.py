@@ -17,6 +17,11 @@ connection lines ``Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0(1)/GDRDMA`` (
 (2.3); device lists ``[0]mlx5_0:1/IB`` and the merged form ``[0]={[0] mlx5_2:1/RoCE, [1]
 mlx5_3:1/RoCE}`` (2.2x); WARN lines with or without a ``[timestamp]`` and ``file.cc:line`` prefix;
 nccl-tests tables with a ``#wrong`` count column or the older ``error`` magnitude column.
+
+The scanner is incremental, and this is its public API (``nccl inspect`` and the live follower both use it):
+one :class:`ScanState` per job; one :class:`FileScanner` per file, fed complete lines in order with
+:meth:`FileScanner.feed`; :func:`conclude` draws the report from the state at any time without changing it,
+so a follower feeds what was appended and concludes again, with no copy of the state.
 """
 
 from __future__ import annotations
@@ -164,7 +169,9 @@ class _PendingWarn:
 
 
 @dataclass
-class _Scan:
+class ScanState:
+    """What the lines of one job's logs have shown so far (every file of the job feeds the same state)."""
+
     versions: dict[str, None] = field(default_factory=dict)
     networks: dict[str, None] = field(default_factory=dict)
     hosts: set[str] = field(default_factory=set)
@@ -340,10 +347,13 @@ def _parse_row(columns: list[str], raw: bytes) -> NcclTestsRow | None:
 CHUNK = 8 * 1024 * 1024
 
 
-class _FileScan:
-    """State of one file's scan: line-number cursor and the open nccl-tests table."""
+class FileScanner:
+    """One file's scan into a job's :class:`ScanState`: line-number cursor and the open nccl-tests table.
 
-    def __init__(self, path: Path, st: _Scan) -> None:
+    :meth:`feed` takes complete lines (a chunk ending in a newline), in file order; ``last=True`` for the
+    file's final chunk, which may lack its newline."""
+
+    def __init__(self, path: Path, st: ScanState) -> None:
         self.st = st
         self.fname = str(path)
         self.table: _TableState | None = None
@@ -808,11 +818,11 @@ class _FileScan:
         return False
 
 
-def _scan_file(path: Path, st: _Scan, root: Path | None = None) -> None:
+def _scan_file(path: Path, st: ScanState, root: Path | None = None) -> None:
     """Feed one file's complete lines to the scanner, in linear time: a line longer than ``MAX_LINE_BYTES``
     that spans reads is dropped (and named in ``st.unread``), never buffered. Under a job directory (``root``)
     the file is opened without following a link out of it."""
-    fs = _FileScan(path, st)
+    fs = FileScanner(path, st)
     cutter = LineCutter()
     with open_in(root, path) if root is not None else path.open("rb") as f:
         while block := f.read(CHUNK):
@@ -892,7 +902,7 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = (), *,
     c = collect([Path(p) for p in paths], exclude)
     if roots:
         c.roots.update({f: r for f, r in roots.items() if f in c.roots})
-    st = _Scan()
+    st = ScanState()
     st.unread += list(unread) + c.unread
     for f in c.files:
         root = c.roots.get(f)
@@ -906,18 +916,24 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = (), *,
             if root is None:
                 raise LogInputError(f"{f}: {exc.strerror or exc}") from None
             st.unread.append(Evidence(str(f), 0, "", f"cannot read: {exc.strerror or exc}"))
-    return _conclude(st, [str(f) for f in c.files])
+    return conclude(st, [str(f) for f in c.files])
 
 
-def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
+def _resolve_pending(
+    st: ScanState, networks: dict[str, None]
+) -> tuple[list[Evidence], int, list[Evidence], int]:
     """Plugin WARNs: a fallback where the process then used another kind of network, else a failure.
 
     What the process used: the network it selected, else the devices it listed (older NCCL logs no
-    "Using network"), else what the rest of the log selected or listed.
+    "Using network"), else what the rest of the log selected or listed. Reads ``st`` only: returns
+    (fallbacks, fallback count, failures, failure count) with the WARNs that are failures added, so a
+    conclusion can be drawn any number of times while the logs are still being fed.
     """
     fallbacks: list[Evidence] = []
     count = 0
-    everywhere = set(st.networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
+    failures = list(st.failures)
+    failure_count = st.failure_count
+    everywhere = set(networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
     for w in st.pending:
         chosen = st.selected.get(w.key) or st.listed.get(w.key) or everywhere
         same = w.family != "plugin" and any(net_family(n) == w.family for n in chosen)
@@ -929,39 +945,45 @@ def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
             why = f"{w.evidence.why.removeprefix('NCCL WARN ')}; NCCL then used network {', '.join(others)}"
             fallbacks.append(Evidence(w.evidence.file, w.evidence.line, w.evidence.text, f"net plugin fallback: {why}"))
         else:
-            st.fail(w.evidence.file, w.evidence.line, w.evidence.text.encode(), w.evidence.why)
-    return fallbacks, count
+            failure_count += 1
+            if len(failures) < MAX_FAILURES:
+                failures.append(w.evidence)
+    return fallbacks, count, failures, failure_count
 
 
-def _init_fallbacks(st: _Scan) -> list[Evidence]:
+def _init_fallbacks(st: ScanState, networks: dict[str, None]) -> list[Evidence]:
     """NCCL 2.27+ ``Failed to initialize NET plugin X`` (INFO), then a network of another kind selected."""
     out: list[Evidence] = []
     for name, ev in st.init_failed.items():
         fam = net_family(name)
-        others = sorted(n for n in st.networks if net_family(n) != fam)
+        others = sorted(n for n in networks if net_family(n) != fam)
         if fam != "socket" and others:
             why = f"net plugin fallback: NCCL could not initialize NET plugin {name}; NCCL then used network "
             out.append(Evidence(ev.file, ev.line, ev.text, why + ", ".join(others)))
     return out
 
 
-def _conclude(st: _Scan, files: list[str]) -> NcclReport:
+def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -> NcclReport:
+    """The report on everything fed to ``st`` so far; ``st`` is left as it is (feed more, conclude again).
+    ``unread``: files the caller could not read, named in the report besides those ``st`` holds."""
+    all_unread = [*st.unread, *unread]
     span = job_span(
         st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts
     )
     if not st.nnodes_by_size and st.max_nnodes:  # nNodes from a line the communicator parser did not key
         span = Span(Scope.multi_node if st.max_nnodes > 1 else Scope.single_node, st.max_nnodes, "nNodes", span.hosts)
     nodes = span.nodes
+    networks = dict(st.networks)
     for name in st.assigned:  # a communicator's network, also where the "Using network" line was cut off
-        st.networks.setdefault(name, None)
-    fallbacks, fallback_count = _resolve_pending(st)
-    init_fallbacks = _init_fallbacks(st)
+        networks.setdefault(name, None)
+    fallbacks, fallback_count, failures, failure_count = _resolve_pending(st, networks)
+    init_fallbacks = _init_fallbacks(st, networks)
     fallbacks += init_fallbacks
     fallback_count += len(init_fallbacks)
-    failed = st.failure_count > 0
+    failed = failure_count > 0
     transport, reasons, basis = decide_transport(
         st.net_conns,
-        list(st.networks),
+        list(networks),
         list(st.devices.values()),
         list(st.ofi),
         nodes,
@@ -987,12 +1009,12 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
     elif st.gdr_lines:
         gdr = not st.gdr_lines.get("Disabled") and bool(st.gdr_lines.get("Enabled"))
     if failed:
-        reasons.append(f"{st.failure_count} failure line(s); first: {st.failures[0].why}")
+        reasons.append(f"{failure_count} failure line(s); first: {failures[0].why}")
     evidence: list[Evidence] = []
     for kind in sorted(st.evidence):
         evidence.extend(st.evidence[kind])
     evidence.extend(fallbacks[:MAX_EVIDENCE_PER_KIND])
-    evidence.extend(st.failures[:MAX_EVIDENCE_PER_KIND])
+    evidence.extend(failures[:MAX_EVIDENCE_PER_KIND])
     conns: dict[str, int] = {}
     for (name, g), n in sorted(st.net_conns.items()):
         conns[f"NET/{name}" + ("/GDRDMA" if g else "")] = n
@@ -1001,7 +1023,7 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
     return NcclReport(
         files=files,
         nccl_version=list(st.versions),
-        networks=list(st.networks),
+        networks=list(networks),
         inter_node_transport=transport,
         gpudirect_rdma=gdr,
         intra_node=sorted(st.intra),
@@ -1013,14 +1035,14 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         ofi_provider=list(st.ofi),
         evidence=evidence,
         reasons=reasons,
-        failures=st.failures,
+        failures=failures,
         fallbacks=fallbacks,
         nccl_tests=st.tables,
         profiler_plugins=list(st.profilers),
-        nccl_output=st.nccl_output or bool(st.failures) or bool(st.tables),
+        nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
         bytes_read=st.bytes_read,
-        unread=st.unread[:MAX_FAILURES],
-        unread_count=len(st.unread),
+        unread=all_unread[:MAX_FAILURES],
+        unread_count=len(all_unread),
         scope=span.scope,
         # The host a one-host log shows; a big job's hosts are not all read (the bulk path skips them).
         hosts=list(span.hosts) if span.scope is not Scope.multi_node else [],

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from fabricguard import names
 from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
@@ -37,7 +38,7 @@ from fabricguard.placement import kueue
 from fabricguard.profile.model import PlatformProfile
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
-PART_OF = {"app.kubernetes.io/part-of": "fabricguard"}
+PART_OF = {names.LABEL_APP_PART_OF: "fabricguard"}
 CRITICAL_CLASSES = ("system-node-critical", "system-cluster-critical")
 CRITICAL_QUOTA = "fabricguard-critical-pods"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")

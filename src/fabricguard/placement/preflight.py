@@ -22,6 +22,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fabricguard import names
 from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
@@ -35,11 +36,11 @@ PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 GKE_FABRICS = (FabricType.gke_rdma, FabricType.tcpx)
 # (area, apiVersion, plural, needed by, severity when absent)
 APIS: tuple[tuple[str, str, str, str, str], ...] = (
-    ("Kueue", "kueue.x-k8s.io/v1beta2", "clusterqueues", "queues, the fabric-validated check", "fail"),
-    ("JobSet", "jobset.x-k8s.io/v1alpha2", "jobsets", "the canaries (JobSets)", "fail"),
-    ("Kubeflow Trainer", "trainer.kubeflow.org/v1alpha1", "trainjobs", "TrainJob workloads (optional)", "warn"),
+    ("Kueue", names.KUEUE_API, "clusterqueues", "queues, the fabric-validated check", "fail"),
+    ("JobSet", names.JOBSET_API, "jobsets", "the canaries (JobSets)", "fail"),
+    ("Kubeflow Trainer", names.TRAINJOB_API, "trainjobs", "TrainJob workloads (optional)", "warn"),
     ("cert-manager", "cert-manager.io/v1", "certificates", "the webhook's serving certificate", "fail"),
-    ("Node Readiness Controller", "readiness.node.x-k8s.io/v1alpha1", "nodereadinessrules",
+    ("Node Readiness Controller", names.NRR_API, "nodereadinessrules",
      "the readiness taints (else render the agent with --manage-taints)", "warn"),
 )
 MONITORING_APIS = (("monitoring.coreos.com/v1", "servicemonitors", "Prometheus Operator"),
@@ -148,7 +149,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
                     "install one of them"))
 
     for d in profile.fabric_daemonsets():
-        ds = await kube.get("apps/v1", "daemonsets", d.name, d.namespace)
+        ds = await kube.get(names.APPS_API, "daemonsets", d.name, d.namespace)
         target = f"{d.namespace}/{d.name} ({d.role})"
         if ds is None:
             rows.append(Row("DaemonSet", target, "fail", "not found: fabric nodes never advertise what they need",
@@ -185,7 +186,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
     for obj in opted:
         ns = (obj.get("metadata") or {}).get("name", "")
         for q in queues_for(profile, ns):
-            lq = await kube.get("kueue.x-k8s.io/v1beta2", "localqueues", q, ns)
+            lq = await kube.get(names.KUEUE_API, "localqueues", q, ns)
             if lq is None:
                 rows.append(Row("LocalQueue", f"{ns}/{q}", "fail", "the webhook labels workloads here with this "
                                 "queue, which does not exist: they are never admitted",

@@ -111,10 +111,5 @@ def preflight_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``preflight`` to the root app, ``render install`` and ``render namespace`` to the ``render`` group."""
-    from fabricguard.admission.commands import render_app
-
+    """Add ``preflight`` to the root app (``render install`` and ``render namespace`` are added by cli.py)."""
     app.command("preflight")(preflight_cmd)
-
-    render_app.command("install")(render_install_cmd)
-    render_app.command("namespace")(render_namespace_cmd)

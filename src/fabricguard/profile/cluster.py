@@ -23,10 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# NodeReadinessRule taint keys (they must start with readiness.k8s.io/); the agent's --manage-taints uses the same.
-TAINT_UNVERIFIED = "readiness.k8s.io/fabric-unverified"
-TAINT_DEGRADED = "readiness.k8s.io/fabric-degraded"
-TAINT_KEYS = (TAINT_UNVERIFIED, TAINT_DEGRADED)
+from fabricguard.names import TAINT_KEYS
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
