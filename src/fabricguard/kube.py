@@ -359,17 +359,17 @@ class Kube:
             return False
         return True
 
-    async def list_page(self, api_version: str, plural: str, namespace: str | None = None, *,
-                        label_selector: str | None = None, field_selector: str | None = None,
-                        ) -> tuple[list[dict[str, Any]], str]:
-        """Every item (page by page, the server's continue token) and the list's resourceVersion (to watch
-        from), within the list deadline; items get their ``kind``/``apiVersion`` as kubectl shows them."""
-        items: list[dict[str, Any]] = []
+    async def pages(self, api_version: str, plural: str, namespace: str | None = None, *,
+                    label_selector: str | None = None, field_selector: str | None = None, limit: int = 500,
+                    meta: dict[str, Any] | None = None) -> AsyncIterator[list[dict[str, Any]]]:
+        """The list a page at a time (the server's continue token), all within the list deadline; items get
+        their ``kind``/``apiVersion`` as kubectl shows them. ``meta`` receives the last page's list metadata
+        (its ``resourceVersion``, to watch from)."""
         cont: str | None = None
         end = time.monotonic() + self.timeouts.list
         kind = ""
         while True:
-            params: dict[str, Any] = {"limit": 500}
+            params: dict[str, Any] = {"limit": limit}
             if label_selector:
                 params["labelSelector"] = label_selector
             if field_selector:
@@ -382,16 +382,30 @@ class Kube:
                                   f"the list did not finish within {self.timeouts.list:.3g} s", TimedOut)
             body = await self._call("GET", api_version, plural, namespace, deadline=left, params=params) or {}
             kind = kind or str(body.get("kind", "")).removesuffix("List")
-            for item in body.get("items") or ():
-                if isinstance(item, dict):
-                    if kind:
-                        item.setdefault("kind", kind)
-                    item.setdefault("apiVersion", api_version)
-                    items.append(item)
-            meta = body.get("metadata") or {}
-            cont = meta.get("continue")
+            items = [i for i in body.get("items") or () if isinstance(i, dict)]
+            for item in items:
+                if kind:
+                    item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+            md = body.get("metadata") or {}
+            if meta is not None:
+                meta.clear()
+                meta.update(md)
+            yield items
+            cont = md.get("continue")
             if not cont:
-                return items, str(meta.get("resourceVersion") or "")
+                return
+
+    async def list_page(self, api_version: str, plural: str, namespace: str | None = None, *,
+                        label_selector: str | None = None, field_selector: str | None = None,
+                        ) -> tuple[list[dict[str, Any]], str]:
+        """Every item (page by page) and the list's resourceVersion (to watch from), within the list deadline."""
+        items: list[dict[str, Any]] = []
+        meta: dict[str, Any] = {}
+        async for page in self.pages(api_version, plural, namespace, label_selector=label_selector,
+                                     field_selector=field_selector, meta=meta):
+            items.extend(page)
+        return items, str(meta.get("resourceVersion") or "")
 
     async def list(self, api_version: str, plural: str, namespace: str | None = None, *,
                    label_selector: str | None = None, field_selector: str | None = None) -> list[dict[str, Any]]:

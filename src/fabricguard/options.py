@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -69,3 +70,34 @@ def now_value(value: str | None) -> datetime:
     if t is None:
         fail(f"--now {value!r} is not an RFC 3339 time", hint="e.g. --now 2026-11-30T12:00:00Z")
     return t
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def namespace_problem(value: str) -> str | None:
+    """Why ``value`` is not a namespace name (an RFC 1123 label), or None."""
+    if _DNS_LABEL.match(value) and len(value) <= 63:
+        return None
+    return (
+        f"{value!r} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending "
+        "with a letter or digit (RFC 1123 label)"
+    )
+
+
+def check_namespace(option: str, value: str, example: str = "fabricguard-system") -> str:
+    """``value`` when it is a namespace name; otherwise one ``error:`` line naming ``option`` and exit 3."""
+    problem = namespace_problem(value)
+    if problem:
+        fail(f"{option} {problem}", hint=f"e.g. {option} {example}")
+    return value
+
+
+def check_port(option: str, port: int, *, zero: str | None = None) -> int:
+    """A TCP port (1-65535; 0 too when ``zero`` says what it means), else one line naming ``option`` and exit 3."""
+    if port == 0 and zero:
+        return port
+    if not 1 <= port <= 65535:
+        fail(f"{option} {port}: a TCP port is 1-65535" + (f" (0: {zero})" if zero else ""),
+             hint=f"e.g. {option} 8080")
+    return port

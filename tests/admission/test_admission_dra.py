@@ -277,3 +277,12 @@ def test_review_command_checks_saved_templates(tmp_path: Path) -> None:
     assert "does not exist in namespace ml-team" in json.loads(missing.stdout)["response"]["status"]["message"]
     bad = run([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}])
     assert bad.exit_code == 3 and "not a List of ResourceClaimTemplates" in bad.stderr
+
+
+def test_a_direct_claim_the_webhook_cannot_read_is_warned_about() -> None:
+    review = load_review("jobset")
+    spec = workers(review)
+    spec["resourceClaims"] = [{"name": "shared", "resourceClaimName": "team-nics"}]
+    resp = answer(with_templates(DRANET), review)
+    assert resp["allowed"]
+    assert any("also names ResourceClaim(s) team-nics" in w for w in resp.get("warnings", []))

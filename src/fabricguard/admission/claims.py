@@ -126,6 +126,12 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
             return
     if mine not in entries:
         entries.append(mine)
+        unseen = [str(e.get("resourceClaimName")) for e in entries
+                  if isinstance(e, dict) and e.get("resourceClaimName")]
+        if unseen:
+            inj.warnings.append(f"{where} also names ResourceClaim(s) {', '.join(unseen)}, whose DeviceClass the "
+                                f"webhook does not read; if one asks for {d.deviceClassName}, the pod claims the NICs "
+                                "twice and stays Pending: drop it and let the pool's claim carry the fabric")
     for c in gpu_containers:
         res = c.get("resources")
         if not isinstance(res, dict):

@@ -9,7 +9,6 @@ decision (mutation, then validation of the mutated object) through the same code
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import typer
 
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
+from fabricguard.options import check_namespace
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
@@ -156,12 +156,7 @@ def render_webhook_cmd(
     from fabricguard.imageref import reference_problem
 
     prof = _profile(profile)
-    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
-        fail(
-            f"--namespace {namespace!r} is not a namespace name: at most 63 lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit (RFC 1123 label)",
-            hint="e.g. --namespace fabricguard-system",
-        )
+    check_namespace("--namespace", namespace)
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
@@ -177,7 +172,6 @@ def render_webhook_cmd(
                                        claim_templates=claims)))
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def tls_pair_problem(cert: Path, key: Path) -> str | None:

@@ -197,7 +197,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
         cluster_meta = {"name": NAME, "labels": labels}
         rbac = [
             {"apiVersion": names.RBAC_API, "kind": "ClusterRole", "metadata": cluster_meta,
-             "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"],
+             "rules": [{"apiGroups": [names.DRA_GROUP], "resources": ["resourceclaimtemplates"],
                         "verbs": ["list"]}]},
             {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding", "metadata": cluster_meta,
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},

@@ -15,7 +15,6 @@ error (counted, logged) and the heartbeat ages; it never crashes the loop.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,7 +30,7 @@ def agent_grants(manage_taints: bool = False, dra: bool = False) -> frozenset[Gr
     on a DRA pool list its node's ResourceSlices (the fabric is offered there, not in allocatable)."""
     return frozenset([*grants("v1", "nodes", ["get"]), *grants("v1", "nodes", ["patch"], subresource="status"),
                       *(grants("v1", "nodes", ["patch"]) if manage_taints else []),
-                      *(grants("resource.k8s.io/v1", "resourceslices", ["list"]) if dra else [])])
+                      *(grants(names.DRA_API, "resourceslices", ["list"]) if dra else [])])
 
 
 # The staleness sweep: list every Node, patch the stale ones' condition.
@@ -43,8 +42,11 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
                   table: frozenset[Grant] | None = None, component: str = "agent") -> Kube:
     """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account),
     checked against ``table`` (default: every call the agent can make)."""
-    if kubeconfig is not None and not os.path.isfile(kubeconfig):
-        raise KubeError(None, f"--kubeconfig {kubeconfig}: no such file")
+    from fabricguard.kube import kubeconfig_problem
+
+    problem = kubeconfig_problem(kubeconfig, context) if kubeconfig is not None else None
+    if problem:  # a missing file, a FIFO, a directory, not a kubeconfig: named as what it is
+        raise KubeError(None, problem)
     perms = Permissions(table if table is not None else agent_grants(True, True), component=component)
     try:
         return await Kube.connect(kubeconfig, context, permissions=perms)

@@ -94,7 +94,8 @@ def _inspector_figures(profile: PlatformProfile, log_dir: Path) -> dict[str, flo
     d = inspector_busbw.inspector_dir(profile, log_dir)
     if d is None:
         return {}
-    figures, _read = inspector_busbw.figures_of([], d, inspector_busbw.large_bytes(profile))
+    figures, _read = inspector_busbw.figures_of([], d, inspector_busbw.large_bytes(profile),
+                                                inspector_busbw.job_root(profile, log_dir))
     return {c: round(f.busbw_gbps, 3) for c, f in figures.items()}
 
 

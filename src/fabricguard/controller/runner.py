@@ -27,7 +27,7 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
-from fabricguard.controller.busbw import busbw_actions
+from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import Cache, apply_actions, controller_permissions, list_cluster
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
@@ -89,12 +89,17 @@ async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, work
                 live.reported[ob.job.key] = ob.verdict.transport.value
         if ob.busbw is None:
             continue
-        told = busbw_actions(ob.job, ob.busbw, live.reported_busbw.get(ob.job.key), now)
+        reported = live.reported_busbw.get(ob.job.key)
+        told = busbw_actions(ob.job, ob.busbw, reported, now)
+        state = "below" if ob.busbw.below else "ok"
+        if not told and not ob.busbw.figures:
+            told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
+            state = "own-profiler"
         if told and act:
             failed = await apply_actions(kube, told, {}, leading)
             errors += failed
             if not failed:
-                live.reported_busbw[ob.job.key] = "below" if ob.busbw.below else "ok"
+                live.reported_busbw[ob.job.key] = state
     return observations, errors
 
 
@@ -237,8 +242,8 @@ async def keep_lease(kube: Kube, cfg: RunConfig, identity: str, who: Leadership,
         duration = lease_duration(cfg.lease_s, kube.latency.worst)
         try:
             won = await elector.round(datetime.now(UTC), duration)
-        except KubeError as exc:  # an unreachable or refusing API server: lead nothing until it answers again
-            log.warning("lease: %s", exc)
+        except Exception as exc:  # an unreachable or refusing API server (or a bug): lead nothing this round,
+            log.warning("lease: %s: %s", type(exc).__name__, exc)  # but never let the election task die
             won = False
         if won and not who.leading:
             who.since = time.monotonic()

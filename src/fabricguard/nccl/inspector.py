@@ -169,14 +169,15 @@ def parse_record(line: bytes | str) -> CollRecord | None:
         algbw_gbps=_num(c.get("coll_algobw_gbs")), busbw_gbps=_num(c.get("coll_busbw_gbs")))
 
 
-def is_inspector_file(path: Path) -> bool:
-    """Whether ``path`` is an Inspector JSON file: named ``<host>-pid<pid>.log`` and starting with its header."""
+def is_inspector_file(path: Path, root: Path | None = None) -> bool:
+    """Whether ``path`` is an Inspector JSON file: named ``<host>-pid<pid>.log`` and starting with its header.
+    It is opened with ``userfiles.open_in`` (never through a link out of ``root``, default its folder)."""
     if not FILE_NAME.match(path.name):
         return False
     try:
-        with path.open("rb") as f:
+        with open_in(root or path.parent, path) as f:
             return f.read(16).startswith(b'{"header":{"id":')
-    except OSError:
+    except (OSError, SourceError):
         return False
 
 
@@ -325,9 +326,11 @@ class InspectorFollower:
                 stats.single_node += 1
 
 
-def read_dir(directory: Path, *, budget_bytes: int = 64 << 20) -> tuple[list[CollRecord], ReadStats]:
-    """Every record of communicators spanning nodes in a finished job's Inspector directory."""
-    f = InspectorFollower(directory, budget_bytes=budget_bytes)
+def read_dir(directory: Path, *, budget_bytes: int = 64 << 20, root: Path | None = None
+             ) -> tuple[list[CollRecord], ReadStats]:
+    """Every record of communicators spanning nodes in a finished job's Inspector directory (files opened only
+    within ``root``, default the directory itself)."""
+    f = InspectorFollower(directory, budget_bytes=budget_bytes, root=root)
     records: list[CollRecord] = []
     while True:
         got, st = f.poll()

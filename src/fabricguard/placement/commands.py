@@ -91,12 +91,20 @@ def render_kueue_cmd(
     sys.stdout.write(head + yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120))
 
 
+MAX_BLOCK_NODES = 100_000  # a topology block is a few thousand nodes at most; more is a typo
+
+
 def _blocks(option: str, text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, count = part.partition("=")
         if not sep or not name or not count.isdigit():
             fail(f"{option} {text!r}: {part!r} is not BLOCK=NODES", hint=f"e.g. {option} block-a=12,block-b=4")
+        if name in out:
+            fail(f"{option} {text!r}: block {name!r} is given twice", hint="name each block once")
+        if len(count) > 7 or int(count) > MAX_BLOCK_NODES:
+            fail(f"{option} {text!r}: {count} nodes in block {name!r} is more than any block holds "
+                 f"(at most {MAX_BLOCK_NODES})", hint=f"e.g. {option} block-a=12,block-b=4")
         out[name] = int(count)
     if not out:
         fail(f"{option} is empty", hint=f"e.g. {option} block-a=12,block-b=4")
@@ -144,12 +152,14 @@ def simulate_cmd(
                     "outcomes": [{"gang": o.gang, "mode": o.mode, "placed": o.placed, "waits": o.waits,
                                   "busbwGBps": o.busbw_gbps} for o in outcomes]})
         raise typer.Exit(exit_code(answer))
+    # What the busbw figure needs: the pool's all-reduce baseline first, then the cross-block factor.
+    missing = "allReduceBusBwGBps" if base is None else "crossBlockFactor"
     t = Table(title=f"pool {p.name}: free {free_blocks}" + (f" of {size_blocks}" if size_blocks else ""))
     for col in ("gang (nodes)", "topology", "lands on", "busbw GB/s"):
         t.add_column(col, justify="right" if col != "lands on" else "left")
     for o in outcomes:
         bw = "-" if o.busbw_gbps is None and o.waits != "no" else (
-            f"{o.busbw_gbps:g}" if o.busbw_gbps is not None else "unknown (set baseline.crossBlockFactor)")
+            f"{o.busbw_gbps:g}" if o.busbw_gbps is not None else f"unknown (set baseline.{missing})")
         t.add_row(str(o.gang), o.mode, o.describe(), bw)
     console.print(t)
     raise typer.Exit(exit_code(answer))

@@ -42,8 +42,8 @@ STATE_KEY = "state.json"
 STATE_LABEL = names.LABEL_TRANSITION
 
 # What a transition's calls need (the client refuses any other; render transition-rbac prints these as roles):
-# its state ConfigMap (and the components' profile ConfigMaps) in its namespace; Nodes (read, cordon); pods per node (drain); Kueue's queue objects; the
-# new pool's FabricValidation.
+# its state ConfigMap (and the components' profile ConfigMaps) in its namespace; Nodes (read, cordon); pods per
+# node (drain); Kueue's queue objects; the new pool's FabricValidation.
 TRANSITION_GRANTS: frozenset[Grant] = frozenset([
     *grants("v1", "configmaps", ["get", "create", "patch"], scope="namespace"),
     # components.py: the agent's DaemonSets in the same namespace, to tell an agent still on the old profile.

@@ -139,7 +139,7 @@ def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path], list[E
                 f"{f}: {exc.problem.split('; ')[0]}, but its name makes it a {what} file "
                 "(save the file there, or rename or remove it to leave it out)"
             ) from None
-    logs = [f for f in others if not is_inspector_file(f) and is_text(f, job_dir)]
+    logs = [f for f in others if not is_inspector_file(f, job_dir) and is_text(f, job_dir)]
     return logs, mountinfo, steps, unread
 
 
@@ -322,7 +322,7 @@ def _busbw_reasons(profile: PlatformProfile, pool: Pool, job_dir: Path, n: NcclR
                            f"{pool.name}'s jobs get the plugin: collective bandwidth was not measured")], []
         return [], []
     large = busbw.large_bytes(profile)
-    figures, read = busbw.figures_of(files, dump_dir, large)
+    figures, read = busbw.figures_of(files, dump_dir, large, busbw.job_root(profile, job_dir))
     src = busbw.where(dump_dir or files[0].parent)
     if not figures:
         return [Reason(Level.warning, "busbw", f"{read} Inspector record(s) in {src}, none of a communicator "
