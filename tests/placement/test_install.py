@@ -349,6 +349,18 @@ def test_uninstall_order_never_leaves_anything_fail_closed(rendered) -> None:
     assert not [k for k in state if k[0] != "Secret"]
 
 
+@pytest.mark.parametrize(("platform", "dcgm_ns"), [("gpu-operator", "gpu-operator"),
+                                                   ("dcgm-exporter", "dcgm-exporter"), ("gke", None)])
+def test_dcgm_exporter_targets_per_platform(platform: str, dcgm_ns: str | None) -> None:
+    profile = load_profile(PROFILES[0])
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, dcgm_platform=platform))
+    [mon] = [c for c in comps if c.name == install.MONITOR]
+    dcgm = [x for x in mon.objects if x["metadata"]["name"] == "fabricguard-dcgm-exporter"]
+    assert [x["spec"]["namespaceSelector"]["matchNames"] for x in dcgm] == ([[dcgm_ns]] if dcgm_ns else [])
+    assert all(crd_errors(x) == [] for x in dcgm)
+
+
 def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
     profile, _out, comps, _built = rendered
     [storage] = [c for c in comps if c.name == install.STORAGE]
@@ -376,6 +388,12 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
                                  "--agent-image", AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o",
                                  str(tmp_path / "o2")])
     assert r.exit_code == 3 and ":latest" in r.output
+    latest = tmp_path / "latest.yaml"
+    latest.write_text(text.replace("    fabric:\n      type: efa", "    canary: {image: acme/canary:latest}\n    fabric:\n"
+                                   "      type: efa", 1))
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(latest), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o3")])
+    assert r.exit_code == 3 and "spec.pools[0].canary.image" in r.output and ":latest" in r.output
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",

@@ -176,3 +176,14 @@ def test_an_unreadable_kubeconfig_is_input_unusable(tmp_path: Path) -> None:
     bad.write_text("not: [valid")
     r = CliRunner().invoke(app, ["preflight", "-p", str(GKE), "--kubeconfig", str(bad)])
     assert r.exit_code == 3 and "kubeconfig" in r.output and "Traceback" not in r.output
+
+
+def test_an_unreachable_api_server_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = kubeconfig(tmp_path, f"http://127.0.0.1:{port}")
+    r = CliRunner().invoke(app, ["preflight", "-p", str(GKE), "--kubeconfig", cfg, "--timeout", "20"])
+    assert r.exit_code == 3 and "cannot reach the cluster" in r.output and "Traceback" not in r.output

@@ -17,7 +17,11 @@ from typing import Any
 
 import typer
 
-from fabricguard.console import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS, console, err_console, fail, print_json
+from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.exitcodes import EXIT_FAILED, exit_code
+from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+
+KUBECONFIG_OPT = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account).")
 
 log = logging.getLogger("fabricguard.agent")
 
@@ -53,13 +57,10 @@ def _node_json(path: Path, name: str) -> dict[str, Any]:
     return node
 
 
-VERDICT_EXIT = {"pass": EXIT_PASS, "degraded": EXIT_DEGRADED, "failed": EXIT_FAILED}
-
-
 def _slices_json(path: Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         fail(f"--slices-json {path}: cannot read it as JSON ({e})",
              hint="save one with kubectl get resourceslices --field-selector spec.nodeName=NODE -o json")
     items = data.get("items") if isinstance(data, dict) and data.get("kind", "").endswith("List") else [data]
@@ -94,7 +95,7 @@ def _print_human(out: dict[str, Any]) -> None:
 
 def agent_cmd(
     node: str = typer.Option(None, "--node", envvar="NODE_NAME", help="This node's name (the pod's spec.nodeName)."),
-    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    profile: Path = profile_option(required=True, help="Platform profile YAML."),
     pool: str = typer.Option(None, "--pool", help="Pool to check for (default: the pool whose nodeSelector matches)."),
     root: Path = typer.Option(Path("/"), "--root", help="Read /sys, /proc and libraries below this directory."),
     nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
@@ -105,9 +106,8 @@ def agent_cmd(
     gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="Run the GPU performance check against these."),
     once: bool = typer.Option(False, "--once", help="Check once and exit (0 True, 1 True with warnings, 2 False)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the condition instead of writing it."),
-    fmt: str = typer.Option("table", "--format", help="Output format: table or json (the condition and every "
-                            "check; the answer under 'verdict')."),
-    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
     interval: float = typer.Option(60.0, "--interval", min=1.0, help="Seconds between runs."),
     passes: int = typer.Option(3, "--passes", min=1, help="Consecutive passing runs before True."),
     stale_intervals: int = typer.Option(3, "--stale-intervals", min=1, help="Heartbeat age (in intervals) = stale."),
@@ -115,7 +115,7 @@ def agent_cmd(
     manage_taints: bool = typer.Option(False, "--manage-taints", help="Keep the readiness taints on this Node "
                                        "(where the Node Readiness Controller is not installed)."),
     listen: str = typer.Option("0.0.0.0:9400", "--listen", help="HOST:PORT of /healthz and /metrics."),
-    kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account)."),
+    kubeconfig: str = KUBECONFIG_OPT,
 ) -> None:
     """Prove this node's fabric for its pool and report it as the Node's FabricReady condition."""
     from fabricguard.agent.kube import KubeError, NodeClient, connect
@@ -123,9 +123,7 @@ def agent_cmd(
 
     if not node:
         fail("--node is required (or NODE_NAME from the downward API)", hint="pass --node $(hostname)")
-    if fmt not in ("table", "json"):
-        fail(f"--format {fmt!r}: use table or json")
-    as_json = as_json or fmt == "json"
+    as_json = wants_json(fmt, as_json)
     prof = _load(profile, pool)
     if not root.is_dir():
         fail(f"--root {root} is not a directory")
@@ -181,7 +179,7 @@ def agent_cmd(
             _print_human(out)
         for e in out["errors"]:
             err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
-        raise typer.Exit(VERDICT_EXIT[out["verdict"]])
+        raise typer.Exit(exit_code(out["verdict"]))
 
     if dry_run:
         fail("--dry-run needs --once (the loop exists to write the condition)")
@@ -245,9 +243,9 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
 def sweep_cmd(
     max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale "
                                   "(also how far ahead of this clock a heartbeat may be)."),
-    kubeconfig: str = typer.Option(None, "--kubeconfig"),
-    fmt: str = typer.Option("table", "--format", help="Output format: table or json."),
-    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
+    kubeconfig: str = KUBECONFIG_OPT,
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once).
 
@@ -264,7 +262,7 @@ def sweep_cmd(
         res = asyncio.run(go())
     except KubeError as e:
         fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
-    if as_json or fmt == "json":
+    if wants_json(fmt, as_json):
         print_json({"verdict": "failed" if res.failed else "pass", "stale": res.changed,
                     "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]})
     else:

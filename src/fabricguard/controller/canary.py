@@ -29,7 +29,7 @@ import jsonpatch
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.admission import workloads as wl
-from fabricguard.admission.mutate import KUEUE_QUEUE, make_plan, mutate_workload
+from fabricguard.admission.mutate import KUEUE_QUEUE, mutate_workload
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 REPLICATED_JOB = "workers"
@@ -259,8 +259,3 @@ def render_canary(
     if owner is not None:
         js["metadata"]["ownerReferences"] = [o.owner_ref(owner, names.FV_API, names.FV_KIND)]
     return js
-
-
-def plan_env(profile: PlatformProfile, pool: Pool) -> dict[str, str]:
-    """The fabric env the webhook injects for ``pool`` (what the canary must carry, for the tests to compare)."""
-    return dict(make_plan(profile, pool, False).env)

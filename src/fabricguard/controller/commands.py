@@ -235,7 +235,14 @@ def render_controller_cmd(
     """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
 
     The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
-    from fabricguard.controller.manifests import image_problem, manifests, pod_monitoring, service_monitor, to_yaml
+    from fabricguard.controller.manifests import (
+        image_problem,
+        manifests,
+        pod_monitoring,
+        profile_image_problems,
+        service_monitor,
+        to_yaml,
+    )
     from fabricguard.profile.commands import profile_or_exit
 
     check_namespace("--namespace", namespace)
@@ -244,6 +251,8 @@ def render_controller_cmd(
         problem = image_problem(ref) if ref else None
         if problem:
             fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for problem in profile_image_problems(prof):
+        fail(f"{profile}: {problem}")
     if monitoring not in ("prometheus-operator", "gmp", "none"):
         fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
     if prof.spec.storage.lustre is None:
@@ -293,19 +302,35 @@ def render_alerts_cmd(
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
 
 
-def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
-    """Print the Grafana dashboard JSON."""
+def render_dashboard_cmd(
+    profile: Path = PROFILE_OPT,
+    configmap: bool = typer.Option(False, "--configmap", help="A ConfigMap labelled grafana_dashboard: \"1\" (what "
+                                   "Grafana's sidecar in kube-prometheus-stack loads) instead of the raw JSON."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="The ConfigMap's namespace."),
+) -> None:
+    """Print the Grafana dashboard JSON (or, with --configmap, a ConfigMap for Grafana's dashboard sidecar)."""
+    from fabricguard.controller.dashboard import configmap as dashboard_configmap
     from fabricguard.controller.dashboard import dashboard
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
+    if configmap:
+        import yaml
+
+        check_namespace("--namespace", namespace)
+        sys.stdout.write(yaml.safe_dump(dashboard_configmap(prof, namespace), sort_keys=False, width=120))
+        return
     sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
 
 
 def render_exporters_cmd(
     namespace: str = typer.Option("monitoring", "--namespace", "-n", help="Where the monitors live."),
-    dcgm_namespace: str = typer.Option("gpu-operator", "--dcgm-namespace",
-                                       help="Namespace of DCGM exporter's Service (GPU operator)."),
+    platform: str = typer.Option("gpu-operator", "--platform",
+                                 help="Where DCGM exporter runs: gpu-operator (NVIDIA GPU Operator), dcgm-exporter "
+                                      "(its own Helm chart, e.g. on EKS), or gke (GKE's managed DCGM: nothing to "
+                                      "scrape here)."),
+    dcgm_namespace: str = typer.Option(None, "--dcgm-namespace",
+                                       help="Namespace of DCGM exporter's Service (default: the platform's)."),
     node_exporter_namespace: str = typer.Option("monitoring", "--node-exporter-namespace",
                                                 help="Namespace of node-exporter's Service."),
     agent_namespace: str = typer.Option("fabricguard-system", "--agent-namespace",
@@ -313,17 +338,32 @@ def render_exporters_cmd(
 ) -> None:
     """Print ServiceMonitors for DCGM exporter and node-exporter and a PodMonitor for the node agent, all
     labelling series with the pod's ``node``, which the per-node alerts and the dashboard's job view join on."""
+    import dataclasses
+
     import yaml
 
-    from fabricguard.controller.exporters import ExporterTargets, monitors
+    from fabricguard.controller.exporters import DCGM_PLATFORMS, ExporterTargets, monitors
 
     for opt, value, example in (("--namespace", namespace, "monitoring"), ("--dcgm-namespace", dcgm_namespace,
                                 "gpu-operator"), ("--node-exporter-namespace", node_exporter_namespace, "monitoring"),
                                 ("--agent-namespace", agent_namespace, "fabricguard-system")):
-        check_namespace(opt, value, example)
-    t = ExporterTargets(dcgm_namespace=dcgm_namespace, node_exporter_namespace=node_exporter_namespace,
-                        agent_namespace=agent_namespace)
-    sys.stdout.write(yaml.safe_dump_all(monitors(t, namespace), sort_keys=False, width=120))
+        if value is not None:
+            check_namespace(opt, value, example)
+    if platform not in DCGM_PLATFORMS:
+        fail(f"--platform {platform!r}: use one of {', '.join(DCGM_PLATFORMS)}")
+    preset = DCGM_PLATFORMS[platform]
+    t = dataclasses.replace(preset or ExporterTargets(), node_exporter_namespace=node_exporter_namespace,
+                            agent_namespace=agent_namespace)
+    if dcgm_namespace:
+        t = dataclasses.replace(t, dcgm_namespace=dcgm_namespace)
+    objs = monitors(t, namespace)
+    head = ""
+    if preset is None:
+        # GKE runs no GPU Operator: its managed DCGM metrics go to Cloud Monitoring (Managed Prometheus).
+        objs = [o for o in objs if o["metadata"]["name"] != "fabricguard-dcgm-exporter"]
+        head = ("# GKE: DCGM metrics come from GKE's managed DCGM (Cloud Monitoring); no DCGM ServiceMonitor is\n"
+                "# rendered. Query them in Managed Prometheus (docs/install.md, what cannot be proven here).\n")
+    sys.stdout.write(head + yaml.safe_dump_all(objs, sort_keys=False, width=120))
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
-from fabricguard.controller.busbw import busbw_actions
+from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions, list_cluster, watch_changes
 from fabricguard.controller.lease import Step, decide, read_lease, try_lead
@@ -81,12 +81,17 @@ async def follow_live(api, live: LiveJobs, profile: PlatformProfile, workloads: 
                 live.reported[ob.job.key] = ob.verdict.transport.value
         if ob.busbw is None:
             continue
-        told = busbw_actions(ob.job, ob.busbw, live.reported_busbw.get(ob.job.key), now)
+        reported = live.reported_busbw.get(ob.job.key)
+        told = busbw_actions(ob.job, ob.busbw, reported, now)
+        state = "below" if ob.busbw.below else "ok"
+        if not told and not ob.busbw.figures:
+            told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
+            state = "own-profiler"
         if told and act:
             failed = await apply_actions(api, told, {}, leading)
             errors += failed
             if not failed:
-                live.reported_busbw[ob.job.key] = "below" if ob.busbw.below else "ok"
+                live.reported_busbw[ob.job.key] = state
     return observations, errors
 
 

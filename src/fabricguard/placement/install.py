@@ -97,6 +97,7 @@ class Options:
     apiserver_cidrs: tuple[str, ...] = ()
     manage_taints: bool = False
     nvml_access: str = "auto"
+    dcgm_platform: str = "gpu-operator"  # exporters.DCGM_PLATFORMS: where DCGM exporter runs
 
 
 def namespace_objects(namespace: str) -> list[dict[str, Any]]:
@@ -168,18 +169,18 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
     ns = opts.namespace
     if opts.monitoring == "none":
         return []
-    board = dashboard.dashboard(profile)
-    dash_cm = {"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "fabricguard-dashboard", "namespace": ns,
-                            # Grafana's dashboard sidecar (kube-prometheus-stack) loads ConfigMaps with this label.
-                            "labels": {**PART_OF, "grafana_dashboard": "1"}},
-               "data": {"fabricguard.json": json.dumps(board, indent=1, sort_keys=True)}}
+    dash_cm = dashboard.configmap(profile, ns)
     if opts.monitoring == "gmp":
         return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
                 exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
     rule = alerts.prometheus_rule(profile, ns)
+    if opts.dcgm_platform not in exporters.DCGM_PLATFORMS:
+        raise InstallError(f"--dcgm-platform {opts.dcgm_platform!r}: use one of {', '.join(exporters.DCGM_PLATFORMS)}")
+    preset = exporters.DCGM_PLATFORMS[opts.dcgm_platform]
+    dcgm = ([m for m in exporters.monitors(preset, ns) if m["metadata"]["name"] == "fabricguard-dcgm-exporter"]
+            if preset is not None else [])
     objs = [controller_manifests.service_monitor(ns, opts.release),
-            *exporters.agent_monitors(ns), rule, dash_cm]
+            *exporters.agent_monitors(ns), *dcgm, rule, dash_cm]
     if opts.release:
         for o in objs:
             if o["kind"] in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
