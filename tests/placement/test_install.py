@@ -336,6 +336,14 @@ def test_removing_one_component_by_its_documented_commands_leaves_nothing_fail_c
     assert not any(key(x) in state for x in comp.objects)
     assert dangling(state) == []
     assert missing_refs(state, pod_specs(list(state.values()))) == []
+    # Put back as the README says: the component, then what was removed with it, in apply order.
+    order = [c.name for c in comps]
+    back = sorted({comp.name, *(install.KUEUE if s.path.startswith(install.KUEUE) else s.path for s in comp.remove)},
+                  key=order.index)
+    for path in back:
+        state.update({key(x): x for x in build(out / path)})
+        assert dangling(state) == [], path
+    assert state == {key(x): x for x in built + cert_manager(built)}
 
 
 @needs_kubectl

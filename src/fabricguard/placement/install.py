@@ -295,6 +295,11 @@ def readme(profile: PlatformProfile, comps: list[Component]) -> str:
             lines.append("```")
             lines.extend(s.command() for s in c.remove)
             lines.append("```")
+            others = [KUEUE if s.path.startswith(KUEUE) else s.path for s in c.remove if s.path != c.name]
+            if others:
+                lines.append(f"Put it back: apply {c.name} (and wait), then {', '.join(others)} again"
+                             + (f" (`kubectl apply -k DIR/{KUEUE}` restores the check)" if c.name == CONTROLLER
+                                else "") + ".")
         else:
             lines.append("Removed only with the whole install (everything else runs in it or mounts it).")
         if TEAM_STORAGE in c.overlays:
