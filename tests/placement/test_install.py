@@ -33,7 +33,7 @@ IMAGE, AGENT_IMAGE, CANARY_IMAGE = (f"registry.example.com/{n}:0.1.0{DIGEST}" fo
 K8S = kubernetes_validate.latest_version()
 NRR_CRD = ROOT / "tests" / "agent" / "fixtures" / "nrc-v0.5.0" / "readiness.node.x-k8s.io_nodereadinessrules.yaml"
 KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (Makefile APT_PACKAGES)")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (>= 1.27) is not on PATH: it builds the kustomize tree")
 # Where the emulator keeps each kind the install renders (group/version/plural), and whether it is namespaced.
 PLURAL = {
     "Namespace": ("v1/namespaces", False), "ResourceQuota": ("v1/resourcequotas", True),
