@@ -336,6 +336,14 @@ def test_removing_one_component_by_its_documented_commands_leaves_nothing_fail_c
     assert not any(key(x) in state for x in comp.objects)
     assert dangling(state) == []
     assert missing_refs(state, pod_specs(list(state.values()))) == []
+    # Put back as the README says: the component, then what was removed with it, in apply order.
+    order = [c.name for c in comps]
+    back = sorted({comp.name, *(install.KUEUE if s.path.startswith(install.KUEUE) else s.path for s in comp.remove)},
+                  key=order.index)
+    for path in back:
+        state.update({key(x): x for x in build(out / path)})
+        assert dangling(state) == [], path
+    assert state == {key(x): x for x in built + cert_manager(built)}
 
 
 @needs_kubectl
@@ -388,6 +396,12 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
                                  "--agent-image", AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o",
                                  str(tmp_path / "o2")])
     assert r.exit_code == 3 and ":latest" in r.output
+    latest = tmp_path / "latest.yaml"
+    latest.write_text(text.replace("    fabric:\n      type: efa", "    canary: {image: acme/canary:latest}\n    fabric:\n"
+                                   "      type: efa", 1))
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(latest), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o3")])
+    assert r.exit_code == 3 and "spec.pools[0].canary.image" in r.output and ":latest" in r.output
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",

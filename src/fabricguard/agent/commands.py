@@ -60,7 +60,7 @@ def _node_json(path: Path, name: str) -> dict[str, Any]:
 def _slices_json(path: Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         fail(f"--slices-json {path}: cannot read it as JSON ({e})",
              hint="save one with kubectl get resourceslices --field-selector spec.nodeName=NODE -o json")
     items = data.get("items") if isinstance(data, dict) and data.get("kind", "").endswith("List") else [data]

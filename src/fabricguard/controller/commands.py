@@ -235,7 +235,14 @@ def render_controller_cmd(
     """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
 
     The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
-    from fabricguard.controller.manifests import image_problem, manifests, pod_monitoring, service_monitor, to_yaml
+    from fabricguard.controller.manifests import (
+        image_problem,
+        manifests,
+        pod_monitoring,
+        profile_image_problems,
+        service_monitor,
+        to_yaml,
+    )
     from fabricguard.profile.commands import profile_or_exit
 
     check_namespace("--namespace", namespace)
@@ -244,6 +251,8 @@ def render_controller_cmd(
         problem = image_problem(ref) if ref else None
         if problem:
             fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for problem in profile_image_problems(prof):
+        fail(f"{profile}: {problem}")
     if monitoring not in ("prometheus-operator", "gmp", "none"):
         fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
     if prof.spec.storage.lustre is None:
@@ -293,12 +302,24 @@ def render_alerts_cmd(
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
 
 
-def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
-    """Print the Grafana dashboard JSON."""
+def render_dashboard_cmd(
+    profile: Path = PROFILE_OPT,
+    configmap: bool = typer.Option(False, "--configmap", help="A ConfigMap labelled grafana_dashboard: \"1\" (what "
+                                   "Grafana's sidecar in kube-prometheus-stack loads) instead of the raw JSON."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="The ConfigMap's namespace."),
+) -> None:
+    """Print the Grafana dashboard JSON (or, with --configmap, a ConfigMap for Grafana's dashboard sidecar)."""
+    from fabricguard.controller.dashboard import configmap as dashboard_configmap
     from fabricguard.controller.dashboard import dashboard
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
+    if configmap:
+        import yaml
+
+        check_namespace("--namespace", namespace)
+        sys.stdout.write(yaml.safe_dump(dashboard_configmap(prof, namespace), sort_keys=False, width=120))
+        return
     sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
 
 

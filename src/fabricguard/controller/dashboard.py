@@ -125,3 +125,14 @@ def dashboard(profile: PlatformProfile) -> dict[str, Any]:
         "annotations": {"list": []},
         "panels": panels,
     }
+
+
+def configmap(profile: PlatformProfile, namespace: str = "fabricguard-system") -> dict[str, Any]:
+    """The dashboard as a ConfigMap labelled ``grafana_dashboard: "1"``, which Grafana's dashboard sidecar
+    (kube-prometheus-stack) loads from any namespace it watches."""
+    import json
+
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "fabricguard-dashboard", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/part-of": "fabricguard", "grafana_dashboard": "1"}},
+            "data": {"fabricguard.json": json.dumps(dashboard(profile), indent=1, sort_keys=True)}}

@@ -46,6 +46,17 @@ def image_problem(image: str) -> str | None:
     return None
 
 
+def profile_image_problems(profile: PlatformProfile) -> list[str]:
+    """``image_problem`` of every pool's ``canary.image``, naming the field."""
+    out = []
+    for i, p in enumerate(profile.spec.pools):
+        ref = p.canary.image if p.canary else None
+        problem = image_problem(ref) if ref else None
+        if problem:
+            out.append(f"spec.pools[{i}].canary.image ({p.name}): {problem}")
+    return out
+
+
 def _labels() -> dict[str, str]:
     return dict(names.CONTROLLER_LABELS)
 

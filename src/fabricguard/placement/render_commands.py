@@ -32,7 +32,7 @@ def render_install_cmd(
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
     from fabricguard.agent.render_commands import image_problem as agent_image_problem
-    from fabricguard.controller.manifests import image_problem
+    from fabricguard.controller.manifests import image_problem, profile_image_problems
     from fabricguard.placement.install import InstallError, Options, components, write
     from fabricguard.profile.commands import profile_or_exit
 
@@ -41,6 +41,8 @@ def render_install_cmd(
         problem = image_problem(ref)
         if problem:
             fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for bad in profile_image_problems(prof):
+        fail(f"{profile}: {bad}")
     problem = agent_image_problem(agent_image)
     if problem:
         fail(problem.replace("--image", "--agent-image", 1),
