@@ -134,3 +134,14 @@ def test_a_step_file_that_links_out_is_refused_not_read(job: Path, tmp_path: Pat
     (job / "steps.jsonl").symlink_to(other)
     rc, _doc, err = verify(job)
     assert rc == 3 and "steps.jsonl" in err and "outside the job's directory" in err, err
+
+
+def test_the_bytes_read_per_job_are_bounded_and_what_is_left_is_named(job: Path) -> None:
+    """The bound is 32 GiB per job (``verdict.job.MAX_JOB_LOG_BYTES``); here the scanner's own bound, lowered."""
+    from fabricguard.nccl.scan import inspect_paths
+
+    logs = sorted((job / "logs").iterdir())
+    first = logs[0].stat().st_size
+    r = inspect_paths(logs, roots=dict.fromkeys(logs, job), max_bytes=first)
+    assert [(Path(e.file).name, e.line) for e in r.unread] == [(logs[1].name, 0)], r.unread
+    assert "over the" in r.unread[0].why and r.bytes_read == first
