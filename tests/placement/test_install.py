@@ -409,3 +409,26 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
     assert r.exit_code == 3 and "not an empty directory" in r.output
 
 
+
+
+def test_gmp_rules_read_the_jobs_labels_as_managed_prometheus_stores_them(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("promtool_support", ROOT / "tests" / "controller" /
+                                                  "promtool_support.py")
+    assert spec and spec.loader
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    profile = load_profile(ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml")
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, monitoring="gmp"))
+    [rules] = [x for c in comps for x in c.objects if x["kind"] == "Rules"]
+    # GMP: the target's namespace/job win; the job's own labels arrive as exported_*.
+    series = ('fabricguard_job_on_sockets{namespace="fabricguard-system",job="fabricguard-controller",'
+              'exported_namespace="ml-search",exported_job="qwen",pool="h200-rdma"}')
+    done = support.run_promtool_tests(tmp_path, {"groups": rules["spec"]["groups"]}, [{
+        "interval": "1m", "input_series": [{"series": series, "values": "1x10"}],
+        "alert_rule_test": [{"eval_time": "2m", "alertname": "FabricguardJobOnSockets", "exp_alerts": [{
+            "exp_labels": {"severity": "critical", "exported_namespace": "ml-search", "exported_job": "qwen",
+                           "pool": "h200-rdma"}}]}]}])
+    assert done.returncode == 0, done.stdout + done.stderr
