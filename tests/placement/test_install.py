@@ -369,6 +369,16 @@ def test_dcgm_exporter_targets_per_platform(platform: str, dcgm_ns: str | None) 
     assert all(crd_errors(x) == [] for x in dcgm)
 
 
+@needs_kubectl
+def test_manage_taints_renders_no_readiness_rules_and_still_builds(tmp_path: Path) -> None:
+    render(PROFILES[0], tmp_path / "o", "--manage-taints", "--monitoring", "none")
+    built = build(tmp_path / "o")
+    assert not [x for x in built if x["kind"] == "NodeReadinessRule"]
+    assert not (tmp_path / "o" / install.READINESS).exists() and not (tmp_path / "o" / install.MONITOR).exists()
+    agent = next(x for x in built if x["kind"] == "DaemonSet")
+    assert "--manage-taints" in agent["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
 def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
     profile, _out, comps, _built = rendered
     [storage] = [c for c in comps if c.name == install.STORAGE]
