@@ -27,8 +27,9 @@ from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions,
 from fabricguard.controller.lease import Step, decide, read_lease, try_lead
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
+from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
-from fabricguard.controller.reconcile import PassResult, reconcile
+from fabricguard.controller.reconcile import PassResult
 from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
 from fabricguard.kube import Kube
 from fabricguard.profile.model import PlatformProfile
@@ -131,7 +132,8 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
     claims = any(p.claim_template_name for p in cfg.profile.spec.pools)
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context, CLAIM_RESOURCES if claims else ())
     reference, errors = await read_reference(api, cfg.reference)
-    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
+    result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at, cfg.canary_config(),
+                                     reference)
     known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
     errors += await apply_actions(api, result.actions, known, leading) if act else []
     observations: list[Observation] = []
