@@ -442,3 +442,34 @@ def test_gmp_rules_read_the_jobs_labels_as_managed_prometheus_stores_them(tmp_pa
             "exp_labels": {"severity": "critical", "exported_namespace": "ml-search", "exported_job": "qwen",
                            "pool": "h200-rdma"}}]}]}])
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_gmp_dashboard_reads_the_job_labels_as_gmp_stores_them_and_every_query_parses(tmp_path: Path) -> None:
+    import json as _json
+    import shutil as _shutil
+
+    profile = load_profile(ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml")
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, monitoring="gmp"))
+    [cm] = [x for c in comps for x in c.objects if x["kind"] == "ConfigMap" and "grafana_dashboard" in
+            x["metadata"]["labels"]]
+    board = _json.loads(cm["data"]["fabricguard.json"])
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    job_view = [e for e in exprs if "fabricguard_job_transport" in e]
+    assert job_view and all('exported_namespace="$namespace"' in e for e in job_view)
+    assert not any(re_search(r'[{,]namespace="\$namespace"', e) for e in exprs if "fabricguard_job_" in e)
+    promtool = _shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package prometheus)")
+    rules = {"groups": [{"name": "q", "rules": [
+        {"record": f"q:{i}", "expr": e.replace("$namespace", "ns").replace("$job", "j")} for i, e in enumerate(exprs)]}]}
+    f = tmp_path / "q.yaml"
+    f.write_text(yaml.safe_dump(rules))
+    done = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def re_search(pattern: str, text: str) -> bool:
+    import re
+
+    return re.search(pattern, text) is not None

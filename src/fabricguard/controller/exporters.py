@@ -95,7 +95,15 @@ def gmp_monitors(namespace: str) -> list[dict[str, Any]]:
 # object's namespace). Managed Prometheus protects ``namespace`` and ``job`` as target labels and has no
 # honorLabels: those series arrive with ``exported_namespace``/``exported_job`` instead.
 GMP_RENAMED = ("fabricguard_job_", "fabricguard_drift_")
-_GMP_LABEL = re.compile(r"(?<![\w.])(namespace|job)\b(?!\s*\()")
+_GMP_LABEL = re.compile(r"(?<![\w.$])(namespace|job)\b(?!\s*\()")
+
+
+def gmp_expr(expr: str, *also: str) -> tuple[str, ...]:
+    """``expr`` (and ``also``: its legend) with the job labels renamed, when it reads the controller's
+    object-labelled series; unchanged otherwise."""
+    if not any(m in expr for m in GMP_RENAMED):
+        return (expr, *also)
+    return tuple(_GMP_LABEL.sub(lambda m: f"exported_{m.group(1)}", s) for s in (expr, *also))
 
 
 def gmp_relabel(rule: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +113,7 @@ def gmp_relabel(rule: dict[str, Any]) -> dict[str, Any]:
     if not any(m in expr for m in GMP_RENAMED):
         return rule
     out = dict(rule)
-    out["expr"] = _GMP_LABEL.sub(lambda m: f"exported_{m.group(1)}", expr)
+    out["expr"] = gmp_expr(expr)[0]
     if "annotations" in rule:
         out["annotations"] = {k: re.sub(r"\$labels\.(namespace|job)\b", r"$labels.exported_\1", v)
                               for k, v in rule["annotations"].items()}

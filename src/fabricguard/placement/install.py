@@ -169,7 +169,7 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
     ns = opts.namespace
     if opts.monitoring == "none":
         return []
-    dash_cm = dashboard.configmap(profile, ns)
+    dash_cm = dashboard.configmap(profile, ns, gmp=opts.monitoring == "gmp")
     if opts.monitoring == "gmp":
         return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
                 exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
