@@ -98,3 +98,34 @@ def test_a_pending_canary_is_unschedulable_exactly_at_pending_timeout(age: int, 
     assert (run is not None and run.outcome is Outcome.unschedulable) is unschedulable
     if run is not None:
         assert f"Pending for {age} s (timeout 3m)" in run.message
+
+
+def _finished_canary(name: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "fabricguard-system", "labels": {"fabricguard.io/canary-pool": POOL},
+                         "creationTimestamp": ts(NOW - timedelta(minutes=5))},
+            "status": {"conditions": [{"type": "Completed", "status": "True", "lastTransitionTime": ts(NOW)}]}}
+
+
+def test_the_pass_judges_canaries_from_the_values_read_at_the_edge(tmp_path) -> None:
+    """reconcile_pool reads no file: the run's judgement comes in ``lustre`` (controller.lustre reads it)."""
+    from fabricguard.controller.actions import Counters, MergeStatus
+    from fabricguard.controller.lustre import CanaryFiles, LustreFacts
+    from fabricguard.controller.outcome import Judged
+
+    missing = tmp_path / "not-mounted"  # nothing there: a pass that read Lustre itself would fail the run
+    cfg = CanaryConfig(namespace="fabricguard-system", image="img@sha256:" + "ab" * 32, lustre_root=missing)
+    js = _finished_canary("fgc-run-1")
+    inv = Inventory.build([], [], [], {THE_POOL.gpuResource})
+    facts = LustreFacts(missing, canaries={("fabricguard-system", "fgc-run-1"): CanaryFiles(
+        "/lustre/run-1", Judged(Outcome.passed, "ib at 400 GB/s", [], "ib", {"all_reduce": 400.0}))})
+    actions, state = reconcile_pool(PROF, THE_POOL, _status(timedelta(seconds=60)), [js], inv, NOW, cfg,
+                                    Counters(), facts)
+    (status,) = [a for a in actions if isinstance(a, MergeStatus)]
+    runs = {r["name"]: r for r in status.status["runs"]}
+    assert runs["fgc-run-1"]["outcome"] == "passed" and runs["fgc-run-1"]["message"] == "ib at 400 GB/s"
+    assert state.ready
+    # Not read this pass (absent from the facts): nothing is recorded and the JobSet is kept for the next pass.
+    actions, _ = reconcile_pool(PROF, THE_POOL, _status(timedelta(seconds=60)), [js], inv, NOW, cfg, Counters(),
+                                LustreFacts(missing))
+    recorded = [r["name"] for a in actions if isinstance(a, MergeStatus) for r in a.status["runs"]]
+    assert "fgc-run-1" not in recorded and not [a for a in actions if type(a).__name__ == "Delete"]

@@ -119,3 +119,9 @@ async def test_an_oversized_reference_names_an_option_that_exists(cluster, tmp_p
                    "--publish-namespace", "network-operator")
     assert r.returncode == 0, r.stderr
     assert "published the small reference" in r.stdout
+
+
+def test_deep_json_for_recorded_nvml_data_is_one_line_exit_3(tmp_path: Path) -> None:
+    nvml = tmp_path / "nvml.json"
+    nvml.write_text(DEEP)
+    _refused(run_process("probe", "host", "--nvml-json", nvml, "--profile", GKE), "nvml.json", "nested too deeply")

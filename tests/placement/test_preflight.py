@@ -129,6 +129,10 @@ async def test_an_installed_cluster_passes(cluster, tmp_path: Path) -> None:
     assert areas == {"Kubernetes", "API", "DaemonSet", "Lustre", "Pod Security", "LocalQueue", "GKE"}
     assert {c["target"] for c in report["checks"] if c["area"] == "LocalQueue"} == {"ml-search/h200",
                                                                                   "ml-ranking/h200"}
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig",
+                                                          kubeconfig(tmp_path, url, name="kc2")])
+    assert r.exit_code == 0 and "preflight: profile prod-gcp" in r.stdout
+    assert f"{len(report['checks'])} checks: 0 failed, 0 warnings" in r.stdout
 
 
 async def test_each_way_to_hold_all_training_is_a_failed_row(cluster, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
+from fabricguard.controller.lustre import LustreFacts
 from fabricguard.doctor.diff import diff_snapshots, drift_scope
 from fabricguard.doctor.model import Finding, Severity
 from fabricguard.doctor.reference import Reference
@@ -68,7 +69,10 @@ class PassResult:
 
 
 def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig,
-              reference: Reference | None = None) -> PassResult:
+              reference: Reference | None = None, *, lustre: LustreFacts | None = None) -> PassResult:
+    """One pass. Pure: what Lustre holds (canary results, finished jobs' logs) is read before, at the edge
+    (``controller.lustre.load``), and comes in ``lustre``; without it nothing on Lustre is judged this pass."""
+    lustre = lustre if lustre is not None else LustreFacts(cfg.lustre_root)
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
@@ -77,14 +81,14 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}
     for pool in profile.spec.pools:
-        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters)
+        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters, lustre)
         actions += acts
         states[pool.name] = state
     checks = snapshot.kind("AdmissionCheck")
     actions += keep_active(checks, now)
     gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
     actions += gate.actions
-    actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
+    actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
     findings = run_rules(snapshot, profile, now)
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,

@@ -33,8 +33,9 @@ from fabricguard.controller.kube import Cache, apply_actions, controller_permiss
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
+from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
-from fabricguard.controller.reconcile import PassResult, reconcile
+from fabricguard.controller.reconcile import PassResult
 from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
 from fabricguard.kube import Forbidden, Kube, KubeError
 from fabricguard.profile.model import PlatformProfile
@@ -144,7 +145,8 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         at = now or datetime.now(UTC)
         snapshot = cache.snapshot() if cache is not None else await list_cluster(k, cfg.profile, cfg.namespace)
         reference, errors = await read_reference(k, cfg.reference)
-        result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
+        result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
+                                         cfg.canary_config(), reference)
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
         errors += await apply_actions(k, result.actions, known, leading) if act else []
         observations: list[Observation] = []
