@@ -1,17 +1,19 @@
 # fabricguard image: the admission webhook (and the other CPU-side commands), for linux/amd64 and linux/arm64.
 # Build both architectures into one index and deploy it by digest (`fabricguard render webhook --image repo@sha256:…`):
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/fabricguard:VERSION --push .
-# The `probe` extra (torch, NVML) is not installed: the webhook never imports it.
+# The `probe` extra (torch, NVML) is not installed: the webhook never imports it. Dependencies are pinned by
+# constraints.txt; pin the base too: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<index digest>
+# (not written here: the build machines cannot reach the registry to read it).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md* ./
+COPY pyproject.toml constraints.txt README.md* LICENSE ./
 COPY src ./src
 # A wheel of fabricguard plus wheels of its runtime dependencies, for the platform being built.
-RUN python -m pip wheel --wheel-dir /wheels .
+RUN python -m pip wheel --wheel-dir /wheels -c constraints.txt .
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

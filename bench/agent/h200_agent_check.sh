@@ -16,7 +16,8 @@
 # ignored folder; carry it too). Prepare here, for the NCCL the device's torch reports (2.28.9 on 2026-11-30):
 #   mkdir -p .devnccl/2.28.9 && git -C /work/.mirror/NVIDIA+nccl/repo archive v2.28.9-1 ext-profiler/inspector \
 #     | tar -x -C .devnccl/2.28.9          # 2.29.7 and later: plugins/profiler/inspector
-#   cp bench/agent/inspector_driver.cc .devnccl/ (not needed: it is in the work tree)
+#   (cd .devnccl/2.28.9/ext-profiler/inspector && sed -i 's/-march=native//' Makefile && make) && \
+#     cp .devnccl/2.28.9/ext-profiler/inspector/libnccl-profiler-inspector.so .devnccl/2.28.9/   # if no g++ there
 # Then: FG_CHECKS=inspector bash bench/agent/h200_agent_check.sh   (device tool: carry=[".devwheels", ".devnccl"])
 # It builds libnccl-profiler-inspector.so against the device's NCCL version, runs the NCCL collective probe (one
 # rank: the only GPU) with NCCL_PROFILER_PLUGIN, NCCL_INSPECTOR_ENABLE=1 and a 1 s dump interval, and keeps under
@@ -69,7 +70,13 @@ CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 ( cd "$W/insp/src" && timeout 300 make CUDA_HOME="$CUDA_HOME" ) > "$I/build.log" 2>&1; echo "build exit $?"
 tail -3 "$I/build.log"
 SO="$W/insp/src/libnccl-profiler-inspector.so"
+if [ ! -f "$SO" ] && [ -f ".devnccl/$NCCLV/libnccl-profiler-inspector.so" ]; then
+  # No compiler on the device: the copy built here from the same source (make in .devnccl/<v>/...; copy it up).
+  echo "using the prebuilt .devnccl/$NCCLV/libnccl-profiler-inspector.so" | tee -a "$I/build.log"
+  SO=".devnccl/$NCCLV/libnccl-profiler-inspector.so"
+fi
 [ -f "$SO" ] || { echo "THE PLUGIN DID NOT BUILD (see build.log)" | tee "$I/NO_PLUGIN"; exit 2; }
+SO="$(cd "$(dirname "$SO")" && pwd)/$(basename "$SO")"
 export NCCL_PROFILER_PLUGIN="$SO" NCCL_INSPECTOR_ENABLE=1 NCCL_INSPECTOR_DUMP_DIR="$I/records" \
   NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=1000000 NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES=1048576 \
   NCCL_INSPECTOR_DUMP_COLL_RING_SIZE=8 NCCL_INSPECTOR_ENABLE_P2P=0 NCCL_DEBUG_SUBSYS=INIT,ENV,NET

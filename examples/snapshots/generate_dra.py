@@ -49,6 +49,16 @@ def i(v: int) -> dict[str, int]:
     return {"int": v}
 
 
+def gke_node(name: str, **kw: Any) -> dict[str, Any]:
+    """The example Node, with the nodeInfo fields the API server always fills in (strict schema)."""
+    n = node(name, **kw)
+    h = hashlib.sha1(name.encode()).hexdigest()
+    n["status"]["nodeInfo"] |= {"machineID": h[:32], "systemUUID": uid("sys", name), "bootID": uid("boot", name),
+                                "kernelVersion": "6.8.0-1015-gke" if "gke" in name else "6.1.119-129.201.amzn2023",
+                                "kubeProxyVersion": "", "kubeletVersion": "v1.35.1"}
+    return n
+
+
 def driver_daemonset(ns: str, name: str, image: str, created: datetime, selector: dict[str, str], desired: int,
                      ready: int) -> dict[str, Any]:
     """A DRA driver's DaemonSet: the kubelet plugin sockets instead of the device-plugin directory."""
@@ -240,7 +250,7 @@ def dranet_healthy() -> dict[str, dict[str, Any]]:
                           {"cloud.google.com/gke-networking-dra-driver": "true"}, 2, 2)
     for n in range(2):
         name = f"gke-a4-dranet-1-{n:02d}"
-        nodes.append(node(name, arch="amd64", gpus=8, labels=GKE_LABELS, created=created, allocatable={},
+        nodes.append(gke_node(name, arch="amd64", gpus=8, labels=GKE_LABELS, created=created, allocatable={},
                           fabric_ready=True))
         pods.append(ds_pod(ds, name, created + timedelta(minutes=1), crashing=False))
         slices.append(resource_slice(name, "dra.net", gke_nics(n, held=set(range(8))), created + timedelta(minutes=2)))
@@ -276,7 +286,7 @@ def efa_healthy() -> dict[str, dict[str, Any]]:
     devices = efa_devices()
     for n in range(2):
         name = f"ip-10-1-{40 + n}-17.us-west-2.compute.internal"
-        nodes.append(node(name, arch="amd64", gpus=8, labels=EFA_SEL, created=created, allocatable={},
+        nodes.append(gke_node(name, arch="amd64", gpus=8, labels=EFA_SEL, created=created, allocatable={},
                           fabric_ready=True))
         pods.append(ds_pod(ds, name, created + timedelta(minutes=1), crashing=False))
         slices.append(resource_slice(name, "dra.net", devices, created + timedelta(minutes=2)))
@@ -338,7 +348,7 @@ def dranet_broken() -> dict[str, dict[str, Any]]:
     for n in range(2):
         name = f"gke-a4x-max-1-{n:02d}"
         created = NOW - timedelta(hours=5 + 20 * n)
-        nodes.append(node(name, arch="arm64", gpus=4, created=created, allocatable={}, fabric_ready=False,
+        nodes.append(gke_node(name, arch="arm64", gpus=4, created=created, allocatable={}, fabric_ready=False,
                           labels={**A4X_SEL, "cloud.google.com/gke-networking-dra-driver": "true"}))
         p = ds_pod(ds, name, created + timedelta(seconds=40), crashing=True,
                    restarts=int((NOW - created).total_seconds() // 300))

@@ -7,6 +7,7 @@ import typer
 import fabricguard.agent.commands as agent_commands
 from fabricguard import __version__
 from fabricguard.admission import commands as admission_commands
+from fabricguard.agent import render_commands as agent_render_commands
 from fabricguard.console import CommandGroup
 from fabricguard.controller import commands as controller_commands
 from fabricguard.doctor import commands as doctor_commands
@@ -26,6 +27,21 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+# ``fabricguard render <what>``: every part's manifests, in one group owned here (the glue on top).
+render_app = typer.Typer(help="Print Kubernetes manifests.", no_args_is_help=True)
+render_app.command("webhook")(admission_commands.render_webhook_cmd)
+render_app.command("kueue")(placement_commands.render_kueue_cmd)
+render_app.command("readiness")(agent_render_commands.render_readiness_cmd)
+render_app.command("agent")(agent_render_commands.render_agent_cmd)
+render_app.command("controller")(controller_commands.render_controller_cmd)
+render_app.command("kueue-check")(controller_commands.render_kueue_check_cmd)
+render_app.command("alerts")(controller_commands.render_alerts_cmd)
+render_app.command("dashboard")(controller_commands.render_dashboard_cmd)
+render_app.command("exporters")(controller_commands.render_exporters_cmd)
+render_app.command("install")(install_commands.render_install_cmd)
+render_app.command("namespace")(install_commands.render_namespace_cmd)
 
 
 def _version(value: bool) -> None:
@@ -49,6 +65,7 @@ verdict_commands.register(app)
 probe_commands.register(app)
 doctor_commands.register(app)
 admission_commands.register(app)
+app.add_typer(render_app, name="render")
 placement_commands.register(app)
 controller_commands.register(app)
 install_commands.register(app)

@@ -9,7 +9,6 @@ its type (a JSON merge patch replaces whole lists, so callers choose it only for
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any, Literal
 
 PatchType = Literal["merge", "strategic", "json"]
@@ -181,17 +180,3 @@ def kubeconfig_problem(kubeconfig: str | None, context: str | None = None) -> st
     except SourceError as exc:
         return f"--kubeconfig {exc}"
     return None
-
-
-def label_selector(labels: dict[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-
-
-def matches(obj: dict[str, Any], labels: dict[str, str]) -> bool:
-    """Whether an object's labels include every ``labels`` pair (selectors are re-checked client-side)."""
-    have = (obj.get("metadata") or {}).get("labels") or {}
-    return all(have.get(k) == v for k, v in labels.items())
-
-
-def names(objs: Iterable[dict[str, Any]]) -> list[str]:
-    return [str((o.get("metadata") or {}).get("name", "")) for o in objs]

@@ -5,6 +5,8 @@
 - ``-o/--output PATH`` where a command writes a file or a folder (``--out`` is a hidden alias).
 - ``-p/--profile FILE`` for the platform profile; ``--profile local`` names the profile embedded in the
   package (this machine, no RDMA), and no command that judges a job falls back to it silently.
+- ``--now TIME`` fixes the clock for replays and tests: an RFC 3339 time (no zone: UTC), read by
+  :func:`now_value`; without it, the wall clock.
 - Every JSON document a command prints carries its overall answer under the key ``verdict``
   (``pass``, ``degraded``, ``failed`` or ``invalid``; see ``fabricguard.exitcodes``); the parts of a
   report (a probe section, a check) carry theirs under ``status``.
@@ -12,11 +14,16 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import typer
+
+from fabricguard.console import fail
+from fabricguard.times import parse_time
 
 
 class Format(StrEnum):
@@ -52,3 +59,45 @@ def output_path(output: Path | None, out: Path | None) -> Path | None:
     if output is not None and out is not None and output != out:
         raise typer.BadParameter("give -o/--output once (--out is the same option)", param_hint="--output")
     return output if output is not None else out
+
+
+def now_value(value: str | None) -> datetime:
+    """``--now``: the time given (RFC 3339, read by fabricguard.times; no zone is UTC), else the wall clock.
+    An unreadable time is one line naming the option, exit 3."""
+    if value is None:
+        return datetime.now(UTC)
+    t = parse_time(value)
+    if t is None:
+        fail(f"--now {value!r} is not an RFC 3339 time", hint="e.g. --now 2026-11-30T12:00:00Z")
+    return t
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def namespace_problem(value: str) -> str | None:
+    """Why ``value`` is not a namespace name (an RFC 1123 label), or None."""
+    if _DNS_LABEL.match(value) and len(value) <= 63:
+        return None
+    return (
+        f"{value!r} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending "
+        "with a letter or digit (RFC 1123 label)"
+    )
+
+
+def check_namespace(option: str, value: str, example: str = "fabricguard-system") -> str:
+    """``value`` when it is a namespace name; otherwise one ``error:`` line naming ``option`` and exit 3."""
+    problem = namespace_problem(value)
+    if problem:
+        fail(f"{option} {problem}", hint=f"e.g. {option} {example}")
+    return value
+
+
+def check_port(option: str, port: int, *, zero: str | None = None) -> int:
+    """A TCP port (1-65535; 0 too when ``zero`` says what it means), else one line naming ``option`` and exit 3."""
+    if port == 0 and zero:
+        return port
+    if not 1 <= port <= 65535:
+        fail(f"{option} {port}: a TCP port is 1-65535" + (f" (0: {zero})" if zero else ""),
+             hint=f"e.g. {option} 8080")
+    return port

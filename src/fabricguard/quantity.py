@@ -181,14 +181,6 @@ def _explain(text: str, shown: str) -> None:
 _parse_cached = functools.lru_cache(maxsize=4096, typed=True)(_parse)
 
 
-def is_quantity(text: object) -> bool:
-    try:
-        parse(text)
-    except QuantityError:
-        return False
-    return True
-
-
 def integer_count(value: object) -> int:
     """A count of an integer resource (``nvidia.com/gpu: "8"``, ``8``, ``"8.0"``, ``"1k"``).
 

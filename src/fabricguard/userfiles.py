@@ -5,13 +5,23 @@ so every input is ``stat``-ed first and must be a regular file of a sane size (`
 ``/proc/self/mountinfo`` are regular files and are read normally). Outputs must be a regular file, or a
 path whose folder exists and is writable; ``/dev/null`` and a terminal are accepted. Every problem raises
 ``SourceError`` with the path and what is wrong, which the commands print as one line and exit 3.
+
+A job's directory is written by the tenant's own pods, so what is read from it is bounded in every way:
+:func:`walk_files` lists at most so many files and levels and never follows a link out of the directory,
+:func:`open_in` opens a file without following a link (``O_NOFOLLOW``, then the opened file's real path is
+checked against the directory) and without blocking, and :class:`LineCutter` cuts a stream into lines in
+linear time, dropping (and counting) a line longer than its cap instead of buffering it.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 # A profile, a review, a mountinfo or a log file is far below this; /proc/kcore claims 128 TiB.
 DEFAULT_MAX_BYTES = 4 * 1024**3
@@ -102,6 +112,20 @@ def read_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
         raise SourceError(str(path), None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def read_json(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "") -> object:
+    """A regular file's JSON; bad syntax and JSON nested deeper than Python parses are ``SourceError`` too
+    (``what``: said after the problem, e.g. "; pass recorded NVML data")."""
+    import json
+
+    text = read_text(path, max_bytes=max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(str(path), exc.lineno, f"not JSON ({exc.msg}){what}") from None
+    except RecursionError:
+        raise SourceError(str(path), None, f"JSON nested too deeply to read{what}") from None
+
+
 def _file_in_the_way(path: Path) -> Path:
     """The first ancestor of ``path`` that exists and is not a directory."""
     for parent in reversed(path.parents):
@@ -170,3 +194,230 @@ def output_dir(path: Path) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise SourceError(str(path), None, "the folder is not writable (permission denied)")
     return path
+
+
+# ------------------------------------------------------------------ a job's directory, written by its tenant
+
+MAX_LINE_BYTES = 1 << 20  # a line carried across reads longer than this is dropped, never buffered
+MAX_JOB_FILES = 8192  # files of one job directory read at most (a 1,024-GPU job writes 1,024 rank logs)
+MAX_JOB_DEPTH = 16  # directory levels below the job directory
+_MAX_ENTRIES_FACTOR = 4  # entries (files, links, folders) looked at per file allowed
+
+
+@dataclass
+class Walk:
+    """What :func:`walk_files` found: the regular files, and every entry it did not read, with why."""
+
+    files: list[Path] = field(default_factory=list)
+    refused: list[tuple[Path, str]] = field(default_factory=list)
+    truncated: str | None = None  # why the listing stopped early, when it did
+    dirs: list[Path] = field(default_factory=list)  # the folders walked
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def walk_files(root: Path, *, max_files: int = MAX_JOB_FILES, max_depth: int = MAX_JOB_DEPTH,
+               hidden: bool = False) -> Walk:
+    """The regular files under ``root`` in a stable order, without following a link out of it.
+
+    A link whose target stays inside ``root`` is read as its target (once); a link that leads outside, a broken
+    one, and anything that is not a regular file are listed in ``refused``. Names starting with ``.`` are left
+    out (unless ``hidden``); folders are entered whatever their name. At most ``max_files`` files and
+    ``max_depth`` levels: ``truncated`` then says where it stopped."""
+    out = Walk()
+    real_root = os.path.realpath(root)
+    seen: set[str] = set()
+    budget = max(max_files * _MAX_ENTRIES_FACTOR, 1024)
+
+    def visit(d: Path, depth: int) -> bool:
+        nonlocal budget
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.refused.append((d, f"cannot list: {exc.strerror or exc}"))
+            return True
+        budget -= len(entries)
+        if budget < 0:
+            out.truncated = f"more than {max_files * _MAX_ENTRIES_FACTOR:,} entries under {root}"
+            return False
+        for e in entries:
+            path = Path(e.path)
+            try:
+                if e.is_symlink():
+                    target = os.path.realpath(path)
+                    if not _within(target, real_root):
+                        out.refused.append((path, "is a link that leads outside the job's directory: not followed"))
+                        continue
+                    if not os.path.isfile(target):
+                        if not os.path.exists(target):
+                            out.refused.append((path, "is a broken link"))
+                        continue  # a link to a folder inside: the folder is walked itself
+                    ino = f"inode:{os.stat(target).st_ino}"
+                    if target in seen or ino in seen:
+                        continue
+                    if not hidden and e.name.startswith("."):
+                        continue
+                    seen.update((target, ino))
+                    path = Path(target)
+                elif e.is_dir(follow_symlinks=False):
+                    if depth + 1 > max_depth:
+                        out.refused.append((path, f"is more than {max_depth} folder levels deep: not read"))
+                        continue
+                    out.dirs.append(path)
+                    if not visit(path, depth + 1):
+                        return False
+                    continue
+                elif not e.is_file(follow_symlinks=False):
+                    if not hidden and e.name.startswith("."):
+                        continue
+                    out.refused.append((path, f"is {_kind(e.stat(follow_symlinks=False).st_mode)}: not read"))
+                    continue
+                elif not hidden and e.name.startswith("."):
+                    continue
+                else:
+                    ino = f"inode:{e.inode()}"  # free from the listing; a path under a real folder is real
+                    if ino in seen:
+                        continue
+                    seen.add(ino)
+            except OSError as exc:
+                out.refused.append((path, f"cannot read: {exc.strerror or exc}"))
+                continue
+            if len(out.files) >= max_files:
+                out.truncated = f"more than {max_files:,} files under {root}"
+                return False
+            out.files.append(path)
+        return True
+
+    visit(root, 0)
+    out.files.sort()
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _real_root(root: str) -> str:
+    return os.path.realpath(root)
+
+
+def open_in(root: Path, path: Path) -> BinaryIO:
+    """Open ``path`` (a file under ``root``) for reading, never through a link out of ``root``, never blocking.
+
+    ``O_NOFOLLOW`` refuses a link as the last part, and the opened file's real path (from ``/proc/self/fd``)
+    must lie under ``root``'s, which also catches a folder swapped for a link after the listing. Only regular
+    files open. Problems raise ``SourceError`` naming the file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SourceError(str(path), None, "is a link: not followed") from None
+        raise SourceError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError(str(path), None, f"is {_kind(st.st_mode)}, not a regular file")
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = os.path.realpath(path)
+        if not _within(real, _real_root(str(root))):
+            raise SourceError(str(path), None, "leads outside the job's directory: not read")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class LineCutter:
+    """Cut a stream of blocks into whole lines in linear time and bounded memory.
+
+    ``feed`` returns the complete lines a block finished (ending in a newline, possibly empty); an unfinished
+    last line is kept for the next block, but only up to ``max_line`` bytes: a longer one is dropped whole (it
+    stands as an empty line, so later line numbers stay right), counted in ``overlong`` with the line number of
+    the first in ``overlong_line``. Lines inside one block are returned as they are (a block is bounded)."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+        self.max_line = max_line
+        self._partial: list[bytes] = []
+        self._partial_len = 0
+        self._skipping = False
+        self.overlong = 0
+        self.overlong_line: int | None = None
+        self.lines = 0  # newlines returned so far
+
+    def _drop(self) -> None:
+        self._partial, self._partial_len = [], 0
+        self._skipping = True
+        self.overlong += 1
+        if self.overlong_line is None:
+            self.overlong_line = self.lines + 1
+
+    def feed(self, block: bytes) -> bytes:
+        prefix = b""
+        if self._skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                return b""
+            self._skipping = False
+            prefix, block = b"\n", block[nl + 1 :]
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            if self._partial_len + len(block) > self.max_line:
+                self._drop()
+            elif block:
+                self._partial.append(block)
+                self._partial_len += len(block)
+            self.lines += prefix.count(b"\n")
+            return prefix
+        head, tail = block[: cut + 1], block[cut + 1 :]
+        if self._partial:
+            first = head.find(b"\n")
+            if self._partial_len + first > self.max_line:
+                self._partial, self._partial_len = [], 0
+                self.overlong += 1
+                if self.overlong_line is None:
+                    self.overlong_line = self.lines + len(prefix) + 1
+                head = b"\n" + head[first + 1 :]
+            else:
+                head = b"".join(self._partial) + head
+            self._partial, self._partial_len = [], 0
+        out = prefix + head
+        self.lines += out.count(b"\n")
+        if len(tail) > self.max_line:
+            self._drop()
+        elif tail:
+            self._partial, self._partial_len = [tail], len(tail)
+        return out
+
+    def finish(self) -> bytes:
+        """The unterminated last line (a file that is complete), as a line; empty when there is none."""
+        if self._skipping:  # the dropped last line stands as an empty one
+            self._skipping = False
+            self.lines += 1
+            return b"\n"
+        if not self._partial:
+            return b""
+        rest = b"".join(self._partial) + b"\n"
+        self._partial, self._partial_len = [], 0
+        self.lines += 1
+        return rest
+
+    @property
+    def pending(self) -> int:
+        """Bytes of the unfinished last line held now."""
+        return self._partial_len
+
+
+# Bytes a text file holds: tab, newline, carriage return, printable ASCII and everything >= 0x80 (UTF-8).
+_TEXT_BYTES = bytes([9, 10, 13, *range(32, 127), *range(128, 256)])
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether a file's first bytes are not text. NUL bytes are ignored: a log can start with NULs (a file
+    preallocated or left by a crash on Lustre) and is still a log; other control bytes above 10% say binary."""
+    text = head.replace(b"\x00", b"")
+    if not text:
+        return False
+    return len(text.translate(None, _TEXT_BYTES)) * 10 > len(text)

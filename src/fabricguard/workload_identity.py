@@ -13,23 +13,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fabricguard import names
+
 # (label key, the kind of the workload it names), most specific first.
 JOB_LABELS: tuple[tuple[str, str], ...] = (
-    ("jobset.sigs.k8s.io/jobset-name", "JobSet"),
-    ("trainer.kubeflow.org/trainjob-name", "TrainJob"),
-    ("training.kubeflow.org/job-name", "PyTorchJob"),
-    ("leaderworkerset.sigs.k8s.io/name", "LeaderWorkerSet"),
-    ("kueue.x-k8s.io/pod-group-name", "Workload"),
-    ("batch.kubernetes.io/job-name", "Job"),
+    (names.JOBSET_NAME, "JobSet"),
+    (names.TRAINJOB_NAME, "TrainJob"),
+    (names.PYTORCHJOB_NAME, "PyTorchJob"),
+    (names.LWS_NAME, "LeaderWorkerSet"),
+    (names.KUEUE_POD_GROUP, "Workload"),
+    (names.LABEL_JOB_NAME, "Job"),
     ("job-name", "Job"),  # before Kubernetes 1.27 the Job controller set only this one
-    ("fabricguard.io/job", "Job"),  # set by fabricguard's webhook on the pods it admits
+    (names.LABEL_JOB, "Job"),  # set by fabricguard's webhook on the pods it admits
 )
 LABEL_KEYS: tuple[str, ...] = tuple(k for k, _ in JOB_LABELS)
 KIND_OF_LABEL: dict[str, str] = dict(JOB_LABELS)
 
 # Labels that only a controller sets: a pod carrying one was made by a workload, not submitted bare.
 CONTROLLER_LABELS: frozenset[str] = frozenset(
-    k for k in LABEL_KEYS if k not in ("kueue.x-k8s.io/pod-group-name", "fabricguard.io/job"))
+    k for k in LABEL_KEYS if k not in (names.KUEUE_POD_GROUP, names.LABEL_JOB))
 
 
 def job_of(labels: Mapping[str, Any] | None) -> tuple[str, str] | None:

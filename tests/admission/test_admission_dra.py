@@ -242,3 +242,47 @@ def test_webhook_of_a_dra_profile_may_list_templates_and_reach_the_api_server() 
     plain = manifests("x: y\n", "ghcr.io/acme/fabricguard@sha256:" + "a" * 64)
     assert not any(o["kind"] == "ClusterRole" for o in plain)
     assert next(o for o in plain if o["kind"] == "NetworkPolicy")["spec"]["egress"] == []
+
+
+def test_a_pod_of_a_workload_without_the_claim_gets_it_at_pod_level() -> None:
+    """TrainJob pods (and pods of workloads created before the webhook) are completed as they are created."""
+    adm = with_templates(DRANET)
+    review = load_review("pod-owned")
+    obj = patched(adm, review)
+    assert obj["spec"]["resourceClaims"] == [{"name": claims.CLAIM_NAME,
+                                              "resourceClaimTemplateName": DRANET.pool().claim_template_name}]
+    assert obj["spec"]["containers"][0]["resources"]["claims"] == [{"name": claims.CLAIM_NAME}]
+    check_workload(obj)
+    again = stored_form(obj)
+    resp = answer(adm, with_object(review, again), "review")
+    assert resp["allowed"] and rv.decode_patch({"response": resp}) == []
+
+
+def test_review_command_checks_saved_templates(tmp_path: Path) -> None:
+    from admission_support import FIXTURES
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    def run(items: Any) -> Any:
+        (tmp_path / "t.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        return CliRunner().invoke(app, ["admission", "review", str(FIXTURES / "jobset.json"), "-p",
+                                        str(EXAMPLES / "gke-a4-dranet.yaml"), "--claim-templates",
+                                        str(tmp_path / "t.json")])
+
+    ok = run([claims.claim_template(DRANET.pool(), NS)])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["response"]["allowed"]
+    missing = run([claims.claim_template(DRANET.pool(), "other")])
+    assert missing.exit_code == 1
+    assert "does not exist in namespace ml-team" in json.loads(missing.stdout)["response"]["status"]["message"]
+    bad = run([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}])
+    assert bad.exit_code == 3 and "not a List of ResourceClaimTemplates" in bad.stderr
+
+
+def test_a_direct_claim_the_webhook_cannot_read_is_warned_about() -> None:
+    review = load_review("jobset")
+    spec = workers(review)
+    spec["resourceClaims"] = [{"name": "shared", "resourceClaimName": "team-nics"}]
+    resp = answer(with_templates(DRANET), review)
+    assert resp["allowed"]
+    assert any("also names ResourceClaim(s) team-nics" in w for w in resp.get("warnings", []))

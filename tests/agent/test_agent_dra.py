@@ -136,3 +136,17 @@ async def test_live_agent_lists_its_slices_from_the_api_server(apiserver, tmp_pa
     assert res.reported.status == "True", res.reported.message
     cond = next(c for c in k8s.node(NODE_NAME)["status"]["conditions"] if c["type"] == "FabricReady")
     assert cond["status"] == "True"
+
+
+def test_a_nic_held_by_a_pod_is_not_a_missing_netdev(tmp_path: Path, healthy_root: Path) -> None:
+    """DRANET moves an allocated NIC's netdev into the pod: the host no longer sees it, the slice says who has it."""
+    import shutil
+
+    net = next((healthy_root / "sys/class/infiniband").iterdir()) / "device" / "net"
+    for nd in list(net.iterdir()) if net.is_dir() else []:
+        if nd.is_dir() and not nd.is_symlink():
+            shutil.rmtree(nd)
+        else:
+            nd.unlink()
+    code, out = run_cli(tmp_path, healthy_root, dranet_node(), slices(NODE_NAME))
+    assert (code, out["status"]) == (0, "True"), out["message"]

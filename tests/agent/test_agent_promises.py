@@ -175,6 +175,14 @@ def run_agent(root: Path, *extra: str, hung: bool = False, obey_permissions: boo
     return r.returncode, out, r.stderr, time.monotonic() - t
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def by_name(out: dict) -> dict[str, dict]:
     return {c["name"]: c for c in out.get("checks", [])}
 
@@ -244,7 +252,7 @@ async def test_sigterm_stops_the_loop_while_a_check_is_hung(apiserver, tmp_path:
     k8s, url = apiserver
     cmd = [sys.executable, "-c", HUNG, "--node", NODE_NAME, "--profile", str(GKE), "--root", str(healthy_root),
            "--nvml-json", str(HEALTHY / "nvml.json"), "--kubeconfig", kubeconfig(tmp_path, url, "agent-own"),
-           "--interval", "1", "--check-timeout", "1", "--listen", "127.0.0.1:0"]
+           "--interval", "1", "--check-timeout", "1", "--listen", f"127.0.0.1:{_free_port()}"]
     proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.DEVNULL,
                                                 stderr=asyncio.subprocess.PIPE,
                                                 env={**os.environ, "PYTHONPATH": str(REPO / "src")})
@@ -253,7 +261,11 @@ async def test_sigterm_stops_the_loop_while_a_check_is_hung(apiserver, tmp_path:
             if len([p for p in k8s.patches if p[0] == "status"]) >= 2:
                 break
             await asyncio.sleep(0.05)
-        cond = next(c for c in k8s.node(NODE_NAME)["status"]["conditions"] if c["type"] == "FabricReady")
+        cond = next((c for c in k8s.node(NODE_NAME)["status"]["conditions"] if c["type"] == "FabricReady"), None)
+        if cond is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            pytest.fail((await proc.stderr.read()).decode()[-3000:] if proc.stderr else "no report")
         assert cond["status"] == "False" and "modules" in cond["message"]
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 5)
@@ -301,12 +313,9 @@ async def test_idle_connections_to_metrics_do_not_make_threads(apiserver, tmp_pa
     """Before: one thread per open connection (2,300 idle ones: 2,304 threads, 121 MiB). Now the agent keeps
     its few threads, closes idle connections past the cap, and still answers /healthz and /metrics."""
     import asyncio
-    import socket
 
     k8s, url = apiserver
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     cmd = [sys.executable, "-m", "fabricguard.agent", "--node", NODE_NAME, "--profile", str(GKE), "--root",
            str(healthy_root), "--nvml-json", str(HEALTHY / "nvml.json"), "--kubeconfig",
            kubeconfig(tmp_path, url, "agent-own"), "--interval", "5", "--listen", f"127.0.0.1:{port}"]

@@ -13,7 +13,20 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from controller_support import JOBSETS, NOW, PROFILE, ROCE_LOGS, live, ranks_wrote, run_once
+from controller_support import (
+    FVS,
+    JOBSETS,
+    NOW,
+    PROFILE,
+    ROCE_LOGS,
+    canaries,
+    jobset_created,
+    jobset_finishes,
+    live,
+    pods_run,
+    ranks_wrote,
+    run_once,
+)
 from promtool_support import run_promtool_tests
 
 from fabricguard.controller.alerts import rule_groups
@@ -177,3 +190,123 @@ def test_the_canary_result_carries_the_inspectors_figures(tmp_path: Path) -> Non
     j = judge_canary(prof, prof.pool(POOL), slow, slow / ".fabricguard" / "nccl", slow / ".fabricguard" / "canary")
     assert j.outcome is Outcome.degraded and "AllReduce busbw 2" in j.message
     assert json.dumps(j.inspector)
+
+
+def test_the_canary_gets_the_inspector_exactly_as_the_jobs_do() -> None:
+    from fabricguard.admission.mutate import mutate_workload
+    from fabricguard.admission.workloads import locate
+    from fabricguard.controller.canary import render_canary, spec_for
+
+    prof = loads_profile(PROFILE_INS)
+    pool = prof.pool(POOL)
+    js = render_canary(prof, pool, spec_for(prof, pool, "fabricguard-system", NOW), image="img@sha256:" + "a" * 64,
+                       owner=None)
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NCCL_INSPECTOR_ENABLE"] == "1" and env["NCCL_PROFILER_PLUGIN"].endswith("libnccl-profiler-inspector.so")
+    assert env["NCCL_INSPECTOR_DUMP_DIR"] == "/mnt/lustre/.fabricguard/inspector"
+    assert any(v["name"] == "fabricguard-inspector" for v in pod["volumes"])
+    again = mutate_workload(locate(js, "JobSet", "fabricguard-system"), prof, pool)
+    assert again.allowed and again.patch == []
+
+
+def test_the_real_plugins_records_drive_the_live_metric(tmp_path: Path) -> None:
+    """The 2.30.7 plugin's own bytes (tests/fixtures/inspector/README.md), arriving in pieces as stdio flushes them."""
+    gke = (Path(__file__).resolve().parents[2] / "examples" / "profiles" / "gke-a3-ultra.yaml").read_text()
+    prof = loads_profile(gke.replace("spec:\n", "spec:\n" + INSPECTOR, 1))
+    job = {**_jobset(), "metadata": {**_jobset()["metadata"], "labels": {
+        "fabricguard.io/managed": "true", "fabricguard.io/pool": "h200-rdma"}}}
+    lj = LiveJobs(prof, tmp_path)
+    lj.sync(running_jobs(prof, {"JobSet": [job]}))
+    d = _dump_dir(tmp_path)
+    d.mkdir(parents=True)
+    metrics = Metrics()
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "inspector" / "v2.30.7-plugin-slow"
+    blobs = {f.name: f.read_bytes() for f in sorted(src.iterdir())}
+    for i in range(0, max(map(len, blobs.values())), 4096):
+        for name, b in blobs.items():
+            with (d / name).open("ab") as out:
+                out.write(b[i : i + 4096])
+        metrics.observe_live(prof, lj.poll(), lj.cost)
+    labels = {"namespace": NS, "job": JOB}
+    v = metrics.registry.get_sample_value("fabricguard_job_busbw_gbps", {**labels, "collective": "AllReduce"})
+    floor = metrics.registry.get_sample_value("fabricguard_job_busbw_floor_gbps", {**labels, "pool": "h200-rdma"})
+    assert v is not None and 119 < v < 121 and floor == 284.0
+    assert lj.cost.inspector_bytes_total == sum(map(len, blobs.values()))
+
+
+async def test_a_canary_replayed_on_the_emulator_records_the_inspectors_figure(cluster, tmp_path, lustre) -> None:
+    """The pool's FabricValidation keeps the canary's Inspector busbw beside the probe's: one instrument."""
+    k8s, kc = cluster
+    prof_path = tmp_path / "ins.yaml"
+    prof_path.write_text(PROFILE_INS)
+    await run_once(kc, prof_path, NOW, lustre)
+    (js,) = canaries(k8s)
+    env = {e["name"]: e.get("value") for e in
+           js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NCCL_INSPECTOR_ENABLE"] == "1"
+    js = jobset_created(k8s, js, NOW)
+    pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
+    job = ranks_wrote(lustre, js, ROCE_LOGS, busbw=44.0)
+    Job(name=js["metadata"]["name"], nodes=2, gpus=1, busbw=HEALTHY).write(job / ".fabricguard" / "inspector", 2)
+    jobset_finishes(k8s, js, NOW + timedelta(minutes=3))
+    _rc, doc = await run_once(kc, prof_path, NOW + timedelta(minutes=3, seconds=30), lustre)
+    assert doc["pools"][POOL]["outcome"] == "passed", doc["pools"][POOL]
+    assert "; Inspector " in doc["pools"][POOL]["message"]
+    (fv,) = live(k8s, FVS)
+    run = fv["status"]["runs"][0]
+    assert set(run["inspectorBusbwGBps"]) == {"AllReduce", "AllGather", "ReduceScatter"}
+    assert 43 < run["inspectorBusbwGBps"]["AllReduce"] < 45 and run["busbwGBps"]["all_reduce"] == 44.0
+
+
+def test_a_dump_dir_linked_to_another_tenants_job_is_not_read(tmp_path: Path) -> None:
+    prof = loads_profile(PROFILE_INS)
+    other = tmp_path / "other-team" / "secret-job" / ".fabricguard" / "inspector"
+    _job(SLOW).write(other, 3)
+    mine = _dump_dir(tmp_path)
+    mine.parent.mkdir(parents=True)
+    mine.symlink_to(other, target_is_directory=True)  # the tenant's own pods can write any link there
+    lj = LiveJobs(prof, tmp_path)
+    lj.sync(running_jobs(prof, {"JobSet": [_jobset()]}))
+    (ob,) = lj.poll()
+    assert ob.busbw is not None and ob.busbw.figures == {} and lj.cost.inspector_bytes_total == 0
+    ((_, jb),) = lj._busbw.items()
+    assert jb.follower.total.refused == 2  # listed, then refused at open: the files lie outside the job's dir
+
+
+def test_a_job_that_stops_leaves_no_busbw_series(tmp_path: Path) -> None:
+    prof = loads_profile(PROFILE_INS)
+    metrics = Metrics()
+    lj = LiveJobs(prof, tmp_path)
+    lj.sync(running_jobs(prof, {"JobSet": [_jobset()]}))
+    _job(SLOW).write(_dump_dir(tmp_path), 2)
+    metrics.observe_live(prof, lj.poll(), lj.cost)
+    text = metrics.exposition().decode()
+    assert 'fabricguard_job_busbw_gbps{collective="AllReduce",job="llm-sft",namespace="ml-search"}' in text
+    lj.sync([])  # the job finished
+    metrics.observe_live(prof, lj.poll(), lj.cost)
+    text = metrics.exposition().decode()
+    assert "fabricguard_job_busbw_gbps{" not in text and "fabricguard_job_busbw_floor_gbps{" not in text
+
+
+async def test_a_running_job_with_its_own_profiler_is_told_not_measured(cluster, tmp_path, lustre) -> None:
+    k8s, kc = cluster
+    prof_path = tmp_path / "ins.yaml"
+    prof_path.write_text(PROFILE_INS)
+    prof = loads_profile(PROFILE_INS)
+    k8s.objects[JOBSETS, NS, JOB] = {k: v for k, v in _jobset().items() if k not in ("kind", "apiVersion")}
+    logs = lustre / log_dir(prof, NS, JOB)
+    logs.mkdir(parents=True)
+    for f in ROCE_LOGS:
+        lines = f.read_text().splitlines(True)
+        prefix = lines[3].split(" NCCL INFO ")[0]
+        lines.insert(4, f"{prefix} NCCL INFO PROFILER/Plugin: Loaded my-tracer (v4)\n")
+        (logs / f.name).write_text("".join(lines))
+    await run_once(kc, prof_path, NOW, lustre)
+    await run_once(kc, prof_path, NOW + timedelta(minutes=1), lustre)
+    (js,) = [j for j in live(k8s, JOBSETS) if j["metadata"]["name"] == JOB]
+    assert js["metadata"]["annotations"][ANN_BUSBW_STATE] == "own-profiler"
+    assert "its own NCCL profiler plugin my-tracer" in js["metadata"]["annotations"][ANN_BUSBW]
+    events = [e["reason"] for e in live(k8s, "v1/events") if e["involvedObject"].get("name") == JOB]
+    assert events.count("FabricBusBwNotMeasured") == 1

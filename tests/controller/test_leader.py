@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import kr8s.asyncio
 from controller_support import CANARY_IMAGE, NOW, NS, canaries, live
@@ -60,3 +61,60 @@ async def test_two_running_controllers_start_one_canary(cluster, profile_path, l
     assert sum(1 for r in list(k8s) if r.method.value.upper() == "POST" and r.url.path.endswith("/jobsets")) == 1
     passes = [m.last_pass._value.get() for m in metrics]
     assert (passes[0] > 0) != (passes[1] > 0)  # only the leader ever ran a pass
+
+
+def test_leadership_is_active_only_while_leading_and_inside_its_window() -> None:
+    import time
+
+    from fabricguard.controller.runner import Leadership
+
+    who = Leadership()
+    assert not who.active()
+    who.leading, who.valid_until = True, time.monotonic() + 5
+    assert who.active()
+    who.valid_until = time.monotonic() - 0.001  # the window passed without a renewal: act on nothing
+    assert not who.active()
+    who.leading, who.valid_until = False, time.monotonic() + 5
+    assert not who.active()
+
+
+async def _one_round(monkeypatch, answer) -> tuple[float, float, float, Any]:  # type: ignore[no-untyped-def]
+    """Run keep_lease for one election round whose request takes 0.2 s; (before, request start, after, who)."""
+    import time
+    from types import SimpleNamespace
+
+    from fabricguard.controller import runner
+    from fabricguard.controller.metrics import Metrics
+
+    stop = asyncio.Event()
+    seen: dict[str, float] = {}
+
+    async def fake_try_lead(api, namespace, identity, now, *, duration_s):  # type: ignore[no-untyped-def]
+        seen["start"] = time.monotonic()
+        await asyncio.sleep(0.2)
+        stop.set()
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(runner, "try_lead", fake_try_lead)
+    who, metrics = runner.Leadership(), Metrics()
+    before = time.monotonic()
+    await runner.keep_lease(None, SimpleNamespace(namespace=NS, lease_s=3), "me", who, metrics, stop)
+    return before, seen["start"], time.monotonic(), (who, metrics)
+
+
+async def test_a_won_round_counts_two_thirds_of_the_lease_from_before_the_request(monkeypatch) -> None:
+    """The holder must stop acting before a follower may take over: the window starts when the renewal was
+    sent (not when it was answered) and lasts two thirds of the lease, so a slow API server shortens it."""
+    before, start, after, (who, metrics) = await _one_round(monkeypatch, True)
+    assert who.leading and metrics.leader._value.get() == 1
+    assert before + 2.0 <= who.valid_until <= start + 2.0 + 1e-6  # 3 s * 2/3, from before the 0.2 s request
+    assert who.valid_until < after + 2.0 - 0.15
+
+
+async def test_a_lost_or_failed_round_leads_nothing(monkeypatch) -> None:
+    for answer in (False, RuntimeError("connection refused")):
+        _, _, _, (who, metrics) = await _one_round(monkeypatch, answer)
+        assert not who.leading and who.valid_until == 0.0 and not who.active()
+        assert metrics.leader._value.get() == 0

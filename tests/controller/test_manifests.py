@@ -12,11 +12,12 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 from controller_support import PROFILE, kueue_validate
 from typer.testing import CliRunner
 
+from fabricguard import names
 from fabricguard.cli import app
-from fabricguard.controller import objects as o
 from fabricguard.controller.actions import ApplyStatus, Create, Delete, MergeStatus
 from fabricguard.controller.manifests import (
     clusterqueue_fragment,
@@ -62,7 +63,7 @@ def test_admission_check_and_clusterqueue_fragment_pass_kueue_schemas(rendered) 
     kueue_validate(ac, "admissionchecks")
     assert ac["spec"]["controllerName"] == "fabricguard.io/fabric-validated"
     profile = loads_profile(PROFILE)
-    cq = {"apiVersion": o.KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "gh200"},
+    cq = {"apiVersion": names.KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "gh200"},
           "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
               {"name": "gh200-roce", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]}],
                    **clusterqueue_fragment(profile)}}
@@ -156,6 +157,25 @@ def test_render_controller_cli_prints_the_fragment_and_refuses_a_bad_image() -> 
     assert "#       - name: fabric-validated" in r.stdout and "kind: CustomResourceDefinition" in r.stdout
     r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", "UPPER/Case:tag"])
     assert r.exit_code == 3 and "error:" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", "ghcr.io/acme/fg:latest",
+                                 "--canary-image", CANARY_IMAGE])
+    assert r.exit_code == 3 and ":latest" in r.output  # it moves under a running install
+    assert "kind: ServiceMonitor" in CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image",
+                                                             IMAGE, "--canary-image", CANARY_IMAGE]).stdout
+
+
+def test_render_controller_refuses_a_profile_without_storage(tmp_path: Path) -> None:
+    text = PROFILE.replace("  storage:", "  unused:", 1) if "  storage:" in PROFILE else None
+    assert text is not None
+    doc = yaml.safe_load(text)
+    doc["spec"].pop("unused")
+    for pool in doc["spec"]["pools"]:
+        pool.pop("canary", None)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", str(path), "--image", IMAGE,
+                                 "--canary-image", CANARY_IMAGE])
+    assert r.exit_code == 3 and "spec.storage.lustre is not set" in r.output and "never pass a canary" in r.output
 
 
 def test_render_kueue_check_prints_the_check_and_the_fragment() -> None:

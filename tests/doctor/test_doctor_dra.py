@@ -215,3 +215,45 @@ async def test_live_collection_reads_the_dra_kinds(tmp_path: Path) -> None:
     for plural in ("deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"):
         got.pop(plural)
     assert {"dra-deviceclass-missing", "dra-no-resourceslice"} <= set(rules(findings(got, DRANET)))
+
+
+def test_kep5004_pod_that_never_gets_its_devices_is_reported_with_the_scheduler_message() -> None:
+    lists = g.efa_healthy()
+    pod = next(p for p in lists["pods"]["items"] if "llama" in p["metadata"]["name"])
+    pending = copy.deepcopy(pod)
+    pending["metadata"]["name"] += "-pending"
+    del pending["spec"]["nodeName"]
+    msg = "0/2 nodes are available: 2 Insufficient vpc.amazonaws.com/efa."
+    pending["status"] = {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+        "lastTransitionTime": g.ts(g.NOW - g.timedelta(minutes=30))}]}
+    lists["pods"]["items"].append(pending)
+    found = findings(lists, EFA)
+    assert rules(found) == ["dra-claim-unallocated"]
+    assert "KEP-5004 pod(s)" in found[0].message and msg in found[0].message
+
+
+def test_dranet_node_whose_nics_a_device_plugin_also_advertises() -> None:
+    lists = g.dranet_healthy()
+    lists["nodes"]["items"][1]["status"]["allocatable"] |= {"networking.gke.io.networks/rdma-0": "1",
+                                                            "networking.gke.io.networks/rdma-0.IP": "1"}
+    found = findings(lists, DRANET)
+    assert rules(found) == ["dra-double-offer"]
+    assert found[0].objects[0].name == "gke-a4-dranet-1-01"
+    assert "offer their NICs twice" in found[0].message
+
+
+@pytest.mark.parametrize("directory", ["dra-dranet-healthy", "dra-efa-kep5004-healthy", "dra-dranet-broken"])
+def test_example_objects_are_what_the_api_server_accepts(directory: str) -> None:
+    """Every built-in object of the DRA examples (resource.k8s.io/v1 included) passes the 1.37 schemas, strict."""
+    import kubernetes_validate
+
+    from crd_schema import crd_errors
+
+    snap = load_snapshot(EXAMPLES / directory)
+    for obj in snap.objects:
+        if obj["apiVersion"].startswith("kueue.x-k8s.io/"):
+            assert crd_errors(obj) == [], obj["kind"]
+            continue
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    assert {"DeviceClass", "ResourceClaim"} <= set(snap.by_kind)

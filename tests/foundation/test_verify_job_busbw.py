@@ -117,8 +117,20 @@ def test_the_cli_shows_the_rows_and_exits_degraded(tmp_path: Path) -> None:
 
 
 def test_the_real_plugins_records_drive_the_verdict(tmp_path: Path) -> None:
-    """Written by the 2.28.9 Inspector's own code (tests/fixtures/inspector/README.md), not synthesized."""
+    """Written by the 2.28.9 and 2.30.7 Inspectors' own code (tests/fixtures/inspector/README.md), not synthesized."""
     v = judge_job(job_dir(tmp_path / "a", "v2.28.9-plugin-healthy"), load_profile(GKE), "h200-rdma")
     assert v.verdict is Verdict.pass_ and busbw(v)["AllReduce"][0] is Level.info
     v = judge_job(job_dir(tmp_path / "b", "v2.28.9-plugin-slow"), load_profile(GKE), "h200-rdma")
     assert v.verdict is Verdict.degraded and "AllReduce busbw 120.0 GB/s" in busbw(v)["AllReduce"][1]
+    v = judge_job(job_dir(tmp_path / "c", "v2.30.7-plugin-slow"), load_profile(GKE), "h200-rdma")
+    assert v.verdict is Verdict.degraded and "AllReduce busbw 120.0 GB/s" in busbw(v)["AllReduce"][1]
+
+
+def test_records_linked_in_from_another_job_are_not_read(tmp_path: Path) -> None:
+    logs = job_dir(tmp_path, None)
+    other = tmp_path / "other-team" / "job" / ".fabricguard" / "inspector"
+    shutil.copytree(INSPECTOR / "v2.30.7-slow", other)
+    (logs.parent / "inspector").symlink_to(other, target_is_directory=True)
+    v = judge_job(logs, load_profile(GKE), "h200-rdma")
+    assert v.verdict is Verdict.pass_ and v.busbw == []
+    assert all(r.level is not Level.degraded for r in v.reasons)

@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from fabricguard.nccl.inspector import (
     InspectorFollower,
     Series,
@@ -166,21 +168,23 @@ def _lines(job: Job, dumps: range) -> list[str]:
     return [ln for i in dumps for n in range(job.nodes) for ln in job.dump(n, 0, i).splitlines()]
 
 
-def test_the_plugins_own_output_is_what_the_synthesized_writer_writes() -> None:
-    """Lines the real plugin (2.28.9, built from source, driven through its profiler API) wrote, byte for byte."""
-    real = FIX / "v2.28.9-plugin-healthy"
-    lines = [ln for f in sorted(real.iterdir()) for ln in f.read_text().splitlines(True)]
+@pytest.mark.parametrize("real, version, git_rev", [("v2.28.9-plugin-healthy", "2.28", ""),
+                                                     ("v2.30.7-plugin-healthy", "2.30", "unknown")])
+def test_the_plugins_own_output_is_what_the_synthesized_writer_writes(real: str, version: str, git_rev: str) -> None:
+    """Lines the real plugin (built from source, driven through its profiler API) wrote, byte for byte."""
+    lines = [ln for f in sorted((FIX / real).iterdir()) for ln in f.read_text().splitlines(True)]
     assert len(lines) == 96
     for ln in lines:
         r = parse_record(ln)
         assert r is not None
-        comm = Comm(r.comm, r.nranks, r.nnodes)
+        comm = Comm(r.comm, r.nranks, r.nnodes, r.comm_name or "unknown")
         assert coll_line(comm, r.rank, r.hostname, r.pid, r.dump_us, r.coll, r.sn, r.msg_bytes, r.exec_us,
-                         version="2.28", timing=r.timing or "") == ln
+                         version=version, timing=r.timing or "", git_rev=git_rev) == ln
 
 
 def test_the_plugins_own_output_summarises_per_collective() -> None:
-    for name, lo, hi in (("v2.28.9-plugin-healthy", 350, 360), ("v2.28.9-plugin-slow", 115, 125)):
+    for name, lo, hi in (("v2.28.9-plugin-healthy", 350, 360), ("v2.28.9-plugin-slow", 115, 125),
+                         ("v2.30.7-plugin-healthy", 350, 360), ("v2.30.7-plugin-slow", 115, 125)):
         recs, st = read_dir(FIX / name)
         assert st.single_node == 48 and st.other == 0  # the intra-node TP communicator is left out
         figs = summarize(recs, LARGE)

@@ -24,9 +24,10 @@ from fabricguard.admission.decide import Admission
 from fabricguard.doctor.engine import run_doctor
 from fabricguard.doctor.snapshot import snapshot_from_lists
 from fabricguard.kube import Kube
+from fabricguard.names import TAINT_UNVERIFIED
 from fabricguard.placement import install
 from fabricguard.profile import load_profile
-from fabricguard.profile.cluster import TAINT_UNVERIFIED, tolerates
+from fabricguard.profile.cluster import tolerates
 from fabricguard.profile.model import PlatformProfile, Pool
 from kube_support import ROOT, kubeconfig
 

@@ -10,6 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from crd_schema import crd_errors
+from fabricguard import names
 from fabricguard.cli import app
 from fabricguard.placement import kueue
 from fabricguard.profile.loader import load_profile, loads_profile
@@ -60,7 +61,7 @@ def test_gke_quota_is_nodes_times_per_node_share() -> None:
     assert quota["networking.gke.io.networks/rdma-7"] == "16"  # every injected fabric resource is covered
     assert set(group["coveredResources"]) == set(quota)
     assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"] == [
-        {"name": kueue.FABRIC_CHECK, "onFlavors": ["h200-rdma"]}]
+        {"name": names.CHECK_NAME, "onFlavors": ["h200-rdma"]}]
     rf = next(o for o in kueue.objects(prof) if o["kind"] == "ResourceFlavor")
     assert rf["spec"]["nodeLabels"] == {"cloud.google.com/gke-nodepool": "a3u-pool-1"}
     assert rf["spec"]["topologyName"] == "h200-rdma"

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fabricguard.admission import workloads as wl
+from fabricguard import names, objects
 from fabricguard.profile.dra import claim_classes
 from fabricguard.profile.model import Pool
 
@@ -106,7 +106,7 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
     if already_claims(spec, pool, namespace, resolve):
         return
     if d.countPer == "node":
-        gpus = wl.pod_gpus(spec, pool.gpuResource)
+        gpus = objects.pod_gpus(spec, pool.gpuResource)
         if 0 < gpus < pool.gpusPerNode:
             inj.conflict(CLAIM_NAME, f"{where} asks for {gpus} GPUs, but pool {pool.name} offers its fabric per "
                                      f"node: a GPU pod takes the whole node ({pool.gpusPerNode} GPUs)")
@@ -126,6 +126,12 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
             return
     if mine not in entries:
         entries.append(mine)
+        unseen = [str(e.get("resourceClaimName")) for e in entries
+                  if isinstance(e, dict) and e.get("resourceClaimName")]
+        if unseen:
+            inj.warnings.append(f"{where} also names ResourceClaim(s) {', '.join(unseen)}, whose DeviceClass the "
+                                f"webhook does not read; if one asks for {d.deviceClassName}, the pod claims the NICs "
+                                "twice and stays Pending: drop it and let the pool's claim carry the fabric")
     for c in gpu_containers:
         res = c.get("resources")
         if not isinstance(res, dict):
@@ -163,10 +169,11 @@ def trainjob_note(pool: Pool) -> str:
     """What the webhook does with a TrainJob on a claim pool, and why (a warning the user sees)."""
     return (f"pool {pool.name} offers its fabric as a DRA claim, which a TrainJob cannot carry yet (Trainer v2 "
             "runtimePatches carry no container resources.claims; resourceClaimsPerNode is an open Trainer PR): "
-            f"the training runtime's node template must list resourceClaims [{{name: {CLAIM_NAME}, "
-            f"resourceClaimTemplateName: {pool.claim_template_name}}}] and the node container resources.claims "
-            f"[{{name: {CLAIM_NAME}}}]. NCCL_NET is injected, so a pod without the NICs fails at NCCL init "
-            "instead of falling back to sockets")
+            f"the webhook adds the claim (ResourceClaimTemplate {pool.claim_template_name}) to each of its pods as "
+            "they are created, so they get their NICs, but Kueue does not count the claim for this TrainJob; put "
+            f"resourceClaims [{{name: {CLAIM_NAME}, resourceClaimTemplateName: {pool.claim_template_name}}}] and "
+            f"the node container's resources.claims [{{name: {CLAIM_NAME}}}] in the training runtime to have it "
+            "counted")
 
 
 def claim_template(pool: Pool, namespace: str) -> dict[str, Any] | None:
@@ -189,9 +196,9 @@ def claim_template(pool: Pool, namespace: str) -> dict[str, Any] | None:
                                                        "allocationMode": "ExactCount", "count": pool.gpusPerNode}})
         devices["constraints"] = [{"requests": ["gpu", "nic"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}]
     return {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": names.DRA_API,
         "kind": TEMPLATE_KIND,
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "fabricguard", wl.LABEL_POOL: pool.name}},
+                     "labels": {names.LABEL_MANAGED_BY: "fabricguard", names.LABEL_POOL: pool.name}},
         "spec": {"spec": {"devices": devices}},
     }

@@ -2,20 +2,22 @@
 
 ``fabricguard admission review --profile P FILE|-`` prints the AdmissionReview response for the combined
 decision (mutation, then validation of the mutated object) through the same code as the server;
-``fabricguard admission serve`` runs the HTTPS webhook; ``fabricguard render webhook`` prints its manifests.
+``fabricguard admission serve`` runs the HTTPS webhook; ``fabricguard render webhook`` (added to the
+``render`` group by cli.py) prints its manifests.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
+from fabricguard.options import check_namespace
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
@@ -23,7 +25,6 @@ from fabricguard.userfiles import SourceError, read_bytes
 
 admission_app = typer.Typer(help="Admission webhook: inject the fabric, reject what would silently degrade.",
                             no_args_is_help=True)
-render_app = typer.Typer(help="Print Kubernetes manifests.", no_args_is_help=True)
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile YAML.")
 
@@ -32,22 +33,53 @@ def _profile(path: Path) -> PlatformProfile:
     return profile_or_exit(path)
 
 
+def _templates(path: Path) -> Any:
+    """A resolver over saved ResourceClaimTemplates; one line naming the file when it holds none."""
+    import json
+
+    from fabricguard.admission.claims import TEMPLATE_KIND
+
+    try:
+        data = json.loads(read_bytes(path, max_bytes=64 * 1024**2))
+    except SourceError as exc:
+        fail(str(exc), hint="save them with kubectl get resourceclaimtemplates -A -o json")
+    except (OSError, ValueError) as exc:
+        fail(f"--claim-templates {path}: cannot read it as JSON ({exc})",
+             hint="save them with kubectl get resourceclaimtemplates -A -o json")
+    items = data.get("items") if isinstance(data, dict) and "items" in data else [data]
+    if not isinstance(items, list) or any(not isinstance(i, dict) or i.get("kind", TEMPLATE_KIND) != TEMPLATE_KIND
+                                          for i in items):
+        fail(f"--claim-templates {path}: not a List of ResourceClaimTemplates",
+             hint="save them with kubectl get resourceclaimtemplates -A -o json")
+    by = {((i.get("metadata") or {}).get("namespace", ""), (i.get("metadata") or {}).get("name", "")): i
+          for i in items}
+
+    def resolve(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return by.get((namespace, name)) if kind == TEMPLATE_KIND else None
+
+    return resolve
+
+
 @admission_app.command("review")
 def review_cmd(
     file: str = typer.Argument(..., help="AdmissionReview request JSON, or - for stdin."),
     profile: Path = PROFILE_OPT,
+    templates: Path = typer.Option(None, "--claim-templates", help="DRA pools: the cluster's ResourceClaimTemplates "
+                                   "(kubectl get resourceclaimtemplates -A -o json) to check against; without it "
+                                   "the check is skipped with a warning."),
 ) -> None:
     """Decide one AdmissionReview offline, as the webhooks would (namespace selector assumed to match)."""
     from fabricguard.admission.decide import Admission
 
     prof = _profile(profile)
+    resolve = _templates(templates) if templates is not None else None
     try:
         body = sys.stdin.buffer.read() if file == "-" else read_bytes(Path(file), max_bytes=64 * 1024**2)
     except SourceError as exc:
         fail(str(exc), hint="pass an AdmissionReview JSON file, or - for stdin")
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
-    decision = Admission(prof).handle("review", body)
+    decision = Admission(prof, resolve).handle("review", body)
     if decision.status != 200:
         fail(decision.body.get("error", "bad request"), hint="pass an admission.k8s.io/v1 AdmissionReview "
                                                            "with a request")
@@ -110,7 +142,6 @@ def serve_cmd(
         fail(f"cannot serve on {host}:{port} (health {health_port}): {exc.strerror or exc}")
 
 
-@render_app.command("webhook")
 def render_webhook_cmd(
     profile: Path = PROFILE_OPT,
     image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
@@ -125,12 +156,7 @@ def render_webhook_cmd(
     from fabricguard.imageref import reference_problem
 
     prof = _profile(profile)
-    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
-        fail(
-            f"--namespace {namespace!r} is not a namespace name: at most 63 lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit (RFC 1123 label)",
-            hint="e.g. --namespace fabricguard-system",
-        )
+    check_namespace("--namespace", namespace)
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
@@ -146,7 +172,6 @@ def render_webhook_cmd(
                                        claim_templates=claims)))
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def tls_pair_problem(cert: Path, key: Path) -> str | None:
@@ -187,4 +212,3 @@ def _cidrs(values: list[str]) -> list[str]:
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the root app."""
     app.add_typer(admission_app, name="admission")
-    app.add_typer(render_app, name="render")

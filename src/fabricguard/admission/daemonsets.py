@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from fabricguard import names
 from fabricguard.admission import review as rv
-from fabricguard.profile.cluster import TAINT_KEYS, readiness_tolerations, tolerates
+from fabricguard.names import TAINT_KEYS
+from fabricguard.profile.cluster import readiness_tolerations, tolerates
 from fabricguard.profile.model import PlatformProfile
 
 HOOK_NAME = "daemonsets.admission.fabricguard.io"
@@ -68,7 +70,7 @@ def webhook(profile: PlatformProfile, namespace: str, service: str) -> dict[str,
     if not targets:
         return None
     namespaces = sorted({d.namespace for d in targets})
-    names = ", ".join(f"'{d.namespace}/{d.name}'" for d in targets)
+    listed = ", ".join(f"'{d.namespace}/{d.name}'" for d in targets)
     return {
         "name": HOOK_NAME,
         "admissionReviewVersions": ["v1"],
@@ -80,7 +82,7 @@ def webhook(profile: PlatformProfile, namespace: str, service: str) -> dict[str,
         "sideEffects": "None",
         "timeoutSeconds": 5,
         "namespaceSelector": {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]},
+            {"key": names.LABEL_NAMESPACE_NAME, "operator": "In", "values": namespaces}]},
         "matchConditions": [{"name": "fabric-daemonset",
-                             "expression": f"(request.namespace + '/' + object.metadata.name) in [{names}]"}],
+                             "expression": f"(request.namespace + '/' + object.metadata.name) in [{listed}]"}],
     }

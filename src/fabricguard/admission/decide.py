@@ -18,12 +18,14 @@ from typing import Any, Literal
 
 import jsonpatch
 
+from fabricguard import names
 from fabricguard.admission import daemonsets as fabric_daemonsets
 from fabricguard.admission import review as rv
 from fabricguard.admission import validate as val
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.claims import Resolver
 from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
+from fabricguard.admission.queues import missing_local_queue
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 
 Endpoint = Literal["mutate", "validate", "review"]
@@ -148,7 +150,7 @@ class Admission:
         try:
             pool = self.profile.pool(w.pool_name)
         except UnknownPoolError as exc:
-            return _deny(req.uid, f"fabricguard: {exc}; set label {wl.LABEL_POOL} to one of them (or remove it "
+            return _deny(req.uid, f"fabricguard: {exc}; set label {names.LABEL_POOL} to one of them (or remove it "
                                   "to use the default pool)")
         if not wl.is_multi_node(w, pool.gpuResource, pool.gpusPerNode):
             return None
@@ -168,7 +170,9 @@ class Admission:
         m = mutate_workload(s.workload, self.profile, s.pool, plan, self.resolve)
         if not m.allowed:
             return _deny(uid, m.message)
-        warnings = [bounded(w, 512) for w in m.warnings[:20]] or None
+        lq = None if (s.workload.kind == "Pod" and s.workload.owned) else missing_local_queue(
+            s.pool, s.workload.namespace)
+        warnings = [bounded(w, 512) for w in ([lq] if lq else []) + m.warnings[:20]] or None
         body = rv.allow(uid, m.patch, warnings)
         if len(body["response"].get("patch", "")) > MAX_PATCH_BYTES:
             return _deny(uid, f"fabricguard: the patch for this {s.workload.kind} would be over "

@@ -27,7 +27,7 @@ from typing import Any
 
 from jsonpointer import escape as _escape
 
-from fabricguard import quantity
+from fabricguard import names, objects, quantity
 from fabricguard.admission import claims as dra_claims
 from fabricguard.admission import inspector as insp
 from fabricguard.admission import runtime
@@ -35,22 +35,22 @@ from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import FabricType, PlatformProfile, Pool
 
-MANAGER = "fabricguard.io/admission"
+MANAGER = names.ADMISSION_MANAGER
 SHM_VOLUME = "fabricguard-shm"
 LUSTRE_VOLUME = "fabricguard-lustre"
 SHM_PATH = "/dev/shm"
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
-TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-TAS_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
-TAS_SLICE = "kueue.x-k8s.io/podset-slice-required-topology"
-TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+KUEUE_QUEUE = names.KUEUE_QUEUE_NAME
+TAS_REQUIRED = names.TAS_REQUIRED
+TAS_PREFERRED = names.TAS_PREFERRED
+TAS_UNCONSTRAINED = names.TAS_UNCONSTRAINED
+TAS_SLICE = names.TAS_SLICE
+TAS_SLICE_SIZE = names.TAS_SLICE_SIZE
 # Kueue's multi-layer slices (TASMultiLayerTopology, beta in 0.19): mutually exclusive with the slice pair.
-TAS_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+TAS_SLICE_LAYERS = names.TAS_SLICE_LAYERS
 TAS_KEYS = (TAS_REQUIRED, TAS_PREFERRED, TAS_UNCONSTRAINED)
-GKE_DEFAULT_IF = "networking.gke.io/default-interface"
-GKE_INTERFACES = "networking.gke.io/interfaces"
-MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+GKE_DEFAULT_IF = names.GKE_DEFAULT_IF
+GKE_INTERFACES = names.GKE_INTERFACES
+MULTUS_NETWORKS = names.MULTUS_NETWORKS
 ENV_NS = "FG_NAMESPACE"
 ENV_JOB = "FG_JOB"
 
@@ -474,18 +474,18 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
     spec = _map(template, "spec")
     labels = _map(meta, "labels")
     anns = _map(meta, "annotations")
-    inj.put(labels, wl.LABEL_MANAGED, "true", "label", where)
-    inj.put(labels, wl.LABEL_POOL, plan.pool.name, "label", where)
+    inj.put(labels, names.LABEL_MANAGED, "true", "label", where)
+    inj.put(labels, names.LABEL_POOL, plan.pool.name, "label", where)
     if w.job and w.kind == "Pod":
         # Pods only: a template's pods carry their controller's job label already, and a template label
         # written from metadata.name would differ between a generateName create and its stored form.
-        inj.put(labels, wl.LABEL_JOB, w.job, "label", where)
+        inj.put(labels, names.LABEL_JOB, w.job, "label", where)
     if w.opted_out:
-        inj.put(anns, wl.ANN_FABRIC, "none", "annotation", where)
-    allow = w.annotation(wl.ANN_ALLOW_OVERRIDE)
+        inj.put(anns, names.ANN_FABRIC, "none", "annotation", where)
+    allow = w.annotation(names.ANN_ALLOW_OVERRIDE)
     if allow:
         # Copied so that pod-level checks see the same opt-outs as the workload.
-        inj.put(anns, wl.ANN_ALLOW_OVERRIDE, allow, "annotation", where)
+        inj.put(anns, names.ANN_ALLOW_OVERRIDE, allow, "annotation", where)
     for k, v in plan.annotations.items():
         inj.put(anns, k, v, "annotation", where)
     if tas and plan.tas:
@@ -525,7 +525,7 @@ def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Work
     spec = _map(template, "spec")
     gpu_resource = plan.pool.gpuResource
     inject_pod_level(inj, plan, template, w, where, tas=tas)
-    gpu = wl.gpu_containers(spec, gpu_resource)
+    gpu = objects.gpu_containers(spec, gpu_resource)
     for c in gpu:
         inject_container(inj, plan, spec, c, job_label, where)
     if plan.fabric:  # a DRA pool's claim (admission/claims.py); nothing for device-plugin pools
@@ -542,8 +542,8 @@ def _inject_workload_meta(inj: Injector, plan: Plan, obj: dict[str, Any], w: Wor
     where = f"{w.kind} metadata"
     if plan.queue:
         inj.put(labels, KUEUE_QUEUE, plan.queue, "label", where)
-    inj.put(labels, wl.LABEL_MANAGED, "true", "label", where)
-    inj.put(labels, wl.LABEL_POOL, plan.pool.name, "label", where)
+    inj.put(labels, names.LABEL_MANAGED, "true", "label", where)
+    inj.put(labels, names.LABEL_POOL, plan.pool.name, "label", where)
 
 
 def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> None:
@@ -617,7 +617,7 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
     inj = Injector(w.allow_override, strict=not (w.kind == "Pod" and w.owned))
     if w.kind == "Pod" and w.job is None:
         return Mutation(False, [], "cannot tell which job this pod belongs to; label every pod of the group "
-                                   f"with {wl.LABEL_JOB}=<job name> (or {wl.KUEUE_POD_GROUP})")
+                                   f"with {names.LABEL_JOB}=<job name> (or {names.KUEUE_POD_GROUP})")
     if plan.fabric and dra_claims.claims_pool(pool) and not (w.kind == "Pod" and w.owned):
         refusal, note = dra_claims.template_problem(pool, w.namespace, resolve)
         if refusal:
@@ -636,8 +636,8 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
             anns = _map(obj["metadata"], "annotations")
             if plan.queue:
                 inj.put(labels, KUEUE_QUEUE, plan.queue, "label", "the pod")
-                inj.put(labels, wl.KUEUE_POD_GROUP, w.job, "label", "the pod")
-                inj.put(anns, wl.KUEUE_GROUP_COUNT, str(wl.pod_group_size(w)), "annotation", "the pod")
+                inj.put(labels, names.KUEUE_POD_GROUP, w.job, "label", "the pod")
+                inj.put(anns, names.KUEUE_GROUP_COUNT, str(wl.pod_group_size(w)), "annotation", "the pod")
     else:
         _inject_workload_meta(inj, plan, obj, w)
         gpu = pool.gpuResource
@@ -650,6 +650,6 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
     if inj.conflicts:
         msg = (f"fabricguard (pool {pool.name}): " + "; ".join(inj.conflicts)
                + f". Remove these values so the pool's are used, or list their keys in annotation "
-                 f"{wl.ANN_ALLOW_OVERRIDE} (comma-separated) to keep yours")
+                 f"{names.ANN_ALLOW_OVERRIDE} (comma-separated) to keep yours")
         return Mutation(False, [], msg)
     return Mutation(True, diff(w.obj, obj), warnings=inj.warnings)

@@ -21,14 +21,15 @@ from typing import Any
 
 import yaml
 
+from fabricguard import names
 from fabricguard.imageref import pinning_warnings
 
 NAME = "fabricguard-admission"
-ENABLED_LABEL = "fabricguard.io/enabled"
+ENABLED_LABEL = names.LABEL_ENABLED
 PORT = 8443
 HEALTH_PORT = 8081
 PROFILE_KEY = "profile.yaml"
-PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
+PROFILE_CHECKSUM = names.ANN_PROFILE_CHECKSUM
 PRIORITY_CLASS = "system-cluster-critical"
 # From bench/admission/README.md: 62 MiB resident at saturation with realistic reviews; 167 MiB at the peak of
 # the worst case the caps allow (eight 3 MiB bodies of 40,000 GPU containers at once). Request: twice the
@@ -54,8 +55,8 @@ def image_warnings(image: str) -> list[str]:
 
 
 def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "fabricguard",
-            "app.kubernetes.io/component": "admission-webhook"}
+    return {names.LABEL_APP_NAME: NAME, names.LABEL_APP_PART_OF: "fabricguard",
+            names.LABEL_APP_COMPONENT: "admission-webhook"}
 
 
 def _webhook(kind: str, namespace: str, path: str) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def _webhook(kind: str, namespace: str, path: str) -> dict[str, Any]:
         "timeoutSeconds": 5,
         # The name label is set by the API server on every namespace (1.21+); matchConditions need 1.30.
         "namespaceSelector": {"matchLabels": {ENABLED_LABEL: "true"}, "matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}]},
+            {"key": names.LABEL_NAMESPACE_NAME, "operator": "NotIn", "values": ["kube-system", namespace]}]},
         "matchConditions": [
             {"name": "not-kube-system", "expression": "request.namespace != 'kube-system'"},
             {"name": "not-own-namespace", "expression": f"request.namespace != '{namespace}'"},
@@ -90,7 +91,7 @@ def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str], *, api_egr
     return {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta,
         "spec": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "podSelector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [
                 webhook_rule,
@@ -157,12 +158,12 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
     }
     pod_labels = dict(labels)
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+        "apiVersion": names.APPS_API, "kind": "Deployment", "metadata": meta,
         "spec": {
             "replicas": 2,
             "revisionHistoryLimit": 3,
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
-            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": {
                     PROFILE_CHECKSUM: hashlib.sha256(profile_text.encode()).hexdigest()}},
@@ -173,15 +174,15 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
                     "automountServiceAccountToken": claim_templates,
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "nodeSelector": {names.LABEL_OS: "linux"},
                     "topologySpreadConstraints": [{
-                        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "maxSkew": 1, "topologyKey": names.LABEL_HOSTNAME,
                         "whenUnsatisfiable": "ScheduleAnyway",
-                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}],
+                        "labelSelector": {"matchLabels": {names.LABEL_APP_NAME: NAME}}}],
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                         "weight": 100, "podAffinityTerm": {
-                            "topologyKey": "kubernetes.io/hostname",
-                            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}}]}},
+                            "topologyKey": names.LABEL_HOSTNAME,
+                            "labelSelector": {"matchLabels": {names.LABEL_APP_NAME: NAME}}}}]}},
                     "containers": [container],
                     "volumes": [
                         {"name": "tls", "secret": {"secretName": secret}},
@@ -195,10 +196,10 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
     if claim_templates:
         cluster_meta = {"name": NAME, "labels": labels}
         rbac = [
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": cluster_meta,
-             "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"],
+            {"apiVersion": names.RBAC_API, "kind": "ClusterRole", "metadata": cluster_meta,
+             "rules": [{"apiGroups": [names.DRA_GROUP], "resources": ["resourceclaimtemplates"],
                         "verbs": ["list"]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": cluster_meta,
+            {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding", "metadata": cluster_meta,
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
              "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
         ]
@@ -211,9 +212,9 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
          "metadata": {**meta, "name": f"{NAME}-profile"}, "data": {PROFILE_KEY: profile_text}},
         deployment,
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta,
-         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}}}},
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
-         "spec": {"selector": {"app.kubernetes.io/name": NAME},
+         "spec": {"selector": {names.LABEL_APP_NAME: NAME},
                   "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]}},
         _network_policy(meta, apiserver_cidrs or [], api_egress=claim_templates),
         # The CA chain: a self-signed Issuer only makes the CA; the CA Issuer signs the serving certificate.
@@ -235,10 +236,10 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
                   "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
                   "usages": ["server auth", "digital signature", "key encipherment"],
                   "issuerRef": {"name": ca_name, "kind": "Issuer", "group": "cert-manager.io"}}},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        {"apiVersion": names.ADMISSIONREGISTRATION_API, "kind": "MutatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("mutate", namespace, "/mutate"), *(extra_mutating or [])]},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        {"apiVersion": names.ADMISSIONREGISTRATION_API, "kind": "ValidatingWebhookConfiguration",
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("validate", namespace, "/validate")]},
     ]

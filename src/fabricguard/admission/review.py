@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-API_VERSION = "admission.k8s.io/v1"
+from fabricguard import names
+
+API_VERSION = names.ADMISSIONREVIEW_API
 KIND = "AdmissionReview"
 
 

@@ -16,11 +16,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from fabricguard import names
 from fabricguard.admission.claims import TEMPLATE_KIND, ResolverUnavailable
 
 log = logging.getLogger("fabricguard.admission")
 
-API = "resource.k8s.io/v1"
+API = names.DRA_API
 PLURAL = "resourceclaimtemplates"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from fabricguard import names, objects
 from fabricguard.admission import claims
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
@@ -74,7 +75,8 @@ def check_unreadable(env: Env, where: str, keys: frozenset[str]) -> list[Finding
             source = _source(e.get("valueFrom"))
             out.append(Finding("unreadable-env", f"env {key} in {where} comes from {source}, which cannot be read "
                                                  "at admission and may hold a value that turns the fabric off; "
-                                                 f'write the value in env, or set annotation {wl.ANN_FABRIC}: "none"'))
+                                                 "write the value in env, or set annotation "
+                                                 f'{names.ANN_FABRIC}: "none"'))
     return out
 
 
@@ -84,7 +86,7 @@ def _fabric_pools(profile: PlatformProfile) -> list[str]:
 
 def check_env(c: dict[str, Any], pool: Pool, where: str, allow: frozenset[str], need_net: bool) -> list[Finding]:
     out: list[Finding] = []
-    off = f'or set annotation {wl.ANN_FABRIC}: "none" to run on sockets on purpose'
+    off = f'or set annotation {names.ANN_FABRIC}: "none" to run on sockets on purpose'
     env = effective_env(c)
     # The silent-path keys, and every key the user took over, must be readable here to be judged.
     out += check_unreadable(env, where, SILENT_KEYS | allow)
@@ -99,7 +101,7 @@ def check_env(c: dict[str, Any], pool: Pool, where: str, allow: frozenset[str], 
                                          f"remove it so NCCL_NET={want} is used, {off}"))
     elif net is not None and want and net.strip().lower() != want.lower() and "NCCL_NET" not in allow:
         out.append(Finding("wrong-network", f"env NCCL_NET={net} in {where} is not the pool's network {want}; "
-                                            f"remove it, or list NCCL_NET in annotation {wl.ANN_ALLOW_OVERRIDE} if "
+                                            f"remove it, or list NCCL_NET in annotation {names.ANN_ALLOW_OVERRIDE} if "
                                             "this plugin is really installed"))
     elif net is None and want and need_net and "NCCL_NET" not in env:
         out.append(Finding("fabric-missing", f"env NCCL_NET is missing in {where}: without NCCL_NET={want} NCCL "
@@ -114,7 +116,7 @@ def check_resources(res: Any, pool: Pool, where: str) -> list[Finding]:
     limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
     requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
     for name in pool.fabric.resources:
-        got = max(wl.count(limits.get(name)), wl.count(requests.get(name)))
+        got = max(objects.count(limits.get(name)), objects.count(requests.get(name)))
         if got <= 0:
             out.append(Finding("fabric-missing", f"{where} asks for no {name}: its traffic would leave the fabric; "
                                                  f"request {name}: {pool.fabric.resources[name]} (the mutating "
@@ -127,7 +129,7 @@ def check_security(spec: dict[str, Any], where: str) -> list[Finding]:
     if spec.get("hostNetwork") is True:
         out.append(Finding("security", f"spec.hostNetwork: true in {where}: RDMA networks are not attached to "
                                        "host-network pods; remove hostNetwork, the fabric's interfaces are injected"))
-    for c in wl.containers(spec):
+    for c in objects.containers(spec):
         sc = c.get("securityContext")
         if isinstance(sc, dict) and sc.get("privileged") is True:
             out.append(Finding("security", f"securityContext.privileged: true in {wl.container_label(spec, c)} of "
@@ -161,8 +163,8 @@ def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]
         choices = ", ".join(_fabric_pools(profile)) or "none in this profile"
         out.append(Finding("no-fabric-pool", f"pool {pool.name} has no fabric, so this multi-node GPU workload "
                                              f"would talk over TCP sockets; choose a fabric pool with label "
-                                             f"{wl.LABEL_POOL} ({choices}), or set annotation "
-                                             f'{wl.ANN_FABRIC}: "none" to accept sockets'))
+                                             f"{names.LABEL_POOL} ({choices}), or set annotation "
+                                             f'{names.ANN_FABRIC}: "none" to accept sockets'))
         check_fabric = False
     gpu = pool.gpuResource
     if w.kind == "TrainJob":
@@ -181,8 +183,8 @@ def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]
         return out
     if w.kind == "Pod" and not w.owned and w.job is None:
         out.append(Finding("no-group-name", f"a plain multi-node pod needs a group name: label every pod with "
-                                            f"{wl.LABEL_JOB}=<job> or {wl.KUEUE_POD_GROUP}=<job> and set annotation "
-                                            f"{wl.KUEUE_GROUP_COUNT}"))
+                                            f"{names.LABEL_JOB}=<job> or {names.KUEUE_POD_GROUP}=<job> and set "
+                                            f"annotation {names.KUEUE_GROUP_COUNT}"))
     for t in w.templates:
         spec = t.spec
         if t.gpus(gpu) <= 0:

@@ -21,29 +21,13 @@ for one request stays bounded.
 from __future__ import annotations
 
 import functools
-import math
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fabricguard import quantity
+from fabricguard import names, objects
 from fabricguard import workload_identity as wid
-
-# Keys fabricguard reads from workloads.
-LABEL_POOL = "fabricguard.io/pool"
-LABEL_JOB = "fabricguard.io/job"
-LABEL_MANAGED = "fabricguard.io/managed"
-ANN_FABRIC = "fabricguard.io/fabric"
-ANN_ALLOW_OVERRIDE = "fabricguard.io/allow-override"
-ANN_GROUP_SIZE = "fabricguard.io/group-size"
-
-# Keys set by the controllers that create pods (the job-name labels live in fabricguard.workload_identity).
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
-JOB_NAME = "batch.kubernetes.io/job-name"
-KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
-KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 
 # Bounds on one object: far above any real training workload, far below what costs seconds to patch.
 MAX_TEMPLATES = 64
@@ -91,7 +75,8 @@ class PodTemplate:
         found = self._gpus.get(gpu_resource)
         if found is None:
             spec = self.spec
-            found = self._gpus[gpu_resource] = (pod_gpus(spec, gpu_resource), gpu_containers(spec, gpu_resource))
+            found = self._gpus[gpu_resource] = (objects.pod_gpus(spec, gpu_resource),
+                                                objects.gpu_containers(spec, gpu_resource))
         return found
 
     def gpus(self, gpu_resource: str) -> int:
@@ -144,17 +129,17 @@ class Workload:
 
     @property
     def pool_name(self) -> str | None:
-        return self.label(LABEL_POOL)
+        return self.label(names.LABEL_POOL)
 
     @functools.cached_property
     def opted_out(self) -> bool:
-        return (self.annotation(ANN_FABRIC) or "").strip().lower() == "none"
+        return (self.annotation(names.ANN_FABRIC) or "").strip().lower() == "none"
 
     @functools.cached_property
     def allow_override(self) -> frozenset[str]:
         keys: set[str] = set()
         for m in self._meta_maps("annotations"):
-            raw = m.get(ANN_ALLOW_OVERRIDE)
+            raw = m.get(names.ANN_ALLOW_OVERRIDE)
             if isinstance(raw, str):
                 keys.update(k.strip() for k in raw.replace("\n", ",").split(",") if k.strip())
         return frozenset(keys)
@@ -164,74 +149,17 @@ def kind_of(group: str, kind: str) -> Kind | None:
     return KINDS.get((group, kind))
 
 
-def kind_of_object(obj: dict[str, Any]) -> Kind | None:
-    api = str(obj.get("apiVersion") or "")
-    group = api.rsplit("/", 1)[0] if "/" in api else ""
-    return kind_of(group, str(obj.get("kind") or ""))
-
-
-def count(value: Any) -> int:
-    """A whole count from a resource amount, rounded up; absent or unreadable is 0."""
-    if value is None:
-        return 0
-    if type(value) is int:
-        return max(value, 0)
-    if isinstance(value, str) and value.isdecimal() and value.isascii():
-        return int(value)  # the common "8": the same answer as the parser, without building a Fraction
-    return max(math.ceil(quantity.amount_or_zero(value)), 0)
-
-
-def parse_quantity(value: Any) -> int:
-    """A whole count from a resource amount (``8``, ``"8"``, ``"8.0"``, ``"1k"``), read by fabricguard.quantity;
-    absent or unreadable is 0. The same as :func:`count`, under the name other parts call it by."""
-    return count(value)
-
-
-def container_gpus(container: dict[str, Any], gpu_resource: str) -> int:
-    """GPUs one container asks for (the larger of request and limit); unreadable amounts count as none."""
-    res = container.get("resources")
-    if not isinstance(res, dict):
-        return 0
-    lim, req = res.get("limits"), res.get("requests")
-    return max(count(lim.get(gpu_resource)) if isinstance(lim, dict) else 0,
-               count(req.get(gpu_resource)) if isinstance(req, dict) else 0)
-
-
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [c for c in value if isinstance(c, dict)] if isinstance(value, list) else []
-
-
-def is_sidecar(container: dict[str, Any]) -> bool:
-    """A native sidecar: an init container that keeps running beside the app containers."""
-    return container.get("restartPolicy") == "Always"
-
-
-def containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every container of a pod spec: init containers (and native sidecars) first, then app containers."""
-    return _dicts(spec.get("initContainers")) + _dicts(spec.get("containers"))
 
 
 def container_label(spec: dict[str, Any], container: dict[str, Any]) -> str:
     """``container 'x'``, ``init container 'x'`` or ``sidecar 'x'``, as a message names it."""
     if any(c is container for c in _dicts(spec.get("initContainers"))):
-        kind = "sidecar" if is_sidecar(container) else "init container"
+        kind = "sidecar" if objects.is_sidecar(container) else "init container"
     else:
         kind = "container"
     return f"{kind} {container.get('name')!r}"
-
-
-def pod_gpus(spec: dict[str, Any], gpu_resource: str) -> int:
-    """GPUs a pod holds at its peak, as the scheduler counts: app containers and sidecars run together, the
-    other init containers one at a time."""
-    running = sum(container_gpus(c, gpu_resource) for c in _dicts(spec.get("containers")))
-    running += sum(container_gpus(c, gpu_resource) for c in _dicts(spec.get("initContainers")) if is_sidecar(c))
-    one_at_a_time = [container_gpus(c, gpu_resource) for c in _dicts(spec.get("initContainers"))
-                     if not is_sidecar(c)]
-    return max([running, *one_at_a_time])
-
-
-def gpu_containers(spec: dict[str, Any], gpu_resource: str) -> list[dict[str, Any]]:
-    return [c for c in containers(spec) if container_gpus(c, gpu_resource) > 0]
 
 
 # ---------------------------------------------------------------------------------------------- launchers
@@ -367,8 +295,8 @@ def pod_job(meta: dict[str, Any]) -> tuple[str | None, str]:
         return found[1], found[0]
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("kind") in ("Job", "JobSet", "TrainJob") and ref.get("name"):
-            return str(ref["name"]), LABEL_JOB
-    return None, LABEL_JOB
+            return str(ref["name"]), names.LABEL_JOB
+    return None, names.LABEL_JOB
 
 
 def _check_size(templates: list[PodTemplate]) -> None:
@@ -423,11 +351,11 @@ def _locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wo
             templates.append(PodTemplate(
                 ("spec", "replicatedJobs", i, "template", "spec", "template"),
                 f"replicatedJob {rj.get('name', i)!s}", tpl, replicas * _concurrent(job_spec, w)))
-        return Workload("JobSet", obj, ns, name, JOBSET_NAME, templates)
+        return Workload("JobSet", obj, ns, name, names.JOBSET_NAME, templates)
 
     if kind == "Job":
         tpl = _dict_at(spec, ("template",), "spec.template")
-        return Workload("Job", obj, ns, name, JOB_NAME,
+        return Workload("Job", obj, ns, name, names.LABEL_JOB_NAME,
                         [PodTemplate(("spec", "template"), "the pod template", tpl, _concurrent(spec, "spec"))])
 
     if kind == "TrainJob":
@@ -439,7 +367,7 @@ def _locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wo
         if isinstance(patches, list) and len(patches) > MAX_TEMPLATES:
             raise WorkloadTooLarge(f"{len(patches)} runtimePatches is more than the {MAX_TEMPLATES} fabricguard "
                                    "reviews in one object")
-        return Workload("TrainJob", obj, ns, name, JOBSET_NAME, [], num_nodes=nodes)
+        return Workload("TrainJob", obj, ns, name, names.JOBSET_NAME, [], num_nodes=nodes)
 
     # Pod
     job, label = pod_job(meta)
@@ -447,13 +375,13 @@ def _locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wo
     owned = bool(meta.get("ownerReferences")) or any(k in labels for k in wid.CONTROLLER_LABELS)
     if not owned:
         # A bare pod carries fabricguard.io/job once patched; FG_JOB reads that label whatever named the group.
-        label = LABEL_JOB
+        label = names.LABEL_JOB
     return Workload("Pod", obj, ns, job, label, [PodTemplate((), "the pod", obj, 1)], owned=owned)
 
 
 def trainjob_gpus_per_node(obj: dict[str, Any], gpu_resource: str) -> int:
     trainer = (obj.get("spec") or {}).get("trainer") or {}
-    return container_gpus({"resources": trainer.get("resourcesPerNode") or {}}, gpu_resource)
+    return objects.container_gpus({"resources": trainer.get("resourcesPerNode") or {}}, gpu_resource)
 
 
 def _int_label(value: Any) -> int:
@@ -469,11 +397,11 @@ def pod_group_size(w: Workload) -> int:
     meta = w.metadata
     labels = meta.get("labels") or {}
     anns = meta.get("annotations") or {}
-    written = max(_int_label(anns.get(KUEUE_GROUP_COUNT)), _int_label(anns.get(ANN_GROUP_SIZE)),
-                  _int_label(labels.get(JOBSET_REPLICAS)))
+    written = max(_int_label(anns.get(names.KUEUE_GROUP_COUNT)), _int_label(anns.get(names.ANN_GROUP_SIZE)),
+                  _int_label(labels.get(names.JOBSET_REPLICAS)))
     if written:
         return written
-    return max([1, *(declared_nodes(c) for c in containers(w.obj.get("spec") or {}))])
+    return max([1, *(declared_nodes(c) for c in objects.containers(w.obj.get("spec") or {}))])
 
 
 def gpu_footprint(w: Workload, gpu_resource: str) -> tuple[int, int]:
@@ -496,7 +424,7 @@ def gpu_footprint(w: Workload, gpu_resource: str) -> tuple[int, int]:
 
 def is_multi_node(w: Workload, gpu_resource: str, gpus_per_node: int) -> bool:
     """True when the workload's GPU pods span, or may span, more than one node (see module docstring)."""
-    if w.kind == "Pod" and (w.metadata.get("labels") or {}).get(LABEL_MANAGED) == "true":
+    if w.kind == "Pod" and (w.metadata.get("labels") or {}).get(names.LABEL_MANAGED) == "true":
         return w.templates[0].gpus(gpu_resource) > 0
     pods, total = gpu_footprint(w, gpu_resource)
     if pods > 1 or total > gpus_per_node:

@@ -14,17 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fabricguard.doctor.model import labels_match, quantity
 from fabricguard.probes.host import CheckGroup, host_check_groups
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.profile.dra import node_offer
-
-
-def node_pool(profile: PlatformProfile, node: dict[str, Any]) -> Pool | None:
-    """The first pool whose nodeSelector the node's labels match (the doctor's rule for pool membership)."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return next((p for p in profile.spec.pools if labels_match(labels, p.nodeSelector)), None)
+from fabricguard.quantity import amount_or_zero
 
 
 def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str | None = None,
@@ -44,7 +38,7 @@ def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str |
             {"error": True},
         )
     alloc = ((node.get("status") or {}).get("allocatable") or {})
-    short = {k: (alloc.get(k, "absent"), v) for k, v in wanted.items() if quantity(alloc.get(k)) < v}
+    short = {k: (alloc.get(k, "absent"), v) for k, v in wanted.items() if amount_or_zero(alloc.get(k)) < v}
     if d is not None and pool.fabric.has_fabric and not short:
         return _dra_check(pool, node, alloc, wanted, slices, slices_error)
     if short:

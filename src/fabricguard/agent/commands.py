@@ -6,6 +6,7 @@ person at a node's console), ``fabricguard agent-sweep`` (stale conditions -> Un
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -16,7 +17,13 @@ from typing import Any
 
 import typer
 
-from fabricguard.console import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS, console, err_console, fail, print_json
+from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.exitcodes import EXIT_FAILED, exit_code
+from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+
+KUBECONFIG_OPT = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account).")
+
+log = logging.getLogger("fabricguard.agent")
 
 
 def _load(profile: Path, pool: str | None):  # type: ignore[no-untyped-def]
@@ -50,13 +57,10 @@ def _node_json(path: Path, name: str) -> dict[str, Any]:
     return node
 
 
-VERDICT_EXIT = {"pass": EXIT_PASS, "degraded": EXIT_DEGRADED, "failed": EXIT_FAILED}
-
-
 def _slices_json(path: Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         fail(f"--slices-json {path}: cannot read it as JSON ({e})",
              hint="save one with kubectl get resourceslices --field-selector spec.nodeName=NODE -o json")
     items = data.get("items") if isinstance(data, dict) and data.get("kind", "").endswith("List") else [data]
@@ -91,7 +95,7 @@ def _print_human(out: dict[str, Any]) -> None:
 
 def agent_cmd(
     node: str = typer.Option(None, "--node", envvar="NODE_NAME", help="This node's name (the pod's spec.nodeName)."),
-    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    profile: Path = profile_option(required=True, help="Platform profile YAML."),
     pool: str = typer.Option(None, "--pool", help="Pool to check for (default: the pool whose nodeSelector matches)."),
     root: Path = typer.Option(Path("/"), "--root", help="Read /sys, /proc and libraries below this directory."),
     nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
@@ -102,9 +106,8 @@ def agent_cmd(
     gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="Run the GPU performance check against these."),
     once: bool = typer.Option(False, "--once", help="Check once and exit (0 True, 1 True with warnings, 2 False)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the condition instead of writing it."),
-    fmt: str = typer.Option("table", "--format", help="Output format: table or json (the condition and every "
-                            "check; the answer under 'verdict')."),
-    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
     interval: float = typer.Option(60.0, "--interval", min=1.0, help="Seconds between runs."),
     passes: int = typer.Option(3, "--passes", min=1, help="Consecutive passing runs before True."),
     stale_intervals: int = typer.Option(3, "--stale-intervals", min=1, help="Heartbeat age (in intervals) = stale."),
@@ -112,7 +115,7 @@ def agent_cmd(
     manage_taints: bool = typer.Option(False, "--manage-taints", help="Keep the readiness taints on this Node "
                                        "(where the Node Readiness Controller is not installed)."),
     listen: str = typer.Option("0.0.0.0:9400", "--listen", help="HOST:PORT of /healthz and /metrics."),
-    kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account)."),
+    kubeconfig: str = KUBECONFIG_OPT,
 ) -> None:
     """Prove this node's fabric for its pool and report it as the Node's FabricReady condition."""
     from fabricguard.agent.kube import KubeError, NodeClient, connect
@@ -120,15 +123,18 @@ def agent_cmd(
 
     if not node:
         fail("--node is required (or NODE_NAME from the downward API)", hint="pass --node $(hostname)")
-    if fmt not in ("table", "json"):
-        fail(f"--format {fmt!r}: use table or json")
-    as_json = as_json or fmt == "json"
+    as_json = wants_json(fmt, as_json)
     prof = _load(profile, pool)
     if not root.is_dir():
         fail(f"--root {root} is not a directory")
+    from fabricguard.userfiles import SourceError, input_file
+
     for opt, p in (("--nvml-json", nvml_json), ("--gpu-ceilings", gpu_ceilings)):
-        if p is not None and not p.is_file():
-            fail(f"{opt} {p} does not exist")
+        try:
+            if p is not None:
+                input_file(p)  # names a FIFO, a directory or a device as what it is, never "does not exist"
+        except SourceError as exc:
+            fail(f"{opt} {exc}")
     if node_json is not None and not dry_run:
         fail("--node-json is only for --dry-run: a real report reads the Node from the cluster")
     if slices_json is not None and not dry_run:
@@ -136,6 +142,8 @@ def agent_cmd(
     host, _, port_s = listen.rpartition(":")
     if not once and (not host or not port_s.isdigit()):
         fail(f"--listen {listen!r} is not HOST:PORT", hint="e.g. --listen 0.0.0.0:9400")
+    if not once and not 1 <= int(port_s) <= 65535:
+        fail(f"--listen {listen!r}: port {int(port_s)} is not a TCP port (1-65535)", hint="e.g. --listen 0.0.0.0:9400")
     cfg = AgentConfig(
         node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings,
         interval=interval, passes=passes, stale_intervals=stale_intervals, manage_taints=manage_taints,
@@ -171,11 +179,16 @@ def agent_cmd(
             _print_human(out)
         for e in out["errors"]:
             err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
-        raise typer.Exit(VERDICT_EXIT[out["verdict"]])
+        raise typer.Exit(exit_code(out["verdict"]))
 
     if dry_run:
         fail("--dry-run needs --once (the loop exists to write the condition)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    from fabricguard.kube import kubeconfig_problem
+
+    problem = kubeconfig_problem(kubeconfig)  # a broken file does not heal: exit 3 at once; an outage does
+    if problem:
+        fail(problem, hint="check `kubectl get node NAME` with that kubeconfig, or run in the cluster")
     try:
         asyncio.run(_serve(cfg, kubeconfig, host, int(port_s)))
     except KubeError as e:
@@ -184,22 +197,45 @@ def agent_cmd(
         fail(f"cannot serve on {listen}: {e.strerror or e}")
 
 
+CONNECT_BACKOFF_MAX_S = 60.0
+
+
+async def connect_retrying(kubeconfig: str | None, stop: asyncio.Event, *, first_delay: float = 1.0,
+                           max_delay: float = CONNECT_BACKOFF_MAX_S) -> Any:
+    """The API connection, retried with backoff while it fails: a node that boots before the API server
+    answers (or an exec credential plugin that fails once) must not turn into CrashLoopBackOff. None once
+    ``stop`` is set."""
+    from fabricguard.agent.kube import KubeError, NodeClient, connect
+
+    delay = first_delay
+    while not stop.is_set():
+        try:
+            return NodeClient(await connect(kubeconfig))
+        except KubeError as e:
+            log.warning("cannot connect to the API server yet (%s); retrying in %.0f s", e, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=delay)
+        delay = min(delay * 2, max_delay)
+    return None
+
+
 async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None:
-    from fabricguard.agent.kube import NodeClient, connect
     from fabricguard.agent.loop import Agent
     from fabricguard.agent.server import make_app, start
 
-    agent = Agent(cfg, NodeClient(await connect(kubeconfig)))
+    agent = Agent(cfg, None)
     started = time.time()
     app = make_app(agent.metrics, lambda: agent.last_finished, started,
                    cfg.max_age.total_seconds() + cfg.check_timeout)
-    server = start(app, host, port)
+    server = start(app, host, port)  # /healthz answers (503 once stale) while the API is still unreachable
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await agent.run_forever(stop)
+        agent.client = await connect_retrying(kubeconfig, stop)
+        if agent.client is not None:
+            await agent.run_forever(stop)
     finally:
         server.close()
 
@@ -207,9 +243,9 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
 def sweep_cmd(
     max_age: float = typer.Option(180.0, "--max-age", min=1.0, help="Seconds after which a heartbeat is stale "
                                   "(also how far ahead of this clock a heartbeat may be)."),
-    kubeconfig: str = typer.Option(None, "--kubeconfig"),
-    fmt: str = typer.Option("table", "--format", help="Output format: table or json."),
-    as_json: bool = typer.Option(False, "--json", hidden=True, help="Same as --format json."),
+    kubeconfig: str = KUBECONFIG_OPT,
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Turn every FabricReady condition whose heartbeat is older than --max-age into Unknown (once).
 
@@ -226,7 +262,7 @@ def sweep_cmd(
         res = asyncio.run(go())
     except KubeError as e:
         fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
-    if as_json or fmt == "json":
+    if wants_json(fmt, as_json):
         print_json({"verdict": "failed" if res.failed else "pass", "stale": res.changed,
                     "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]})
     else:
@@ -240,11 +276,6 @@ def sweep_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``agent``, ``agent-sweep`` and ``render readiness|agent`` to the root app."""
-    from fabricguard.admission.commands import render_app
-    from fabricguard.agent import render_commands
-
+    """Add ``agent`` and ``agent-sweep`` to the root app (``render readiness|agent`` are added by cli.py)."""
     app.command("agent")(agent_cmd)
     app.command("agent-sweep")(sweep_cmd)
-    render_app.command("readiness")(render_commands.render_readiness_cmd)
-    render_app.command("agent")(render_commands.render_agent_cmd)

@@ -11,18 +11,15 @@ node for what may be a configuration we cannot verify would take healthy capacit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from fabricguard import names
+from fabricguard.objects import set_condition
 from fabricguard.probes.result import Check, Status
+from fabricguard.times import format_time
 
-# NodeReadinessRule taint keys, spelled once where the profile's fabric DaemonSets are checked against them.
-from fabricguard.profile.cluster import TAINT_DEGRADED as TAINT_DEGRADED
-from fabricguard.profile.cluster import TAINT_KEYS as TAINT_KEYS
-from fabricguard.profile.cluster import TAINT_UNVERIFIED as TAINT_UNVERIFIED
-
-CONDITION_TYPE = "FabricReady"
 # The message is for people and `kubectl describe`; the names of failing checks always fit, details are cut.
 MAX_MESSAGE = 1024
 
@@ -54,7 +51,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "type": CONDITION_TYPE,
+            "type": names.FABRIC_READY,
             "status": self.status,
             "reason": str(self.reason),
             "message": self.message,
@@ -94,31 +91,12 @@ def judge(checks: list[Check]) -> Verdict:
     return Verdict("True", Reason.passed, f"{ran} check(s) passed", checks)
 
 
-def rfc3339(t: datetime) -> str:
-    """The API server's time format: UTC, whole seconds, ``Z``."""
-    return t.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def find_condition(node: dict[str, Any] | None, ctype: str = CONDITION_TYPE) -> dict[str, Any] | None:
-    for c in ((node or {}).get("status") or {}).get("conditions") or ():
-        if isinstance(c, dict) and c.get("type") == ctype:
-            return c
-    return None
-
-
 def build_condition(verdict: Verdict, previous: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
     """The condition as stored on the Node: ``lastHeartbeatTime`` is every report, ``lastTransitionTime``
     only moves when the status changes."""
-    ts = rfc3339(now)
-    same = previous is not None and previous.get("status") == verdict.status and previous.get("lastTransitionTime")
-    return {
-        "type": CONDITION_TYPE,
-        "status": verdict.status,
-        "reason": str(verdict.reason),
-        "message": verdict.message,
-        "lastHeartbeatTime": ts,
-        "lastTransitionTime": previous["lastTransitionTime"] if same and previous else ts,
-    }
+    # NodeCondition has no observedGeneration (a Node's status is not computed from its spec).
+    return set_condition([dict(previous)] if previous else [], names.FABRIC_READY, verdict.status,
+                         str(verdict.reason), verdict.message, now, lastHeartbeatTime=format_time(now))
 
 
 def status_patch(condition: dict[str, Any], resource_version: str | None = None) -> dict[str, Any]:

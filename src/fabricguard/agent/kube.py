@@ -11,12 +11,12 @@ error (counted, logged) and the heartbeat ages; it never crashes the loop.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from fabricguard import names
 from fabricguard.kube import Kube, KubeError
 
 __all__ = ["KubeError", "NodeClient", "SweepResult", "connect", "sweep_stale"]
@@ -26,8 +26,11 @@ T = TypeVar("T")
 
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
     """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account)."""
-    if kubeconfig is not None and not os.path.isfile(kubeconfig):
-        raise KubeError(None, f"--kubeconfig {kubeconfig}: no such file")
+    from fabricguard.kube import kubeconfig_problem
+
+    problem = kubeconfig_problem(kubeconfig, context) if kubeconfig is not None else None
+    if problem:  # a missing file, a FIFO, a directory, not a kubeconfig: named as what it is
+        raise KubeError(None, problem)
     try:
         return await Kube.connect(kubeconfig, context)
     except KubeError:
@@ -65,7 +68,7 @@ class NodeClient:
     async def resource_slices(self, name: str) -> list[dict[str, Any]]:
         """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
         return await self._io(f"list ResourceSlices of Node {name}", self.kube.list(
-            "resource.k8s.io/v1", "resourceslices", field_selector=f"spec.nodeName={name}"))
+            names.DRA_API, "resourceslices", field_selector=f"spec.nodeName={name}"))
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self._io("list Nodes", self.kube.list("v1", "nodes"))

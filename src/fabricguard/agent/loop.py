@@ -17,12 +17,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fabricguard.agent.checks import node_check_groups, node_pool
+from fabricguard import names
+from fabricguard.agent.checks import node_check_groups
 from fabricguard.agent.condition import (
     Reason,
     Verdict,
     build_condition,
-    find_condition,
     judge,
     status_patch,
 )
@@ -32,6 +32,7 @@ from fabricguard.agent.kube import KubeError, NodeClient
 from fabricguard.agent.metrics import AgentMetrics
 from fabricguard.agent.staleness import is_stale
 from fabricguard.agent.taints import taint_patch, wanted_taints
+from fabricguard.objects import find_condition
 from fabricguard.probes.host import CheckGroup, load_gpus
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool, UnknownPoolError
@@ -105,7 +106,7 @@ class Agent:
         if self.cfg.pool:
             return self.cfg.profile.pool(self.cfg.pool)
         if node is not None:
-            return node_pool(self.cfg.profile, node)
+            return self.cfg.profile.pool_of(node)
         try:
             return self.cfg.profile.pool(None)
         except UnknownPoolError:
@@ -205,7 +206,7 @@ class Agent:
         damp: bool,
     ) -> RunResult:
         now = self.clock()
-        previous = find_condition(node)
+        previous = find_condition(node, names.FABRIC_READY)
         fresh_true = previous is not None and previous.get("status") == "True"
         if self.runs == 0 and fresh_true and previous and not is_stale(previous, now, self.cfg.max_age):
             self.damper.seed_stable()

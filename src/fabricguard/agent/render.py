@@ -31,18 +31,20 @@ from typing import Any
 
 import yaml
 
-from fabricguard.agent.condition import CONDITION_TYPE, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard import names
+from fabricguard.names import FABRIC_READY as CONDITION_TYPE
+from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.profile import FabricType, PlatformProfile, Pool
 
-NRR_API = "readiness.node.x-k8s.io/v1alpha1"
-NAME = "fabricguard-agent"
-POOL_LABEL = "fabricguard.io/pool"
+NRR_API = names.NRR_API
+NAME = names.AGENT_NAME
+POOL_LABEL = names.LABEL_POOL
 METRICS_PORT = 9400
 PROFILE_KEY = "profile.yaml"
-PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
+PROFILE_CHECKSUM = names.ANN_PROFILE_CHECKSUM
 HOST_ROOT = "/host"
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
-TAINT_PREFIX = "readiness.k8s.io/fabric-"
+TAINT_PREFIX = names.FABRIC_TAINT_PREFIX
 # Node status and spec fields besides conditions and taints that the agent must leave as they are: every field
 # of Kubernetes 1.30, the oldest release the policy supports. A field newer than the API server would make the
 # policy fail to compile there (and, failurePolicy Fail, refuse every agent write), so newer ones are left out.
@@ -60,8 +62,8 @@ FABRIC_DIRS = {
 
 
 def _labels(pool: str | None = None) -> dict[str, str]:
-    out = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "fabricguard",
-           "app.kubernetes.io/component": "node-agent"}
+    out = {names.LABEL_APP_NAME: NAME, names.LABEL_APP_PART_OF: "fabricguard",
+           names.LABEL_APP_COMPONENT: "node-agent"}
     if pool:
         out[POOL_LABEL] = pool
     return out
@@ -79,7 +81,7 @@ def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False) -> list[
                 "apiVersion": NRR_API,
                 "kind": "NodeReadinessRule",
                 "metadata": {"name": rule_name(pool.name, key), "labels": {**_labels(pool.name),
-                                                                           "app.kubernetes.io/component": "readiness"}},
+                                                                           names.LABEL_APP_COMPONENT: "readiness"}},
                 "spec": {
                     "conditions": [{"type": CONDITION_TYPE, "requiredStatus": "True"}],
                     "taint": {"key": key, "value": pool.name, "effect": "NoSchedule"},
@@ -177,7 +179,7 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         "priorityClassName": "system-node-critical",
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "nodeSelector": {**pool.nodeSelector, "kubernetes.io/os": "linux"},
+        "nodeSelector": {**pool.nodeSelector, names.LABEL_OS: "linux"},
         "tolerations": agent_tolerations(pool),
         "containers": [container],
         "volumes": volumes,
@@ -186,17 +188,17 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         pod_spec["runtimeClassName"] = runtime_class
     annotations = {}
     if privileged:
-        annotations["fabricguard.io/privileged-for"] = (
+        annotations[names.ANN_PRIVILEGED_FOR] = (
             "gpu.count, gpu.ecc, gpu.memory: NVML opens /dev/nvidia*, which this platform exposes only to GPU "
             "requests or privileged containers; no other check needs privilege"
         )
     return {
-        "apiVersion": "apps/v1",
+        "apiVersion": names.APPS_API,
         "kind": "DaemonSet",
         "metadata": {"name": f"{NAME}-{pool.name}", "namespace": namespace, "labels": _labels(pool.name),
                      **({"annotations": annotations} if annotations else {})},
         "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME, POOL_LABEL: pool.name}},
+            "selector": {"matchLabels": {names.LABEL_APP_NAME: NAME, POOL_LABEL: pool.name}},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": {
                 "metadata": {"labels": _labels(pool.name),
@@ -262,7 +264,7 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
     expr = policy_expressions(namespace)
     policy_name = f"{NAME}-own-node"
     policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
+        "apiVersion": names.ADMISSIONREGISTRATION_API,
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": policy_name, "labels": _labels()},
         "spec": {
@@ -293,7 +295,7 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
         },
     }
     binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
+        "apiVersion": names.ADMISSIONREGISTRATION_API,
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": policy_name, "labels": _labels()},
         "spec": {"policyName": policy_name, "validationActions": ["Deny"]},
@@ -309,7 +311,7 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
     """A CronJob (every minute) that turns FabricReady conditions older than 3 intervals Unknown, with its own
     service account: list Nodes, patch ``nodes/status``. The Node Readiness Controller ignores heartbeat age;
     this is what makes a dead agent's last True stop counting. (A CronJob needs no leader election.)"""
-    labels = {**_labels(), "app.kubernetes.io/component": "staleness-sweep"}
+    labels = {**_labels(), names.LABEL_APP_COMPONENT: "staleness-sweep"}
     meta = {"name": SWEEPER, "namespace": namespace, "labels": labels}
     pod = {
         "serviceAccountName": SWEEPER,
@@ -327,15 +329,15 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
     }
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
          "metadata": {"name": SWEEPER, "labels": labels},
          "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
                    {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding",
          "metadata": {"name": SWEEPER, "labels": labels},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWEEPER},
          "subjects": [{"kind": "ServiceAccount", "name": SWEEPER, "namespace": namespace}]},
-        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+        {"apiVersion": names.BATCH_API, "kind": "CronJob", "metadata": meta,
          "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 50,
                   "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
                   "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 50,
@@ -354,12 +356,12 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
         rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
     if any(p.fabric.dra is not None for p in profile.spec.pools):
         # A DRA pool's fabric is offered in ResourceSlices, not in allocatable: each agent lists its node's.
-        rules.append({"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]})
+        rules.append({"apiGroups": [names.DRA_GROUP], "resources": ["resourceslices"], "verbs": ["list"]})
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
          "metadata": {"name": NAME, "labels": _labels()}, "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding",
          "metadata": {"name": NAME, "labels": _labels()},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},

@@ -20,8 +20,8 @@ def render_readiness_cmd(
 
     prof = profile_or_exit(profile)
     head = ("# fabricguard readiness gate for the Node Readiness Controller (readiness.node.x-k8s.io/v1alpha1).\n"
-            "# It ignores heartbeat age: run `fabricguard agent-sweep` (or the controller) so a dead agent's True\n"
-            "# turns Unknown. Install the agent (fabricguard render agent) before these rules.\n")
+            "# It ignores heartbeat age: the agent's sweep CronJob (`fabricguard agent-sweep`) turns a dead\n"
+            "# agent's True Unknown. Install the agent (fabricguard render agent) before these rules.\n")
     sys.stdout.write(to_yaml(readiness_rules(prof, dry_run=dry_run), head))
 
 
@@ -51,7 +51,8 @@ def render_agent_cmd(
     runtime_class: str = typer.Option(None, "--runtime-class", help="RuntimeClass that injects the NVIDIA driver "
                                       "(e.g. nvidia with the GPU Operator)."),
     sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="Render the staleness sweep CronJob (turn it off "
-                               "where the validation controller sweeps)."),
+                               "only where something else runs `fabricguard agent-sweep` on a schedule: the "
+                               "controller does not sweep)."),
     nvml_access: str = typer.Option("auto", "--nvml-access", help="How the GPU checks reach NVML: runtime (the "
                                     "NVIDIA container toolkit injects the devices), privileged (driver on the host "
                                     "without the toolkit, e.g. GKE), or auto (by the pool's platform)."),

@@ -10,22 +10,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from fabricguard.agent.condition import CONDITION_TYPE, Reason, find_condition, rfc3339, status_patch
-
-
-def parse_rfc3339(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else None
+from fabricguard import names
+from fabricguard.agent.condition import Reason, status_patch
+from fabricguard.objects import find_condition
+from fabricguard.times import format_time, parse_time
 
 
 def heartbeat_age(condition: dict[str, Any], now: datetime) -> float | None:
     """Seconds since the condition's ``lastHeartbeatTime``; None when it has none (or an unreadable one)."""
-    t = parse_rfc3339(condition.get("lastHeartbeatTime"))
+    t = parse_time(condition.get("lastHeartbeatTime"))
     return (now - t).total_seconds() if t else None
 
 
@@ -49,7 +42,7 @@ def stale_condition(condition: dict[str, Any], now: datetime, max_age: timedelta
     age = heartbeat_age(condition, now)
     since = f"since {last}" if age is None or age >= 0 else f"dated {last}, {int(-age)} s ahead of this clock"
     return {
-        "type": CONDITION_TYPE,
+        "type": names.FABRIC_READY,
         "status": "Unknown",
         "reason": str(Reason.stale),
         "message": (
@@ -57,8 +50,8 @@ def stale_condition(condition: dict[str, Any], now: datetime, max_age: timedelta
             f"it last said {condition.get('status')} ({condition.get('reason', '')}). The fabric is unproven "
             "until the agent reports again."
         ),
-        "lastHeartbeatTime": condition.get("lastHeartbeatTime") or rfc3339(now),
-        "lastTransitionTime": rfc3339(now),
+        "lastHeartbeatTime": condition.get("lastHeartbeatTime") or format_time(now),
+        "lastTransitionTime": format_time(now),
     }
 
 
@@ -72,7 +65,7 @@ def stale_patches(
     """
     out = []
     for n in nodes:
-        cond = find_condition(n)
+        cond = find_condition(n, names.FABRIC_READY)
         if cond is None or not is_stale(cond, now, max_age):
             continue
         meta = n.get("metadata") or {}

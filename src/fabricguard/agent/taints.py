@@ -15,17 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricguard.agent.condition import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED, find_condition
+from fabricguard import names
+from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.objects import find_condition, taint_keys
 
 EFFECT = "NoSchedule"
 
 
-def taint_keys(node: dict[str, Any]) -> set[str]:
-    return {t.get("key", "") for t in ((node.get("spec") or {}).get("taints") or ()) if isinstance(t, dict)}
-
-
 def in_bootstrap(node: dict[str, Any]) -> bool:
-    return TAINT_UNVERIFIED in taint_keys(node) or find_condition(node) is None
+    return TAINT_UNVERIFIED in taint_keys(node) or find_condition(node, names.FABRIC_READY) is None
 
 
 def wanted_taints(node: dict[str, Any], status: str) -> set[str]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names, times
+from fabricguard import objects as o
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def event(
     """An Event on ``obj``; its name is stable for the same object, reason, message and time (no duplicates)."""
     name = o.name_of(obj)
     ns = o.namespace_of(obj) or "default"
-    digest = hashlib.sha256(f"{ns}/{name}/{reason}/{message}/{o.iso(now)}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{ns}/{name}/{reason}/{message}/{times.format_time(now)}".encode()).hexdigest()[:12]
     involved: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "name": name}
     if o.namespace_of(obj):
         involved["namespace"] = ns
@@ -143,9 +144,9 @@ def event(
             "reason": reason,
             "message": message[:1024],
             "type": "Warning" if warning else "Normal",
-            "source": {"component": o.COMPONENT},
-            "firstTimestamp": o.iso(now),
-            "lastTimestamp": o.iso(now),
+            "source": {"component": names.CONTROLLER_COMPONENT},
+            "firstTimestamp": times.format_time(now),
+            "lastTimestamp": times.format_time(now),
             "count": 1,
         }
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fabricguard import names
 from fabricguard.profile.model import PlatformProfile
 
 GROUP = "fabricguard"
@@ -188,6 +189,6 @@ def prometheus_rule(profile: PlatformProfile, namespace: str) -> dict[str, Any]:
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": "fabricguard", "namespace": namespace,
-                     "labels": {"app.kubernetes.io/part-of": "fabricguard"}},
+                     "labels": {names.LABEL_APP_PART_OF: "fabricguard"}},
         "spec": rule_groups(profile),
     }

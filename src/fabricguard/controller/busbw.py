@@ -18,11 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fabricguard.controller import objects as o
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.canary import job_dir
 from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series
 from fabricguard.profile.model import Inspector, PlatformProfile
+from fabricguard.verdict.busbw import INSPECTOR_NAME
 
 if TYPE_CHECKING:
     from fabricguard.controller.live import RunningJob
@@ -43,12 +44,13 @@ class JobBusbw:
 
     directory: Path
     settings: Inspector
+    root: Path | None = None  # the job's directory: nothing is read through a link out of it
     follower: InspectorFollower = field(init=False)
     series: Series = field(init=False)
 
     def __post_init__(self) -> None:
         # A controller that starts (or restarts) while the job runs reads each file's last 64 KiB, not its history.
-        self.follower = InspectorFollower(self.directory, tail_bytes=TAIL_BYTES)
+        self.follower = InspectorFollower(self.directory, tail_bytes=TAIL_BYTES, root=self.root)
         keep = max(15, 2 * self.settings.below_floor_s // 60)
         self.series = Series(self.settings.large_bytes, keep_minutes=keep)
 
@@ -109,4 +111,19 @@ def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: d
         Annotate(job.api_version, job.plural, job.namespace, job.name,
                  {ANN_BUSBW: view.text()[:1000], ANN_BUSBW_STATE: state}),
         event(job.obj, job.api_version, job.kind, reason, detail[:1000], now, warning=warning),
+    ]
+
+
+def own_profiler_actions(job: RunningJob, profilers: list[str], reported: str | None, now: datetime) -> list[Action]:
+    """A job on an Inspector pool whose NCCL logs say it loaded another profiler plugin: told once, quietly."""
+    own = next((p for p in profilers if p != INSPECTOR_NAME), None)
+    told = reported if reported is not None else o.annotations_of(job.obj).get(ANN_BUSBW_STATE)
+    if own is None or told == "own-profiler":
+        return []
+    text = (f"not measured: the job loads its own NCCL profiler plugin {own} (NCCL loads one), so fabricguard's "
+            "Inspector is not there")
+    return [
+        Annotate(job.api_version, job.plural, job.namespace, job.name,
+                 {ANN_BUSBW: text[:1000], ANN_BUSBW_STATE: "own-profiler"}),
+        event(job.obj, job.api_version, job.kind, "FabricBusBwNotMeasured", text, now, warning=False),
     ]

@@ -15,28 +15,23 @@ from its latest run, never from an older pass.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fabricguard.admission import workloads as wl
-from fabricguard.controller import objects as o
+from fabricguard import names, times
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters, Create, Delete, MergeStatus
 from fabricguard.controller.canary import (
-    RESULT_SUBDIR,
     CanarySpec,
-    job_dir,
-    log_dir,
     render_canary,
-    runs_on_lustre,
     spec_for,
     started_at,
 )
-from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, judge_canary, scheduler_reason
+from fabricguard.controller.lustre import CanaryFiles, LustreFacts
+from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, scheduler_reason
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -74,7 +69,7 @@ class Inventory:
         by_js: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         used: dict[tuple[str, str], int] = defaultdict(int)
         for p in pods:
-            js = o.labels(p).get(wl.JOBSET_NAME)
+            js = o.labels_of(p).get(names.JOBSET_NAME)
             if js:
                 by_js[(o.namespace_of(p) or "", js)].append(p)
             st = p.get("status") or {}
@@ -83,7 +78,7 @@ class Inventory:
             if not node or st.get("phase") in TERMINAL_PHASES:
                 continue
             for r in gpu_resources:
-                n = wl.pod_gpus(spec, r)
+                n = o.pod_gpus(spec, r)
                 if n:
                     used[(node, r)] += n
         return cls(dict(by_js), dict(used), nodes, events)
@@ -92,22 +87,26 @@ class Inventory:
         """Nodes of the pool, Ready and schedulable, with ``gpus`` GPUs that no live pod requests."""
         count = 0
         for n in self.nodes:
-            labels = o.labels(n)
-            if any(labels.get(k) != v for k, v in pool.nodeSelector.items()):
+            if not pool.matches(n):
                 continue
-            if (n.get("spec") or {}).get("unschedulable") or not o.condition_true(n, "Ready"):
+            if (n.get("spec") or {}).get("unschedulable") or not o.condition_true(n, names.NODE_READY):
                 continue
-            alloc = wl.parse_quantity(((n.get("status") or {}).get("allocatable") or {}).get(pool.gpuResource, 0))
+            alloc = o.count(((n.get("status") or {}).get("allocatable") or {}).get(pool.gpuResource, 0))
             if alloc - self.used_gpus.get((o.name_of(n), pool.gpuResource), 0) >= gpus:
                 count += 1
         return count
 
 
+def run_is_over(js: dict[str, Any], pods: list[dict[str, Any]], canary: Canary) -> bool:
+    """The canary JobSet finished (its condition, or every pod terminal): its files are to be judged."""
+    return _finished(js, pods, canary)[0]
+
+
 def _finished(js: dict[str, Any], pods: list[dict[str, Any]], canary: Canary) -> tuple[bool, datetime | None]:
     for ctype in ("Completed", "Failed"):
-        c = o.condition(js, ctype)
+        c = o.find_condition(js, ctype)
         if c is not None and c.get("status") == "True":
-            return True, o.parse_time(c.get("lastTransitionTime"))
+            return True, times.parse_time(c.get("lastTransitionTime"))
     phases = [(p.get("status") or {}).get("phase") for p in pods]
     if len(pods) >= canary.nodes and all(ph in TERMINAL_PHASES for ph in phases):
         return True, None
@@ -119,51 +118,33 @@ def _pending_since(js: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
     return all(not (p.get("spec") or {}).get("nodeName") for p in pods)
 
 
-def judge_run(profile: PlatformProfile, pool: Pool, namespace: str, name: str, lustre_root: Path, started: str,
-              finished: str, nodes: list[str], note: str = "") -> CanaryRun:
+def run_from_files(name: str, files: CanaryFiles, started: str, finished: str, nodes: list[str],
+                   note: str = "") -> CanaryRun:
     """A finished run judged from what its pods left on Lustre; files that cannot be read make it a failure."""
-    run_dir = lustre_root / job_dir(profile, namespace, name)
-    try:
-        j = judge_canary(profile, pool, run_dir, lustre_root / log_dir(profile, namespace, name),
-                         run_dir / RESULT_SUBDIR)
-    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # the run's files, not the controller
+    if files.judged is None:
         return CanaryRun(name, Outcome.failed, started, finished,
-                         f"cannot judge the canary's files in {run_dir}: {type(exc).__name__}: {exc}"[:1000] + note,
+                         f"cannot judge the canary's files in {files.run_dir}: {files.error}"[:1000] + note,
                          nodes=nodes)
+    j = files.judged
     return CanaryRun(name, j.outcome, started, finished, j.message + note, j.evidence, j.transport, j.busbw, nodes,
                      j.inspector)
 
 
 def _start_key(r: CanaryRun) -> datetime:
-    return o.parse_time(r.started) or datetime.min.replace(tzinfo=UTC)
+    return times.parse_time(r.started) or datetime.min.replace(tzinfo=UTC)
 
 
-def _newest_mtime(d: Path, limit: int = 256) -> datetime | None:
-    """When the newest of (at most ``limit``) files directly in ``d`` was last written."""
-    newest = 0.0
-    try:
-        with os.scandir(d) as it:
-            for n, entry in enumerate(it):
-                if n >= limit:
-                    break
-                with contextlib.suppress(OSError):
-                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
-    except OSError:
-        return None
-    return datetime.fromtimestamp(newest, UTC) if newest else None
-
-
-def _lost_runs(profile: PlatformProfile, pool: Pool, cfg: CanaryConfig, runs: list[CanaryRun],
-               listed: set[str], active: str | None, now: datetime) -> list[CanaryRun]:
+def _lost_runs(pool: Pool, cfg: CanaryConfig, runs: list[CanaryRun], listed: set[str], active: str | None,
+               now: datetime, lustre: LustreFacts) -> list[CanaryRun]:
     """Runs that are over but whose outcome no status holds and whose JobSet is gone: judged from Lustre.
 
     Candidates are the pool's run directories on Lustre and the run the status last named as active. Runs older
     than everything the history keeps are not looked at once the history is full (they were recorded, then
     aged out), and at most ``history`` of them are judged in one pass."""
     recorded = {r.name for r in runs}
-    starts = [t for t in (o.parse_time(r.started) for r in runs) if t is not None]
+    starts = [t for t in (times.parse_time(r.started) for r in runs) if t is not None]
     floor = min(starts) if len(runs) >= cfg.history and starts else None
-    on_lustre = runs_on_lustre(profile, pool, cfg.namespace, cfg.lustre_root) if cfg.lustre_root else []
+    on_lustre = lustre.runs.get(pool.name, []) if cfg.lustre_root else []
     names = list(dict.fromkeys(([active] if active else []) + on_lustre))
     out: list[CanaryRun] = []
     for name in names:
@@ -174,16 +155,16 @@ def _lost_runs(profile: PlatformProfile, pool: Pool, cfg: CanaryConfig, runs: li
             break
         gone = "; its JobSet was gone before its outcome was recorded, so it was judged from what it left on Lustre"
         if name not in on_lustre:
-            out.append(CanaryRun(name, Outcome.failed, o.iso(when), o.iso(now),
+            out.append(CanaryRun(name, Outcome.failed, times.format_time(when), times.format_time(now),
                                  f"canary {name} is gone (its JobSet was deleted before its outcome was recorded) "
                                  "and left no job directory on Lustre to judge it from; the next canary will tell"))
             continue
-        assert cfg.lustre_root is not None
-        run_dir = cfg.lustre_root / job_dir(profile, cfg.namespace, name)
-        finished = _newest_mtime(run_dir / RESULT_SUBDIR) or when
+        files = lustre.canaries.get((cfg.namespace, name))
+        if files is None:
+            continue  # not read this pass (the edge reads at most ``history`` of them): the next pass will
+        finished = files.results_written or when
         finished = min(max(finished, when), now)
-        out.append(judge_run(profile, pool, cfg.namespace, name, cfg.lustre_root, o.iso(when), o.iso(finished), [],
-                             gone))
+        out.append(run_from_files(name, files, times.format_time(when), times.format_time(finished), [], gone))
     return out
 
 
@@ -196,8 +177,10 @@ def _evaluate(
     inv: Inventory,
     now: datetime,
     lustre_root: Path | None,
+    lustre: LustreFacts | None = None,
 ) -> CanaryRun | None:
-    """The run record of a canary JobSet that is over, or None while it still runs."""
+    """The run record of a canary JobSet that is over, or None while it still runs (or while its files were
+    not read)."""
     name = o.name_of(js)
     cfg_ns = o.namespace_of(js) or ""
     started = o.created(js) or now
@@ -205,21 +188,23 @@ def _evaluate(
     done, when = _finished(js, pods, canary)
     if done:
         if lustre_root is None:
-            return CanaryRun(name, Outcome.failed, o.iso(started), o.iso(when or now),
+            return CanaryRun(name, Outcome.failed, times.format_time(started), times.format_time(when or now),
                              "the controller has no Lustre root (--lustre-root) to read the canary's logs from",
                              nodes=nodes)
-        return judge_run(profile, pool, o.namespace_of(js) or "", name, lustre_root, o.iso(started),
-                         o.iso(when or now), nodes)
+        files = (lustre or LustreFacts()).canaries.get((o.namespace_of(js) or "", name))
+        if files is None:
+            return None  # over, but its files were not read this pass: judged by the next
+        return run_from_files(name, files, times.format_time(started), times.format_time(when or now), nodes)
     age = (now - started).total_seconds()
     if _pending_since(js, pods) and age >= canary.pending_timeout_s:
         reason = scheduler_reason(pods, inv.events) if pods else (
             "no pod of the canary exists: is the JobSet controller running, and may it create pods in "
             f"{cfg_ns} (kubectl describe jobset -n {cfg_ns} {name})?")
-        return CanaryRun(name, Outcome.unschedulable, o.iso(started), o.iso(now),
+        return CanaryRun(name, Outcome.unschedulable, times.format_time(started), times.format_time(now),
                          f"Pending for {int(age)} s (timeout {canary.pendingTimeout}): {reason}",
                          [f"Pod {cfg_ns}/{o.name_of(p)}: FailedScheduling" for p in pods[:2]], nodes=nodes)
     if age >= canary.pending_timeout_s + canary.run_timeout_s + 60:
-        return CanaryRun(name, Outcome.failed, o.iso(started), o.iso(now),
+        return CanaryRun(name, Outcome.failed, times.format_time(started), times.format_time(now),
                          f"did not finish within pendingTimeout + runTimeout ({int(age)} s); its pods: "
                          + ", ".join(f"{o.name_of(p)} {(p.get('status') or {}).get('phase')}" for p in pods),
                          nodes=nodes)
@@ -249,7 +234,7 @@ def pool_state(pool: Pool, canary: Canary | None, runs: list[CanaryRun], last_su
     judged = next((r for r in runs if r.outcome in JUDGED), None)
     last = runs[0] if runs else None
     stale_after = 2 * canary.interval_s
-    success_t = o.parse_time(last_success)
+    success_t = times.parse_time(last_success)
     fresh = success_t is not None and (now - success_t).total_seconds() <= stale_after
     if judged is None:
         msg = f"pool {pool.name}: no canary has finished yet"
@@ -290,23 +275,26 @@ def reconcile_pool(
     now: datetime,
     cfg: CanaryConfig,
     counters: Counters,
+    lustre: LustreFacts | None = None,
 ) -> tuple[list[Action], PoolState]:
+    """One pool's canary step. Pure: what Lustre holds comes in ``lustre`` (read by ``controller.lustre``)."""
+    lustre = lustre or LustreFacts(cfg.lustre_root)
     canary = profile.canary(pool)
     actions: list[Action] = []
     status = (fv or {}).get("status") or {}
     runs = [r for r in (CanaryRun.from_dict(d) for d in status.get("runs") or () if isinstance(d, dict)) if r]
     previous_success = status.get("lastSuccess")
     if fv is None:
-        actions.append(Create(o.FV_API, o.FV_PLURAL, None, {
-            "apiVersion": o.FV_API, "kind": o.FV_KIND,
-            "metadata": {"name": pool.name, "labels": {o.LABEL_CANARY_POOL: pool.name}},
+        actions.append(Create(names.FV_API, names.FV_PLURAL, None, {
+            "apiVersion": names.FV_API, "kind": names.FV_KIND,
+            "metadata": {"name": pool.name, "labels": {names.LABEL_CANARY_POOL: pool.name}},
             "spec": {"pool": pool.name, "interval": canary.interval if canary else None},
         }))
     # The record is keyed by the run id (the JobSet's name); a status that holds one twice keeps the first.
     runs = list({r.name: r for r in reversed(runs)}.values())[::-1]
     recorded = {r.name for r in runs}
     mine = sorted(
-        (js for js in jobsets if o.labels(js).get(o.LABEL_CANARY_POOL) == pool.name
+        (js for js in jobsets if o.labels_of(js).get(names.LABEL_CANARY_POOL) == pool.name
          and o.namespace_of(js) == cfg.namespace),
         key=lambda js: (o.meta(js).get("creationTimestamp") or "", o.name_of(js)),
     )
@@ -316,38 +304,38 @@ def reconcile_pool(
         name = o.name_of(js)
         if name in recorded or canary is None:
             # Only a run whose outcome this pass read back from the status is deleted: the record came first.
-            actions.append(Delete(o.JOBSET_API, "jobsets", cfg.namespace, name))
+            actions.append(Delete(names.JOBSET_API, "jobsets", cfg.namespace, name))
             continue
         pods = inv.pods_by_jobset.get((cfg.namespace, name), [])
-        run = _evaluate(profile, pool, canary, js, pods, inv, now, cfg.lustre_root)
+        run = _evaluate(profile, pool, canary, js, pods, inv, now, cfg.lustre_root, lustre)
         if run is not None:
             # Recorded by this pass's status write; the JobSet stays until a later pass reads that record back.
             new_runs.append(run)
         elif active is None:
             active = js  # adopted: a restarted controller waits for it instead of starting another
         else:
-            actions.append(Delete(o.JOBSET_API, "jobsets", cfg.namespace, name))  # at most one per pool
+            actions.append(Delete(names.JOBSET_API, "jobsets", cfg.namespace, name))  # at most one per pool
     if canary is not None:
         was_active = ((status.get("active") or {}).get("jobSet") if isinstance(status.get("active"), dict)
                       else None)
-        new_runs += _lost_runs(profile, pool, cfg, runs, {o.name_of(js) for js in mine},
-                               str(was_active) if was_active else None, now)
+        new_runs += _lost_runs(pool, cfg, runs, {o.name_of(js) for js in mine},
+                               str(was_active) if was_active else None, now, lustre)
     if canary is not None and active is None:
-        starts = [o.parse_time(r.started) for r in new_runs + runs]
+        starts = [times.parse_time(r.started) for r in new_runs + runs]
         last_start = max((t for t in starts if t is not None), default=None)
         if last_start is None or (now - last_start) >= timedelta(seconds=canary.interval_s):
             free = inv.free_nodes(pool, canary.gpusPerPod)
             if free < canary.nodes:
                 new_runs.append(CanaryRun(
-                    f"skipped-{int(now.timestamp())}", Outcome.skipped, o.iso(now), o.iso(now),
+                    f"skipped-{int(now.timestamp())}", Outcome.skipped, times.format_time(now), times.format_time(now),
                     f"pool saturated: {free} node(s) of pool {pool.name} have {canary.gpusPerPod} free "
                     f"{pool.gpuResource}; the canary needs {canary.nodes}",
                 ))
             else:
                 spec: CanarySpec = spec_for(profile, pool, cfg.namespace, now)
                 body = render_canary(profile, pool, spec, image=cfg.image, owner=fv)
-                actions.append(Create(o.JOBSET_API, "jobsets", cfg.namespace, body,
-                                      owner=None if fv is not None else (o.FV_PLURAL, pool.name)))
+                actions.append(Create(names.JOBSET_API, "jobsets", cfg.namespace, body,
+                                      owner=None if fv is not None else (names.FV_PLURAL, pool.name)))
                 # ``status.active`` names it once a pass lists it: a run named there existed, so if it is ever
                 # gone unrecorded it is judged (a create that failed leaves nothing to judge and no record).
     for r in new_runs:
@@ -356,6 +344,6 @@ def reconcile_pool(
     all_runs = sorted(new_runs + runs, key=_start_key, reverse=True)
     want = _status(all_runs, cfg.history, active, previous_success, pool)
     if want != {k: status.get(k) for k in want}:
-        actions.append(MergeStatus(o.FV_API, o.FV_PLURAL, None, pool.name, want))
+        actions.append(MergeStatus(names.FV_API, names.FV_PLURAL, None, pool.name, want))
     state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now)
     return actions, state

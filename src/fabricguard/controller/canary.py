@@ -26,9 +26,10 @@ from typing import Any
 
 import jsonpatch
 
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.admission import workloads as wl
-from fabricguard.admission.mutate import KUEUE_QUEUE, make_plan, mutate_workload
-from fabricguard.controller import objects as o
+from fabricguard.admission.mutate import KUEUE_QUEUE, mutate_workload
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 REPLICATED_JOB = "workers"
@@ -166,20 +167,20 @@ def _bare_jobset(pool: Pool, canary: Canary, spec: CanarySpec, image: str) -> di
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
                     {
-                        "labelSelector": {"matchLabels": {wl.JOBSET_NAME: spec.name}},
-                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {names.JOBSET_NAME: spec.name}},
+                        "topologyKey": names.LABEL_HOSTNAME,
                     }
                 ]
             }
         },
     }
     return {
-        "apiVersion": o.JOBSET_API,
+        "apiVersion": names.JOBSET_API,
         "kind": "JobSet",
         "metadata": {
             "name": spec.name,
             "namespace": spec.namespace,
-            "labels": {o.LABEL_CANARY_POOL: pool.name, o.LABEL_COMPONENT: "canary"},
+            "labels": {names.LABEL_CANARY_POOL: pool.name, names.LABEL_APP_COMPONENT: "canary"},
         },
         "spec": {
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
@@ -195,7 +196,8 @@ def _bare_jobset(pool: Pool, canary: Canary, spec: CanarySpec, image: str) -> di
                             "completions": canary.nodes,
                             "completionMode": "Indexed",
                             "backoffLimit": 0,
-                            "template": {"metadata": {"labels": {o.LABEL_CANARY_POOL: pool.name}}, "spec": pod_spec},
+                            "template": {"metadata": {"labels": {names.LABEL_CANARY_POOL: pool.name}},
+                                         "spec": pod_spec},
                         }
                     },
                 }
@@ -255,10 +257,5 @@ def render_canary(
     container = pod["spec"]["containers"][0]
     container["env"] = [*container.get("env", []), *_canary_env(profile, pool, canary, spec)]
     if owner is not None:
-        js["metadata"]["ownerReferences"] = [o.owner_ref(owner, o.FV_API, o.FV_KIND)]
+        js["metadata"]["ownerReferences"] = [o.owner_ref(owner, names.FV_API, names.FV_KIND)]
     return js
-
-
-def plan_env(profile: PlatformProfile, pool: Pool) -> dict[str, str]:
-    """The fabric env the webhook injects for ``pool`` (what the canary must carry, for the tests to compare)."""
-    return dict(make_plan(profile, pool, False).env)

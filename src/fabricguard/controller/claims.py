@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.admission.claims import claim_template
 from fabricguard.admission.mutate import stored
 from fabricguard.admission.render import ENABLED_LABEL
-from fabricguard.controller import objects as o
 from fabricguard.controller.actions import Action, Create, Delete
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile
 
-API = "resource.k8s.io/v1"
+API = names.DRA_API
 PLURAL = "resourceclaimtemplates"
-MANAGED_BY = ("app.kubernetes.io/managed-by", "fabricguard")
+MANAGED_BY = (names.LABEL_MANAGED_BY, "fabricguard")
 
 
 def opted_in(snapshot: Snapshot) -> list[str]:

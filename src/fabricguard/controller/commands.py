@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import os
 import signal
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import typer
 
 from fabricguard.console import console, err_console, fail, print_json
-from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
+from fabricguard.options import JSON_ALIAS, Format, check_namespace, check_port, format_option, now_value, wants_json
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile (YAML).")
-
-
-def _now(value: str | None) -> datetime | None:
-    from fabricguard.controller.objects import parse_time
-
-    if value is None:
-        return None
-    t = parse_time(value)
-    if t is None:
-        fail(f"--now {value!r} is not an RFC 3339 time", hint="e.g. --now 2025-09-30T12:00:00Z")
-    return t
 
 
 def controller_cmd(
@@ -41,7 +31,12 @@ def controller_cmd(
     kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster or ~/.kube)."),
     context: str = typer.Option(None, "--context"),
     identity: str = typer.Option(None, "--identity", help="Leader-election identity (default: host-pid)."),
-    metrics_port: int = typer.Option(8080, "--metrics-port", help="Port of /metrics (0: none)."),
+    metrics_port: int = typer.Option(None, "--metrics-port",
+                                     help="Port of the long-running controller's /metrics (default 8080; 0: none)."),
+    metrics_textfile: Path = typer.Option(
+        None, "--metrics-textfile",
+        help="With --once: write the pass's metrics to this file in the node-exporter textfile format "
+             "(replaced atomically; name it *.prom in the collector's --collector.textfile.directory)."),
     resync: float = typer.Option(30.0, "--resync", help="Seconds between full passes without changes."),
     reference: str = typer.Option(
         None, "--reference",
@@ -55,8 +50,26 @@ def controller_cmd(
     from fabricguard.controller.runner import RunConfig, run_once
     from fabricguard.profile.commands import profile_or_exit
 
+    check_namespace("--namespace", namespace)
+    if not (math.isfinite(resync) and resync > 0):
+        fail(f"--resync {resync:g}: the seconds between full passes must be more than 0", hint="e.g. --resync 30")
+    if once and metrics_port is not None:
+        fail("--metrics-port serves the long-running controller's /metrics; a --once pass exits before anything "
+             "scrapes it", hint="with --once, write the pass's metrics for node-exporter: --metrics-textfile "
+                                "/var/lib/node-exporter/textfile/fabricguard.prom")
+    if metrics_textfile is not None:
+        if not once:
+            fail("--metrics-textfile is for --once (a CronJob's pass); the long-running controller serves "
+                 "--metrics-port", hint="drop --metrics-textfile, or add --once")
+        from fabricguard.userfiles import SourceError, output_file
+
+        try:
+            output_file(metrics_textfile)
+        except SourceError as exc:
+            fail(f"--metrics-textfile {exc}")
+    port = check_port("--metrics-port", 8080 if metrics_port is None else metrics_port, zero="no /metrics")
     prof = profile_or_exit(profile)
-    fixed = _now(now)
+    fixed = now_value(now) if now is not None else None
     if fixed is not None and not once:
         fail("--now fixes the clock of one pass; use it with --once")
     if lustre_root is not None and not lustre_root.is_dir():
@@ -91,14 +104,53 @@ def controller_cmd(
             rep = asyncio.run(run_once(cfg, fixed, force=force))
         except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
             # kubeconfig missing, API server unreachable or refusing: say so, no traceback
-            fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}",
+            fail(f"cannot reach the cluster at {server_of(kubeconfig, context)}: {type(exc).__name__}: {exc}",
                  hint="check --kubeconfig/--context, or run in a cluster")
+        if metrics_textfile is not None:
+            _write_textfile(metrics_textfile, prof, rep)
         if rep.lease_holder:
             err_console.print(f"[yellow]warning:[/] controller {rep.lease_holder!r} holds the Lease: this pass only "
                               "read the cluster and changed nothing (--force to act anyway)")
         _print_pass(rep.result, rep.errors, wants_json(fmt, as_json), rep.acted, rep.live)
         raise typer.Exit(rep.result.exit_code)
-    _serve(cfg, metrics_port)
+    _serve(cfg, port)
+
+
+def server_of(kubeconfig: str | None, context: str | None) -> str:
+    """The API server a command talks to, for its error line: the kubeconfig context's URL, else in-cluster."""
+    try:
+        from fabricguard.kube import check_kubeconfig, kubeconfig_path  # type: ignore[attr-defined]
+    except ImportError:  # where the kubeconfig checks still live with the doctor's snapshot
+        from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+    from fabricguard.userfiles import SourceError
+
+    path = kubeconfig_path(kubeconfig)
+    if path is not None:
+        try:
+            return check_kubeconfig(path, context)
+        except SourceError:
+            return f"the server of {path}"
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if host:
+        return f"https://{host}:{port} (in-cluster)"
+    return "the in-cluster API server (no kubeconfig found, and KUBERNETES_SERVICE_HOST is not set)"
+
+
+def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-def]
+    """The pass's metrics in the Prometheus text format, replaced atomically (a collector never reads half)."""
+    from prometheus_client import generate_latest
+
+    from fabricguard.controller.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.observe(prof, rep.result, rep.seconds, len(rep.errors))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(generate_latest(metrics.registry))
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        fail(f"--metrics-textfile {path}: cannot write: {exc.strerror or exc}")
 
 
 def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) -> None:  # type: ignore[no-untyped-def]
@@ -138,16 +190,28 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
 
 def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
-    from prometheus_client import start_http_server
-
-    from fabricguard.controller.metrics import Metrics
+    from fabricguard.controller.metrics import Metrics, serve
     from fabricguard.controller.runner import run_forever
 
     metrics = Metrics()
     if port:
-        start_http_server(port, registry=metrics.registry)
+        try:
+            serve(metrics, port)  # /metrics, and /healthz for the liveness probe
+        except OSError as exc:
+            fail(f"--metrics-port {port}: cannot serve /metrics: {exc.strerror or exc}",
+                 hint="pick a free port, or --metrics-port 0 for none")
 
     async def main() -> None:
+        import httpx
+        import kr8s
+
+        from fabricguard.controller.runner import api_for
+
+        try:  # a server that cannot be reached at start is one line, not a traceback from the first pass
+            await (await api_for(cfg)).version()
+        except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
+            fail(f"cannot reach the cluster at {server_of(cfg.kubeconfig, cfg.context)}: {type(exc).__name__}: "
+                 f"{exc}", hint="check --kubeconfig/--context, or run in a cluster")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -171,14 +235,24 @@ def render_controller_cmd(
     """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
 
     The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
-    from fabricguard.controller.manifests import image_problem, manifests, pod_monitoring, service_monitor, to_yaml
+    from fabricguard.controller.manifests import (
+        image_problem,
+        manifests,
+        pod_monitoring,
+        profile_image_problems,
+        service_monitor,
+        to_yaml,
+    )
     from fabricguard.profile.commands import profile_or_exit
 
+    check_namespace("--namespace", namespace)
     prof = profile_or_exit(profile)
     for opt, ref in (("--image", image), ("--canary-image", canary_image)):
         problem = image_problem(ref) if ref else None
         if problem:
             fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for problem in profile_image_problems(prof):
+        fail(f"{profile}: {problem}")
     if monitoring not in ("prometheus-operator", "gmp", "none"):
         fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
     if prof.spec.storage.lustre is None:
@@ -222,24 +296,41 @@ def render_alerts_cmd(
     from fabricguard.controller.alerts import prometheus_rule, rule_groups
     from fabricguard.profile.commands import profile_or_exit
 
+    check_namespace("--namespace", namespace)
     prof = profile_or_exit(profile)
     doc = rule_groups(prof) if plain else prometheus_rule(prof, namespace)
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
 
 
-def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
-    """Print the Grafana dashboard JSON."""
+def render_dashboard_cmd(
+    profile: Path = PROFILE_OPT,
+    configmap: bool = typer.Option(False, "--configmap", help="A ConfigMap labelled grafana_dashboard: \"1\" (what "
+                                   "Grafana's sidecar in kube-prometheus-stack loads) instead of the raw JSON."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="The ConfigMap's namespace."),
+) -> None:
+    """Print the Grafana dashboard JSON (or, with --configmap, a ConfigMap for Grafana's dashboard sidecar)."""
+    from fabricguard.controller.dashboard import configmap as dashboard_configmap
     from fabricguard.controller.dashboard import dashboard
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
+    if configmap:
+        import yaml
+
+        check_namespace("--namespace", namespace)
+        sys.stdout.write(yaml.safe_dump(dashboard_configmap(prof, namespace), sort_keys=False, width=120))
+        return
     sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
 
 
 def render_exporters_cmd(
     namespace: str = typer.Option("monitoring", "--namespace", "-n", help="Where the monitors live."),
-    dcgm_namespace: str = typer.Option("gpu-operator", "--dcgm-namespace",
-                                       help="Namespace of DCGM exporter's Service (GPU operator)."),
+    platform: str = typer.Option("gpu-operator", "--platform",
+                                 help="Where DCGM exporter runs: gpu-operator (NVIDIA GPU Operator), dcgm-exporter "
+                                      "(its own Helm chart, e.g. on EKS), or gke (GKE's managed DCGM: nothing to "
+                                      "scrape here)."),
+    dcgm_namespace: str = typer.Option(None, "--dcgm-namespace",
+                                       help="Namespace of DCGM exporter's Service (default: the platform's)."),
     node_exporter_namespace: str = typer.Option("monitoring", "--node-exporter-namespace",
                                                 help="Namespace of node-exporter's Service."),
     agent_namespace: str = typer.Option("fabricguard-system", "--agent-namespace",
@@ -247,22 +338,34 @@ def render_exporters_cmd(
 ) -> None:
     """Print ServiceMonitors for DCGM exporter and node-exporter and a PodMonitor for the node agent, all
     labelling series with the pod's ``node``, which the per-node alerts and the dashboard's job view join on."""
+    import dataclasses
+
     import yaml
 
-    from fabricguard.controller.exporters import ExporterTargets, monitors
+    from fabricguard.controller.exporters import DCGM_PLATFORMS, ExporterTargets, monitors
 
-    t = ExporterTargets(dcgm_namespace=dcgm_namespace, node_exporter_namespace=node_exporter_namespace,
-                        agent_namespace=agent_namespace)
-    sys.stdout.write(yaml.safe_dump_all(monitors(t, namespace), sort_keys=False, width=120))
+    for opt, value, example in (("--namespace", namespace, "monitoring"), ("--dcgm-namespace", dcgm_namespace,
+                                "gpu-operator"), ("--node-exporter-namespace", node_exporter_namespace, "monitoring"),
+                                ("--agent-namespace", agent_namespace, "fabricguard-system")):
+        if value is not None:
+            check_namespace(opt, value, example)
+    if platform not in DCGM_PLATFORMS:
+        fail(f"--platform {platform!r}: use one of {', '.join(DCGM_PLATFORMS)}")
+    preset = DCGM_PLATFORMS[platform]
+    t = dataclasses.replace(preset or ExporterTargets(), node_exporter_namespace=node_exporter_namespace,
+                            agent_namespace=agent_namespace)
+    if dcgm_namespace:
+        t = dataclasses.replace(t, dcgm_namespace=dcgm_namespace)
+    objs = monitors(t, namespace)
+    head = ""
+    if preset is None:
+        # GKE runs no GPU Operator: its managed DCGM metrics go to Cloud Monitoring (Managed Prometheus).
+        objs = [o for o in objs if o["metadata"]["name"] != "fabricguard-dcgm-exporter"]
+        head = ("# GKE: DCGM metrics come from GKE's managed DCGM (Cloud Monitoring); no DCGM ServiceMonitor is\n"
+                "# rendered. Query them in Managed Prometheus (docs/install.md, what cannot be proven here).\n")
+    sys.stdout.write(head + yaml.safe_dump_all(objs, sort_keys=False, width=120))
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``controller`` to the root app and the controller's manifests to ``render``."""
-    from fabricguard.admission.commands import render_app
-
+    """Add ``controller`` to the root app (its ``render`` commands are added by cli.py)."""
     app.command("controller")(controller_cmd)
-    render_app.command("controller")(render_controller_cmd)
-    render_app.command("kueue-check")(render_kueue_check_cmd)
-    render_app.command("alerts")(render_alerts_cmd)
-    render_app.command("dashboard")(render_dashboard_cmd)
-    render_app.command("exporters")(render_exporters_cmd)

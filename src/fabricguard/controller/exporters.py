@@ -14,9 +14,11 @@ The selectors default to the GPU operator's and kube-prometheus-stack's Services
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from fabricguard import names
 from fabricguard.agent.render import NAME as AGENT_NAME
 
 NODE_RELABEL = [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]
@@ -28,14 +30,14 @@ class ExporterTargets:
     dcgm_labels: tuple[tuple[str, str], ...] = (("app", "nvidia-dcgm-exporter"),)
     dcgm_port: str = "gpu-metrics"
     node_exporter_namespace: str = "monitoring"
-    node_exporter_labels: tuple[tuple[str, str], ...] = (("app.kubernetes.io/name", "prometheus-node-exporter"),)
+    node_exporter_labels: tuple[tuple[str, str], ...] = ((names.LABEL_APP_NAME, "prometheus-node-exporter"),)
     node_exporter_port: str = "http-metrics"
     agent_namespace: str = "fabricguard-system"
 
 
 def _meta(name: str, namespace: str) -> dict[str, Any]:
     return {"name": name, "namespace": namespace,
-            "labels": {"app.kubernetes.io/part-of": "fabricguard", "app.kubernetes.io/component": "monitoring"}}
+            "labels": {names.LABEL_APP_PART_OF: "fabricguard", names.LABEL_APP_COMPONENT: "monitoring"}}
 
 
 def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
@@ -56,7 +58,7 @@ def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
                         t.node_exporter_port),
         {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
          "metadata": _meta("fabricguard-node-agent", namespace),
-         "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": AGENT_NAME}},
+         "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: AGENT_NAME}},
                   "namespaceSelector": {"matchNames": [t.agent_namespace]},
                   "podMetricsEndpoints": [{"port": "metrics", "interval": "30s", "relabelings": NODE_RELABEL}]}},
     ]
@@ -69,7 +71,7 @@ def monitors(t: ExporterTargets, namespace: str) -> list[dict[str, Any]]:
 DCGM_PLATFORMS: dict[str, ExporterTargets | None] = {
     "gpu-operator": ExporterTargets(),
     "dcgm-exporter": ExporterTargets(dcgm_namespace="dcgm-exporter",
-                                     dcgm_labels=(("app.kubernetes.io/name", "dcgm-exporter"),), dcgm_port="metrics"),
+                                     dcgm_labels=((names.LABEL_APP_NAME, "dcgm-exporter"),), dcgm_port="metrics"),
     "gke": None,
 }
 
@@ -84,19 +86,49 @@ def gmp_monitors(namespace: str) -> list[dict[str, Any]]:
     """GKE Managed Prometheus: a PodMonitoring for the node agent (``node`` from the pod's node name)."""
     return [{"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
              "metadata": _meta("fabricguard-node-agent", namespace),
-             "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": AGENT_NAME}},
+             "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: AGENT_NAME}},
                       "endpoints": [{"port": "metrics", "interval": "30s"}],
                       "targetLabels": {"metadata": ["pod", "container", "node"]}}}]
 
 
+# Controller series that carry the labels of the *objects* they describe (a job's namespace and name, a drifted
+# object's namespace). Managed Prometheus protects ``namespace`` and ``job`` as target labels and has no
+# honorLabels: those series arrive with ``exported_namespace``/``exported_job`` instead.
+GMP_RENAMED = ("fabricguard_job_", "fabricguard_drift_")
+_GMP_LABEL = re.compile(r"(?<![\w.$])(namespace|job)\b(?!\s*\()")
+
+
+def gmp_expr(expr: str, *also: str) -> tuple[str, ...]:
+    """``expr`` (and ``also``: its legend) with the job labels renamed, when it reads the controller's
+    object-labelled series; unchanged otherwise."""
+    if not any(m in expr for m in GMP_RENAMED):
+        return (expr, *also)
+    return tuple(_GMP_LABEL.sub(lambda m: f"exported_{m.group(1)}", s) for s in (expr, *also))
+
+
+def gmp_relabel(rule: dict[str, Any]) -> dict[str, Any]:
+    """``rule`` for Managed Prometheus: on the controller's object-labelled series, ``namespace`` and ``job`` read
+    as ``exported_namespace`` and ``exported_job`` (in the PromQL and in ``$labels`` of the annotations)."""
+    expr = str(rule.get("expr", ""))
+    if not any(m in expr for m in GMP_RENAMED):
+        return rule
+    out = dict(rule)
+    out["expr"] = gmp_expr(expr)[0]
+    if "annotations" in rule:
+        out["annotations"] = {k: re.sub(r"\$labels\.(namespace|job)\b", r"$labels.exported_\1", v)
+                              for k, v in rule["annotations"].items()}
+    return out
+
+
 def gmp_rules(groups: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The alert groups as a GKE Managed Prometheus ``Rules`` object (same PromQL, ``monitoring.googleapis.com/v1``)."""
+    """The alert groups as a GKE Managed Prometheus ``Rules`` object (``monitoring.googleapis.com/v1``), with the
+    controller's job labels read as Managed Prometheus stores them (:func:`gmp_relabel`)."""
     out = []
     for g in groups["groups"]:
         rules = []
         for r in g["rules"]:
             rule = {k: r[k] for k in ("alert", "record", "expr", "for", "labels", "annotations") if k in r}
-            rules.append(rule)
+            rules.append(gmp_relabel(rule))
         out.append({"name": g["name"], "interval": g.get("interval", "30s"), "rules": rules})
     return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "Rules",
             "metadata": _meta("fabricguard", namespace), "spec": {"groups": out}}

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names, times
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, ApplyStatus, event
 from fabricguard.controller.canaries import PoolState
 from fabricguard.profile.model import PlatformProfile
@@ -32,21 +33,21 @@ class GateResult:
 
 
 def our_checks(admission_checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [ac for ac in admission_checks if (ac.get("spec") or {}).get("controllerName") == o.CHECK_CONTROLLER]
+    return [ac for ac in admission_checks if (ac.get("spec") or {}).get("controllerName") == names.CHECK_CONTROLLER]
 
 
 def keep_active(admission_checks: list[dict[str, Any]], now: datetime) -> list[Action]:
     out: list[Action] = []
     for ac in our_checks(admission_checks):
-        if o.condition_true(ac, "Active"):
+        if o.condition_true(ac, names.AC_ACTIVE):
             continue
-        out.append(ApplyStatus(o.KUEUE_API, "AdmissionCheck", "admissionchecks", None, o.name_of(ac), {
+        out.append(ApplyStatus(names.KUEUE_API, "AdmissionCheck", "admissionchecks", None, o.name_of(ac), {
             "conditions": [{
                 "type": "Active",
                 "status": "True",
                 "reason": "Active",
                 "message": "fabricguard-controller is running and validates fabric pools with canaries",
-                "lastTransitionTime": o.iso(now),
+                "lastTransitionTime": times.format_time(now),
                 "observedGeneration": int(o.meta(ac).get("generation") or 1),
             }],
         }))
@@ -86,15 +87,15 @@ def gate_workloads(
     now: datetime,
 ) -> GateResult:
     res = GateResult()
-    names = {o.name_of(ac) for ac in our_checks(admission_checks)} or {o.CHECK_NAME}
+    check_names = {o.name_of(ac) for ac in our_checks(admission_checks)} or {names.CHECK_NAME}
     flavor_pool = {f: p.name for p in profile.spec.pools for f in profile.canary_flavors(p)}
     for wl in workloads:
         st = wl.get("status") or {}
-        entry = next((e for e in st.get("admissionChecks") or () if isinstance(e, dict) and e.get("name") in names),
-                     None)
-        if entry is None or not o.condition_true(wl, "QuotaReserved"):
+        entry = next((e for e in st.get("admissionChecks") or ()
+                      if isinstance(e, dict) and e.get("name") in check_names), None)
+        if entry is None or not o.condition_true(wl, names.WL_QUOTA_RESERVED):
             continue
-        if o.condition_true(wl, "Admitted") or o.condition_true(wl, "Finished"):
+        if o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
             continue
         state, message, pools = decide(wl, flavor_pool, states)
         message = message[:MAX_MESSAGE]
@@ -104,15 +105,16 @@ def gate_workloads(
         if entry.get("state") == state and entry.get("message") == message:
             continue
         changed = entry.get("state") != state
-        res.actions.append(ApplyStatus(o.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
+        res.actions.append(ApplyStatus(names.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
             "admissionChecks": [{
                 "name": entry["name"],
                 "state": state,
                 "message": message,
-                "lastTransitionTime": o.iso(now) if changed else entry.get("lastTransitionTime") or o.iso(now),
+                "lastTransitionTime": (times.format_time(now) if changed
+                                       else entry.get("lastTransitionTime") or times.format_time(now)),
             }],
         }))
-        res.actions.append(event(wl, o.KUEUE_API, "Workload",
+        res.actions.append(event(wl, names.KUEUE_API, "Workload",
                                  "FabricValidated" if state == "Ready" else "FabricNotValidated",
                                  message, now, warning=state != "Ready"))
     return res

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot, collect_live, snapshot_from_lists
 from fabricguard.kube import Kube, KubeError
@@ -24,11 +25,11 @@ from fabricguard.kube import Kube, KubeError
 log = logging.getLogger("fabricguard.controller")
 
 CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
-    (o.FV_API, o.FV_PLURAL, o.FV_KIND),
-    (o.KUEUE_API, "admissionchecks", "AdmissionCheck"),
-    (o.JOBSET_API, "jobsets", "JobSet"),
-    (o.BATCH_API, "jobs", "Job"),
-    (o.TRAINJOB_API, "trainjobs", "TrainJob"),
+    (names.FV_API, names.FV_PLURAL, names.FV_KIND),
+    (names.KUEUE_API, "admissionchecks", "AdmissionCheck"),
+    (names.JOBSET_API, "jobsets", "JobSet"),
+    (names.BATCH_API, "jobs", "Job"),
+    (names.TRAINJOB_API, "trainjobs", "TrainJob"),
 )
 ALL_RESOURCES = LIVE_RESOURCES + CONTROLLER_RESOURCES
 # Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
@@ -72,7 +73,7 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
         body = a.body
         if a.owner is not None and a.owner in known:
             body = json.loads(json.dumps(body))
-            body["metadata"]["ownerReferences"] = [o.owner_ref(known[a.owner], o.FV_API, o.FV_KIND)]
+            body["metadata"]["ownerReferences"] = [o.owner_ref(known[a.owner], names.FV_API, names.FV_KIND)]
         if a.namespace:
             body = {**body, "metadata": {**body["metadata"], "namespace": a.namespace}}
         known[(a.plural, a.name)] = await kube.create(a.api_version, a.plural, body)
@@ -80,16 +81,16 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
         await kube.delete(a.api_version, a.plural, a.name, a.namespace, propagation="Background")
     elif isinstance(a, ApplyStatus):
         await kube.apply(a.api_version, a.plural, a.name, a.body(), namespace=a.namespace, subresource="status",
-                         field_manager=o.FIELD_MANAGER)
+                         field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, MergeStatus):
         await kube.patch(a.api_version, a.plural, a.name, {"status": a.status}, namespace=a.namespace,
-                         subresource="status", patch_type="merge", field_manager=o.FIELD_MANAGER)
+                         subresource="status", patch_type="merge", field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, Annotate):
         await kube.patch(a.api_version, a.plural, a.name, {"metadata": {"annotations": a.annotations}},
-                         namespace=a.namespace, patch_type="merge", field_manager=o.FIELD_MANAGER)
+                         namespace=a.namespace, patch_type="merge", field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, MergePatch):
         await kube.patch(a.api_version, a.plural, a.name, a.body, namespace=a.namespace, patch_type="merge",
-                         field_manager=o.FIELD_MANAGER)
+                         field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, Emit):
         await kube.create("v1", "events", a.body)
 
@@ -97,10 +98,10 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
 # What wakes a pass early: (apiVersion, plural, labelSelector). Only canary pods: every other pod change in a
 # large cluster would keep the controller busy for nothing, and the periodic pass sees them anyway.
 WATCHED: tuple[tuple[str, str, str | None], ...] = (
-    (o.JOBSET_API, "jobsets", None),
-    ("v1", "pods", o.LABEL_CANARY_POOL),
-    (o.KUEUE_API, "workloads", None),
-    (o.FV_API, o.FV_PLURAL, None),
+    (names.JOBSET_API, "jobsets", None),
+    ("v1", "pods", names.LABEL_CANARY_POOL),
+    (names.KUEUE_API, "workloads", None),
+    (names.FV_API, names.FV_PLURAL, None),
 )
 
 

@@ -9,13 +9,14 @@ one write and answers 409 to the other.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names, times
+from fabricguard.times import format_micro
 
-LEASE_API = "coordination.k8s.io/v1"
+LEASE_API = names.LEASE_API
 
 
 class Step(StrEnum):
@@ -27,7 +28,7 @@ class Step(StrEnum):
 
 def micro(t: datetime) -> str:
     """A Kubernetes MicroTime."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_micro(t)
 
 
 def decide(lease: dict[str, Any] | None, identity: str, now: datetime) -> Step:
@@ -36,7 +37,7 @@ def decide(lease: dict[str, Any] | None, identity: str, now: datetime) -> Step:
     spec = lease.get("spec") or {}
     if spec.get("holderIdentity") == identity:
         return Step.renew
-    renewed = o.parse_time(spec.get("renewTime")) or o.parse_time(spec.get("acquireTime"))
+    renewed = times.parse_time(spec.get("renewTime")) or times.parse_time(spec.get("acquireTime"))
     duration = int(spec.get("leaseDurationSeconds") or 15)
     if not spec.get("holderIdentity") or renewed is None or now > renewed + timedelta(seconds=duration):
         return Step.takeover
@@ -53,7 +54,7 @@ def desired(lease: dict[str, Any] | None, identity: str, now: datetime, duration
     return {"apiVersion": LEASE_API, "kind": "Lease", "metadata": md, "spec": spec}
 
 
-async def read_lease(api: Any, namespace: str, name: str = o.LEASE_NAME) -> dict[str, Any] | None:
+async def read_lease(api: Any, namespace: str, name: str = names.CONTROLLER_LEASE) -> dict[str, Any] | None:
     import httpx
     import kr8s
 
@@ -68,7 +69,7 @@ async def read_lease(api: Any, namespace: str, name: str = o.LEASE_NAME) -> dict
 
 
 async def try_lead(api: Any, namespace: str, identity: str, now: datetime, *, duration_s: int = 15,
-                   name: str = o.LEASE_NAME) -> bool:
+                   name: str = names.CONTROLLER_LEASE) -> bool:
     """One election round: True when ``identity`` holds the lease after it."""
     import httpx
     import kr8s

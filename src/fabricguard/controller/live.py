@@ -17,18 +17,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard.admission import workloads as wl
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
-from fabricguard.controller.canary import log_dir
+from fabricguard.controller.canary import job_dir, log_dir
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
+from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
 
-ANN_TRANSPORT = "fabricguard.io/transport"
-ANN_TRANSPORT_DETAIL = "fabricguard.io/transport-detail"
-KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+ANN_TRANSPORT = names.ANN_TRANSPORT
+ANN_TRANSPORT_DETAIL = names.ANN_TRANSPORT_DETAIL
+KUEUE_QUEUE = names.KUEUE_QUEUE_NAME
 # Transports worth writing down: the others say the logs do not prove anything yet.
 _KNOWN = {Transport.ib, Transport.roce, Transport.efa, Transport.tcpx, Transport.socket}
 
@@ -55,15 +56,15 @@ def _suspended(obj: dict[str, Any]) -> bool:
 def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> list[RunningJob]:
     """Managed jobs that run now on a fabric pool whose logs land on Lustre (canaries have their own judge)."""
     out: list[RunningJob] = []
-    for api_version, plural, kind in o.MANAGED_KINDS:
+    for api_version, plural, kind in names.MANAGED_KINDS:
         for obj in by_kind.get(kind, ()):
-            labels = o.labels(obj)
-            if labels.get(wl.LABEL_MANAGED) != "true" or o.LABEL_CANARY_POOL in labels:
+            labels = o.labels_of(obj)
+            if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
                 continue
             if finished(obj, kind) or _suspended(obj):
                 continue
             try:
-                pool = profile.pool(labels.get(wl.LABEL_POOL))
+                pool = profile.pool(labels.get(names.LABEL_POOL))
             except UnknownPoolError:
                 continue
             if not pool.fabric.has_fabric or profile.spec.storage.lustre is None or not pool.lustre:
@@ -122,23 +123,36 @@ class LiveJobs:
                 ins = self.profile.inspector_for(self.profile.pool(job.pool))
                 if ins is not None:
                     where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.name)
-                    self._busbw[k] = JobBusbw(where, ins)
+                    root = self.lustre_root / job_dir(self.profile, job.namespace, job.name)
+                    self._busbw[k] = JobBusbw(where, ins, root)
         return gone
 
     def poll(self) -> list[Observation]:
         t0 = time.perf_counter()
         out = []
         for key, (job, follower) in self._followers.items():
-            stats = follower.poll()
+            try:  # one job's files cannot stop the others being followed
+                stats = follower.poll()
+                verdict = follower.verdict()
+            except (OSError, ValueError, RecursionError, MemoryError) as exc:
+                why = f"cannot follow the job's logs: {type(exc).__name__}: {exc}"[:500]
+                verdict = LiveVerdict(Transport.unknown, False, NcclReport(
+                    unread=[Evidence(str(follower.directory), 0, "", why)], unread_count=1))
+                out.append(Observation(job, verdict))
+                continue
             self.cost.bytes_total += stats.bytes
             view = None
             jb = self._busbw.get(key)
             if jb is not None:
-                got = jb.poll()
-                self.cost.inspector_bytes_total += got.bytes
-                self.cost.inspector_records_total += got.records
-                view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
-            out.append(Observation(job, follower.verdict(), view))
+                try:
+                    got = jb.poll()
+                except (OSError, ValueError, RecursionError, MemoryError):
+                    got = None
+                if got is not None:
+                    self.cost.inspector_bytes_total += got.bytes
+                    self.cost.inspector_records_total += got.records
+                    view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
+            out.append(Observation(job, verdict, view))
         self.cost.jobs = len(self._followers)
         self.cost.files = sum(f.total.files for _, f in self._followers.values())
         self.cost.inspector_files = sum(jb.follower.total.files for jb in self._busbw.values())
@@ -175,9 +189,20 @@ def live_actions(profile: PlatformProfile, obs: Observation, reported: str | Non
     """What to write when the logs prove a transport that was not yet recorded on the job."""
     v, job = obs.verdict, obs.job
     transport = v.transport
-    if transport not in _KNOWN:
-        return []
     current = o.annotations_of(job.obj).get(ANN_TRANSPORT)
+    if transport not in _KNOWN:
+        # Nothing proven yet; but logs that could not all be read are said once, on the job itself.
+        unread = [e for e in v.report.unread if "longer than" not in e.why]
+        if not unread or reported == Transport.unknown.value or (reported is None and current == "unknown"):
+            return []
+        first = unread[0]
+        detail = (f"transport not proven on pool {job.pool}: {first.file}: {first.why}"
+                  + (f" (and {v.report.unread_count - 1} more)" if v.report.unread_count > 1 else ""))
+        return [
+            Annotate(job.api_version, job.plural, job.namespace, job.name,
+                     {ANN_TRANSPORT: Transport.unknown.value, ANN_TRANSPORT_DETAIL: detail[:1000]}),
+            event(job.obj, job.api_version, job.kind, "FabricLogsUnread", detail, now, warning=True),
+        ]
     if reported == transport.value or (reported is None and current == transport.value):
         return []
     pool = profile.pool(job.pool)
@@ -195,9 +220,9 @@ def live_actions(profile: PlatformProfile, obs: Observation, reported: str | Non
               warning=fallback),
     ]
     if fallback and pool.onFallback == "stop":
-        w = _workload_of(job, workloads) if KUEUE_QUEUE in o.labels(job.obj) else None
+        w = _workload_of(job, workloads) if KUEUE_QUEUE in o.labels_of(job.obj) else None
         if w is not None:
-            actions.append(MergePatch(o.KUEUE_API, "workloads", job.namespace, o.name_of(w),
+            actions.append(MergePatch(names.KUEUE_API, "workloads", job.namespace, o.name_of(w),
                                       {"spec": {"active": False}}))
             how = f"Workload {o.name_of(w)} deactivated (Kueue suspends the job; resubmit when the fabric is fixed)"
         else:

@@ -15,15 +15,16 @@ from typing import Any
 
 import yaml
 
-from fabricguard.controller import objects as o
+from fabricguard import names
+from fabricguard import objects as o
 from fabricguard.doctor.snapshot import LIVE_RESOURCES
 from fabricguard.profile.model import PlatformProfile
 
-NAME = "fabricguard-controller"
+NAME = names.CONTROLLER_COMPONENT
 PROFILE_KEY = "profile.yaml"
 METRICS_PORT = 8080
 LUSTRE_ROOT = "/lustre"
-PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
+PROFILE_CHECKSUM = names.ANN_PROFILE_CHECKSUM
 CANARY_PRIORITY_CLASS = "fabricguard-canary"
 # Below training's default 0 (no globalDefault class): a canary never outranks, and with preemptionPolicy Never
 # never preempts, a training job; it waits for free capacity like the smallest job would.
@@ -45,9 +46,19 @@ def image_problem(image: str) -> str | None:
     return None
 
 
+def profile_image_problems(profile: PlatformProfile) -> list[str]:
+    """``image_problem`` of every pool's ``canary.image``, naming the field."""
+    out = []
+    for i, p in enumerate(profile.spec.pools):
+        ref = p.canary.image if p.canary else None
+        problem = image_problem(ref) if ref else None
+        if problem:
+            out.append(f"spec.pools[{i}].canary.image ({p.name}): {problem}")
+    return out
+
+
 def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "fabricguard",
-            "app.kubernetes.io/component": "controller"}
+    return dict(names.CONTROLLER_LABELS)
 
 
 def crd() -> dict[str, Any]:
@@ -89,16 +100,16 @@ def crd() -> dict[str, Any]:
         },
     }
     return {
-        "apiVersion": "apiextensions.k8s.io/v1",
+        "apiVersion": names.CRD_API,
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{o.FV_PLURAL}.{o.GROUP}", "labels": _labels()},
+        "metadata": {"name": f"{names.FV_PLURAL}.{names.GROUP}", "labels": _labels()},
         "spec": {
-            "group": o.GROUP,
+            "group": names.GROUP,
             "scope": "Cluster",
-            "names": {"plural": o.FV_PLURAL, "singular": "fabricvalidation", "kind": o.FV_KIND,
-                      "listKind": f"{o.FV_KIND}List", "shortNames": ["fv"], "categories": ["fabricguard"]},
+            "names": {"plural": names.FV_PLURAL, "singular": "fabricvalidation", "kind": names.FV_KIND,
+                      "listKind": f"{names.FV_KIND}List", "shortNames": ["fv"], "categories": ["fabricguard"]},
             "versions": [{
-                "name": o.VERSION,
+                "name": names.VERSION,
                 "served": True,
                 "storage": True,
                 "subresources": {"status": {}},
@@ -116,15 +127,13 @@ def crd() -> dict[str, Any]:
 
 
 def admission_check() -> dict[str, Any]:
-    return {"apiVersion": o.KUEUE_API, "kind": "AdmissionCheck",
-            "metadata": {"name": o.CHECK_NAME, "labels": _labels()},
-            "spec": {"controllerName": o.CHECK_CONTROLLER}}
+    return o.fabric_admission_check()
 
 
 def clusterqueue_fragment(profile: PlatformProfile) -> dict[str, Any]:
     """``spec.admissionChecksStrategy`` for the ClusterQueues of the fabric pools: the check on their flavors."""
     flavors = [f for p in profile.spec.pools if profile.canary(p) is not None for f in profile.canary_flavors(p)]
-    return {"admissionChecksStrategy": {"admissionChecks": [{"name": o.CHECK_NAME, "onFlavors": flavors}]}}
+    return {"admissionChecksStrategy": {"admissionChecks": [{"name": names.CHECK_NAME, "onFlavors": flavors}]}}
 
 
 def _plural_group(api_version: str) -> str:
@@ -146,10 +155,10 @@ def rbac_rules() -> list[dict[str, Any]]:
         for (g, verbs), res in sorted(by_group.items())
     ]
     rules += [
-        {"apiGroups": [o.GROUP], "resources": [o.FV_PLURAL], "verbs": ["create"]},
+        {"apiGroups": [names.GROUP], "resources": [names.FV_PLURAL], "verbs": ["create"]},
         # One ResourceClaimTemplate per opted-in namespace and DRA pool (controller/claims.py).
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["create", "delete"]},
-        {"apiGroups": [o.GROUP], "resources": [f"{o.FV_PLURAL}/status"], "verbs": ["patch"]},
+        {"apiGroups": [names.DRA_GROUP], "resources": ["resourceclaimtemplates"], "verbs": ["create", "delete"]},
+        {"apiGroups": [names.GROUP], "resources": [f"{names.FV_PLURAL}/status"], "verbs": ["patch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
          "verbs": ["patch"]},
         # The verdict annotation on finished managed jobs.
@@ -173,7 +182,7 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
               namespace: str = "fabricguard-system", canary_image: str | None = None) -> list[dict[str, Any]]:
     labels = _labels()
     meta = {"name": NAME, "namespace": namespace, "labels": labels}
-    selector = {"app.kubernetes.io/name": NAME}
+    selector = {names.LABEL_APP_NAME: NAME}
     lustre = profile.spec.storage.lustre
     args = ["controller", "--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--namespace", namespace,
             "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)"]
@@ -203,14 +212,16 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {**probe, "periodSeconds": 10},
-        "livenessProbe": {**probe, "periodSeconds": 20, "failureThreshold": 3, "timeoutSeconds": 5},
+        # /healthz turns 503 once passes keep failing: a controller that lists but never completes is restarted.
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 20,
+                          "failureThreshold": 3, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,
     }
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+        "apiVersion": names.APPS_API, "kind": "Deployment", "metadata": meta,
         "spec": {
             "replicas": 2,
             "revisionHistoryLimit": 3,
@@ -222,9 +233,9 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
                     "serviceAccountName": NAME,
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                         "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "nodeSelector": {names.LABEL_OS: "linux"},
                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                        "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                        "weight": 100, "podAffinityTerm": {"topologyKey": names.LABEL_HOSTNAME,
                                                            "labelSelector": {"matchLabels": selector}}}]}},
                     "containers": [container],
                     "volumes": volumes,
@@ -242,14 +253,14 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
          "globalDefault": False, "preemptionPolicy": "Never",
          "description": "fabricguard canaries: below training jobs (default 0), never preempting them"},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": role_meta,
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRole", "metadata": role_meta,
          "rules": rbac_rules()},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": role_meta,
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding", "metadata": role_meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+        {"apiVersion": names.RBAC_API, "kind": "Role", "metadata": meta,
          "rules": namespace_rules()},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+        {"apiVersion": names.RBAC_API, "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{NAME}-profile"},
@@ -273,7 +284,7 @@ def service_monitor(namespace: str = "fabricguard-system", release: str | None =
         labels["release"] = release
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
             "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
-            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
                      "namespaceSelector": {"matchNames": [namespace]},
                      "endpoints": [{"port": "metrics", "interval": "30s", "honorLabels": True}]}}
 
@@ -282,7 +293,7 @@ def pod_monitoring(namespace: str = "fabricguard-system") -> dict[str, Any]:
     """The GKE Managed Prometheus form of :func:`service_monitor` (``monitoring.googleapis.com/v1``)."""
     return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
             "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
-            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
                      "endpoints": [{"port": "metrics", "interval": "30s"}]}}
 
 

@@ -2,23 +2,37 @@
 
 Gauges are set from the pass's standings (so they are right after a restart); counters count what the
 controller itself recorded (a canary run written to a FabricValidation, a verdict written to a job).
+
+:func:`serve` answers ``/metrics`` and the liveness probe's ``/healthz``, which turns 503 once
+``FAILED_PASSES_UNHEALTHY`` passes in a row have failed (the kubelet then restarts the controller, and the
+reason is in the probe's answer and in ``fabricguard_reconcile_consecutive_failures``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, make_wsgi_app
 
 from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
 from fabricguard.profile.model import PlatformProfile
 
+FAILED_PASSES_UNHEALTHY = 3
+
 
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        self.failed_passes = Gauge("fabricguard_reconcile_consecutive_failures",
+                                   "Passes in a row that failed (0 after a pass that completed).", registry=r)
+        self.pass_failures = Counter("fabricguard_reconcile_pass_failures", "Passes that failed.", registry=r)
+        self._failed_in_a_row = 0
+        self._last_failure = ""
         self.canary_runs = Counter("fabricguard_canary_runs", "Canary runs recorded, by outcome.",
                                    ["pool", "outcome"], registry=r)
         self.last_success = Gauge("fabricguard_canary_last_success_timestamp_seconds",
@@ -98,8 +112,25 @@ class Metrics:
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
 
+    def pass_failed(self, why: str) -> None:
+        """A pass that raised instead of completing."""
+        self._failed_in_a_row += 1
+        self._last_failure = why[:500]
+        self.failed_passes.set(self._failed_in_a_row)
+        self.pass_failures.inc()
+
+    def health(self) -> tuple[bool, str]:
+        """(alive, why) for the liveness probe: not alive once passes keep failing."""
+        n = self._failed_in_a_row
+        if n >= FAILED_PASSES_UNHEALTHY:
+            return False, f"the last {n} reconcile passes failed; latest: {self._last_failure}\n"
+        return True, "ok\n" if not n else f"ok ({n} failed pass(es) in a row; latest: {self._last_failure})\n"
+
     def observe(self, profile: PlatformProfile, result: PassResult, seconds: float, errors: int) -> None:
-        from fabricguard.controller.objects import parse_time
+        from fabricguard.times import parse_time
+
+        self._failed_in_a_row = 0
+        self.failed_passes.set(0)
 
         for pool, outcome in result.counters.canary_runs:
             self.canary_runs.labels(pool, outcome).inc()
@@ -158,7 +189,7 @@ class Metrics:
         self._drift_keys = set(drift)
         ref = result.reference
         if ref is not None and ref.published:
-            from fabricguard.controller.objects import parse_time
+            from fabricguard.times import parse_time
 
             t = parse_time(ref.published)
             if t is not None:
@@ -227,3 +258,32 @@ class Metrics:
                 with contextlib.suppress(KeyError):
                     self.job_busbw_floor.remove(key[0], key[1], pool)
         self._busbw_series = now
+
+def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app: ``/healthz`` (200, or 503 while passes keep failing) and the metrics on every other path."""
+    exposition = make_wsgi_app(metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") in ("/healthz", "/livez"):
+            ok, why = metrics.health()
+            start_response("200 OK" if ok else "503 Service Unavailable",
+                           [("Content-Type", "text/plain; charset=utf-8")])
+            return [why.encode()]
+        return exposition(environ, start_response)
+
+    return app
+
+
+def serve(metrics: Metrics, port: int, addr: str = "0.0.0.0") -> Any:
+    """Serve ``health_app`` on ``port`` from a daemon thread; returns the server (``server_port``, ``shutdown``)."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class _Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = make_server(addr, port, health_app(metrics), ThreadingWSGIServer, handler_class=_Quiet)
+    threading.Thread(target=httpd.serve_forever, daemon=True, name="controller-http").start()
+    return httpd

@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import objects as o
 from fabricguard.probes.bw import Row, expectation_for, judge
 from fabricguard.probes.result import Status
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -94,7 +94,8 @@ def _inspector_figures(profile: PlatformProfile, log_dir: Path) -> dict[str, flo
     d = inspector_busbw.inspector_dir(profile, log_dir)
     if d is None:
         return {}
-    figures, _read = inspector_busbw.figures_of([], d, inspector_busbw.large_bytes(profile))
+    figures, _read = inspector_busbw.figures_of([], d, inspector_busbw.large_bytes(profile),
+                                                inspector_busbw.job_root(profile, log_dir))
     return {c: round(f.busbw_gbps, 3) for c, f in figures.items()}
 
 
@@ -232,7 +233,7 @@ def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -
     if best is not None:
         return best[1]
     for p in pods:
-        c = o.condition(p, "PodScheduled")
+        c = o.find_condition(p, "PodScheduled")
         if c and c.get("status") == "False" and c.get("message"):
             return str(c["message"])
     return "no FailedScheduling event and no PodScheduled message (is a scheduler running for these pods?)"

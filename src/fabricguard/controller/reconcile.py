@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fabricguard.controller import objects as o
+from fabricguard import names, times
+from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
+from fabricguard.controller.lustre import LustreFacts
 from fabricguard.doctor.diff import diff_snapshots, drift_scope
 from fabricguard.doctor.model import Finding, Severity
 from fabricguard.doctor.reference import Reference
@@ -53,7 +55,7 @@ class PassResult:
     def summary(self) -> dict[str, Any]:
         return {
             "verdict": "degraded" if self.unhealthy_pools else "pass",
-            "now": o.iso(self.now),
+            "now": times.format_time(self.now),
             "pools": {
                 p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "latest": s.latest,
                     "message": s.message,
@@ -67,23 +69,26 @@ class PassResult:
 
 
 def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig,
-              reference: Reference | None = None) -> PassResult:
+              reference: Reference | None = None, *, lustre: LustreFacts | None = None) -> PassResult:
+    """One pass. Pure: what Lustre holds (canary results, finished jobs' logs) is read before, at the edge
+    (``controller.lustre.load``), and comes in ``lustre``; without it nothing on Lustre is judged this pass."""
+    lustre = lustre if lustre is not None else LustreFacts(cfg.lustre_root)
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
     inv = Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources)
-    fvs = {o.name_of(fv): fv for fv in snapshot.kind(o.FV_KIND)}
+    fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}
     for pool in profile.spec.pools:
-        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters)
+        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters, lustre)
         actions += acts
         states[pool.name] = state
     checks = snapshot.kind("AdmissionCheck")
     actions += keep_active(checks, now)
     gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
     actions += gate.actions
-    actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
+    actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
     findings = run_rules(snapshot, profile, now)
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,

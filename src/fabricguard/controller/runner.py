@@ -19,15 +19,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard.controller import objects as o
-from fabricguard.controller.busbw import busbw_actions
+from fabricguard import names
+from fabricguard import objects as o
+from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions, list_cluster, watch_changes
 from fabricguard.controller.lease import Step, decide, read_lease, try_lead
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
+from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
-from fabricguard.controller.reconcile import PassResult, reconcile
+from fabricguard.controller.reconcile import PassResult
 from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
 from fabricguard.kube import Kube
 from fabricguard.profile.model import PlatformProfile
@@ -80,12 +82,17 @@ async def follow_live(api, live: LiveJobs, profile: PlatformProfile, workloads: 
                 live.reported[ob.job.key] = ob.verdict.transport.value
         if ob.busbw is None:
             continue
-        told = busbw_actions(ob.job, ob.busbw, live.reported_busbw.get(ob.job.key), now)
+        reported = live.reported_busbw.get(ob.job.key)
+        told = busbw_actions(ob.job, ob.busbw, reported, now)
+        state = "below" if ob.busbw.below else "ok"
+        if not told and not ob.busbw.figures:
+            told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
+            state = "own-profiler"
         if told and act:
             failed = await apply_actions(api, told, {}, leading)
             errors += failed
             if not failed:
-                live.reported_busbw[ob.job.key] = "below" if ob.busbw.below else "ok"
+                live.reported_busbw[ob.job.key] = state
     return observations, errors
 
 
@@ -125,8 +132,9 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
     claims = any(p.claim_template_name for p in cfg.profile.spec.pools)
     snapshot = await list_cluster(cfg.kubeconfig, cfg.context, CLAIM_RESOURCES if claims else ())
     reference, errors = await read_reference(api, cfg.reference)
-    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
-    known = {(o.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(o.FV_KIND)}
+    result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at, cfg.canary_config(),
+                                     reference)
+    known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
     errors += await apply_actions(api, result.actions, known, leading) if act else []
     observations: list[Observation] = []
     if cfg.lustre_root is not None:
@@ -207,6 +215,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
                 except Exception as exc:
                     log.warning("pass failed: %s", exc)
                     metrics.errors.inc()
+                    metrics.pass_failed(f"{type(exc).__name__}: {exc}")  # the liveness probe reports it
                 else:
                     last_pass = last_live = time.monotonic()
                     workloads = rep.result.workloads

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fabricguard import names
 from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.imageref import parse_reference
@@ -51,8 +52,8 @@ SERVER_META = frozenset(
 SERVER_ANNOTATIONS = frozenset(
     {
         "deprecated.daemonset.template.generation",
-        "kubectl.kubernetes.io/last-applied-configuration",
-        "kubectl.kubernetes.io/restartedAt",
+        names.ANN_LAST_APPLIED,
+        names.ANN_RESTARTED_AT,
         "cert-manager.io/inject-ca-from",
     }
 )

@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import SEVERITY_ORDER, Finding, Severity, iso, parse_time
+from fabricguard.doctor.model import SEVERITY_ORDER, Finding, Severity
 from fabricguard.doctor.rules import RULES, RuleFn, run_rules
 from fabricguard.doctor.rules._common import fabric_pools, pool_nodes
 from fabricguard.doctor.rules.daemonsets import NEVER_READY, REGRESSED, template_since
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.exitcodes import exit_code
 from fabricguard.profile import PlatformProfile
+from fabricguard.times import format_time, parse_time
 
 MAX_TIMELINES = 40
 
@@ -67,7 +68,7 @@ class Report:
             "tool": "fabricguard doctor",
             "verdict": self.verdict,
             "fail_on": str(self.fail_on),
-            "now": iso(self.now),
+            "now": format_time(self.now),
             "source": self.source,
             "profile": self.profile_name,
             "summary": self.counts,

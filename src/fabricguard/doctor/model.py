@@ -7,7 +7,6 @@ about, a sentence that explains it, the field paths and values that prove it, an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -70,21 +69,6 @@ class Finding:
         }
 
 
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as the API server writes it (``2025-01-02T03:04:05Z``), as an aware datetime."""
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def iso(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def human_age(seconds: float) -> str:
     """``271 days``, ``5 hours``, ``3 minutes``: the unit a person would say."""
     s = max(0, int(seconds))
@@ -106,6 +90,3 @@ def quantity(value: Any) -> float:
     """
     return float(amount_or_zero(value))
 
-
-def labels_match(labels: dict[str, str], selector: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector.items())

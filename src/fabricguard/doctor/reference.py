@@ -14,17 +14,24 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fabricguard import names
 from fabricguard.doctor.diff import Scope, normalize, select_objects
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.options import namespace_problem
+from fabricguard.times import format_time
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 DATA_KEY = "reference.json.gz"
-LABEL = "fabricguard.io/reference"
-ANN_ENVIRONMENT = "fabricguard.io/reference-environment"
-ANN_PUBLISHED = "fabricguard.io/reference-published"
+LABEL = names.LABEL_REFERENCE
+ANN_ENVIRONMENT = names.ANN_REFERENCE_ENVIRONMENT
+ANN_PUBLISHED = names.ANN_REFERENCE_PUBLISHED
 # The API server refuses objects over 1.5 MiB (etcd's request limit); stay well below with base64's growth.
 MAX_BYTES = 900 * 1024
 
@@ -42,20 +49,37 @@ class Reference:
 
 def encode(snapshot: Snapshot, scope: Scope) -> bytes:
     """The objects ``scope`` covers, without server-managed fields, as gzipped JSON."""
-    objs = [normalize(obj) for obj in select_objects(snapshot, scope).values()]
+    return encode_objects([normalize(obj) for obj in select_objects(snapshot, scope).values()])
+
+
+def encode_objects(objs: list[dict[str, Any]]) -> bytes:
+    """Already normalized objects as the reference's gzipped JSON ``List``; too big for a ConfigMap raises."""
     body = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, sort_keys=True).encode()
     data = gzip.compress(body, mtime=0)
     if len(data) > MAX_BYTES:
         raise ReferenceError(f"the reference is {len(data) // 1024} KiB gzipped, over the {MAX_BYTES // 1024} KiB a "
-                             "ConfigMap can carry; narrow it with --namespace")
+                             "ConfigMap can carry; narrow it with --publish-namespace NS (repeatable: only the "
+                             "DaemonSets and ConfigMaps of those namespaces)")
     return data
+
+
+MAX_DECODED_BYTES = 256 * 1024**2  # what a 900 KiB gzip may expand to before it is refused (a gzip bomb)
 
 
 def decode(data: bytes, source: str) -> Snapshot:
     try:
-        doc = json.loads(gzip.decompress(data))
-    except (OSError, ValueError, EOFError) as exc:
+        z = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        raw = z.decompress(data, MAX_DECODED_BYTES)
+        if z.unconsumed_tail:
+            raise ReferenceError(f"{source}: the reference expands past {MAX_DECODED_BYTES // 1024**2} MiB; "
+                                 "publish it again with fabricguard snapshot --publish")
+        doc = json.loads(raw)
+    except (zlib.error, ValueError, EOFError) as exc:
+        if isinstance(exc, ReferenceError):
+            raise
         raise ReferenceError(f"{source}: not a fabricguard reference ({exc})") from None
+    except RecursionError:
+        raise ReferenceError(f"{source}: not a fabricguard reference (JSON nested too deeply)") from None
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise ReferenceError(f"{source}: not a fabricguard reference (no items)")
@@ -69,8 +93,8 @@ def configmap(name: str, namespace: str, data: bytes, environment: str, now: dat
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {LABEL: "true", "app.kubernetes.io/managed-by": "fabricguard"},
-            "annotations": {ANN_ENVIRONMENT: environment, ANN_PUBLISHED: now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "labels": {LABEL: "true", names.LABEL_MANAGED_BY: "fabricguard"},
+            "annotations": {ANN_ENVIRONMENT: environment, ANN_PUBLISHED: format_time(now)},
         },
         "binaryData": {DATA_KEY: base64.b64encode(data).decode()},
     }
@@ -95,4 +119,12 @@ def parse_target(text: str) -> tuple[str, str]:
     ns, sep, name = text.partition("/")
     if not sep or not ns or not name or "/" in name:
         raise ReferenceError(f"{text!r} is not NAMESPACE/NAME, e.g. fabricguard-system/staging-reference")
+    problem = namespace_problem(ns)
+    if problem:
+        raise ReferenceError(f"{text!r}: the namespace {problem}")
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        raise ReferenceError(
+            f"{text!r}: {name!r} is not a ConfigMap name: lowercase letters, digits, '-' and '.', starting and "
+            "ending with a letter or digit (RFC 1123 subdomain), e.g. staging-reference"
+        )
     return ns, name

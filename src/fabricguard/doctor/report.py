@@ -20,8 +20,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from fabricguard.doctor.engine import Report, Timeline
-from fabricguard.doctor.model import Finding, Severity, human_age, iso, parse_time
+from fabricguard.doctor.model import Finding, Severity, human_age
 from fabricguard.doctor.rules import RULES
+from fabricguard.times import format_time, parse_time
 
 STYLE = {Severity.critical: "bold red", Severity.warning: "yellow", Severity.info: "dim"}
 
@@ -46,7 +47,7 @@ class EventSummary:
     last: datetime | None
 
     def when(self) -> str:
-        first, last = (iso(t) if t else "?" for t in (self.first, self.last))
+        first, last = (format_time(t) if t else "?" for t in (self.first, self.last))
         return first if first == last else f"{first} → {last}"
 
     def text(self) -> str:
@@ -141,7 +142,8 @@ def plain(value: Any) -> str:
 def render_table(report: Report, console: Console) -> None:
     c = report.counts
     console.print(
-        f"[bold]{report.title}[/] {report.source} · profile {report.profile_name or '-'} · now {iso(report.now)}"
+        f"[bold]{report.title}[/] {report.source} · profile {report.profile_name or '-'} · "
+        f"now {format_time(report.now)}"
     )
     for note in report.notes:
         console.print(f"[dim]note: {escape(note)}[/]")
@@ -184,7 +186,7 @@ def to_markdown(report: Report) -> str:
     lines = [
         f"# {report.title}",
         "",
-        f"Source `{report.source}`, profile `{report.profile_name or '-'}`, now `{iso(report.now)}`: "
+        f"Source `{report.source}`, profile `{report.profile_name or '-'}`, now `{format_time(report.now)}`: "
         f"**{c['critical']} critical, {c['warning']} warning**.",
         "",
     ]
@@ -292,8 +294,8 @@ def _timeline_svg(timelines: list[Timeline], now: datetime) -> str:
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 190}" height="{height}" role="img">',
-        f'<text x="{left}" y="14">{iso(t0)[:10]}</text>',
-        f'<text x="{left + width}" y="14" text-anchor="end">now {iso(now)[:10]}</text>',
+        f'<text x="{left}" y="14">{format_time(t0)[:10]}</text>',
+        f'<text x="{left + width}" y="14" text-anchor="end">now {format_time(now)[:10]}</text>',
         # A nested svg clips what it holds: no label can reach into the bars, whatever the font.
         f'<svg class="labels" x="0" y="0" width="{label_w}" height="{height}">',
     ]
@@ -308,7 +310,7 @@ def _timeline_svg(timelines: list[Timeline], now: datetime) -> str:
         parts.append(f'<rect class="track" x="{left}" y="{y + 4}" width="{width}" height="14" fill="#f1f3f5"/>')
         if t.created:
             title = html.escape(
-                f"{names[i]}: {t.state}, created {iso(t.created)} "
+                f"{names[i]}: {t.state}, created {format_time(t.created)} "
                 f"({human_age((now - t.created).total_seconds())} ago), {t.ready}/{t.desired} ready"
             )
             parts.append(
@@ -319,7 +321,7 @@ def _timeline_svg(timelines: list[Timeline], now: datetime) -> str:
             tx = x(t.template_since)
             parts.append(
                 f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{y}" y2="{y + 22}" stroke="#1d2433" stroke-width="2">'
-                f"<title>current template since {iso(t.template_since)}</title></line>"
+                f"<title>current template since {format_time(t.template_since)}</title></line>"
             )
         for pt in t.pod_times[-200:]:
             parts.append(f'<circle cx="{x(pt):.1f}" cy="{y + 11}" r="2" fill="#1d2433" opacity=".55"/>')
@@ -370,7 +372,7 @@ def to_html(report: Report) -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{e(report.title)}: {e(report.source)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{e(report.title)}</h1><p class='sub'>{e(report.source)} · profile {e(report.profile_name or '-')}"
-        f" · now {iso(report.now)}</p><div class='badges'>",
+        f" · now {format_time(report.now)}</p><div class='badges'>",
         "".join(badges) if report.findings else "<span class='b-ok'>no findings</span>",
         "</div>",
     ]

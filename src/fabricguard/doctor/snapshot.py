@@ -7,6 +7,9 @@ Kubernetes object (a platform profile, notes) is skipped with a note; a file tha
 
 ``collect_live`` reads the same kinds from the API server through kr8s (GET only, never Secrets) and
 ``write_snapshot`` stores them as one ``List`` file per resource, in the shape ``kubectl`` writes.
+``stream_live`` reads them page by page into a sink instead, so ``fabricguard snapshot`` (``SnapshotWriter``)
+holds one page at a time however large the cluster: each page is written out as it arrives, and only the
+objects a sink keeps (the reference ``--publish`` sends) stay in memory.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from fabricguard import names
+from fabricguard.profile.dra import SliceIndex
 from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
 
@@ -71,6 +76,11 @@ class Snapshot:
         """ResourceClaims by ``(namespace, name)``."""
         return {((c.get("metadata") or {}).get("namespace", ""), (c.get("metadata") or {}).get("name", "")): c
                 for c in self.kind("ResourceClaim")}
+
+    @cached_property
+    def dra_index(self) -> SliceIndex:
+        """ResourceSlices by (node, driver) and the devices ResourceClaims hold (profile.dra)."""
+        return SliceIndex.build(self.kind("ResourceSlice"), self.kind("ResourceClaim"))
 
     @cached_property
     def node_by_name(self) -> dict[str, dict[str, Any]]:
@@ -147,6 +157,9 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
             docs = [json.loads(text)]
         except json.JSONDecodeError as exc:
             raise SnapshotError(str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise SnapshotError(str(path), None, "JSON nested too deeply to read (no Kubernetes object is); "
+                                "save the objects with kubectl get ... -o json") from None
     else:
         try:
             docs = loads_documents(text, str(path))
@@ -198,27 +211,110 @@ LIVE_RESOURCES: tuple[tuple[str, str, str], ...] = (
     ("v1", "pods", "Pod"),
     ("v1", "events", "Event"),
     ("v1", "configmaps", "ConfigMap"),
-    ("apps/v1", "daemonsets", "DaemonSet"),
-    ("apps/v1", "deployments", "Deployment"),
-    ("apps/v1", "controllerrevisions", "ControllerRevision"),
-    ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
-    ("k8s.cni.cncf.io/v1", "network-attachment-definitions", "NetworkAttachmentDefinition"),
-    ("kueue.x-k8s.io/v1beta2", "resourceflavors", "ResourceFlavor"),
-    ("kueue.x-k8s.io/v1beta2", "clusterqueues", "ClusterQueue"),
-    ("kueue.x-k8s.io/v1beta2", "localqueues", "LocalQueue"),
-    ("kueue.x-k8s.io/v1beta2", "topologies", "Topology"),
-    ("kueue.x-k8s.io/v1beta2", "workloads", "Workload"),
-    ("networking.gke.io/v1", "networks", "Network"),
-    ("networking.gke.io/v1", "gkenetworkparamsets", "GKENetworkParamSet"),
+    (names.APPS_API, "daemonsets", "DaemonSet"),
+    (names.APPS_API, "deployments", "Deployment"),
+    (names.APPS_API, "controllerrevisions", "ControllerRevision"),
+    (names.ADMISSIONREGISTRATION_API, "mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
+    (names.ADMISSIONREGISTRATION_API, "validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
+    (names.NAD_API, "network-attachment-definitions", "NetworkAttachmentDefinition"),
+    (names.KUEUE_API, "resourceflavors", "ResourceFlavor"),
+    (names.KUEUE_API, "clusterqueues", "ClusterQueue"),
+    (names.KUEUE_API, "localqueues", "LocalQueue"),
+    (names.KUEUE_API, "topologies", "Topology"),
+    (names.KUEUE_API, "workloads", "Workload"),
+    (names.GKE_NETWORK_API, "networks", "Network"),
+    (names.GKE_NETWORK_API, "gkenetworkparamsets", "GKENetworkParamSet"),
     # Dynamic Resource Allocation: how DRA drivers offer the fabric, and what pods hold of it.
-    ("resource.k8s.io/v1", "deviceclasses", "DeviceClass"),
-    ("resource.k8s.io/v1", "resourceslices", "ResourceSlice"),
-    ("resource.k8s.io/v1", "resourceclaims", "ResourceClaim"),
-    ("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
+    (names.DRA_API, "deviceclasses", "DeviceClass"),
+    (names.DRA_API, "resourceslices", "ResourceSlice"),
+    (names.DRA_API, "resourceclaims", "ResourceClaim"),
+    (names.DRA_API, "resourceclaimtemplates", "ResourceClaimTemplate"),
 )
 FORBIDDEN_PLURALS = frozenset({"secrets"})
 PAGE_SIZE = 500
+
+
+class PageSink:
+    """Where ``stream_live`` hands each resource's pages: ``begin``, ``page`` (repeated), then ``end`` or
+    ``skip`` (the resource turned out not to be served, or is forbidden)."""
+
+    def begin(self, plural: str, kind: str, api_version: str) -> None:
+        pass
+
+    def page(self, plural: str, items: list[dict[str, Any]]) -> None:
+        pass
+
+    def end(self, plural: str) -> None:
+        pass
+
+    def skip(self, plural: str) -> None:
+        pass
+
+
+async def stream_live(
+    sink: PageSink,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    resources: Iterable[tuple[str, str, str]] = (),
+) -> list[str]:
+    """Every resource read from the API server with GET requests only, a page (``PAGE_SIZE``) at a time into
+    ``sink``; returns the notes on resources left out (404: not installed, 403: forbidden)."""
+    import httpx
+    import kr8s
+    import kr8s.asyncio
+
+    api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
+    notes: list[str] = []
+    for api_version, plural, kind in tuple(resources) or LIVE_RESOURCES:
+        if plural in FORBIDDEN_PLURALS:
+            raise ValueError("the doctor never reads Secrets")
+        cont: str | None = None
+        sink.begin(plural, kind, api_version)
+        try:
+            while True:
+                params: dict[str, Any] = {"limit": PAGE_SIZE}
+                if cont:
+                    params["continue"] = cont
+                async with api.call_api("GET", version=api_version, url=plural, params=params) as resp:
+                    body = resp.json()
+                items = body.get("items") or []
+                for item in items:
+                    item.setdefault("kind", kind)
+                    item.setdefault("apiVersion", api_version)
+                cont = (body.get("metadata") or {}).get("continue") or None
+                sink.page(plural, items)
+                del items, body  # the page is dropped before the next one is read
+                if not cont:
+                    break
+        except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
+            code = exc.response.status_code if exc.response is not None else None
+            if code in (404, 403):
+                why = "not served (not installed)" if code == 404 else "forbidden"
+                notes.append(f"{plural}.{api_version}: {why}; skipped")
+                sink.skip(plural)
+                continue
+            sink.skip(plural)
+            raise
+        except BaseException:
+            sink.skip(plural)
+            raise
+        sink.end(plural)
+    return notes
+
+
+class _Collect(PageSink):
+    def __init__(self) -> None:
+        self.lists: dict[str, dict[str, Any]] = {}
+
+    def begin(self, plural: str, kind: str, api_version: str) -> None:
+        self.lists[plural] = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": []}
+
+    def page(self, plural: str, items: list[dict[str, Any]]) -> None:
+        self.lists[plural]["items"].extend(items)
+
+    def skip(self, plural: str) -> None:
+        self.lists.pop(plural, None)
 
 
 async def collect_live(
@@ -232,47 +328,74 @@ async def collect_live(
     Resources the server does not serve (404: a CRD that is not installed, such as Kueue or Multus) are
     left out and reported under the ``"_notes"`` key as a list of strings.
     """
-    import httpx
-    import kr8s
-    import kr8s.asyncio
-
-    api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
-    lists: dict[str, dict[str, Any]] = {}
-    notes: list[str] = []
-    for api_version, plural, kind in tuple(resources) or LIVE_RESOURCES:
-        if plural in FORBIDDEN_PLURALS:
-            raise ValueError("the doctor never reads Secrets")
-        items: list[dict[str, Any]] = []
-        cont: str | None = None
-        try:
-            while True:
-                params: dict[str, Any] = {"limit": PAGE_SIZE}
-                if cont:
-                    params["continue"] = cont
-                async with api.call_api("GET", version=api_version, url=plural, params=params) as resp:
-                    body = resp.json()
-                for item in body.get("items") or ():
-                    item.setdefault("kind", kind)
-                    item.setdefault("apiVersion", api_version)
-                    items.append(item)
-                cont = (body.get("metadata") or {}).get("continue")
-                if not cont:
-                    break
-        except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
-            code = exc.response.status_code if exc.response is not None else None
-            if code in (404, 403):
-                why = "not served (not installed)" if code == 404 else "forbidden"
-                notes.append(f"{plural}.{api_version}: {why}; skipped")
-                continue
-            raise
-        lists[plural] = {
-            "apiVersion": "v1",
-            "kind": "List",
-            "metadata": {"resourceVersion": ""},
-            "items": items,
-        }
+    sink = _Collect()
+    notes = await stream_live(sink, kubeconfig=kubeconfig, context=context, resources=resources)
+    lists = sink.lists
     lists["_notes"] = {"notes": notes}
     return lists
+
+
+class SnapshotWriter(PageSink):
+    """Write each resource's pages to ``<plural>.json`` as they arrive (kubectl's ``List`` shape, the same text
+    ``write_snapshot`` writes), keeping only what ``keep(obj)`` returns (not None) in ``kept``.
+
+    A file is written under a temporary name and renamed when complete, so a failed read leaves no half file.
+    ``SourceError`` names a file that cannot be written."""
+
+    def __init__(self, directory: Path, keep: Any = None) -> None:
+        self.directory = directory
+        self.keep = keep
+        self.kept: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.written: list[Path] = []
+        self.counts: dict[str, int] = {}
+        self._fh: Any = None
+        self._tmp: Path | None = None
+
+    def begin(self, plural: str, kind: str, api_version: str) -> None:
+        self._tmp = self.directory / f".{plural}.json.partial"
+        try:
+            self._fh = self._tmp.open("w", encoding="utf-8")
+            self._fh.write('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "metadata": {\n'
+                           '    "resourceVersion": ""\n  },\n  "items": [')
+        except OSError as exc:
+            raise SourceError(str(self._tmp), None, f"cannot write: {exc.strerror or exc}") from None
+        self.counts[plural] = 0
+
+    def page(self, plural: str, items: list[dict[str, Any]]) -> None:
+        fh = self._fh
+        try:
+            for item in items:
+                fh.write(",\n" if self.counts[plural] else "\n")
+                fh.write("    " + json.dumps(item, indent=2).replace("\n", "\n    "))
+                self.counts[plural] += 1
+        except OSError as exc:
+            raise SourceError(str(self._tmp), None, f"cannot write: {exc.strerror or exc}") from None
+        if self.keep is not None:
+            for item in items:
+                got = self.keep(item)
+                if got is not None:
+                    meta = item.get("metadata") or {}
+                    self.kept[(str(item.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))] = got
+
+    def end(self, plural: str) -> None:
+        assert self._tmp is not None
+        final = self.directory / f"{plural}.json"
+        try:
+            self._fh.write("\n  ]\n}\n" if self.counts[plural] else "]\n}\n")
+            self._fh.close()
+            os.replace(self._tmp, final)
+        except OSError as exc:
+            raise SourceError(str(final), None, f"cannot write: {exc.strerror or exc}") from None
+        self._fh, self._tmp = None, None
+        self.written.append(final)
+
+    def skip(self, plural: str) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+        self._fh, self._tmp = None, None
+        self.counts.pop(plural, None)
 
 
 def snapshot_from_lists(lists: dict[str, dict[str, Any]], source: str = "live") -> Snapshot:

@@ -43,6 +43,10 @@ def render_report(report: NcclReport) -> None:
     )
     for reason in report.reasons:
         say(f"  • {reason}")
+    for e in report.unread:
+        say(("not read", "yellow"), f" {e.file}" + (f":{e.line}" if e.line else "") + f": {e.why}")
+    if report.unread_count > len(report.unread):
+        say(f"  … and {report.unread_count - len(report.unread)} more not read")
     if report.connections:
         say("connections: " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()))
     if report.evidence:

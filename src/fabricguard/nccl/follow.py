@@ -9,19 +9,25 @@ handle is drained first) or truncated (read again from the start). Nothing is ev
 
 The scanner's rule makes one conclusion final early: a single connection over sockets makes the job ``socket``,
 whatever comes later. Any other transport is "so far": a later communicator could still fall back.
+
+The directory is the tenant's: files are listed with ``userfiles.walk_files`` (bounded, never through a link out
+of it) and opened with ``userfiles.open_in``; a line carried across polls is capped (``userfiles.LineCutter``),
+so a 1 GiB line without a newline costs one pass over its bytes, not a growing copy per block; a file that is
+deleted is drained and its descriptor closed. What could not be read (a link out, an unreadable file, the files
+past the bound, an over-long line) is in the verdict's ``report.unread``, never dropped silently.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from fabricguard.nccl.report import NcclReport
-from fabricguard.nccl.scan import CHUNK, _conclude, _FileScan, _Scan
+from fabricguard.nccl.report import Evidence, NcclReport
+from fabricguard.nccl.scan import CHUNK, FileScanner, ScanState, conclude
 from fabricguard.profile.model import Transport
+from fabricguard.userfiles import MAX_JOB_FILES, LineCutter, SourceError, looks_binary, open_in, walk_files
 
 _SNIFF = 4096
 _HEAD = 64
@@ -32,9 +38,9 @@ class _Tail:
     path: Path
     handle: BinaryIO
     inode: tuple[int, int]
-    scan: _FileScan
+    scan: FileScanner
     offset: int = 0
-    partial: bytes = b""
+    cutter: LineCutter = field(default_factory=LineCutter)
     head: bytes = b""  # the file's first bytes as read: a file rewritten in place no longer starts with them
 
     def close(self) -> None:
@@ -63,37 +69,42 @@ class LogFollower:
     """Incremental reader of every NCCL log file under ``directory`` (one file per rank, as NCCL_DEBUG_FILE writes)."""
 
     directory: Path
-    max_files: int = 4096
-    _st: _Scan = field(default_factory=_Scan)
+    max_files: int = MAX_JOB_FILES
+    _st: ScanState = field(default_factory=ScanState)
     _tails: dict[str, _Tail] = field(default_factory=dict)
     _skipped: set[str] = field(default_factory=set)
+    _done: list[str] = field(default_factory=list)  # files read and since deleted: still part of the verdict
+    _unread: dict[str, str] = field(default_factory=dict)  # file -> why it (or some of its lines) is not read
+    _unlisted: dict[str, str] = field(default_factory=dict)  # what the latest listing refused, with why
     total: PollStats = field(default_factory=PollStats)
 
     def _discover(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
-        found = []
-        for p in sorted(self.directory.rglob("*")):
-            if p.name.startswith(".") or str(p) in self._skipped or not p.is_file():
-                continue
-            found.append(p)
-            if len(found) >= self.max_files:
-                break
-        return found
+        walk = walk_files(self.directory, max_files=self.max_files)
+        self._unlisted = {str(p): why for p, why in walk.refused}
+        if walk.truncated:
+            self._unlisted[str(self.directory)] = f"{walk.truncated}: the rest is not followed"
+        return [p for p in walk.files if str(p) not in self._skipped]
 
     def _open(self, path: Path) -> _Tail | None:
         try:
-            handle = path.open("rb")
+            handle = open_in(self.directory, path)
             st = os.fstat(handle.fileno())
-        except OSError:
+        except SourceError as exc:
+            self._unread[str(path)] = exc.problem
+            return None
+        except OSError as exc:
+            self._unread[str(path)] = f"cannot read: {exc.strerror or exc}"
             return None
         head = handle.read(_SNIFF)
-        if b"\x00" in head:  # not a log: never follow a binary file
+        if looks_binary(head):  # not a log (NUL bytes alone do not say so: a log may start with them)
             handle.close()
             self._skipped.add(str(path))
             return None
         handle.seek(0)
-        return _Tail(path, handle, (st.st_dev, st.st_ino), _FileScan(path, self._st))
+        self._unread.pop(str(path), None)
+        return _Tail(path, handle, (st.st_dev, st.st_ino), FileScanner(path, self._st))
 
     def _drain(self, tail: _Tail, stats: PollStats, *, final: bool = False) -> None:
         while True:
@@ -105,17 +116,21 @@ class LogFollower:
             tail.offset += len(block)
             stats.bytes += len(block)
             self._st.bytes_read += len(block)
-            data = tail.partial + block
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                tail.partial = data
-                continue
-            tail.partial = data[cut + 1 :]
-            tail.scan.feed(data[: cut + 1])
-        if final and tail.partial:
-            # A rotated file is complete: its unterminated last line is a line.
-            tail.scan.feed(tail.partial + b"\n")
-            tail.partial = b""
+            lines = tail.cutter.feed(block)
+            if lines:
+                tail.scan.feed(lines)
+        if final:
+            # A rotated or deleted file is complete: its unterminated last line is a line.
+            last = tail.cutter.finish()
+            if last:
+                tail.scan.feed(last)
+        self._note_overlong(tail)
+
+    def _note_overlong(self, tail: _Tail) -> None:
+        c = tail.cutter
+        if c.overlong:
+            self._unread[f"{tail.path}:lines"] = (f"{c.overlong} line(s) longer than {c.max_line:,} bytes not read "
+                                                  f"(first at line {c.overlong_line})")
 
     @staticmethod
     def _same_head(tail: _Tail) -> bool:
@@ -129,7 +144,15 @@ class LogFollower:
     def poll(self) -> PollStats:
         """Read what every file gained since the last poll; returns what this poll read."""
         stats = PollStats()
-        for path in self._discover():
+        found = self._discover()
+        present = {str(p) for p in found}
+        for key in [k for k in self._tails if k not in present]:
+            # Deleted (or no longer listed): what it still held is read, then its descriptor is closed.
+            gone = self._tails.pop(key)
+            self._drain(gone, stats, final=True)
+            gone.close()
+            self._done.append(key)
+        for path in found:
             key = str(path)
             tail = self._tails.get(key)
             if tail is None:
@@ -156,8 +179,8 @@ class LogFollower:
                 # starts over, and so do its line numbers.
                 stats.truncations += 1
                 tail.handle.seek(0)
-                tail.offset, tail.partial, tail.head = 0, b"", b""
-                tail.scan = _FileScan(path, self._st)
+                tail.offset, tail.cutter, tail.head = 0, LineCutter(), b""
+                tail.scan = FileScanner(path, self._st)
             self._drain(tail, stats)
         stats.files = len(self._tails)
         self.total.files = stats.files
@@ -167,8 +190,10 @@ class LogFollower:
         return stats
 
     def verdict(self) -> LiveVerdict:
-        """The conclusion on everything read so far (the scanner's state is left as it is)."""
-        report = _conclude(copy.deepcopy(self._st), sorted(self._tails))
+        """The conclusion on everything read so far (``conclude`` leaves the scanner's state as it is)."""
+        unread = [Evidence(k.removesuffix(":lines"), 0, "", why)
+                  for k, why in sorted({**self._unlisted, **self._unread}.items())]
+        report = conclude(self._st, sorted({*self._tails, *self._done}), unread)
         transport = report.inter_node_transport
         return LiveVerdict(transport, transport == Transport.socket or report.failed, report)
 

@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fabricguard.userfiles import LineCutter, SourceError, open_in
+
 FORMAT_VERSIONS = frozenset({"v4.0"})
 FILE_NAME = re.compile(r"^(?P<host>.+)-pid(?P<pid>\d+)\.log$")
 # Collectives whose busbw is normalised to the link rate (nccl-tests' factors): the ones judged against a floor.
@@ -141,7 +143,7 @@ def parse_record(line: bytes | str) -> CollRecord | None:
             return rec
     try:
         doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: a tenant's deeply nested line
         return None
     if not isinstance(doc, dict):
         return None
@@ -167,14 +169,15 @@ def parse_record(line: bytes | str) -> CollRecord | None:
         algbw_gbps=_num(c.get("coll_algobw_gbs")), busbw_gbps=_num(c.get("coll_busbw_gbs")))
 
 
-def is_inspector_file(path: Path) -> bool:
-    """Whether ``path`` is an Inspector JSON file: named ``<host>-pid<pid>.log`` and starting with its header."""
+def is_inspector_file(path: Path, root: Path | None = None) -> bool:
+    """Whether ``path`` is an Inspector JSON file: named ``<host>-pid<pid>.log`` and starting with its header.
+    It is opened with ``userfiles.open_in`` (never through a link out of ``root``, default its folder)."""
     if not FILE_NAME.match(path.name):
         return False
     try:
-        with path.open("rb") as f:
+        with open_in(root or path.parent, path) as f:
             return f.read(16).startswith(b'{"header":{"id":')
-    except OSError:
+    except (OSError, SourceError):
         return False
 
 
@@ -191,9 +194,10 @@ class ReadStats:
     single_node: int = 0
     other: int = 0  # p2p_perf records, malformed or foreign lines, overlong lines
     truncations: int = 0
+    refused: int = 0  # files not opened: a link out of the job's directory, not a regular file
 
     def add(self, o: ReadStats) -> None:
-        for k in ("bytes", "lines", "records", "kept", "single_node", "other", "truncations"):
+        for k in ("bytes", "lines", "records", "kept", "single_node", "other", "truncations", "refused"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
 
 
@@ -201,22 +205,26 @@ class ReadStats:
 class _FileState:
     inode: tuple[int, int]
     offset: int = 0
-    partial: bytes = b""
+    cutter: LineCutter = field(default_factory=lambda: LineCutter(MAX_LINE))
     head: bytes = b""
-    skipping: bool = False  # inside an overlong line: drop bytes up to its newline
+    cut_first: bool = False  # started inside the file: the bytes up to the first newline are a cut line
 
 
 @dataclass
 class InspectorFollower:
     """Incremental reader of every Inspector file in ``directory`` (NCCL_INSPECTOR_DUMP_DIR of one job).
 
-    No file handle is held between polls: a file whose size and inode did not change costs one ``stat``.
-    ``budget_bytes`` bounds what one poll reads per file, ``max_files`` how many files are followed."""
+    The directory is the tenant's: files are opened with ``userfiles.open_in`` (never through a link out of
+    ``root``, the job's directory; default ``directory``) and cut into lines by ``userfiles.LineCutter`` (an
+    overlong line is dropped, never buffered). No file handle is held between polls: a file whose size and inode
+    did not change costs one ``stat``. ``budget_bytes`` bounds what one poll reads per file, ``max_files`` how many
+    files are followed."""
 
     directory: Path
     max_files: int = 4096
     budget_bytes: int = 4 << 20
     tail_bytes: int | None = None  # a file first seen larger than this is read from its last tail_bytes only
+    root: Path | None = None
     _files: dict[str, _FileState] = field(default_factory=dict)
     total: ReadStats = field(default_factory=ReadStats)
 
@@ -233,8 +241,9 @@ class InspectorFollower:
         stats = ReadStats()
         out: list[CollRecord] = []
         names = self._names()
+        base = os.fspath(self.directory)
         for name in names:
-            path = self.directory / name
+            path = os.path.join(base, name)
             try:
                 st = os.stat(path, follow_symlinks=False)
             except OSError:
@@ -250,7 +259,6 @@ class InspectorFollower:
                     # A controller that starts late needs the latest minutes, not the job's whole history: start
                     # at a line boundary within the last tail_bytes (the head check is skipped for such a file).
                     fs.offset = st.st_size - self.tail_bytes
-                    fs.skipping = True
                     fs.head = b"-"
             if st.st_size == fs.offset:
                 continue
@@ -260,55 +268,53 @@ class InspectorFollower:
         self.total.add(stats)
         return out, stats
 
-    def _read(self, path: Path, fs: _FileState, stats: ReadStats, out: list[CollRecord]) -> None:
+    def _read(self, path: str, fs: _FileState, stats: ReadStats, out: list[CollRecord]) -> None:
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
+            f = open_in(self.root or self.directory, Path(path))
+        except SourceError:
+            stats.refused += 1  # a link out of the job's directory, or not a regular file
             return
-        try:
-            if fs.head == b"-":
-                # Started inside the file: if the byte before is a newline, the first line read is whole.
-                fs.skipping = os.pread(fd, 1, fs.offset - 1) != b"\n"
-                fs.head = b""
-            elif fs.head and os.pread(fd, len(fs.head), 0) != fs.head:
-                stats.truncations += 1  # rewritten in place past the old size between two polls
-                fs.offset, fs.partial, fs.head, fs.skipping = 0, b"", b"", False
-            block = os.pread(fd, self.budget_bytes, fs.offset)
-        except OSError:
-            return
-        finally:
-            os.close(fd)
+        with f:
+            fd = f.fileno()
+            try:
+                if fs.head == b"-":
+                    # Started inside the file: unless the byte before is a newline, the first line read is cut.
+                    fs.cut_first = os.pread(fd, 1, fs.offset - 1) != b"\n"
+                    fs.head = b""
+                elif fs.head and os.pread(fd, len(fs.head), 0) != fs.head:
+                    stats.truncations += 1  # rewritten in place past the old size between two polls
+                    fs.offset, fs.cutter, fs.head, fs.cut_first = 0, LineCutter(MAX_LINE), b"", False
+                block = os.pread(fd, self.budget_bytes, fs.offset)
+            except OSError:
+                return
         if not block:
             return
         if len(fs.head) < _HEAD and fs.offset == len(fs.head):
             fs.head += block[: _HEAD - len(fs.head)]
         fs.offset += len(block)
         stats.bytes += len(block)
-        data = fs.partial + block
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            fs.partial = data
-        else:
-            fs.partial = data[cut + 1 :]
-            self._lines(data[:cut], fs, stats, out)
-        if len(fs.partial) > MAX_LINE:
-            fs.partial, fs.skipping = b"", True
-            stats.other += 1
+        if fs.cut_first:
+            nl = block.find(b"\n")
+            if nl < 0:
+                return
+            block, fs.cut_first = block[nl + 1 :], False
+        dropped = fs.cutter.overlong
+        lines = fs.cutter.feed(block)
+        stats.other += fs.cutter.overlong - dropped
+        if lines:
+            self._lines(lines, stats, out)
 
     @staticmethod
-    def _lines(data: bytes, fs: _FileState, stats: ReadStats, out: list[CollRecord]) -> None:
+    def _lines(data: bytes, stats: ReadStats, out: list[CollRecord]) -> None:
         for line in data.split(b"\n"):
-            if fs.skipping:
-                fs.skipping = False  # the rest of an overlong line
-                continue
             if not line:
-                continue
+                continue  # the end of the block, or an overlong line the cutter dropped
             stats.lines += 1
             if _SINGLE_NODE in line and b'"coll_perf"' in line:
                 stats.records += 1
                 stats.single_node += 1
                 continue
-            rec = parse_record(line) if len(line) <= MAX_LINE else None
+            rec = parse_record(line)
             if rec is None:
                 stats.other += 1
                 continue
@@ -320,9 +326,11 @@ class InspectorFollower:
                 stats.single_node += 1
 
 
-def read_dir(directory: Path, *, budget_bytes: int = 64 << 20) -> tuple[list[CollRecord], ReadStats]:
-    """Every record of communicators spanning nodes in a finished job's Inspector directory."""
-    f = InspectorFollower(directory, budget_bytes=budget_bytes)
+def read_dir(directory: Path, *, budget_bytes: int = 64 << 20, root: Path | None = None
+             ) -> tuple[list[CollRecord], ReadStats]:
+    """Every record of communicators spanning nodes in a finished job's Inspector directory (files opened only
+    within ``root``, default the directory itself)."""
+    f = InspectorFollower(directory, budget_bytes=budget_bytes, root=root)
     records: list[CollRecord] = []
     while True:
         got, st = f.poll()

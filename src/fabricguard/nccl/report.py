@@ -256,6 +256,9 @@ class NcclReport:
     # What the transport rests on: "connections", "selection" (inferred: every node selected it),
     # "init" (init lines prove sockets) or None (nothing: none, unknown).
     transport_basis: str | None = None
+    # Files (or over-long lines) that were not read, with why: a job with any is not proven by its logs.
+    unread: list[Evidence] = field(default_factory=list)
+    unread_count: int = 0
 
     @property
     def network(self) -> str | None:
@@ -292,6 +295,7 @@ class NcclReport:
             "profiler_plugins": self.profiler_plugins,
             "nccl_output": self.nccl_output,
             "bytes_read": self.bytes_read,
+            "unread": [e.to_dict() for e in self.unread],
         }
 
 

@@ -17,6 +17,11 @@ connection lines ``Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0(1)/GDRDMA`` (
 (2.3); device lists ``[0]mlx5_0:1/IB`` and the merged form ``[0]={[0] mlx5_2:1/RoCE, [1]
 mlx5_3:1/RoCE}`` (2.2x); WARN lines with or without a ``[timestamp]`` and ``file.cc:line`` prefix;
 nccl-tests tables with a ``#wrong`` count column or the older ``error`` magnitude column.
+
+The scanner is incremental, and this is its public API (``nccl inspect`` and the live follower both use it):
+one :class:`ScanState` per job; one :class:`FileScanner` per file, fed complete lines in order with
+:meth:`FileScanner.feed`; :func:`conclude` draws the report from the state at any time without changing it,
+so a follower feeds what was appended and concludes again, with no copy of the state.
 """
 
 from __future__ import annotations
@@ -38,6 +43,15 @@ from fabricguard.nccl.report import (
     decide_transport,
     job_span,
     net_family,
+)
+from fabricguard.userfiles import (
+    MAX_JOB_FILES,
+    MAX_LINE_BYTES,
+    LineCutter,
+    SourceError,
+    looks_binary,
+    open_in,
+    walk_files,
 )
 
 MAX_EVIDENCE_PER_KIND = 3
@@ -155,7 +169,9 @@ class _PendingWarn:
 
 
 @dataclass
-class _Scan:
+class ScanState:
+    """What the lines of one job's logs have shown so far (every file of the job feeds the same state)."""
+
     versions: dict[str, None] = field(default_factory=dict)
     networks: dict[str, None] = field(default_factory=dict)
     hosts: set[str] = field(default_factory=set)
@@ -190,6 +206,11 @@ class _Scan:
     host_nets: dict[str, set[str]] = field(default_factory=dict)  # host -> networks its processes selected
     init_failed: dict[str, Evidence] = field(default_factory=dict)  # "Failed to initialize NET plugin X"
     assigned: dict[str, None] = field(default_factory=dict)  # "Assigned NET plugin X to comm" (2.27+)
+    unread: list[Evidence] = field(default_factory=list)  # files or lines not read, with why
+
+    def unread_line(self, file: str, line: int, count: int) -> None:
+        self.unread.append(Evidence(file, line, "", f"{count} line(s) longer than {MAX_LINE_BYTES:,} bytes "
+                                    "not read (no NCCL line is that long)"))
 
     def wants(self, kind: str) -> bool:
         return len(self.evidence.get(kind, ())) < MAX_EVIDENCE_PER_KIND
@@ -326,10 +347,13 @@ def _parse_row(columns: list[str], raw: bytes) -> NcclTestsRow | None:
 CHUNK = 8 * 1024 * 1024
 
 
-class _FileScan:
-    """State of one file's scan: line-number cursor and the open nccl-tests table."""
+class FileScanner:
+    """One file's scan into a job's :class:`ScanState`: line-number cursor and the open nccl-tests table.
 
-    def __init__(self, path: Path, st: _Scan) -> None:
+    :meth:`feed` takes complete lines (a chunk ending in a newline), in file order; ``last=True`` for the
+    file's final chunk, which may lack its newline."""
+
+    def __init__(self, path: Path, st: ScanState) -> None:
         self.st = st
         self.fname = str(path)
         self.table: _TableState | None = None
@@ -794,53 +818,73 @@ class _FileScan:
         return False
 
 
-def _scan_file(path: Path, st: _Scan) -> None:
-    fs = _FileScan(path, st)
-    rest = b""
-    with path.open("rb") as f:
-        block = f.read(CHUNK)
-        while block:
+def _scan_file(path: Path, st: ScanState, root: Path | None = None, max_bytes: int | None = None) -> None:
+    """Feed one file's complete lines to the scanner, in linear time: a line longer than ``MAX_LINE_BYTES``
+    that spans reads is dropped (and named in ``st.unread``), never buffered. Under a job directory (``root``)
+    the file is opened without following a link out of it. Reading stops once ``st.bytes_read`` would pass
+    ``max_bytes`` (the rest of the file is named in ``st.unread``)."""
+    fs = FileScanner(path, st)
+    cutter = LineCutter()
+    with open_in(root, path) if root is not None else path.open("rb") as f:
+        while block := f.read(CHUNK):
+            if max_bytes is not None and st.bytes_read + len(block) > max_bytes:
+                st.unread.append(Evidence(str(path), cutter.lines + 1, "", f"not read past line {cutter.lines}: the "
+                                          f"job's logs are over the {max_bytes:,} bytes read per job"))
+                break
             st.bytes_read += len(block)
-            nxt = f.read(CHUNK)
-            data = rest + block
-            if not nxt:
-                fs.feed(data, last=True)
-                return
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
-            else:
-                rest = data[cut + 1 :]
-                fs.feed(data[: cut + 1])
-            block = nxt
+            lines = cutter.feed(block)
+            if lines:
+                fs.feed(lines)
+        last = cutter.finish()
+        if last:
+            fs.feed(last, last=True)
+    if cutter.overlong:
+        st.unread_line(str(path), cutter.overlong_line or 0, cutter.overlong)
 
 
-def _is_text(path: Path) -> bool:
+def is_text(path: Path, root: Path | None = None) -> bool:
+    """Whether a file found under a folder is a log to read: NUL bytes do not make it binary (a log that NCCL
+    or Lustre padded with NULs is still a log); control bytes other than NUL do."""
     try:
-        with path.open("rb") as f:
+        with open_in(root, path) if root is not None else path.open("rb") as f:
             head = f.read(4096)
-    except OSError:
-        return False
-    return b"\x00" not in head
+    except (OSError, SourceError):
+        return True  # read it, so that the failure is reported by the scan and not dropped here
+    return not looks_binary(head)
 
 
 class LogInputError(ValueError):
     """A path given to ``inspect`` that cannot be read; the message names it."""
 
 
-def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Path]:
-    """Expand directories into the text files under them, in a stable order."""
+@dataclass
+class Collected:
+    """The files to scan, the folder each was found under (None: named by the caller), and what was not read."""
+
+    files: list[Path] = field(default_factory=list)
+    roots: dict[Path, Path | None] = field(default_factory=dict)
+    unread: list[Evidence] = field(default_factory=list)
+
+
+def collect(paths: Iterable[Path], exclude: Iterable[str] = (), *, max_files: int = MAX_JOB_FILES) -> Collected:
+    """Expand folders into the text files under them (bounded, never following a link out of the folder)."""
     excl = tuple(exclude)
-    out: list[Path] = []
+    out = Collected()
     for p in paths:
         if p.is_dir():
-            for f in sorted(q for q in p.rglob("*") if q.is_file()):
-                if any(f.match(x) for x in excl) or f.name.startswith("."):
+            walk = walk_files(p, max_files=max_files)
+            for f in walk.files:
+                if any(f.match(x) for x in excl):
                     continue
-                if _is_text(f):
-                    out.append(f)
+                if is_text(f, p):
+                    out.files.append(f)
+                    out.roots[f] = p
+            out.unread += [Evidence(str(f), 0, "", why) for f, why in walk.refused]
+            if walk.truncated:
+                out.unread.append(Evidence(str(p), 0, "", f"{walk.truncated}: the rest was not read"))
         elif p.is_file():
-            out.append(p)
+            out.files.append(p)
+            out.roots[p] = None
         elif not p.exists():
             raise LogInputError(f"{p}: no such file or directory")
         else:
@@ -848,29 +892,59 @@ def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Pa
     return out
 
 
-def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = ()) -> NcclReport:
-    """Scan logs (files or directories) and conclude what transport the job really used."""
-    files = collect_files([Path(p) for p in paths], exclude)
-    st = _Scan()
-    for f in files:
+def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Path]:
+    """Expand directories into the text files under them, in a stable order."""
+    return collect(paths, exclude).files
+
+
+def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = (), *,
+                  unread: Iterable[Evidence] = (), roots: dict[Path, Path | None] | None = None,
+                  max_bytes: int | None = None) -> NcclReport:
+    """Scan logs (files or directories) and conclude what transport the job really used.
+
+    A file found under a folder that cannot be read is named in the report's ``unread`` and the rest is read;
+    a file named by the caller that cannot be read raises ``LogInputError``. ``unread``: problems already found
+    by the caller's own listing; ``roots``: the folder each of ``paths`` (files) was found under;
+    ``max_bytes``: read at most this much in all (what is left is named in ``unread``)."""
+    c = collect([Path(p) for p in paths], exclude)
+    if roots:
+        c.roots.update({f: r for f, r in roots.items() if f in c.roots})
+    st = ScanState()
+    st.unread += list(unread) + c.unread
+    for f in c.files:
+        root = c.roots.get(f)
+        if max_bytes is not None and st.bytes_read >= max_bytes:
+            st.unread.append(Evidence(str(f), 0, "", f"not read: the job's logs are over the "
+                                      f"{max_bytes:,} bytes read per job"))
+            continue
         try:
-            _scan_file(f, st)
-        except PermissionError:
-            raise LogInputError(f"{f}: permission denied") from None
-        except IsADirectoryError:
-            raise LogInputError(f"{f}: is a directory") from None
-    return _conclude(st, [str(f) for f in files])
+            _scan_file(f, st, root, max_bytes)
+        except SourceError as exc:
+            if root is None:
+                raise LogInputError(str(exc)) from None
+            st.unread.append(Evidence(str(f), 0, "", exc.problem))
+        except OSError as exc:
+            if root is None:
+                raise LogInputError(f"{f}: {exc.strerror or exc}") from None
+            st.unread.append(Evidence(str(f), 0, "", f"cannot read: {exc.strerror or exc}"))
+    return conclude(st, [str(f) for f in c.files])
 
 
-def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
+def _resolve_pending(
+    st: ScanState, networks: dict[str, None]
+) -> tuple[list[Evidence], int, list[Evidence], int]:
     """Plugin WARNs: a fallback where the process then used another kind of network, else a failure.
 
     What the process used: the network it selected, else the devices it listed (older NCCL logs no
-    "Using network"), else what the rest of the log selected or listed.
+    "Using network"), else what the rest of the log selected or listed. Reads ``st`` only: returns
+    (fallbacks, fallback count, failures, failure count) with the WARNs that are failures added, so a
+    conclusion can be drawn any number of times while the logs are still being fed.
     """
     fallbacks: list[Evidence] = []
     count = 0
-    everywhere = set(st.networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
+    failures = list(st.failures)
+    failure_count = st.failure_count
+    everywhere = set(networks) | {n for nets in st.selected.values() for n in nets} | set(st.plugins)
     for w in st.pending:
         chosen = st.selected.get(w.key) or st.listed.get(w.key) or everywhere
         same = w.family != "plugin" and any(net_family(n) == w.family for n in chosen)
@@ -882,39 +956,45 @@ def _resolve_pending(st: _Scan) -> tuple[list[Evidence], int]:
             why = f"{w.evidence.why.removeprefix('NCCL WARN ')}; NCCL then used network {', '.join(others)}"
             fallbacks.append(Evidence(w.evidence.file, w.evidence.line, w.evidence.text, f"net plugin fallback: {why}"))
         else:
-            st.fail(w.evidence.file, w.evidence.line, w.evidence.text.encode(), w.evidence.why)
-    return fallbacks, count
+            failure_count += 1
+            if len(failures) < MAX_FAILURES:
+                failures.append(w.evidence)
+    return fallbacks, count, failures, failure_count
 
 
-def _init_fallbacks(st: _Scan) -> list[Evidence]:
+def _init_fallbacks(st: ScanState, networks: dict[str, None]) -> list[Evidence]:
     """NCCL 2.27+ ``Failed to initialize NET plugin X`` (INFO), then a network of another kind selected."""
     out: list[Evidence] = []
     for name, ev in st.init_failed.items():
         fam = net_family(name)
-        others = sorted(n for n in st.networks if net_family(n) != fam)
+        others = sorted(n for n in networks if net_family(n) != fam)
         if fam != "socket" and others:
             why = f"net plugin fallback: NCCL could not initialize NET plugin {name}; NCCL then used network "
             out.append(Evidence(ev.file, ev.line, ev.text, why + ", ".join(others)))
     return out
 
 
-def _conclude(st: _Scan, files: list[str]) -> NcclReport:
+def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -> NcclReport:
+    """The report on everything fed to ``st`` so far; ``st`` is left as it is (feed more, conclude again).
+    ``unread``: files the caller could not read, named in the report besides those ``st`` holds."""
+    all_unread = [*st.unread, *unread]
     span = job_span(
         st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts
     )
     if not st.nnodes_by_size and st.max_nnodes:  # nNodes from a line the communicator parser did not key
         span = Span(Scope.multi_node if st.max_nnodes > 1 else Scope.single_node, st.max_nnodes, "nNodes", span.hosts)
     nodes = span.nodes
+    networks = dict(st.networks)
     for name in st.assigned:  # a communicator's network, also where the "Using network" line was cut off
-        st.networks.setdefault(name, None)
-    fallbacks, fallback_count = _resolve_pending(st)
-    init_fallbacks = _init_fallbacks(st)
+        networks.setdefault(name, None)
+    fallbacks, fallback_count, failures, failure_count = _resolve_pending(st, networks)
+    init_fallbacks = _init_fallbacks(st, networks)
     fallbacks += init_fallbacks
     fallback_count += len(init_fallbacks)
-    failed = st.failure_count > 0
+    failed = failure_count > 0
     transport, reasons, basis = decide_transport(
         st.net_conns,
-        list(st.networks),
+        list(networks),
         list(st.devices.values()),
         list(st.ofi),
         nodes,
@@ -940,12 +1020,12 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
     elif st.gdr_lines:
         gdr = not st.gdr_lines.get("Disabled") and bool(st.gdr_lines.get("Enabled"))
     if failed:
-        reasons.append(f"{st.failure_count} failure line(s); first: {st.failures[0].why}")
+        reasons.append(f"{failure_count} failure line(s); first: {failures[0].why}")
     evidence: list[Evidence] = []
     for kind in sorted(st.evidence):
         evidence.extend(st.evidence[kind])
     evidence.extend(fallbacks[:MAX_EVIDENCE_PER_KIND])
-    evidence.extend(st.failures[:MAX_EVIDENCE_PER_KIND])
+    evidence.extend(failures[:MAX_EVIDENCE_PER_KIND])
     conns: dict[str, int] = {}
     for (name, g), n in sorted(st.net_conns.items()):
         conns[f"NET/{name}" + ("/GDRDMA" if g else "")] = n
@@ -954,7 +1034,7 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
     return NcclReport(
         files=files,
         nccl_version=list(st.versions),
-        networks=list(st.networks),
+        networks=list(networks),
         inter_node_transport=transport,
         gpudirect_rdma=gdr,
         intra_node=sorted(st.intra),
@@ -966,12 +1046,14 @@ def _conclude(st: _Scan, files: list[str]) -> NcclReport:
         ofi_provider=list(st.ofi),
         evidence=evidence,
         reasons=reasons,
-        failures=st.failures,
+        failures=failures,
         fallbacks=fallbacks,
         nccl_tests=st.tables,
         profiler_plugins=list(st.profilers),
-        nccl_output=st.nccl_output or bool(st.failures) or bool(st.tables),
+        nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
         bytes_read=st.bytes_read,
+        unread=all_unread[:MAX_FAILURES],
+        unread_count=len(all_unread),
         scope=span.scope,
         # The host a one-host log shows; a big job's hosts are not all read (the bulk path skips them).
         hosts=list(span.hosts) if span.scope is not Scope.multi_node else [],

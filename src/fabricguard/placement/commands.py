@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,10 +16,9 @@ import typer
 import yaml
 from rich.table import Table
 
-from fabricguard.admission.commands import render_app
-from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.console import console, err_console, fail, print_json, say
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
-from fabricguard.options import Format, format_option
+from fabricguard.options import Format, format_option, now_value
 from fabricguard.profile.commands import profile_or_exit
 
 if TYPE_CHECKING:
@@ -48,7 +46,6 @@ NOW_OPT = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replay
 FORMAT_OPT = format_option()
 
 
-@render_app.command("kueue")
 def render_kueue_cmd(
     profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
     configuration: bool = typer.Option(
@@ -66,7 +63,12 @@ def render_kueue_cmd(
         for w in kueue_warnings(prof):
             err_console.print(f"[bold yellow]warning:[/] {w}", markup=True, highlight=False)
         if configuration:
-            head = "# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
+            head = ("# Merge into Kueue's Configuration (the kueue-manager-config ConfigMap), then restart Kueue.\n"
+                    "# CLUSTER-WIDE: waitForPodsReady (blockAdmission: true) changes admission for EVERY ClusterQueue\n"
+                    "# in the cluster, not only fabricguard's: while one gang starts, no other workload is admitted.\n")
+            say(("warning:", "yellow"), " --configuration changes Kueue's admission for the whole cluster "
+                "(waitForPodsReady.blockAdmission: true holds every queue while a gang starts); merge it only if "
+                "all teams want all-or-nothing admission", err=True)
             docs = [kueue_configuration(prof)]
         else:
             head = (f"# Kueue objects of profile {prof.metadata.name}. Apply after Kueue v0.19+; "
@@ -80,12 +82,20 @@ def render_kueue_cmd(
     sys.stdout.write(head + yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120))
 
 
+MAX_BLOCK_NODES = 100_000  # a topology block is a few thousand nodes at most; more is a typo
+
+
 def _blocks(option: str, text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, count = part.partition("=")
         if not sep or not name or not count.isdigit():
             fail(f"{option} {text!r}: {part!r} is not BLOCK=NODES", hint=f"e.g. {option} block-a=12,block-b=4")
+        if name in out:
+            fail(f"{option} {text!r}: block {name!r} is given twice", hint="name each block once")
+        if len(count) > 7 or int(count) > MAX_BLOCK_NODES:
+            fail(f"{option} {text!r}: {count} nodes in block {name!r} is more than any block holds "
+                 f"(at most {MAX_BLOCK_NODES})", hint=f"e.g. {option} block-a=12,block-b=4")
         out[name] = int(count)
     if not out:
         fail(f"{option} is empty", hint=f"e.g. {option} block-a=12,block-b=4")
@@ -133,25 +143,17 @@ def simulate_cmd(
                     "outcomes": [{"gang": o.gang, "mode": o.mode, "placed": o.placed, "waits": o.waits,
                                   "busbwGBps": o.busbw_gbps} for o in outcomes]})
         raise typer.Exit(exit_code(answer))
+    # What the busbw figure needs: the pool's all-reduce baseline first, then the cross-block factor.
+    missing = "allReduceBusBwGBps" if base is None else "crossBlockFactor"
     t = Table(title=f"pool {p.name}: free {free_blocks}" + (f" of {size_blocks}" if size_blocks else ""))
     for col in ("gang (nodes)", "topology", "lands on", "busbw GB/s"):
         t.add_column(col, justify="right" if col != "lands on" else "left")
     for o in outcomes:
         bw = "-" if o.busbw_gbps is None and o.waits != "no" else (
-            f"{o.busbw_gbps:g}" if o.busbw_gbps is not None else "unknown (set baseline.crossBlockFactor)")
+            f"{o.busbw_gbps:g}" if o.busbw_gbps is not None else f"unknown (set baseline.{missing})")
         t.add_row(str(o.gang), o.mode, o.describe(), bw)
     console.print(t)
     raise typer.Exit(exit_code(answer))
-
-
-def _now(text: str | None) -> datetime:
-    if text is None:
-        return datetime.now(UTC)
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        fail(f"--now {text!r} is not an RFC 3339 time", hint="e.g. --now 2026-11-30T12:00:00Z")
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def _spec(source: Path, target: Path, old_pool: str | None, new_pool: str | None) -> TransitionSpec:
@@ -168,6 +170,7 @@ def _spec(source: Path, target: Path, old_pool: str | None, new_pool: str | None
 
 def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: str | None,
          action: Callable[[Workflow], Awaitable[T]]) -> T:
+    from fabricguard.controller.commands import server_of
     from fabricguard.kube import Kube, KubeError, kubeconfig_problem
     from fabricguard.placement.workflow import TransitionConflict, Workflow
 
@@ -190,9 +193,11 @@ def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: 
         fail(f"the API server refused: {exc}", hint="check the kubeconfig's permissions (RBAC) and that Kueue "
                                                     "v0.19+ is installed", code=EXIT_FAILED)
     except (OSError, ValueError) as exc:
-        fail(f"cannot reach the cluster: {exc}", hint="check --kubeconfig/--context")
+        fail(f"cannot reach the cluster at {server_of(kubeconfig, context)}: {exc}",
+             hint="check --kubeconfig/--context")
     except Exception as exc:  # kr8s raises many kinds for a missing or broken kubeconfig
-        fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}", hint="check --kubeconfig/--context")
+        fail(f"cannot reach the cluster at {server_of(kubeconfig, context)}: {type(exc).__name__}: {exc}",
+             hint="check --kubeconfig/--context")
 
 
 def _show(state: TransitionState, output_format: Format) -> None:
@@ -234,7 +239,8 @@ def transition_apply_cmd(
     one_step: bool = typer.Option(False, "--step", help="Perform at most one step, then stop."),
 ) -> None:
     """Perform the next steps until one must wait (exit 1), is blocked (exit 2), or all are done (exit 0)."""
-    from fabricguard.placement.transition import GATES, TransitionError, parse_duration
+    from fabricguard.placement.transition import GATES
+    from fabricguard.times import DurationError, parse_duration
 
     fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
@@ -242,10 +248,10 @@ def transition_apply_cmd(
     unknown = [g for g in accept if g not in GATES]
     if unknown:
         fail(f"--accept-unverified: {unknown} are not gates; the gates are {', '.join(GATES)}")
-    t = _now(now)
+    t = now_value(now)
     try:
         deadline = t + parse_duration(drain_deadline)
-    except TransitionError as exc:
+    except DurationError as exc:
         fail(f"--drain-deadline: {exc}")
     out = _run(spec, namespace, kubeconfig, context,
                lambda w: w.apply(t, deadline=deadline, accept=accept, one_step=one_step))
@@ -279,7 +285,7 @@ def transition_abort_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_poo
     """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned."""
     fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
-    t = _now(now)
+    t = now_value(now)
     out, _ = _run(spec, namespace, kubeconfig, context, lambda w: w.abort(t))
     _show(out.state, fmt)
 

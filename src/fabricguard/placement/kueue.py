@@ -2,7 +2,7 @@
 
 Pure: a profile in, plain ``kueue.x-k8s.io/v1beta2`` objects out (v1beta1 is deprecated). The names here are the
 ones the webhook and the controller use: the webhook labels workloads with the pool's queue name and asks for the
-pool's topology levels; the controller answers the AdmissionCheck named ``FABRIC_CHECK``.
+pool's topology levels; the controller answers the AdmissionCheck named ``names.CHECK_NAME``.
 
 Choices a platform engineer should know (docs/placement.md says more):
 - one ResourceFlavor per pool, named after the pool; pools that share a queue are flavors of one ClusterQueue in
@@ -17,17 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricguard import quantity
-from fabricguard.controller import objects as controller_objects
+from fabricguard import names, quantity
+from fabricguard.objects import fabric_admission_check
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
 
-KUEUE_API = controller_objects.KUEUE_API
-KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
-# The check the controller answers: one name, one controllerName, wherever the check is rendered or read.
-FABRIC_CHECK = controller_objects.CHECK_NAME
-FABRIC_CHECK_CONTROLLER = controller_objects.CHECK_CONTROLLER
-MANAGED_BY = {"app.kubernetes.io/managed-by": "fabricguard"}
-POOL_LABEL = "fabricguard.io/pool"
+MANAGED_BY = {names.LABEL_MANAGED_BY: names.MANAGED_BY_VALUE}
 
 # The frameworks whose workloads the webhook injects; Kueue must manage the same ones.
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "pod")
@@ -56,9 +50,9 @@ def topology(pool: Pool) -> dict[str, Any] | None:
     if not levels:
         return None
     return {
-        "apiVersion": KUEUE_API,
+        "apiVersion": names.KUEUE_API,
         "kind": "Topology",
-        "metadata": _meta(pool.name, **{POOL_LABEL: pool.name}),
+        "metadata": _meta(pool.name, **{names.LABEL_POOL: pool.name}),
         "spec": {"levels": [{"nodeLabel": level} for level in levels]},
     }
 
@@ -70,9 +64,9 @@ def resource_flavor(pool: Pool) -> dict[str, Any]:
     if pool.topology_levels:
         spec["topologyName"] = pool.name
     return {
-        "apiVersion": KUEUE_API,
+        "apiVersion": names.KUEUE_API,
         "kind": "ResourceFlavor",
-        "metadata": _meta(pool.name, **{POOL_LABEL: pool.name}),
+        "metadata": _meta(pool.name, **{names.LABEL_POOL: pool.name}),
         "spec": spec,
     }
 
@@ -146,7 +140,7 @@ def cluster_queue(queue: Queue, pools: list[Pool], profile: PlatformProfile) -> 
         })
     spec: dict[str, Any] = {
         "namespaceSelector": (
-            {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+            {"matchExpressions": [{"key": names.LABEL_NAMESPACE_NAME, "operator": "In",
                                    "values": list(queue.namespaces)}]}
             if queue.namespaces else {}
         ),
@@ -156,17 +150,17 @@ def cluster_queue(queue: Queue, pools: list[Pool], profile: PlatformProfile) -> 
     }
     fabric_flavors = checked_flavors(profile, pools)
     if fabric_flavors:
-        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": FABRIC_CHECK, "onFlavors": fabric_flavors}]}
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": names.CHECK_NAME, "onFlavors": fabric_flavors}]}
     if queue.cohort:
         spec["cohortName"] = queue.cohort
-    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(queue.name), "spec": spec}
+    return {"apiVersion": names.KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(queue.name), "spec": spec}
 
 
 def local_queues(queue: Queue) -> list[dict[str, Any]]:
     """A LocalQueue named like the ClusterQueue in every team namespace: the name the webhook labels jobs with."""
     return [
         {
-            "apiVersion": KUEUE_API,
+            "apiVersion": names.KUEUE_API,
             "kind": "LocalQueue",
             "metadata": {**_meta(queue.name), "namespace": ns},
             "spec": {"clusterQueue": queue.name},
@@ -177,9 +171,7 @@ def local_queues(queue: Queue) -> list[dict[str, Any]]:
 
 def admission_check() -> dict[str, Any]:
     """The fabric AdmissionCheck (the controller's own manifest: it keeps ``Active`` True and answers Workloads)."""
-    from fabricguard.controller.manifests import admission_check as controller_admission_check
-
-    return controller_admission_check()
+    return fabric_admission_check()
 
 
 def queues(profile: PlatformProfile) -> list[tuple[Queue, list[Pool]]]:
@@ -210,7 +202,7 @@ def configuration(profile: PlatformProfile, *, pods_ready_timeout: str = "10m") 
     is still starting, so two gangs cannot deadlock each other on the same nodes.
     """
     cfg: dict[str, Any] = {
-        "apiVersion": KUEUE_CONFIG_API,
+        "apiVersion": names.KUEUE_CONFIG_API,
         "kind": "Configuration",
         "waitForPodsReady": {
             "timeout": pods_ready_timeout,

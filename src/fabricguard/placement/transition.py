@@ -21,21 +21,21 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from fabricguard.agent.condition import CONDITION_TYPE
-from fabricguard.controller import objects as controller_objects
+from fabricguard import names, objects
 from fabricguard.placement import kueue
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
+from fabricguard.times import format_time
 from fabricguard.workload_identity import job_of
 
 STEPS = ("new-pool-ready", "switch-admissions", "drain-old-pool", "retire")
 GATES = ("agent", "canary")
-READY_CONDITION = CONDITION_TYPE  # written by the node agent
-FABRIC_VALIDATION = (controller_objects.FV_API, controller_objects.FV_PLURAL)
+READY_CONDITION = names.FABRIC_READY  # written by the node agent
+FABRIC_VALIDATION = (names.FV_API, names.FV_PLURAL)
 
 Phase = Literal["InProgress", "Waiting", "Blocked", "Completed", "Aborted"]
 
@@ -124,13 +124,9 @@ class TransitionState(BaseModel):
         return next((s.name for s in self.steps if s.done is None), None)
 
 
-def iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def new_state(spec: TransitionSpec, now: datetime) -> TransitionState:
     return TransitionState(oldPool=spec.old.name, newPool=spec.new.name, queue=spec.queue.name,
-                           profiles=spec.digest, started=iso(now), updated=iso(now),
+                           profiles=spec.digest, started=format_time(now), updated=format_time(now),
                            steps=[StepRecord(name=s) for s in STEPS])
 
 
@@ -146,20 +142,8 @@ class Verdict:
     unverified: tuple[str, ...] = field(default=())
 
 
-def _labels(obj: dict[str, Any]) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def _name(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
-
-
 def pool_nodes(pool: Pool, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [n for n in nodes if all(_labels(n).get(k) == v for k, v in pool.nodeSelector.items())]
-
-
-def _condition(node: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    return next((c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == ctype), None)
+    return [n for n in nodes if pool.matches(n)]
 
 
 def canary_outcome(fabric_validation: dict[str, Any]) -> str | None:
@@ -177,10 +161,10 @@ def judge_new_pool(spec: TransitionSpec, nodes: list[dict[str, Any]], *, validat
     waiting: list[str] = []
     unverified: list[str] = []
     found: list[str] = []
-    if not any(_condition(n, READY_CONDITION) for n in nodes):
+    if not any(objects.find_condition(n, READY_CONDITION) for n in nodes):
         unverified.append("agent")
     else:
-        not_ready = [_name(n) for n in members if (_condition(n, READY_CONDITION) or {}).get("status") != "True"]
+        not_ready = [objects.name_of(n) for n in members if not objects.condition_true(n, READY_CONDITION)]
         if not_ready:
             waiting.append(f"{len(not_ready)} of {len(members)} node(s) are not {READY_CONDITION}=True: "
                            f"{', '.join(not_ready[:10])}")
@@ -282,15 +266,7 @@ def judge_drain(running: dict[str, int], now: datetime, deadline: datetime) -> V
     listed = ", ".join(f"{w} ({n} pod{'s' if n > 1 else ''})" for w, n in sorted(running.items()))
     if now < deadline:
         return Verdict("waiting", f"{len(running)} workload(s) still run on the old pool: {listed}; they finish on "
-                                  f"their own (deadline {iso(deadline)})")
-    return Verdict("blocked", f"drain deadline {iso(deadline)} passed and {len(running)} workload(s) still run on "
-                              f"the old pool: {listed}. Nothing was evicted: let them finish, or stop them "
+                                  f"their own (deadline {format_time(deadline)})")
+    return Verdict("blocked", f"drain deadline {format_time(deadline)} passed and {len(running)} workload(s) still "
+                              f"run on the old pool: {listed}. Nothing was evicted: let them finish, or stop them "
                               "yourself, then run apply again")
-
-
-def parse_duration(text: str) -> timedelta:
-    """``90s``, ``30m``, ``24h``, ``2d``."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
-        raise TransitionError(f"{text!r} is not a duration such as 30m, 24h or 2d")
-    return timedelta(seconds=int(text[:-1]) * units[text[-1]])

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fabricguard import names
 from fabricguard.exitcodes import exit_code
 from fabricguard.kube import Kube, KubeError
 from fabricguard.placement import kueue
@@ -26,7 +27,6 @@ from fabricguard.placement.transition import (
     TransitionSpec,
     TransitionState,
     Verdict,
-    iso,
     judge_drain,
     judge_new_pool,
     new_state,
@@ -35,10 +35,11 @@ from fabricguard.placement.transition import (
     still_running,
     switched_queue,
 )
+from fabricguard.times import format_time, parse_time
 
-KUEUE = kueue.KUEUE_API
+KUEUE = names.KUEUE_API
 STATE_KEY = "state.json"
-STATE_LABEL = "fabricguard.io/transition"
+STATE_LABEL = names.LABEL_TRANSITION
 
 # Called with a point name after each write that matters ("<step>:applied" before the step is recorded,
 # "<step>:recorded" after); the tests raise from it to crash the workflow exactly there.
@@ -97,7 +98,7 @@ class Workflow:
         return state
 
     async def save(self, state: TransitionState, now: datetime) -> None:
-        state.updated = iso(now)
+        state.updated = format_time(now)
         data = {STATE_KEY: state.model_dump_json(indent=2)}
         if self._cm is None:
             obj = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -128,14 +129,33 @@ class Workflow:
         dropped = {k: None for k in (current.get("spec") or {}) if k not in spec}
         await self.kube.update(KUEUE, "clusterqueues", {**current, "spec": {**spec, **dropped}}, fields=("spec",))
 
+    async def _components(self, step: str) -> Verdict | None:
+        """Blocked when a component this step needs still holds the wrong profile (``components.py``)."""
+        from fabricguard.placement import components
+
+        cms = {comp: await self.kube.get("v1", "configmaps", name, self.namespace)
+               for comp, (name, _key, _dir) in components.CONFIGMAPS.items()
+               if comp in components.NEEDED_AT.get(step, ())}
+        agents: list[str] = []
+        if step == "new-pool-ready" and cms.get("agent") is not None:
+            agents = [str((d.get("metadata") or {}).get("name"))
+                      for d in await self.kube.list("apps/v1", "daemonsets", self.namespace)]
+        return components.judge(step, self.spec, cms, agents, self.namespace)
+
     async def step_new_pool_ready(self, state: TransitionState, now: datetime) -> Verdict:
         del now
+        wrong = await self._components("new-pool-ready")
+        if wrong is not None:
+            return wrong
         served = await self.kube.served(*FABRIC_VALIDATION)
         validation = await self.kube.get(*FABRIC_VALIDATION, self.spec.new.name) if served else None
         return judge_new_pool(self.spec, await self._nodes(), validation_served=served, validation=validation,
                               accepted=state.acceptedUnverified)
 
     async def step_switch_admissions(self, state: TransitionState, now: datetime) -> Verdict:
+        wrong = await self._components("switch-admissions")
+        if wrong is not None:
+            return wrong
         current = await self._queue()
         if current is None:
             return Verdict("blocked", f"ClusterQueue {self.spec.queue.name} does not exist; apply `fabricguard "
@@ -156,7 +176,7 @@ class Workflow:
 
     async def step_drain_old_pool(self, state: TransitionState, now: datetime, deadline: datetime) -> Verdict:
         if state.drainDeadline is None:
-            state.drainDeadline = iso(deadline)
+            state.drainDeadline = format_time(deadline)
             await self.save(state, now)
         old = pool_nodes(self.spec.old, await self._nodes())
         to_cordon = [n["metadata"]["name"] for n in old if not (n.get("spec") or {}).get("unschedulable")]
@@ -167,14 +187,15 @@ class Workflow:
             await self.save(state, now)
         for name in to_cordon:
             await self.kube.patch("v1", "nodes", name, {"spec": {"unschedulable": True}}, patch_type="strategic")
-        names = [n["metadata"]["name"] for n in old]
+        old_names = [n["metadata"]["name"] for n in old]
         pods: dict[tuple[str, str], dict[str, Any]] = {}
-        for name in names:
+        for name in old_names:
             for pod in await self.kube.list("v1", "pods", field_selector=f"spec.nodeName={name}"):
                 meta = pod.get("metadata") or {}
                 pods[(meta.get("namespace", ""), meta.get("name", ""))] = pod
-        return judge_drain(still_running(names, list(pods.values())), now,
-                           datetime.fromisoformat(state.drainDeadline))
+        # Written by this workflow (above, or by the run that crashed); unreadable only if edited by hand.
+        drain_deadline = parse_time(state.drainDeadline) or deadline
+        return judge_drain(still_running(old_names, list(pods.values())), now, drain_deadline)
 
     async def step_retire(self, state: TransitionState, now: datetime) -> Verdict:
         del state, now
@@ -187,7 +208,7 @@ class Workflow:
             if obj is None:
                 continue
             labels = (obj.get("metadata") or {}).get("labels") or {}
-            if labels.get("app.kubernetes.io/managed-by") != "fabricguard":
+            if labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY_VALUE:
                 kept.append(f"{kind} {self.spec.old.name} (not rendered by fabricguard)")
                 continue
             await self.kube.delete(KUEUE, plural, self.spec.old.name)
@@ -232,7 +253,7 @@ class Workflow:
                 await self.save(state, now)
                 return out
             record = state.step(step)
-            record.done, record.detail = iso(now), verdict.message
+            record.done, record.detail = format_time(now), verdict.message
             state.phase, state.message = "InProgress", f"{step}: {verdict.message}"
             if state.next_step() is None:
                 state.phase = "Completed"

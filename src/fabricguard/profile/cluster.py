@@ -9,7 +9,7 @@
   namespace that mounts Lustre to it, so fabricguard-system and the training namespaces read the same file
   system (a dynamically provisioned claim of the same name would be a new, empty, billed file system).
 - ``FabricDaemonSet`` (``spec.fabricDaemonSets``): the DaemonSets a fabric node needs before it can become ready
-  (CSI node plugin, Multus/CNI, the Node Readiness Controller's agents...). They must tolerate the readiness
+  (CSI node plugin, Multus/CNI, ...). They must tolerate the readiness
   taints, or the node never advertises its fabric and the taint stays forever; the webhook adds the tolerations,
   the doctor and ``preflight`` check them.
 
@@ -23,10 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# NodeReadinessRule taint keys (they must start with readiness.k8s.io/); the agent's --manage-taints uses the same.
-TAINT_UNVERIFIED = "readiness.k8s.io/fabric-unverified"
-TAINT_DEGRADED = "readiness.k8s.io/fabric-degraded"
-TAINT_KEYS = (TAINT_UNVERIFIED, TAINT_DEGRADED)
+from fabricguard.names import TAINT_KEYS
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")

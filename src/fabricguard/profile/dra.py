@@ -96,13 +96,34 @@ def wanted_devices(pool: Pool) -> int:
     return max(n or 1, 1)
 
 
-def node_offer(pool: Pool, node: str, slices: Iterable[dict[str, Any]],
+@dataclass
+class SliceIndex:
+    """ResourceSlices by (node, driver) and the devices claims hold, built once for many nodes."""
+
+    by_node: dict[tuple[str, str], list[dict[str, Any]]]
+    held: set[tuple[str, str, str]]
+
+    @classmethod
+    def build(cls, slices: Iterable[dict[str, Any]], claims: Iterable[dict[str, Any]] = ()) -> SliceIndex:
+        by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for s in slices:
+            spec = _m(s.get("spec"))
+            by.setdefault((str(spec.get("nodeName", "")), str(spec.get("driver", ""))), []).append(s)
+        return cls(by, allocated(claims))
+
+    def slices(self, node: str, driver: str) -> list[dict[str, Any]]:
+        return self.by_node.get((node, driver), [])
+
+
+def node_offer(pool: Pool, node: str, slices: Iterable[dict[str, Any]] | SliceIndex,
                claims: Iterable[dict[str, Any]] = ()) -> Offer:
-    """Count the pool's fabric devices on ``node`` in the driver's ResourceSlices."""
+    """Count the pool's fabric devices on ``node`` in the driver's ResourceSlices (``slices`` may be an index
+    built once, for a pass over many nodes; ``claims`` are then ignored)."""
     d = pool.fabric.dra
     assert d is not None
-    mine = node_slices(slices, node, d.driver)
-    held = allocated(claims)
+    index = slices if isinstance(slices, SliceIndex) else SliceIndex.build(slices, claims)
+    mine = index.slices(node, d.driver)
+    held = index.held
     offer = Offer(slices=len(mine), wanted=wanted_devices(pool))
     expected = d.expected_attributes
     for s in mine:

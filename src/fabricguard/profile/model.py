@@ -13,18 +13,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fabricguard import quantity
+from fabricguard import names, quantity
 from fabricguard.imageref import reference_problem
+from fabricguard.objects import labels_of, selector_matches
 from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
+from fabricguard.times import duration_seconds as duration_seconds
 
-API_VERSION = "fabricguard.io/v1alpha1"
+API_VERSION = names.API_VERSION
 KIND = "PlatformProfile"
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+HOSTNAME_LABEL = names.LABEL_HOSTNAME
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = quantity.GRAMMAR  # the one Kubernetes quantity grammar (fabricguard.quantity)
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 _BYTES = re.compile(r"^[0-9]+[KMG]?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -115,7 +116,7 @@ class DevicePlugin(_Strict):
     daemonSet: str
 
 
-DRA_API = "resource.k8s.io/v1"
+DRA_API = names.DRA_API
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 DRANET_DRIVER = "dra.net"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -375,15 +376,6 @@ class Baseline(_Strict):
         return self.allReduceBusBwGBps * self.floorFraction
 
 
-def duration_seconds(text: str) -> int:
-    """A Go-style duration such as ``10m``, ``1h30m`` or ``90s``, in whole seconds."""
-    m = _DURATION.match(text)
-    if not text or m is None:
-        raise ValueError(f"{text!r} is not a duration; write it like 90s, 10m or 1h30m")
-    h, mi, s = (int(g) if g else 0 for g in m.groups())
-    return h * 3600 + mi * 60 + s
-
-
 CanaryCollective = Literal["all_reduce", "all_gather", "reduce_scatter"]
 
 
@@ -519,7 +511,7 @@ class Pool(_Strict):
     nodeSelector: dict[str, str] = Field(min_length=1)
     tolerations: list[Toleration] = Field(default_factory=list)
     gpusPerNode: int = Field(ge=1)
-    gpuResource: str = "nvidia.com/gpu"
+    gpuResource: str = names.GPU_RESOURCE
     architecture: Architecture = Architecture.amd64
     fabric: Fabric
     baseline: Baseline = Field(default_factory=Baseline)
@@ -573,6 +565,10 @@ class Pool(_Strict):
             if level is not None and level not in self.topologyLevels:
                 raise ValueError(f"queue topology level {level!r} is not one of topologyLevels {self.topologyLevels}")
         return self
+
+    def matches(self, node: dict[str, Any] | None) -> bool:
+        """This pool's nodeSelector matches the Node's labels (see :meth:`PlatformProfile.pool_of`)."""
+        return selector_matches(labels_of(node), self.nodeSelector)
 
     @property
     def topology_levels(self) -> list[str]:
@@ -804,6 +800,7 @@ class Spec(_Strict):
         if self.defaultPool is not None and self.defaultPool not in seen:
             raise ValueError(f"defaultPool {self.defaultPool!r} is not a pool; known pools: {sorted(seen)}")
         self._shared_queues_agree()
+        self._pools_disjoint()
         if self.inspector is not None:
             if self.storage.lustre is None:
                 raise ValueError("inspector needs spec.storage.lustre: its records go to the job's Lustre directory")
@@ -822,6 +819,18 @@ class Spec(_Strict):
                     raise ValueError(f"ResourceFlavor {f!r} is gated by two pools' canaries: {flavors[f]}, {p.name}")
                 flavors[f] = p.name
         return self
+
+    def _pools_disjoint(self) -> None:
+        # A node belongs to at most one pool: two selectors that one node's labels could both satisfy (no key
+        # that both name with different values) would make its pool depend on who asks.
+        for i, a in enumerate(self.pools):
+            for b in self.pools[i + 1:]:
+                if selectors_overlap(a.nodeSelector, b.nodeSelector):
+                    raise ValueError(
+                        f"pools {a.name!r} and {b.name!r} can both match one node (nodeSelector "
+                        f"{a.nodeSelector} and {b.nodeSelector}); give them one label key with different values, "
+                        "so every node belongs to at most one pool"
+                    )
 
     def _shared_queues_agree(self) -> None:
         # Pools that name one queue become flavors of one ClusterQueue: its settings cannot differ per pool.
@@ -861,6 +870,11 @@ class PlatformProfile(_Strict):
     @property
     def pool_names(self) -> list[str]:
         return [p.name for p in self.spec.pools]
+
+    def pool_of(self, node: dict[str, Any] | None) -> Pool | None:
+        """The pool a Node belongs to: the one whose nodeSelector its labels match (pools are disjoint, so at
+        most one does), else None. The one definition of node membership every part uses."""
+        return next((p for p in self.spec.pools if p.matches(node)), None)
 
     def canary(self, pool: Pool) -> Canary | None:
         """The pool's effective canary: its block, or the defaults on a fabric pool with Lustre; None: no canary."""
@@ -926,7 +940,22 @@ class PlatformProfile(_Strict):
                 out.append(f"{where}: no canary; a broken fabric is found only when a job runs on it")
             if f.has_fabric and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: no baseline.allReduceBusBwGBps; bandwidth cannot be judged, only transport")
+            if self.inspector_for(p) is not None and p.baseline.allReduceBusBwGBps is None:
+                out.append(f"{where}: its jobs get NCCL's Inspector but the pool has no baseline.allReduceBusBwGBps; "
+                           "their busbw is shown, never judged")
+        ins = self.spec.inspector
+        if ins is not None and ins.delivery == "image":
+            out.append("spec.inspector: delivery image uses an OCI image volume (Kubernetes 1.36 GA, beta and off by "
+                       "default before); on an older cluster use delivery initContainer")
+        if ins is not None and ins.interval_us < 10_000_000:
+            out.append(f"spec.inspector: dumpInterval {ins.dumpInterval} writes often: each dump adds up to ringSize "
+                       "records per communicator to every rank's file on Lustre")
         return out
+
+
+def selectors_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
+    """True when one node's labels can satisfy both ``matchLabels`` selectors: no key has two values."""
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
 
 
 class UnknownPoolError(KeyError):

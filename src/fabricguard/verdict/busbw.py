@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabricguard.nccl.inspector import JUDGED, CollectiveFigure, is_inspector_file, read_dir, summarize
+from fabricguard.nccl.inspector import FILE_NAME, JUDGED, CollectiveFigure, is_inspector_file, read_dir, summarize
 from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.userfiles import walk_files
 
 INSPECTOR_NAME = "Inspector"  # the name the plugin gives NCCL ("PROFILER/Plugin: Loaded Inspector (v5)")
 DEFAULT_LARGE = 64 << 20
@@ -64,39 +65,47 @@ def rows(pool: Pool, figures: dict[str, CollectiveFigure]) -> list[BusbwRow]:
     return [BusbwRow(c, f, floor, c in JUDGED) for c, f in sorted(figures.items())]
 
 
-def inspector_dir(profile: PlatformProfile, directory: Path) -> Path | None:
-    """Where a job's Inspector records are, given the directory ``verify-job`` was pointed at: the job's own
-    directory holds ``<dumpDir>``; its NCCL log directory (``<job>/<logDir>``) has it as a sibling."""
-    lustre, ins = profile.spec.storage.lustre, profile.spec.inspector
-    dump = (ins.dumpDir if ins is not None else ".fabricguard/inspector").strip("/")
-    candidates = [directory / dump]
+def job_root(profile: PlatformProfile, directory: Path) -> Path:
+    """The job's own directory: ``directory`` itself, or its parent when it is the NCCL log directory
+    ``<job>/<logDir>`` (then the Inspector's ``<job>/<dumpDir>`` is its sibling)."""
+    lustre = profile.spec.storage.lustre
     if lustre is not None:
         log = lustre.logDir.strip("/")
-        depth = len(log.split("/"))
         if directory.as_posix().rstrip("/").endswith("/" + log):
-            root = directory.parents[depth - 1]
-            candidates.insert(0, root / dump)
-    for c in candidates:
+            return directory.parents[len(log.split("/")) - 1]
+    return directory
+
+
+def inspector_dir(profile: PlatformProfile, directory: Path) -> Path | None:
+    """Where a job's Inspector records are, given the directory ``verify-job`` was pointed at (the job's own
+    directory, or its NCCL log directory)."""
+    ins = profile.spec.inspector
+    dump = (ins.dumpDir if ins is not None else ".fabricguard/inspector").strip("/")
+    for c in dict.fromkeys((job_root(profile, directory) / dump, directory / dump)):
         if c.is_dir():
             return c
     return None
 
 
 def find_records(profile: PlatformProfile, directory: Path) -> tuple[list[Path], Path | None]:
-    """(Inspector files inside ``directory``'s tree, the job's dump directory if there is one)."""
-    inside = [p for p in sorted(directory.rglob("*-pid*.log")) if p.is_file() and is_inspector_file(p)]
+    """(Inspector files inside ``directory``'s tree, the job's dump directory if there is one). The tree is the
+    tenant's: listed with ``userfiles.walk_files`` (bounded, never through a link out of it)."""
+    inside = [p for p in walk_files(directory, hidden=True).files
+              if FILE_NAME.match(p.name) and is_inspector_file(p, directory)]
     return inside, inspector_dir(profile, directory)
 
 
-def figures_of(paths: list[Path], dump_dir: Path | None, large: int) -> tuple[dict[str, CollectiveFigure], int]:
-    """Per-collective figures over every record found, and how many records were read."""
+def figures_of(paths: list[Path], dump_dir: Path | None, large: int, root: Path | None = None
+               ) -> tuple[dict[str, CollectiveFigure], int]:
+    """Per-collective figures over every record found, and how many records were read (files opened only
+    within ``root``)."""
     recs = []
     dirs = {p.parent for p in paths}
     if dump_dir is not None:
         dirs.add(dump_dir)
     total = 0
     for d in sorted(dirs):
-        got, st = read_dir(d)
+        got, st = read_dir(d, root=root)
         recs += got
         total += st.records
     return summarize(recs, large), total

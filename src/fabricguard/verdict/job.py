@@ -7,6 +7,7 @@ pool is *not* a pass, because "the job ran" is exactly the signal that hid half-
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -15,11 +16,11 @@ from typing import Any
 
 from fabricguard.exitcodes import exit_code
 from fabricguard.nccl.inspector import is_inspector_file
-from fabricguard.nccl.report import NcclReport
-from fabricguard.nccl.scan import collect_files, inspect_paths
+from fabricguard.nccl.report import Evidence, NcclReport
+from fabricguard.nccl.scan import inspect_paths, is_text
 from fabricguard.profile.model import PlatformProfile, Pool, Transport
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
-from fabricguard.userfiles import SourceError, input_dir, input_file, read_text
+from fabricguard.userfiles import SourceError, input_dir, input_file, read_text, walk_files
 from fabricguard.verdict import busbw
 from fabricguard.verdict.steps import StepTimes, load_step_times
 
@@ -86,42 +87,82 @@ class JobVerdict:
 
 
 class JobInputError(ValueError):
-    """The job directory cannot be judged; the message names the file and what is wrong."""
+    """The job directory cannot be judged; the message names the file and what is wrong. ``missing``: the logs
+    are not there at all (rather than there and unusable)."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 # Which files in a job directory are which. Everything else is read as a log.
 MOUNTINFO_GLOBS = ("mountinfo", "*.mountinfo", "mountinfo*")
 STEP_GLOBS = ("*.jsonl", "*.csv")
+MAX_MOUNTINFO_BYTES = 32 * 1024**2  # a node with 100,000 mounts writes ~20 MB
+# NCCL logs read per job: a 512-rank job's INFO logs are a few GiB; past this the job is degraded, naming the file.
+MAX_JOB_LOG_BYTES = 32 * 1024**3
 
 
-def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path]]:
-    """(logs, mountinfo files, step-timing files). A mountinfo or step-timing name that is not a readable
-    regular file is refused here: skipping it would drop that check and let the job pass unjudged."""
+def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path], list[Evidence]]:
+    """(logs, mountinfo files, step-timing files, what was not read). The directory is listed once, bounded
+    (``userfiles.walk_files``: files, levels, no link followed out of it). A mountinfo or step-timing name that
+    is not a readable regular file is refused here: skipping it would drop that check and let the job pass
+    unjudged."""
+    walk = walk_files(job_dir)
     mountinfo: list[Path] = []
     steps: list[Path] = []
-    for f in sorted(job_dir.rglob("*")):
-        if f.name.startswith("."):
-            continue
-        if any(f.match(g) for g in MOUNTINFO_GLOBS):
+    others: list[Path] = []
+    named: set[Path] = set()
+    # A folder, FIFO or link named like a mountinfo or step-timing file is one of them, refused below.
+    for f in sorted([*walk.files, *walk.dirs, *(p for p, _why in walk.refused)]):
+        if any(fnmatch.fnmatchcase(f.name, g) for g in MOUNTINFO_GLOBS):
             mountinfo.append(f)
-        elif any(f.match(g) for g in STEP_GLOBS):
+        elif any(fnmatch.fnmatchcase(f.name, g) for g in STEP_GLOBS):
             steps.append(f)
+        elif f in walk.files:
+            others.append(f)
+            continue
+        else:
+            continue
+        named.add(f)
+    unread = [Evidence(str(f), 0, "", why) for f, why in walk.refused if f not in named]
+    if walk.truncated:
+        unread.append(Evidence(str(job_dir), 0, "", f"{walk.truncated}: the rest was not read"))
+    refused = dict(walk.refused)
     for f in mountinfo + steps:
+        what = "mountinfo" if f in mountinfo else "step-timing"
+        if f in refused and "link" in refused[f]:
+            raise JobInputError(f"{f}: {refused[f]}, but its name makes it a {what} file (save the file there, "
+                                "or remove the link)")
         try:
             input_file(f)
         except SourceError as exc:
-            what = "mountinfo" if f in mountinfo else "step-timing"
             raise JobInputError(
                 f"{f}: {exc.problem.split('; ')[0]}, but its name makes it a {what} file "
                 "(save the file there, or rename or remove it to leave it out)"
             ) from None
-    special = set(mountinfo) | set(steps)
-    logs = [f for f in collect_files([job_dir]) if f not in special and not is_inspector_file(f)]
-    return logs, mountinfo, steps
+    logs = [f for f in others if not is_inspector_file(f, job_dir) and is_text(f, job_dir)]
+    return logs, mountinfo, steps, unread
 
 
 def _ev(e: Any) -> dict[str, Any]:
     return e.to_dict()
+
+
+def _unread_reasons(n: NcclReport) -> list[Reason]:
+    """Files of the job that were not read make it ``degraded``, naming them: a rank's log never drops out of
+    the verdict silently. Over-long lines (no NCCL line is that long) are only a warning."""
+    files = [e for e in n.unread if "longer than" not in e.why]
+    lines = [e for e in n.unread if "longer than" in e.why]
+    out: list[Reason] = []
+    if files:
+        first = files[0]
+        more = f" (and {n.unread_count - 1} more)" if n.unread_count > 1 else ""
+        out.append(Reason(Level.degraded, "logs", f"{first.file}: {first.why}{more}; the job's logs were not all "
+                          "read, so they cannot prove what every rank did", [_ev(e) for e in files[:5]]))
+    if lines:
+        out.append(Reason(Level.warning, "logs", f"{lines[0].file}: {lines[0].why}", [_ev(e) for e in lines[:5]]))
+    return out
 
 
 def _transport_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
@@ -283,7 +324,7 @@ def _busbw_reasons(profile: PlatformProfile, pool: Pool, job_dir: Path, n: NcclR
                            f"{pool.name}'s jobs get the plugin: collective bandwidth was not measured")], []
         return [], []
     large = busbw.large_bytes(profile)
-    figures, read = busbw.figures_of(files, dump_dir, large)
+    figures, read = busbw.figures_of(files, dump_dir, large, busbw.job_root(profile, job_dir))
     src = busbw.where(dump_dir or files[0].parent)
     if not figures:
         return [Reason(Level.warning, "busbw", f"{read} Inspector record(s) in {src}, none of a communicator "
@@ -316,7 +357,7 @@ def _storage_reasons(
     results: list[dict[str, Any]] = []
     for f in mountinfo:
         try:
-            entries = parse_mountinfo(read_text(f))
+            entries = parse_mountinfo(read_text(f, max_bytes=MAX_MOUNTINFO_BYTES))
         except SourceError as exc:
             raise JobInputError(str(exc)) from None
         except MountinfoError as exc:
@@ -380,19 +421,20 @@ def judge_job(
     try:
         input_dir(job_dir)
     except SourceError as exc:
-        raise JobInputError(f"{exc} (the directory holding the job's logs)") from None
+        raise JobInputError(f"{exc} (the directory holding the job's logs)", missing=True) from None
     pool = profile.pool(pool_name)
-    logs, mountinfo, step_files = _classify(job_dir)
-    if not logs:
+    logs, mountinfo, step_files, unread = _classify(job_dir)
+    if not logs and not unread:
         raise JobInputError(
-            f"{job_dir}: no log files found (expected NCCL_DEBUG=INFO output, one file per rank or pod)"
+            f"{job_dir}: no log files found (expected NCCL_DEBUG=INFO output, one file per rank or pod)", missing=True
         )
-    nccl = inspect_paths(logs)
+    nccl = inspect_paths(logs, unread=unread, roots=dict.fromkeys(logs, job_dir), max_bytes=MAX_JOB_LOG_BYTES)
     try:
         steps = load_step_times(step_files, logs, step_regex)
     except ValueError as exc:
         raise JobInputError(str(exc)) from None
-    reasons = _transport_reasons(pool, nccl)
+    reasons = _unread_reasons(nccl)
+    reasons += _transport_reasons(pool, nccl)
     reasons += _bandwidth_reasons(pool, nccl)
     busbw_reasons, busbw_rows = _busbw_reasons(profile, pool, job_dir, nccl)
     reasons += busbw_reasons

@@ -2,6 +2,10 @@
 
 Median step time is the number that moved from 12.36 s to 6.07 s when a 2-node H200 job got RDMA
 instead of sockets; it is what a job verdict compares with the pool's baseline.
+
+The files are the tenant's: each is read as a stream of lines capped at ``MAX_LINE_BYTES`` (a longer line, or
+JSON nested too deep to parse, is a ``StepInputError`` naming the file and line, never a crash), at most
+``MAX_STEP_BYTES`` per file and ``MAX_STEPS`` steps in all.
 """
 
 from __future__ import annotations
@@ -12,10 +16,15 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fabricguard.userfiles import read_text
+from fabricguard.userfiles import MAX_LINE_BYTES, LineCutter, SourceError, input_file, read_text
+
+MAX_STEP_BYTES = 256 * 1024**2  # per step-timing file: tens of millions of steps' worth
+MAX_STEPS = 2_000_000
+MAX_CSV_BYTES = 64 * 1024**2
 
 # Field names seen in the wild for "seconds this step took".
 _SECONDS_KEYS = ("seconds", "step_time", "step_time_s", "time", "duration", "elapsed", "sec", "step_seconds")
@@ -83,16 +92,49 @@ def _as_step(v: object, default: int, where: str) -> int:
     return int(f)
 
 
+def _lines(path: Path, max_bytes: int = MAX_STEP_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of a file, streamed in bounded memory; an over-long line raises StepInputError."""
+    try:
+        input_file(path, max_bytes=max_bytes)
+        fh = path.open("rb")
+    except SourceError as exc:
+        raise StepInputError(str(exc)) from None
+    except OSError as exc:
+        raise StepInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    cutter = LineCutter()
+    n = 0
+    with fh:
+        while True:
+            try:
+                block = fh.read(1 << 20)
+            except OSError as exc:
+                raise StepInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            lines = cutter.feed(block) if block else cutter.finish()
+            if cutter.overlong:
+                raise StepInputError(f"{path}:{cutter.overlong_line}: a line longer than {MAX_LINE_BYTES:,} bytes; "
+                                     "a step record is one short JSON object per line")
+            for line in lines.split(b"\n")[:-1]:
+                n += 1
+                yield n, line
+            if not block:
+                return
+
+
 def read_jsonl(path: Path) -> list[tuple[int, float]]:
     out: list[tuple[int, float]] = []
-    for n, line in enumerate(read_text(path).splitlines(), 1):
-        line = line.strip()
+    for n, raw in _lines(path):
+        line = raw.strip()
         if not line:
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise StepInputError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        except UnicodeDecodeError:
+            raise StepInputError(f"{path}:{n}: not UTF-8 text") from None
+        except RecursionError:
+            raise StepInputError(f"{path}:{n}: JSON nested too deeply to read; a step record is a flat object "
+                                 "such as {\"step\": 1, \"seconds\": 6.1}") from None
         if not isinstance(obj, dict):
             raise StepInputError(f"{path}:{n}: expected an object with 'step' and 'seconds'")
         sec = _pick(obj, _SECONDS_KEYS)
@@ -100,12 +142,24 @@ def read_jsonl(path: Path) -> list[tuple[int, float]]:
             continue  # other metrics (loss, lr) share the file
         step = _pick(obj, _STEP_KEYS)
         out.append((_as_step(step, len(out), f"{path}:{n}"), _as_float(sec, f"{path}:{n}")))
+        if len(out) > MAX_STEPS:
+            raise StepInputError(f"{path}:{n}: more than {MAX_STEPS:,} step times; keep one record per step")
     return out
 
 
 def read_csv(path: Path) -> list[tuple[int, float]]:
     out: list[tuple[int, float]] = []
-    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    try:
+        text = read_text(path, max_bytes=MAX_CSV_BYTES)
+    except SourceError as exc:
+        raise StepInputError(str(exc)) from None
+    try:
+        return _read_csv_rows(path, csv.DictReader(io.StringIO(text, newline="")), out)
+    except csv.Error as exc:
+        raise StepInputError(f"{path}: not CSV step timings ({exc})") from None
+
+
+def _read_csv_rows(path: Path, reader: csv.DictReader[str], out: list[tuple[int, float]]) -> list[tuple[int, float]]:
     if not reader.fieldnames:
         raise StepInputError(f"{path}: empty CSV; expected a header such as 'step,seconds'")
     fields = [f.strip().lower() for f in reader.fieldnames]
@@ -139,14 +193,27 @@ def compile_step_regex(pattern: str) -> re.Pattern[str]:
 
 def read_log_with_regex(path: Path, rx: re.Pattern[str]) -> list[tuple[int, float]]:
     out: list[tuple[int, float]] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
-            m = rx.search(line)
-            if not m:
-                continue
-            sec = m.group("seconds") if "seconds" in rx.groupindex else m.group(1)
-            step = m.group("step") if "step" in rx.groupindex else None
-            out.append((int(step) if step and step.isdigit() else len(out), _as_float(sec, f"{path}:{n}")))
+    cutter = LineCutter()
+    n = 0
+    try:
+        with path.open("rb") as fh:
+            while True:
+                block = fh.read(1 << 20)
+                lines = cutter.feed(block) if block else cutter.finish()
+                for raw in lines.split(b"\n")[:-1]:
+                    n += 1
+                    m = rx.search(raw.decode("utf-8", "replace"))
+                    if not m:
+                        continue
+                    sec = m.group("seconds") if "seconds" in rx.groupindex else m.group(1)
+                    step = m.group("step") if "step" in rx.groupindex else None
+                    out.append((int(step) if step and step.isdigit() else len(out), _as_float(sec, f"{path}:{n}")))
+                    if len(out) > MAX_STEPS:
+                        raise StepInputError(f"{path}:{n}: more than {MAX_STEPS:,} step times matched --step-regex")
+                if not block:
+                    break
+    except OSError as exc:
+        raise StepInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return out
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from fabricguard.doctor.model import labels_match
+from fabricguard import names
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.objects import labels_of
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.workload_identity import job_of
 
@@ -14,16 +15,14 @@ MAX_EVIDENCE_ITEMS = 20
 
 
 def pool_nodes(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str, list[dict[str, Any]]]:
-    """Nodes of each pool (a node belongs to the first pool whose nodeSelector its labels match)."""
+    """Nodes of each pool (:meth:`PlatformProfile.pool_of`: the profile's pools are disjoint)."""
     if profile is None:
         return {}
     out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
     for n in snapshot.nodes:
-        labels = (n.get("metadata") or {}).get("labels") or {}
-        for p in profile.spec.pools:
-            if labels_match(labels, p.nodeSelector):
-                out[p.name].append(n)
-                break
+        p = profile.pool_of(n)
+        if p is not None:
+            out[p.name].append(n)
     return out
 
 
@@ -47,18 +46,11 @@ def all_container_statuses(pod: dict[str, Any]) -> Iterator[tuple[str, dict[str,
             yield f"status.{field}[{i}]", cs
 
 
-def pod_condition(pod: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
 def node_arch(node: dict[str, Any] | None) -> str | None:
     if not node:
         return None
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return labels.get("kubernetes.io/arch") or labels.get("beta.kubernetes.io/arch")
+    labels = labels_of(node)
+    return labels.get(names.LABEL_ARCH) or labels.get(names.LABEL_ARCH_BETA)
 
 
 def owner_key(pod: dict[str, Any]) -> tuple[str, str, str]:

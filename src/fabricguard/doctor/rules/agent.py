@@ -15,14 +15,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity, labels_match
+from fabricguard import names
+from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.objects import selector_matches
 from fabricguard.profile import PlatformProfile
 
 SHORT = "agent-daemonset-short"
 AGENT_NAME = "fabricguard-agent"
-POOL_LABEL = "fabricguard.io/pool"
+POOL_LABEL = names.LABEL_POOL
 
 
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
@@ -46,7 +48,7 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
 def _why_not(node: dict[str, Any], pod_spec: dict[str, Any]) -> str:
     labels = (node.get("metadata") or {}).get("labels") or {}
     selector = pod_spec.get("nodeSelector") or {}
-    if not labels_match(labels, selector):
+    if not selector_matches(labels, selector):
         missing = {k: v for k, v in selector.items() if labels.get(k) != v}
         return f"nodeSelector {missing} does not match"
     tolerations = pod_spec.get("tolerations") or []
@@ -68,7 +70,7 @@ def agent_daemonset_short(snapshot: Snapshot, profile: PlatformProfile | None, n
     agents: dict[str, list[dict[str, Any]]] = {}
     for ds in snapshot.daemonsets:
         labels = (ds.get("metadata") or {}).get("labels") or {}
-        if labels.get("app.kubernetes.io/name") == AGENT_NAME and labels.get(POOL_LABEL):
+        if labels.get(names.LABEL_APP_NAME) == AGENT_NAME and labels.get(POOL_LABEL):
             agents.setdefault(labels[POOL_LABEL], []).append(ds)
     findings = []
     for pool in profile.spec.pools:

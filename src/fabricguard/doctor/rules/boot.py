@@ -15,8 +15,9 @@ from datetime import datetime
 
 from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.names import TAINT_KEYS
 from fabricguard.profile import PlatformProfile
-from fabricguard.profile.cluster import TAINT_KEYS, tolerates
+from fabricguard.profile.cluster import tolerates
 
 UNTOLERATED = "daemonset-untolerated-readiness"
 AGENT_PREFIX = "fabricguard-agent-"

@@ -17,16 +17,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, iso, parse_time
+from fabricguard import names
+from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age
 from fabricguard.doctor.rules._common import (
     MAX_EVIDENCE_ITEMS,
     all_container_statuses,
     fabric_pools,
-    pod_condition,
     pool_nodes,
 )
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.objects import find_condition
 from fabricguard.profile import PlatformProfile
+from fabricguard.times import format_time, parse_time
 
 NEVER_READY = "daemonset-never-ready"
 REGRESSED = "daemonset-regressed"
@@ -48,7 +50,7 @@ def _status_int(status: dict[str, Any], key: str) -> int:
 def pod_ready_evidence(pod: dict[str, Any]) -> dict[str, Any]:
     """Field paths proving the pod has been ready at some point; empty when nothing says it ever was."""
     ev: dict[str, Any] = {}
-    ready = pod_condition(pod, "Ready")
+    ready = find_condition(pod, names.POD_READY)
     if ready and ready.get("status") == "True":
         ev["status.conditions[Ready].status"] = "True"
         return ev
@@ -65,13 +67,13 @@ def pod_ready_evidence(pod: dict[str, Any]) -> dict[str, Any]:
                 )
     if ready and ready.get("status") == "False":
         changed = parse_time(ready.get("lastTransitionTime"))
-        sched = pod_condition(pod, "PodScheduled")
+        sched = find_condition(pod, names.POD_SCHEDULED)
         since = parse_time((sched or {}).get("lastTransitionTime")) or parse_time(
             (pod.get("status") or {}).get("startTime")
         )
         if changed and since and (changed - since).total_seconds() >= FLIP_SECONDS:
             ev["status.conditions[Ready].lastTransitionTime"] = (
-                f"{ready.get('lastTransitionTime')} (Ready went False after being True; scheduled {iso(since)})"
+                f"{ready.get('lastTransitionTime')} (Ready went False after being True; scheduled {format_time(since)})"
             )
     return ev
 
@@ -158,11 +160,11 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
             evidence["metadata.generation"] = generation
             since, how = template_since(snapshot, ds)
             if since:
-                evidence["current template since"] = f"{iso(since)} ({how})"
+                evidence["current template since"] = f"{format_time(since)} ({how})"
                 template_note = (
                     f" Its template changed since creation (generation {generation}); the current "
                     "template has "
-                    f"been in place since {iso(since)} ({human_age((now - since).total_seconds())}), "
+                    f"been in place since {format_time(since)} ({human_age((now - since).total_seconds())}), "
                     f"per the {how}."
                 )
             else:

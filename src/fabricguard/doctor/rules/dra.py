@@ -19,10 +19,13 @@ import re
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, labels_match, parse_time, quantity
-from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pod_condition, pool_nodes
+from fabricguard import names
+from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, quantity
+from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.objects import find_condition, selector_matches
 from fabricguard.profile import PlatformProfile, Pool, dra
+from fabricguard.times import parse_time
 from fabricguard.yamlsource import SourceError, loads_documents
 
 CLASS_MISSING = "dra-deviceclass-missing"
@@ -93,7 +96,7 @@ def no_resourceslice(snapshot: Snapshot, profile: PlatformProfile | None, now: d
         d = pool.fabric.dra
         assert d is not None
         nodes = members.get(pool.name, [])
-        bad = [n for n in nodes if not dra.node_slices(slices, n["metadata"]["name"], d.driver)]
+        bad = [n for n in nodes if not snapshot.dra_index.slices(n["metadata"]["name"], d.driver)]
         if not bad:
             continue
         drivers = sorted({str(_m(s.get("spec")).get("driver")) for s in slices})
@@ -113,19 +116,25 @@ def no_resourceslice(snapshot: Snapshot, profile: PlatformProfile | None, now: d
     return out
 
 
-def _scheduler_message(snapshot: Snapshot, pod: dict[str, Any] | None) -> str | None:
+def _failed_scheduling(snapshot: Snapshot) -> dict[tuple[str, str], str]:
+    """The last FailedScheduling event message of each pod, by (namespace, name)."""
+    out: dict[tuple[str, str], str] = {}
+    for ev in snapshot.events:
+        inv = _m(ev.get("involvedObject") or ev.get("regarding"))
+        if inv.get("kind") == "Pod" and ev.get("reason") == "FailedScheduling":
+            out[(str(inv.get("namespace", "")), str(inv.get("name", "")))] = str(ev.get("message") or ev.get("note")
+                                                                                 or "")
+    return out
+
+
+def _scheduler_message(events: dict[tuple[str, str], str], pod: dict[str, Any] | None) -> str | None:
     if pod is None:
         return None
-    cond = pod_condition(pod, "PodScheduled")
+    cond = find_condition(pod, names.POD_SCHEDULED)
     if cond and cond.get("status") == "False" and cond.get("message"):
         return str(cond["message"])
     meta = _m(pod.get("metadata"))
-    for ev in reversed(snapshot.events):
-        inv = _m(ev.get("involvedObject") or ev.get("regarding"))
-        if (inv.get("kind") == "Pod" and inv.get("name") == meta.get("name")
-                and inv.get("namespace") == meta.get("namespace") and ev.get("reason") == "FailedScheduling"):
-            return str(ev.get("message") or ev.get("note") or "")
-    return None
+    return events.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))
 
 
 def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -150,22 +159,24 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
                      None)
         pod = pods.get((str(meta.get("namespace", "")), str(owner.get("name")))) if owner else None
         by_pool.setdefault(pools[sorted(classes)[0]].name, []).append((claim, pod, age))
+    _pending_extended(snapshot, profile, now, by_pool)
+    events = _failed_scheduling(snapshot) if by_pool else {}
     out: list[Finding] = []
     for pool_name, items in sorted(by_pool.items()):
         items.sort(key=lambda t: -t[2])
         evidence: dict[str, Any] = {}
         for claim, pod, age in items[:MAX_EVIDENCE_ITEMS]:
             meta = _m(claim.get("metadata"))
-            key = f"ResourceClaim {meta.get('namespace')}/{meta.get('name')}"
-            msg = _scheduler_message(snapshot, pod)
+            key = f"{claim.get('kind', 'ResourceClaim')} {meta.get('namespace')}/{meta.get('name')}"
+            msg = _scheduler_message(events, pod)
             evidence[key] = (f"unallocated for {human_age(age)}"
                              + (f"; pod {pod['metadata']['name']}: {msg}" if pod is not None and msg else ""))
-        first_msg = next((m for _, p, _ in items if (m := _scheduler_message(snapshot, p))), None)
+        first_msg = next((m for _, p, _ in items if (m := _scheduler_message(events, p))), None)
         oldest = human_age(items[0][2])
         objs = [ObjRef.of(c) for c, _, _ in items[:MAX_EVIDENCE_ITEMS]]
         out.append(Finding(
             UNALLOCATED, Severity.critical, objs,
-            f"{len(items)} ResourceClaim(s) for the fabric of DRA pool {pool_name} have not been allocated (the "
+            f"{len(items)} {_what(items)} for the fabric of DRA pool {pool_name} have not been allocated (the "
             f"oldest for {oldest}): their pods cannot start."
             + (f" The scheduler says: {first_msg}" if first_msg else ""),
             evidence,
@@ -173,6 +184,39 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
             "selector no device matches, or nodes without the driver's ResourceSlice (see dra-no-resourceslice).",
             pools=[pool_name]))
     return out
+
+
+def _what(items: list[tuple[dict[str, Any], dict[str, Any] | None, float]]) -> str:
+    if all(c.get("kind") == "Pod" for c, _, _ in items):
+        return "KEP-5004 pod(s) (the scheduler makes their claim when it places them)"
+    if any(c.get("kind") == "Pod" for c, _, _ in items):
+        return "ResourceClaim(s) and KEP-5004 pod(s)"
+    return "ResourceClaim(s)"
+
+
+def _pending_extended(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime,
+                      by_pool: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None, float]]]) -> None:
+    """KEP-5004: the scheduler makes the claim only when it places the pod, so a pod that cannot get the devices
+    stays Pending with no claim at all; such a pod (requesting the pool's extended resource) stands for it."""
+    wanted = {p.fabric.dra.extendedResourceName: p for p in _dra_pools(profile)
+              if p.fabric.dra and p.fabric.dra.extendedResourceName}
+    if not wanted:
+        return
+    for pod in snapshot.pods:
+        spec, status = _m(pod.get("spec")), _m(pod.get("status"))
+        if status.get("phase") != "Pending" or spec.get("nodeName"):
+            continue
+        cond = find_condition(pod, names.POD_SCHEDULED)
+        if not cond or cond.get("status") != "False":
+            continue
+        asked = {k for c in spec.get("containers") or () for part in ("requests", "limits")
+                 for k in _m(_m(_m(c).get("resources")).get(part))}
+        pool = next((wanted[r] for r in sorted(asked) if r in wanted), None)
+        since = (parse_time(cond.get("lastTransitionTime"))
+                 or parse_time(_m(pod.get("metadata")).get("creationTimestamp")))
+        if pool is None or since is None or (now - since).total_seconds() < UNALLOCATED_SECONDS:
+            continue
+        by_pool.setdefault(pool.name, []).append((pod, pod, (now - since).total_seconds()))
 
 
 def _class_drivers(cls: dict[str, Any]) -> set[str]:
@@ -197,12 +241,11 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
         if d and d.extendedResourceName:
             cls_name, drivers = backing.get(d.extendedResourceName, (d.deviceClassName, set()))
             backing[d.extendedResourceName] = (cls_name, drivers | {d.driver})
+    out = _claim_pool_double_offer(snapshot, profile)
     if not backing:
-        return []
-    slices = snapshot.kind(dra.RESOURCE_SLICE)
+        return out
     pool_of = {n["metadata"]["name"]: p.name for p in fabric_pools(profile)
                for n in pool_nodes(snapshot, profile).get(p.name, [])}
-    out: list[Finding] = []
     for res, (cls_name, drivers) in sorted(backing.items()):
         bad: list[tuple[str, Any, str]] = []
         for n in snapshot.nodes:
@@ -210,7 +253,7 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
             have = _m(_m(n.get("status")).get("allocatable")).get(res)
             if quantity(have) < 1:
                 continue
-            from_dra = next((drv for drv in sorted(drivers) if dra.node_slices(slices, name, drv)), None)
+            from_dra = next((drv for drv in sorted(drivers) if snapshot.dra_index.slices(name, drv)), None)
             if from_dra:
                 bad.append((name, have, from_dra))
         if not bad:
@@ -226,6 +269,46 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
              f"DeviceClass {cls_name}: spec.extendedResourceName": res},
             f"Remove the device plugin from these nodes (or the DRA driver): keep one way of offering {res}.",
             pools=sorted({pool_of[b[0]] for b in bad if b[0] in pool_of})))
+    return out
+
+
+# Extended resources that fabric device plugins advertise (k8s-injection.md): RDMA shared/SR-IOV plugins, GKE
+# multi-networking, the EFA plugin.
+DEVICE_PLUGIN_FABRIC_PREFIXES = ("rdma/", "networking.gke.io.networks/", "vpc.amazonaws.com/efa", "nvidia.com/rdma",
+                                 "mellanox.com/", "openshift.io/")
+
+
+def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None) -> list[Finding]:
+    """A node of a DRA claim pool whose NICs a device plugin also advertises in allocatable."""
+    out: list[Finding] = []
+    members = pool_nodes(snapshot, profile)
+    for pool in _dra_pools(profile):
+        d = pool.fabric.dra
+        if d is None or d.extended:
+            continue
+        bad: list[tuple[str, dict[str, Any], int]] = []
+        for n in members.get(pool.name, []):
+            name = n["metadata"]["name"]
+            alloc = _m(_m(n.get("status")).get("allocatable"))
+            plugin = {k: v for k, v in alloc.items()
+                      if k.startswith(DEVICE_PLUGIN_FABRIC_PREFIXES) and quantity(v) >= 1}
+            if not plugin:
+                continue
+            offer = dra.node_offer(pool, name, snapshot.dra_index)
+            if offer.matching:
+                bad.append((name, plugin, offer.matching))
+        if not bad:
+            continue
+        out.append(Finding(
+            DOUBLE_OFFER, Severity.critical, [ObjRef("Node", b[0]) for b in bad],
+            f"{len(bad)} node(s) of DRA pool {pool.name} offer their NICs twice: a device plugin advertises "
+            f"{', '.join(sorted(bad[0][1]))} in status.allocatable while driver {d.driver} lists {bad[0][2]} "
+            f"device(s) of DeviceClass {d.deviceClassName}; a pod of each kind can be given the same NIC.",
+            {**{f"Node {b[0]}: status.allocatable": b[1] for b in bad[:MAX_EVIDENCE_ITEMS]},
+             f"Node {bad[0][0]}: {d.driver} fabric devices": bad[0][2]},
+            "Run one of them on the pool: remove the device plugin (and its networks) from these nodes, or the DRA "
+            "driver (EKS Auto Mode refuses both for the same device).",
+            pools=[pool.name]))
     return out
 
 
@@ -275,7 +358,7 @@ def kueue_unmapped(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
             flavors, covered = _queue_flavors(cq)
             serves = [f for f in flavors if f == pool.name or (
                 f in rfs and _m(_m(rfs[f].get("spec")).get("nodeLabels"))
-                and labels_match(dict(pool.nodeSelector), _m(_m(rfs[f].get("spec")).get("nodeLabels"))))]
+                and selector_matches(dict(pool.nodeSelector), _m(_m(rfs[f].get("spec")).get("nodeLabels"))))]
             if not serves:
                 continue
             logical = mappings.get(d.deviceClassName)

@@ -5,7 +5,7 @@
   fabric resource; NCCL falls back to sockets and the job runs, slowly, without any error.
 - ``topology-mapping-mismatch``: a node whose ``topologyLabel`` value is absent from ``networkMapping``.
 - ``node-not-gated``: a schedulable fabric-pool node without ``FabricReady=True`` and without a readiness taint
-  (``readiness.k8s.io/fabric-unverified`` or ``-degraded``, the keys of ``fabricguard.agent.condition``).
+  (``readiness.k8s.io/fabric-unverified`` or ``-degraded``, the keys of ``fabricguard.names``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from fabricguard.agent.condition import CONDITION_TYPE as READY_CONDITION
-from fabricguard.agent.condition import TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.doctor.model import Finding, ObjRef, Severity, quantity
 from fabricguard.doctor.rules._common import (
     MAX_EVIDENCE_ITEMS,
@@ -26,6 +24,9 @@ from fabricguard.doctor.rules._common import (
     workload_key,
 )
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.names import FABRIC_READY as READY_CONDITION
+from fabricguard.names import TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.objects import find_condition, taint_keys
 from fabricguard.profile import PlatformProfile, Pool, dra
 from fabricguard.workload_identity import KIND_OF_LABEL
 
@@ -44,11 +45,9 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
-    slices = snapshot.kind(dra.RESOURCE_SLICE)
-    claims = snapshot.kind(dra.RESOURCE_CLAIM)
     for pool in fabric_pools(profile):
         if pool.fabric.dra is not None:
-            findings += _dra_not_advertised(pool, members.get(pool.name, []), slices, claims)
+            findings += _dra_not_advertised(pool, members.get(pool.name, []), snapshot.dra_index)
             continue
         if not pool.fabric.resources:
             continue
@@ -88,8 +87,7 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
     return findings
 
 
-def _dra_not_advertised(pool: Pool, nodes: list[dict[str, Any]], slices: list[dict[str, Any]],
-                        claims: list[dict[str, Any]]) -> list[Finding]:
+def _dra_not_advertised(pool: Pool, nodes: list[dict[str, Any]], index: dra.SliceIndex) -> list[Finding]:
     """Nodes whose driver publishes ResourceSlices with too few usable fabric devices (no slice at all is
     ``dra-no-resourceslice``)."""
     d = pool.fabric.dra
@@ -98,7 +96,7 @@ def _dra_not_advertised(pool: Pool, nodes: list[dict[str, Any]], slices: list[di
     evidence: dict[str, Any] = {}
     for n in nodes:
         name = n["metadata"]["name"]
-        offer = dra.node_offer(pool, name, slices, claims)
+        offer = dra.node_offer(pool, name, index)
         if offer.slices == 0 or offer.ok:
             continue
         bad.append(n)
@@ -242,23 +240,16 @@ def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
-    agent_seen = any(
-        c.get("type") == READY_CONDITION
-        for n in snapshot.nodes
-        for c in ((n.get("status") or {}).get("conditions") or ())
-    )
+    agent_seen = any(find_condition(n, READY_CONDITION) for n in snapshot.nodes)
     for pool in fabric_pools(profile):
         bad = []
         for n in members.get(pool.name, []):
             spec = n.get("spec") or {}
             if spec.get("unschedulable"):
                 continue
-            if any(t.get("key") in TAINT_KEYS for t in spec.get("taints") or ()):
+            if taint_keys(n) & set(TAINT_KEYS):
                 continue
-            cond = next(
-                (c for c in (n.get("status") or {}).get("conditions") or () if c.get("type") == READY_CONDITION),
-                None,
-            )
+            cond = find_condition(n, READY_CONDITION)
             if cond and cond.get("status") == "True":
                 continue
             bad.append((n, cond))

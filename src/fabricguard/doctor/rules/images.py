@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity, labels_match
+from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.rules._common import (
     MAX_EVIDENCE_ITEMS,
     all_container_statuses,
@@ -24,6 +24,7 @@ from fabricguard.doctor.rules._common import (
 )
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.imageref import parse_reference
+from fabricguard.objects import selector_matches
 from fabricguard.profile import PlatformProfile
 
 RULE = "image-arch-mismatch"
@@ -172,7 +173,7 @@ def _required_arches(snapshot: Snapshot, profile: PlatformProfile | None) -> dic
         arches = {
             a
             for n in snapshot.nodes
-            if labels_match(n["metadata"].get("labels") or {}, selector)
+            if selector_matches(n["metadata"].get("labels") or {}, selector)
             if (a := node_arch(n))
         }
         # A device plugin must also run on its pools' nodes, whatever its selector says today.

@@ -18,9 +18,11 @@ import json
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import Finding, ObjRef, Severity, labels_match, quantity
+from fabricguard import names
+from fabricguard.doctor.model import Finding, ObjRef, Severity, quantity
 from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.objects import selector_matches
 from fabricguard.profile import PlatformProfile
 from fabricguard.profile.model import HOSTNAME_LABEL, Pool
 
@@ -28,8 +30,8 @@ TOPOLOGY_LABELS = "topology-labels-missing"
 MAPPING_STALE = "network-mapping-stale"
 FLAVOR_NO_NODE = "flavor-matches-no-node"
 FLAVOR_TAINTED = "flavor-readiness-tainted"
-READINESS_TAINT_PREFIX = "readiness.k8s.io/"
-NAD_RESOURCE = "k8s.v1.cni.cncf.io/resourceName"
+READINESS_TAINT_PREFIX = names.READINESS_TAINT_PREFIX
+NAD_RESOURCE = names.NAD_RESOURCE
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
@@ -204,7 +206,7 @@ def network_mapping_stale(snapshot: Snapshot, profile: PlatformProfile | None, n
 
 def _flavor_nodes(snapshot: Snapshot, flavor: dict[str, Any]) -> list[dict[str, Any]]:
     selector = (flavor.get("spec") or {}).get("nodeLabels") or {}
-    return [n for n in snapshot.nodes if labels_match(_labels(n), selector)]
+    return [n for n in snapshot.nodes if selector_matches(_labels(n), selector)]
 
 
 def flavor_matches_no_node(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:

@@ -1,0 +1,150 @@
+"""Every name fabricguard shares with a cluster, spelled once: API groups and versions, labels, annotations,
+condition types and reasons it reads or writes, taint keys, field managers.
+
+The package root's vocabulary: every part (admission, doctor, agent, controller, placement, renderers and tests)
+imports its keys from here, so a key renamed here is renamed everywhere and two parts cannot disagree on one.
+Pure constants: no logic and no imports from fabricguard.
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------------------------------------ fabricguard's
+GROUP = "fabricguard.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"  # the profile's apiVersion, and FabricValidation's
+FV_API = API_VERSION
+FV_KIND = "FabricValidation"
+FV_PLURAL = "fabricvalidations"
+
+# Labels and annotations on workloads and pods (read by admission, doctor, controller; the pool label also on
+# the agent's DaemonSet and the Kueue ResourceFlavors).
+LABEL_POOL = "fabricguard.io/pool"
+LABEL_JOB = "fabricguard.io/job"
+LABEL_MANAGED = "fabricguard.io/managed"
+ANN_FABRIC = "fabricguard.io/fabric"
+ANN_ALLOW_OVERRIDE = "fabricguard.io/allow-override"
+ANN_GROUP_SIZE = "fabricguard.io/group-size"
+# The namespace label that opts a namespace in to the webhook, and the pod-template checksum of its profile.
+LABEL_ENABLED = "fabricguard.io/enabled"
+ANN_PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
+# Admission's field manager (the managedFields entry of what it injects).
+ADMISSION_MANAGER = "fabricguard.io/admission"
+# The agent's DaemonSet: which pool a privileged pod is for.
+ANN_PRIVILEGED_FOR = "fabricguard.io/privileged-for"
+# The doctor's reference ConfigMap.
+LABEL_REFERENCE = "fabricguard.io/reference"
+ANN_REFERENCE_ENVIRONMENT = "fabricguard.io/reference-environment"
+ANN_REFERENCE_PUBLISHED = "fabricguard.io/reference-published"
+# The pool transition's state ConfigMap.
+LABEL_TRANSITION = "fabricguard.io/transition"
+# The controller's: canary jobs, verdicts and live transport on workloads.
+LABEL_CANARY_POOL = "fabricguard.io/canary-pool"
+ANN_VERDICT = "fabricguard.io/verdict"
+ANN_VERDICT_DETAIL = "fabricguard.io/verdict-detail"
+ANN_TRANSPORT = "fabricguard.io/transport"
+ANN_TRANSPORT_DETAIL = "fabricguard.io/transport-detail"
+# The Kueue AdmissionCheck the controller answers.
+CHECK_CONTROLLER = "fabricguard.io/fabric-validated"
+CHECK_NAME = "fabric-validated"
+CONTROLLER_FIELD_MANAGER = "fabricguard-controller"
+CONTROLLER_COMPONENT = "fabricguard-controller"
+CONTROLLER_LEASE = "fabricguard-controller"
+AGENT_NAME = "fabricguard-agent"
+ADMISSION_NAME = "fabricguard-admission"
+MANAGED_BY_VALUE = "fabricguard"
+
+# ------------------------------------------------------------------------------- node readiness (agent, doctor)
+# The node condition the agent writes and the doctor, controller and transition read.
+FABRIC_READY = "FabricReady"
+# NodeReadinessRule taint keys must start with readiness.k8s.io/; the agent's --manage-taints uses the same keys.
+READINESS_TAINT_PREFIX = "readiness.k8s.io/"
+FABRIC_TAINT_PREFIX = "readiness.k8s.io/fabric-"
+TAINT_UNVERIFIED = "readiness.k8s.io/fabric-unverified"
+TAINT_DEGRADED = "readiness.k8s.io/fabric-degraded"
+TAINT_KEYS = (TAINT_UNVERIFIED, TAINT_DEGRADED)
+NRR_API = "readiness.node.x-k8s.io/v1alpha1"
+
+# ------------------------------------------------------------------------------------------ Kubernetes' own
+CORE_API = "v1"
+BATCH_API = "batch/v1"
+APPS_API = "apps/v1"
+LEASE_API = "coordination.k8s.io/v1"
+ADMISSIONREVIEW_API = "admission.k8s.io/v1"
+ADMISSIONREGISTRATION_API = "admissionregistration.k8s.io/v1"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+RBAC_API = f"{RBAC_GROUP}/v1"
+CRD_API = "apiextensions.k8s.io/v1"
+
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_OS = "kubernetes.io/os"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_ARCH_BETA = "beta.kubernetes.io/arch"
+LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
+LABEL_APP_NAME = "app.kubernetes.io/name"
+LABEL_APP_COMPONENT = "app.kubernetes.io/component"
+LABEL_APP_PART_OF = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
+ANN_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+ANN_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+
+# The labels of every object the controller's manifests install (and of the AdmissionCheck it answers).
+CONTROLLER_LABELS = {LABEL_APP_NAME: CONTROLLER_COMPONENT, LABEL_APP_PART_OF: "fabricguard",
+                     LABEL_APP_COMPONENT: "controller"}
+
+# Condition types fabricguard reads on Kubernetes' objects.
+NODE_READY = "Ready"
+POD_READY = "Ready"
+POD_SCHEDULED = "PodScheduled"
+
+# ------------------------------------------------------------------------------------------------- Kueue
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_API = f"{KUEUE_GROUP}/v1beta2"
+KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
+KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+TAS_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+TAS_SLICE = "kueue.x-k8s.io/podset-slice-required-topology"
+TAS_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+TAS_SLICE_LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+TAS_KEYS = (TAS_REQUIRED, TAS_PREFERRED, TAS_UNCONSTRAINED)
+# Condition types of Kueue's objects the controller reads and writes.
+AC_ACTIVE = "Active"
+WL_QUOTA_RESERVED = "QuotaReserved"
+WL_ADMITTED = "Admitted"
+WL_FINISHED = "Finished"
+
+# ----------------------------------------------------------------------------------- JobSet, Trainer, LWS
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_API = f"{JOBSET_GROUP}/v1alpha2"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINJOB_API = f"{TRAINER_GROUP}/v1alpha1"
+TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
+PYTORCHJOB_NAME = "training.kubeflow.org/job-name"
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+
+# ------------------------------------------------------------------------------------------ networks
+NAD_API = "k8s.cni.cncf.io/v1"
+NAD_RESOURCE = "k8s.v1.cni.cncf.io/resourceName"
+MULTUS_NETWORKS = "k8s.v1.cni.cncf.io/networks"
+GKE_NETWORK_API = "networking.gke.io/v1"
+GKE_DEFAULT_IF = "networking.gke.io/default-interface"
+GKE_INTERFACES = "networking.gke.io/interfaces"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# Dynamic Resource Allocation (DeviceClasses, ResourceSlices, ResourceClaims).
+DRA_GROUP = "resource.k8s.io"
+DRA_API = f"{DRA_GROUP}/v1"
+
+# Managed workload kinds whose completion gets a verdict and whose logs the controller follows:
+# (apiVersion, plural, kind).
+MANAGED_KINDS: tuple[tuple[str, str, str], ...] = (
+    (JOBSET_API, "jobsets", "JobSet"),
+    (BATCH_API, "jobs", "Job"),
+    (TRAINJOB_API, "trainjobs", "TrainJob"),
+)

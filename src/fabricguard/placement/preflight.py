@@ -1,0 +1,255 @@
+"""``fabricguard preflight -p P``: will this cluster run the install without holding all training?
+
+Read-only, through the one Kubernetes client (``fabricguard.kube``). Each check is one row: pass, warn (works, but
+something is weaker than it should be) or fail (the install would block training or never become ready):
+
+- the Kubernetes version (>= 1.30: webhook ``matchConditions`` and ValidatingAdmissionPolicy v1 are GA there);
+- the APIs the components need, served at the versions they use: Kueue v1beta2, JobSet v1alpha2 (canaries),
+  Trainer v1alpha1, cert-manager v1 (the webhook's certificates), the Node Readiness Controller v1alpha1, and
+  Prometheus Operator (``monitoring.coreos.com/v1``) or GKE Managed Prometheus (``monitoring.googleapis.com/v1``);
+- each DaemonSet fabric nodes need (``fabric_daemonsets()``) present and tolerating the readiness taints;
+- the Lustre claim in every namespace that mounts it: present, static (not a class that would provision a new file
+  system) and bound to the profile's file system;
+- every namespace opted in to the webhook has the LocalQueue the webhook labels its workloads with;
+- the Pod Security level of the training namespaces against what the webhook injects (``IPC_LOCK`` is not in
+  *baseline*; GKE's host mounts need *privileged*) and of fabricguard's own namespace (the agent's hostPath);
+- on GKE, the ResourceQuota scoped to the ``system-*-critical`` PriorityClasses in fabricguard's namespace.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fabricguard import names
+from fabricguard.admission import render as admission_render
+from fabricguard.admission import runtime
+from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
+from fabricguard.kube import Kube, KubeError
+from fabricguard.placement import install
+from fabricguard.profile.cluster import TAINT_KEYS, tolerates
+from fabricguard.profile.model import FabricType, PlatformProfile
+
+MIN_MINOR = 30
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+GKE_FABRICS = (FabricType.gke_rdma, FabricType.tcpx)
+# (area, apiVersion, plural, needed by, severity when absent)
+APIS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("Kueue", names.KUEUE_API, "clusterqueues", "queues, the fabric-validated check", "fail"),
+    ("JobSet", names.JOBSET_API, "jobsets", "the canaries (JobSets)", "fail"),
+    ("Kubeflow Trainer", names.TRAINJOB_API, "trainjobs", "TrainJob workloads (optional)", "warn"),
+    ("cert-manager", "cert-manager.io/v1", "certificates", "the webhook's serving certificate", "fail"),
+    ("Node Readiness Controller", names.NRR_API, "nodereadinessrules",
+     "the readiness taints (else render the agent with --manage-taints)", "warn"),
+)
+MONITORING_APIS = (("monitoring.coreos.com/v1", "servicemonitors", "Prometheus Operator"),
+                   ("monitoring.googleapis.com/v1", "podmonitorings", "GKE Managed Prometheus"))
+
+
+@dataclass
+class Row:
+    area: str
+    target: str
+    status: str  # pass | warn | fail
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def exit_code(rows: list[Row]) -> int:
+    if any(r.status == "fail" for r in rows):
+        return EXIT_FAILED
+    if any(r.status == "warn" for r in rows):
+        return EXIT_DEGRADED
+    return EXIT_PASS
+
+
+def _minor(version: dict[str, Any]) -> int | None:
+    m = re.match(r"(\d+)", str(version.get("minor", "")))
+    if m:
+        return int(m.group(1))
+    m = re.match(r"v?1\.(\d+)", str(version.get("gitVersion", "")))
+    return int(m.group(1)) if m else None
+
+
+def pod_security_row(namespace: str, labels: dict[str, str], needs: str, why: str) -> Row:
+    """``needs``: the lowest level that admits what runs there (privileged or baseline)."""
+    level = labels.get(PSA_ENFORCE)
+    order = {"privileged": 0, "baseline": 1, "restricted": 2}
+    if level is None:
+        return Row("Pod Security", namespace, "warn", f"no {PSA_ENFORCE} label: the cluster's default level "
+                   f"applies; it must be {needs} ({why})",
+                   f"kubectl label namespace {namespace} {PSA_ENFORCE}={needs}")
+    if order.get(level, 2) > order[needs]:
+        return Row("Pod Security", namespace, "fail", f"enforces {level}, which refuses {why}: every mutated pod "
+                   "is refused, visible only in the Job's events",
+                   f"kubectl label --overwrite namespace {namespace} {PSA_ENFORCE}={needs}")
+    return Row("Pod Security", namespace, "pass", f"enforces {level}")
+
+
+def injected_needs(profile: PlatformProfile) -> tuple[str, str]:
+    """The Pod Security level training pods need after injection, and why."""
+    fabric = [p for p in profile.spec.pools if p.fabric.has_fabric]
+    if any(not runtime.fabric_userspace(p).empty for p in fabric):
+        return "privileged", "the host mounts of the fabric's userspace (hostPath) and IPC_LOCK"
+    if fabric:
+        return "privileged", "the capability IPC_LOCK (not in baseline)"
+    return "baseline", "nothing beyond baseline"
+
+
+def team_namespaces(profile: PlatformProfile) -> list[str]:
+    out: list[str] = []
+    for p in profile.spec.pools:
+        if p.queue is not None:
+            out.extend(n for n in p.queue.namespaces if n not in out)
+    return out
+
+
+def queues_for(profile: PlatformProfile, namespace: str) -> list[str]:
+    """The queue names the webhook may label a workload in ``namespace`` with."""
+    out: list[str] = []
+    for p in profile.spec.pools:
+        q = p.queue
+        if q is not None and (not q.namespaces or namespace in q.namespaces) and q.name not in out:
+            out.append(q.name)
+    return out
+
+
+async def _namespace(kube: Kube, name: str) -> dict[str, Any] | None:
+    return await kube.get("v1", "namespaces", name)
+
+
+async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricguard-system") -> list[Row]:
+    rows: list[Row] = []
+    version = await kube.api.version()
+    minor = _minor(version if isinstance(version, dict) else {})
+    git = version.get("gitVersion", "?") if isinstance(version, dict) else "?"
+    if minor is None:
+        rows.append(Row("Kubernetes", "version", "warn", f"cannot read the minor version from {git}"))
+    elif minor < MIN_MINOR:
+        rows.append(Row("Kubernetes", "version", "fail", f"{git}: matchConditions and ValidatingAdmissionPolicy v1 "
+                        f"need 1.{MIN_MINOR}", "upgrade the control plane"))
+    else:
+        rows.append(Row("Kubernetes", "version", "pass", git))
+
+    for area, api, plural, why, severity in APIS:
+        if area == "JobSet" and not any(profile.canary(p) for p in profile.spec.pools):
+            severity = "warn"
+        ok = await kube.served(api, plural)
+        rows.append(Row("API", f"{area} {api}", "pass" if ok else severity,
+                        f"served ({why})" if ok else f"{plural} not served: needed by {why}",
+                        "" if ok else f"install {area} (docs/install.md, prerequisites)"))
+    served = [name for api, plural, name in MONITORING_APIS if await kube.served(api, plural)]
+    rows.append(Row("API", "monitoring", "pass" if served else "warn",
+                    f"{', '.join(served)} served" if served else "neither Prometheus Operator nor GKE Managed "
+                    "Prometheus is served: no alerts", "" if served else "render install --monitoring none, or "
+                    "install one of them"))
+
+    for d in profile.fabric_daemonsets():
+        ds = await kube.get(names.APPS_API, "daemonsets", d.name, d.namespace)
+        target = f"{d.namespace}/{d.name} ({d.role})"
+        if ds is None:
+            rows.append(Row("DaemonSet", target, "fail", "not found: fabric nodes never advertise what they need",
+                            "install it, or correct the name in the profile"))
+            continue
+        tols = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations") or []
+        missing = [k for k in TAINT_KEYS
+                   if not tolerates(tols, {"key": k, "value": "pool", "effect": "NoSchedule"})]
+        if missing:
+            rows.append(Row("DaemonSet", target, "fail", f"does not tolerate {', '.join(missing)}: it would never "
+                            "run on a new fabric node, which then never becomes ready",
+                            "apply 70-admission-webhooks, then re-apply the DaemonSet (or add the tolerations)"))
+        else:
+            rows.append(Row("DaemonSet", target, "pass", "present, tolerates the readiness taints"))
+
+    rows += await _storage(kube, profile, namespace)
+
+    needs, why = injected_needs(profile)
+    own = await _namespace(kube, namespace)
+    if own is None:
+        rows.append(Row("Namespace", namespace, "warn", "does not exist yet (00-namespace creates it)"))
+    else:
+        rows.append(pod_security_row(namespace, (own.get("metadata") or {}).get("labels") or {}, "privileged",
+                                     "the agent's read-only hostPath mounts"))
+    for ns in team_namespaces(profile):
+        obj = await _namespace(kube, ns)
+        if obj is None:
+            rows.append(Row("Namespace", ns, "fail", "a queue of the profile names it but it does not exist",
+                            f"kubectl create namespace {ns}"))
+            continue
+        rows.append(pod_security_row(ns, (obj.get("metadata") or {}).get("labels") or {}, needs, why))
+
+    opted = await kube.list("v1", "namespaces", label_selector=f"{admission_render.ENABLED_LABEL}=true")
+    for obj in opted:
+        ns = (obj.get("metadata") or {}).get("name", "")
+        for q in queues_for(profile, ns):
+            lq = await kube.get(names.KUEUE_API, "localqueues", q, ns)
+            if lq is None:
+                rows.append(Row("LocalQueue", f"{ns}/{q}", "fail", "the webhook labels workloads here with this "
+                                "queue, which does not exist: they are never admitted",
+                                f"add {ns} to the queue's namespaces in the profile and apply 60-kueue"))
+            else:
+                target_cq = (lq.get("spec") or {}).get("clusterQueue")
+                rows.append(Row("LocalQueue", f"{ns}/{q}", "pass", f"points at {target_cq}"))
+
+    if any(p.fabric.type in GKE_FABRICS for p in profile.spec.pools):
+        quotas = await kube.list("v1", "resourcequotas", namespace)
+        covered = {v for q in quotas for e in ((q.get("spec") or {}).get("scopeSelector") or {}).get(
+            "matchExpressions", []) if e.get("scopeName") == "PriorityClass" for v in e.get("values", [])}
+        lacking = [c for c in install.CRITICAL_CLASSES if c not in covered]
+        rows.append(Row("GKE", f"{namespace} critical-priority quota", "fail" if lacking else "pass",
+                        f"no ResourceQuota scoped to {', '.join(lacking)}: GKE refuses the agent's and the webhook's "
+                        "pods outside kube-system" if lacking else "ResourceQuota scoped to both classes",
+                        "apply 00-namespace" if lacking else ""))
+    return rows
+
+
+async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list[Row]:
+    lustre = profile.spec.storage.lustre
+    if lustre is None:
+        return [Row("Lustre", "spec.storage.lustre", "fail", "the profile has no Lustre: canaries cannot be judged",
+                    "add spec.storage.lustre")]
+    rows = []
+    handle = lustre.volume.volumeHandle if lustre.volume else None
+    for ns in [namespace, *[n for n in install.lustre_namespaces(profile) if n != namespace]]:
+        target = f"{ns}/{lustre.claimName}"
+        pvc = await kube.get("v1", "persistentvolumeclaims", lustre.claimName, ns)
+        if pvc is None:
+            rows.append(Row("Lustre", target, "fail", "claim not found: pods that mount it stay Pending",
+                            "apply 10-storage (fabricguard-system) or 10-storage/team-namespaces"))
+            continue
+        spec, status = pvc.get("spec") or {}, pvc.get("status") or {}
+        pv_name = spec.get("volumeName")
+        if not pv_name:
+            cls = spec.get("storageClassName")
+            rows.append(Row("Lustre", target, "fail", f"not bound to a volume (class {cls!r}): a dynamically "
+                            "provisioned claim is another, empty file system", "delete it and apply the static "
+                            "claim of 10-storage"))
+            continue
+        pv = await kube.get("v1", "persistentvolumes", pv_name)
+        got = ((pv or {}).get("spec") or {}).get("csi", {}).get("volumeHandle")
+        if pv is None:
+            rows.append(Row("Lustre", target, "fail", f"names volume {pv_name}, which does not exist"))
+        elif handle and got != handle:
+            rows.append(Row("Lustre", target, "fail", f"bound to {got!r}, not the profile's file system {handle!r}: "
+                            "the logs would be written where verdicts never look"))
+        elif status.get("phase") != "Bound":
+            rows.append(Row("Lustre", target, "warn", f"phase {status.get('phase')}: bindable to {pv_name}"))
+        else:
+            rows.append(Row("Lustre", target, "pass", f"bound to {pv_name} ({got})"))
+    return rows
+
+
+async def run(profile: PlatformProfile, kubeconfig: str | None, context: str | None,
+              namespace: str) -> list[Row]:
+    kube = await Kube.connect(kubeconfig, context)
+    try:
+        return await check(kube, profile, namespace)
+    finally:
+        await kube.close()
+
+
+__all__ = ["KubeError", "Row", "check", "exit_code", "run"]

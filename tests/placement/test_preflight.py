@@ -1,0 +1,193 @@
+"""``fabricguard preflight`` against kmock's Kubernetes emulator (real HTTP): a cluster installed from
+``render install`` passes; each way a real cluster holds all training is one failed row, and exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kmock import KubernetesEmulator, Server
+from kmock._internal import parsing
+from typer.testing import CliRunner
+
+from fabricguard.admission.decide import Admission
+from fabricguard.cli import app
+from fabricguard.placement import install
+from fabricguard.profile import load_profile
+from kube_support import ROOT, kubeconfig
+
+GKE = ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml"
+DIGEST = "@sha256:" + "ab" * 32
+OPTS = install.Options(image=f"r.example.com/fg:0.1.0{DIGEST}", agent_image=f"r.example.com/fga:0.1.0{DIGEST}",
+                       canary_image=f"r.example.com/fgc:0.1.0{DIGEST}")
+RESOURCE = {
+    "ResourceQuota": "v1/resourcequotas", "PersistentVolume": "v1/persistentvolumes",
+    "PersistentVolumeClaim": "v1/persistentvolumeclaims", "LocalQueue": "kueue.x-k8s.io/v1beta2/localqueues",
+    "DaemonSet": "apps/v1/daemonsets",
+}
+SERVED = ["kueue.x-k8s.io/v1beta2/clusterqueues", "jobset.x-k8s.io/v1alpha2/jobsets",
+          "trainer.kubeflow.org/v1alpha1/trainjobs", "cert-manager.io/v1/certificates",
+          "readiness.node.x-k8s.io/v1alpha1/nodereadinessrules", "monitoring.googleapis.com/v1/podmonitorings",
+          "v1/namespaces", *RESOURCE.values()]
+
+
+@pytest.fixture(autouse=True)
+def namespaces_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kmock reads ``/api/v1/namespaces[/<name>]`` as a namespace prefix without a resource (and fails on the
+    bare list); the API server serves Namespaces there. Teach the emulator that one path."""
+    original = parsing.parse_path
+
+    def parse_path(path: str) -> parsing.ParsedPath:
+        parts = path.strip("/").split("/")
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:
+            return parsing.ParsedPath("", "v1", "namespaces", None, parts[3] if len(parts) == 4 else None, None)
+        return original(path)
+
+    monkeypatch.setattr(parsing, "parse_path", parse_path)
+
+
+def namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {
+        "kubernetes.io/metadata.name": name, **labels}}}
+
+
+def device_plugin(namespace_: str, name: str) -> dict[str, Any]:
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace_},
+          "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+              "metadata": {"labels": {"app": name}},
+              "spec": {"tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                       "containers": [{"name": "c", "image": "registry.example.com/x:1"}]}}}}
+    return ds
+
+
+def installed() -> list[dict[str, Any]]:
+    """What ``render install`` of the GKE profile puts in a cluster, plus the teams' namespaces and claims."""
+    profile = load_profile(GKE)
+    comps = install.components(profile, GKE.read_text(), OPTS)
+    objs = [x for c in comps for x in c.objects]
+    objs += [x for c in comps for sub in c.overlay_objects.values() for x in sub]  # the teams' claims
+    for x in objs:
+        if x["kind"] == "PersistentVolumeClaim":
+            x["status"] = {"phase": "Bound"}
+    privileged = {"pod-security.kubernetes.io/enforce": "privileged", "fabricguard.io/enabled": "true"}
+    objs += [namespace("ml-search", **privileged), namespace("ml-ranking", **privileged)]
+    # The fabric DaemonSets, as their charts ship them, created after the webhook: it added the tolerations.
+    admission = Admission(profile)
+    for d in profile.fabric_daemonsets():
+        raw = device_plugin(d.namespace, d.name)
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "DaemonSet"},
+            "resource": {"group": "apps", "version": "v1", "resource": "daemonsets"}, "namespace": d.namespace,
+            "operation": "CREATE", "object": raw}})
+        import jsonpatch
+
+        from fabricguard.admission import review as rv
+
+        patch = rv.decode_patch(admission.handle("mutate", body).body)
+        objs.append(jsonpatch.apply_patch(raw, patch))
+    return objs
+
+
+def seed(k8s: KubernetesEmulator, objs: list[dict[str, Any]]) -> None:
+    for resource in SERVED:
+        k8s.resources[resource] = {}
+    for x in objs:
+        meta = x["metadata"]
+        if x["kind"] == "Namespace":
+            k8s.objects["v1/namespaces", None, meta["name"]] = x
+        elif x["kind"] in RESOURCE:
+            k8s.objects[RESOURCE[x["kind"]], meta.get("namespace"), meta["name"]] = x
+
+
+async def preflight(k8s: KubernetesEmulator, url: str, tmp_path: Path) -> tuple[int, dict[str, Any]]:
+    cfg = kubeconfig(tmp_path, url)
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig", cfg,
+                                                          "--format", "json"])
+    return r.exit_code, json.loads(r.stdout) if r.stdout.startswith("{") else {"output": r.output}
+
+
+def failed(report: dict[str, Any]) -> dict[str, str]:
+    return {f"{c['area']} {c['target']}": c["detail"] for c in report["checks"] if c["status"] == "fail"}
+
+
+@pytest.fixture()
+async def cluster():
+    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.5-gke.1"}
+        yield k8s, str(server.url).rstrip("/")
+
+
+async def test_an_installed_cluster_passes(cluster, tmp_path: Path) -> None:
+    k8s, url = cluster
+    seed(k8s, installed())
+    code, report = await preflight(k8s, url, tmp_path)
+    assert failed(report) == {} and code == 0, report
+    areas = {c["area"] for c in report["checks"]}
+    assert areas == {"Kubernetes", "API", "DaemonSet", "Lustre", "Pod Security", "LocalQueue", "GKE"}
+    assert {c["target"] for c in report["checks"] if c["area"] == "LocalQueue"} == {"ml-search/h200",
+                                                                                  "ml-ranking/h200"}
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig",
+                                                          kubeconfig(tmp_path, url, name="kc2")])
+    assert r.exit_code == 0 and "preflight: profile prod-gcp" in r.stdout
+    assert f"{len(report['checks'])} checks: 0 failed, 0 warnings" in r.stdout
+
+
+async def test_each_way_to_hold_all_training_is_a_failed_row(cluster, tmp_path: Path) -> None:
+    k8s, url = cluster
+    objs = installed()
+    broken = []
+    for x in objs:
+        kind, name = x["kind"], x["metadata"]["name"]
+        if kind == "ResourceQuota":
+            continue  # GKE: no quota for the critical classes
+        if kind == "LocalQueue" and x["metadata"]["namespace"] == "ml-ranking":
+            continue  # an opted-in namespace without its LocalQueue
+        if kind == "DaemonSet" and name == "lustre-csi-node":
+            x = device_plugin("kube-system", name)  # created before the webhook: no readiness tolerations
+        if kind == "Namespace" and name == "ml-search":
+            x["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "baseline"
+        if kind == "PersistentVolumeClaim" and x["metadata"]["namespace"] == "ml-ranking":
+            x = {**x, "spec": {**x["spec"], "storageClassName": "standard-rwx", "volumeName": None},
+                 "status": {"phase": "Pending"}}
+        broken.append(x)
+    seed(k8s, broken)
+    code, report = await preflight(k8s, url, tmp_path)
+    assert code == 2
+    assert set(failed(report)) == {
+        "GKE fabricguard-system critical-priority quota", "LocalQueue ml-ranking/h200",
+        "DaemonSet kube-system/lustre-csi-node (csi-node)", "Pod Security ml-search",
+        "Lustre ml-ranking/training-lustre"}, report
+    assert "IPC_LOCK" in failed(report)["Pod Security ml-search"]
+
+
+async def test_missing_apis_and_an_old_control_plane_fail(tmp_path: Path) -> None:
+    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "29", "gitVersion": "v1.29.9"}
+        seed(k8s, [])
+        for resource in ("kueue.x-k8s.io/v1beta2/clusterqueues", "cert-manager.io/v1/certificates"):
+            del k8s.resources[resource]
+        code, report = await preflight(k8s, str(server.url).rstrip("/"), tmp_path)
+    assert code == 2
+    names = set(failed(report))
+    assert {"Kubernetes version", "API Kueue kueue.x-k8s.io/v1beta2", "API cert-manager cert-manager.io/v1"} <= names
+
+
+def test_an_unreadable_kubeconfig_is_input_unusable(tmp_path: Path) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("not: [valid")
+    r = CliRunner().invoke(app, ["preflight", "-p", str(GKE), "--kubeconfig", str(bad)])
+    assert r.exit_code == 3 and "kubeconfig" in r.output and "Traceback" not in r.output
+
+
+def test_an_unreachable_api_server_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = kubeconfig(tmp_path, f"http://127.0.0.1:{port}")
+    r = CliRunner().invoke(app, ["preflight", "-p", str(GKE), "--kubeconfig", cfg, "--timeout", "20"])
+    assert r.exit_code == 3 and "cannot reach the cluster" in r.output and "Traceback" not in r.output
