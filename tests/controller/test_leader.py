@@ -6,10 +6,11 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-import kr8s.asyncio
 from controller_support import CANARY_IMAGE, NOW, NS, canaries, live
 
+from fabricguard.controller.kube import controller_permissions
 from fabricguard.controller.lease import Step, decide, try_lead
+from fabricguard.kube import Kube
 
 
 def test_decide_follows_client_go_rules() -> None:
@@ -23,7 +24,7 @@ def test_decide_follows_client_go_rules() -> None:
 
 async def test_two_controllers_one_leads(cluster) -> None:
     k8s, kc = cluster
-    api = await kr8s.asyncio.api(kubeconfig=kc)
+    api = await Kube.connect(kc, permissions=controller_permissions(NS))
     assert await try_lead(api, NS, "replica-a", NOW) is True
     assert await try_lead(api, NS, "replica-b", NOW + timedelta(seconds=1)) is False
     assert await try_lead(api, NS, "replica-a", NOW + timedelta(seconds=5)) is True  # renews
@@ -33,9 +34,9 @@ async def test_two_controllers_one_leads(cluster) -> None:
     assert await try_lead(api, NS, "replica-a", NOW + timedelta(seconds=22)) is False
     (lease,) = live(k8s, "coordination.k8s.io/v1/leases")
     assert lease["spec"]["holderIdentity"] == "replica-b" and lease["spec"]["leaseTransitions"] == 1
-    # Both writes after the create (a renews, b takes over) carry the precondition it read (kmock stores no resourceVersion: None).
+    # Both writes after the create (a renews, b takes over) carry the resourceVersion they read.
     patches = [r for r in list(k8s) if r.method.value.upper() == "PATCH" and "/leases/" in r.url.path]
-    assert len(patches) == 2 and all("resourceVersion" in r.data["metadata"] for r in patches)
+    assert len(patches) == 2 and all(r.data["metadata"]["resourceVersion"] for r in patches)
 
 
 async def test_two_running_controllers_start_one_canary(cluster, profile_path, lustre) -> None:
@@ -89,18 +90,25 @@ async def _one_round(monkeypatch, answer) -> tuple[float, float, float, Any]:  #
     stop = asyncio.Event()
     seen: dict[str, float] = {}
 
-    async def fake_try_lead(api, namespace, identity, now, *, duration_s):  # type: ignore[no-untyped-def]
-        seen["start"] = time.monotonic()
-        await asyncio.sleep(0.2)
-        stop.set()
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+    class FakeElector:
+        held = None
 
-    monkeypatch.setattr(runner, "try_lead", fake_try_lead)
+        def __init__(self, *args: Any) -> None:
+            pass
+
+        async def round(self, now, duration_s):  # type: ignore[no-untyped-def]
+            seen["start"] = time.monotonic()
+            await asyncio.sleep(0.2)
+            stop.set()
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    monkeypatch.setattr(runner, "Elector", FakeElector)
     who, metrics = runner.Leadership(), Metrics()
     before = time.monotonic()
-    await runner.keep_lease(None, SimpleNamespace(namespace=NS, lease_s=3), "me", who, metrics, stop)
+    kube = SimpleNamespace(latency=SimpleNamespace(worst=0.0))  # fast requests: the configured 3 s lease
+    await runner.keep_lease(kube, SimpleNamespace(namespace=NS, lease_s=3), "me", who, metrics, stop)
     return before, seen["start"], time.monotonic(), (who, metrics)
 
 

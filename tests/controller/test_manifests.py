@@ -111,6 +111,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("resource.k8s.io", "resourceclaimtemplates", "delete"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
+        ("kueue.x-k8s.io", "workloads", "patch"),  # onFallback: stop (spec.active=false)
+        ("", "configmaps", "get"),  # --reference
         ("jobset.x-k8s.io", "jobsets", "patch"),
         ("batch", "jobs", "patch"),
         ("trainer.kubeflow.org", "trainjobs", "patch"),
@@ -122,7 +124,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("coordination.k8s.io", "leases", "patch"),
     }
     assert not _allowed(cluster, "", "secrets", "list")
-    assert not _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")  # status only
+    # onFallback: stop patches the Workload itself (spec.active); the old hand-written role granted only /status.
+    assert _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")
     assert _allowed(cluster, "", "pods", "watch") and _allowed(cluster, "", "nodes", "list")
     # Each kind of action the reconcile core emits maps onto one of those grants.
     assert {Create, Delete, ApplyStatus, MergeStatus}

@@ -96,7 +96,8 @@ def test_an_unreadable_rank_log_makes_the_job_degraded_naming_it(job: Path) -> N
 
 
 def test_a_socket_line_in_file_5000_is_read(job: Path) -> None:
-    """Discovery stopped at 4,096 files before: the socket line in file 5,000 was never read (transport roce)."""
+    """verify-job reads every file up to its bound of 8,192 (the live follower stopped at 4,096 before; its test is
+    in tests/controller/test_tenant_files.py)."""
     logs = job / "logs"
     for i in range(5000):
         (logs / f"worker-{i:05d}.log").write_text("training step\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -45,6 +46,11 @@ def controller_cmd(
     fmt: Format = format_option(choices="table or json (with --once)"),
     as_json: bool = JSON_ALIAS,
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
+    lease: int = typer.Option(15, "--lease", min=2, max=120,
+                              help="Lease duration in seconds (longer by itself when API requests are slow)."),
+    stall: float = typer.Option(300.0, "--stall", min=10.0,
+                                help="A leader with no finished pass for this many seconds gives the Lease up "
+                                     "and fails /healthz."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
     from fabricguard.controller.runner import RunConfig, run_once
@@ -95,17 +101,15 @@ def controller_cmd(
     if problem:
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
-                    reference=target)
+                    lease_s=lease, reference=target, stall_s=stall)
     if once:
-        import httpx
-        import kr8s
+        from fabricguard.kube import KubeError, unreachable
 
         try:
             rep = asyncio.run(run_once(cfg, fixed, force=force))
-        except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
-            # kubeconfig missing, API server unreachable or refusing: say so, no traceback
-            fail(f"cannot reach the cluster at {server_of(kubeconfig, context)}: {type(exc).__name__}: {exc}",
-                 hint="check --kubeconfig/--context, or run in a cluster")
+        except KubeError as exc:
+            # the API server unreachable, silent or refusing a read the pass needs: one line naming it
+            fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else str(exc))
         if metrics_textfile is not None:
             _write_textfile(metrics_textfile, prof, rep)
         if rep.lease_holder:
@@ -114,26 +118,6 @@ def controller_cmd(
         _print_pass(rep.result, rep.errors, wants_json(fmt, as_json), rep.acted, rep.live)
         raise typer.Exit(rep.result.exit_code)
     _serve(cfg, port)
-
-
-def server_of(kubeconfig: str | None, context: str | None) -> str:
-    """The API server a command talks to, for its error line: the kubeconfig context's URL, else in-cluster."""
-    try:
-        from fabricguard.kube import check_kubeconfig, kubeconfig_path  # type: ignore[attr-defined]
-    except ImportError:  # where the kubeconfig checks still live with the doctor's snapshot
-        from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
-    from fabricguard.userfiles import SourceError
-
-    path = kubeconfig_path(kubeconfig)
-    if path is not None:
-        try:
-            return check_kubeconfig(path, context)
-        except SourceError:
-            return f"the server of {path}"
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    if host:
-        return f"https://{host}:{port} (in-cluster)"
-    return "the in-cluster API server (no kubeconfig found, and KUBERNETES_SERVICE_HOST is not set)"
 
 
 def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-def]
@@ -191,9 +175,10 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
 def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
     from fabricguard.controller.metrics import Metrics, serve
-    from fabricguard.controller.runner import run_forever
+    from fabricguard.controller.runner import Health, run_forever
 
     metrics = Metrics()
+    health = Health(cfg.stall_s)
     if port:
         try:
             serve(metrics, port)  # /metrics, and /healthz for the liveness probe
@@ -202,23 +187,27 @@ def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
                  hint="pick a free port, or --metrics-port 0 for none")
 
     async def main() -> None:
-        import httpx
-        import kr8s
-
-        from fabricguard.controller.runner import api_for
+        from fabricguard.controller.lease import read_lease
+        from fabricguard.controller.runner import connect
+        from fabricguard.kube import KubeError, unreachable
 
         try:  # a server that cannot be reached at start is one line, not a traceback from the first pass
-            await (await api_for(cfg)).version()
-        except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
-            fail(f"cannot reach the cluster at {server_of(cfg.kubeconfig, cfg.context)}: {type(exc).__name__}: "
-                 f"{exc}", hint="check --kubeconfig/--context, or run in a cluster")
+            kube = await connect(cfg)
+            try:
+                await read_lease(kube, cfg.namespace)
+            finally:
+                await kube.close()
+        except KubeError as exc:
+            fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else str(exc),
+                 hint="check --kubeconfig/--context, or run in a cluster")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run_forever(cfg, metrics, stop)
+        await run_forever(cfg, metrics, stop, health)
 
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
 
 
 def render_controller_cmd(

@@ -99,26 +99,32 @@ def _live(kubeconfig: str | None, context: str | None) -> Snapshot:
 
 
 def _collect(kubeconfig: str | None, context: str | None) -> dict[str, dict[str, Any]]:
-    """Read the cluster; a kubeconfig problem names the file, a connection problem the server and file."""
-    from fabricguard.doctor.snapshot import check_kubeconfig, collect_live, kubeconfig_path
+    """Read the cluster; a kubeconfig problem names the file, a server that refuses or never answers the server
+    (one line, exit 3, within the request timeouts of ``fabricguard.kube``)."""
+    from fabricguard.doctor.snapshot import collect_live
+    from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
 
     path = kubeconfig_path(kubeconfig)
-    server = "the in-cluster API server"
-    where = "the pod's service account"
     if path is not None:
         try:
-            server = check_kubeconfig(path, context)
+            check_kubeconfig(path, context)
         except SourceError as exc:
             fail(f"--kubeconfig {exc}", hint="pass --snapshot DIR, or a kubeconfig with the cluster's context")
-        where = str(path)
+    where = str(path) if path is not None else "the pod's service account"
+
+    async def read() -> dict[str, dict[str, Any]]:
+        kube = await Kube.connect(str(path) if path else None, context)
+        try:
+            return await collect_live(kube=kube)
+        finally:
+            await kube.close()
+
     try:
-        return asyncio.run(collect_live(kubeconfig=str(path) if path else None, context=context))
-    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        why = str(exc) or type(exc).__name__
-        fail(
-            f"cannot read the cluster at {server} (from {where}): {why}",
-            hint="check the server, its CA and the credentials in the kubeconfig, or pass --snapshot DIR",
-        )
+        return asyncio.run(read())
+    except KubeError as exc:
+        fail(f"cannot read the cluster (from {where}): {exc}")
+    except SourceError as exc:
+        fail(str(exc))
 
 
 def _registry_rule(snap: Snapshot, prof: PlatformProfile | None, registry: list[str]) -> RuleFn:
@@ -266,7 +272,7 @@ def snapshot_command(
             target = parse_target(publish)
         except ReferenceError as exc:
             fail(f"--publish {exc}")
-        from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+        from fabricguard.kube import check_kubeconfig, kubeconfig_path
 
         where = kubeconfig_path(publish_kubeconfig) if publish_kubeconfig else None
         try:  # before the snapshot is read and written, under its own option's name
@@ -314,41 +320,37 @@ def snapshot_command(
 
 
 def _collect_into(writer: Any, kubeconfig: str | None, context: str | None) -> list[str]:
-    """``stream_live`` into ``writer``, with ``_collect``'s one-line refusals."""
-    from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path, stream_live
+    """``stream_live`` into ``writer``, with ``_collect``'s one-line refusals (the server named, exit 3)."""
+    from fabricguard.doctor.snapshot import stream_live
+    from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
 
     path = kubeconfig_path(kubeconfig)
-    server, where = "the in-cluster API server", "the pod's service account"
     if path is not None:
         try:
-            server = check_kubeconfig(path, context)
+            check_kubeconfig(path, context)
         except SourceError as exc:
             fail(f"--kubeconfig {exc}", hint="pass a kubeconfig with the cluster's context")
-        where = str(path)
+    where = str(path) if path is not None else "the pod's service account"
+
+    async def read() -> list[str]:
+        kube = await Kube.connect(str(path) if path else None, context)
+        try:
+            return await stream_live(writer, kube=kube)
+        finally:
+            await kube.close()
+
     try:
-        return asyncio.run(stream_live(writer, kubeconfig=str(path) if path else None, context=context))
+        return asyncio.run(read())
     except SourceError as exc:
         fail(str(exc))
-    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        fail(f"cannot read the cluster at {server} (from {where}): {str(exc) or type(exc).__name__}",
-             hint="check the server, its CA and the credentials in the kubeconfig")
-
-
-def _server(kubeconfig: str | None, context: str | None) -> str:
-    """The API server URL of the kubeconfig context used, for an error line."""
-    from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
-
-    path = kubeconfig_path(kubeconfig)
-    try:
-        return check_kubeconfig(path, context) if path is not None else "the in-cluster API server"
-    except SourceError:
-        return f"the server of {path}"
+    except KubeError as exc:
+        fail(f"cannot read the cluster (from {where}): {exc}")
 
 
 def _publish(objects: list[dict[str, Any]], target: tuple[str, str], environment: str,
              kubeconfig: str | None, context: str | None) -> None:
     from fabricguard.doctor.reference import ReferenceError, configmap, encode_objects
-    from fabricguard.kube import Kube, KubeError
+    from fabricguard.kube import Kube, KubeError, TimedOut, Unreachable
 
     try:
         data = encode_objects(objects)
@@ -370,12 +372,11 @@ def _publish(objects: list[dict[str, Any]], target: tuple[str, str], environment
 
     try:
         asyncio.run(put())
+    except (Unreachable, TimedOut) as exc:
+        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster: {exc}")
     except KubeError as exc:
         fail(f"--publish {target[0]}/{target[1]}: the API server refused: {exc}",
-             hint="the publisher needs create and patch on configmaps in that namespace")
-    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster at {_server(kubeconfig, context)}: "
-             f"{type(exc).__name__}: {exc}", hint="check --publish-kubeconfig/--publish-context")
+             hint="the publisher needs get, create and patch on configmaps in that namespace")
     say(f"published the {environment} reference ({len(data) // 1024 + 1} KiB) to ConfigMap {target[0]}/{target[1]}")
 
 

@@ -5,7 +5,7 @@ objects or ``List``s exactly as ``kubectl get ... -o json|yaml`` writes them. A 
 Kubernetes object (a platform profile, notes) is skipped with a note; a file that cannot be parsed raises
 ``SnapshotError`` naming the file and line.
 
-``collect_live`` reads the same kinds from the API server through kr8s (GET only, never Secrets) and
+``collect_live`` reads the same kinds from the API server through ``fabricguard.kube`` (GET only, never Secrets) and
 ``write_snapshot`` stores them as one ``List`` file per resource, in the shape ``kubectl`` writes.
 ``stream_live`` reads them page by page into a sink instead, so ``fabricguard snapshot`` (``SnapshotWriter``)
 holds one page at a time however large the cluster: each page is written out as it arrives, and only the
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import names
+from fabricguard.kube import Kube
 from fabricguard.profile.dra import SliceIndex
 from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
@@ -257,49 +258,40 @@ async def stream_live(
     kubeconfig: str | None = None,
     context: str | None = None,
     resources: Iterable[tuple[str, str, str]] = (),
+    kube: Kube | None = None,
 ) -> list[str]:
     """Every resource read from the API server with GET requests only, a page (``PAGE_SIZE``) at a time into
-    ``sink``; returns the notes on resources left out (404: not installed, 403: forbidden)."""
-    import httpx
-    import kr8s
-    import kr8s.asyncio
+    ``sink``, through ``kube`` (or a connection from ``kubeconfig``/``context``); returns the notes on resources
+    left out. The doctor audits what it may see: 404 (not installed) and 403 (forbidden) are notes; a server that
+    does not answer is ``Unreachable``/``TimedOut`` (``fabricguard.kube``), naming it."""
+    from fabricguard.kube import Forbidden, NotFound
 
-    api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
+    own = kube is None
+    client = kube or await Kube.connect(kubeconfig, context)
     notes: list[str] = []
-    for api_version, plural, kind in tuple(resources) or LIVE_RESOURCES:
-        if plural in FORBIDDEN_PLURALS:
-            raise ValueError("the doctor never reads Secrets")
-        cont: str | None = None
-        sink.begin(plural, kind, api_version)
-        try:
-            while True:
-                params: dict[str, Any] = {"limit": PAGE_SIZE}
-                if cont:
-                    params["continue"] = cont
-                async with api.call_api("GET", version=api_version, url=plural, params=params) as resp:
-                    body = resp.json()
-                items = body.get("items") or []
-                for item in items:
-                    item.setdefault("kind", kind)
-                    item.setdefault("apiVersion", api_version)
-                cont = (body.get("metadata") or {}).get("continue") or None
-                sink.page(plural, items)
-                del items, body  # the page is dropped before the next one is read
-                if not cont:
-                    break
-        except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
-            code = exc.response.status_code if exc.response is not None else None
-            if code in (404, 403):
-                why = "not served (not installed)" if code == 404 else "forbidden"
+    try:
+        for api_version, plural, kind in tuple(resources) or LIVE_RESOURCES:
+            if plural in FORBIDDEN_PLURALS:
+                raise ValueError("the doctor never reads Secrets")
+            sink.begin(plural, kind, api_version)
+            try:
+                async for items in client.pages(api_version, plural, limit=PAGE_SIZE):
+                    for item in items:
+                        item["kind"] = kind
+                    sink.page(plural, items)
+                    del items  # the page is dropped before the next one is read
+            except (NotFound, Forbidden) as exc:
+                why = "not served (not installed)" if isinstance(exc, NotFound) else "forbidden"
                 notes.append(f"{plural}.{api_version}: {why}; skipped")
                 sink.skip(plural)
                 continue
-            sink.skip(plural)
-            raise
-        except BaseException:
-            sink.skip(plural)
-            raise
-        sink.end(plural)
+            except BaseException:
+                sink.skip(plural)
+                raise
+            sink.end(plural)
+    finally:
+        if own:
+            await client.close()
     return notes
 
 
@@ -322,14 +314,17 @@ async def collect_live(
     kubeconfig: str | None = None,
     context: str | None = None,
     resources: Iterable[tuple[str, str, str]] = (),
+    kube: Kube | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """One ``List`` per resource, read from the API server with GET requests only (paged).
+    """One ``List`` per resource, read from the API server with GET requests only (paged), through ``kube``
+    (or a connection from ``kubeconfig``/``context``).
 
-    Resources the server does not serve (404: a CRD that is not installed, such as Kueue or Multus) are
-    left out and reported under the ``"_notes"`` key as a list of strings.
+    The doctor audits what it may see: a resource the server does not serve (404: a CRD that is not installed,
+    such as Kueue or Multus) or that these credentials may not list (403) is left out and reported under the
+    ``"_notes"`` key. A server that does not answer is ``Unreachable``/``TimedOut`` (``fabricguard.kube``).
     """
     sink = _Collect()
-    notes = await stream_live(sink, kubeconfig=kubeconfig, context=context, resources=resources)
+    notes = await stream_live(sink, kubeconfig=kubeconfig, context=context, resources=resources, kube=kube)
     lists = sink.lists
     lists["_notes"] = {"notes": notes}
     return lists
@@ -422,70 +417,3 @@ def write_snapshot(lists: dict[str, dict[str, Any]], directory: str | Path) -> l
         write_text(p, json.dumps(lst, indent=2) + "\n")
         written.append(p)
     return written
-
-
-# --- kubeconfig ---------------------------------------------------------------------------------------
-
-
-def kubeconfig_path(kubeconfig: str | None) -> Path | None:
-    """The kubeconfig kr8s will read: ``--kubeconfig``, the first of ``$KUBECONFIG``, or ``~/.kube/config``
-    (None when none exists, where kr8s falls back to the in-cluster service account)."""
-    if kubeconfig:
-        return Path(kubeconfig)
-    env = os.environ.get("KUBECONFIG", "")
-    for part in env.split(os.pathsep):
-        if part:
-            return Path(part)
-    default = Path.home() / ".kube" / "config"
-    return default if default.exists() else None
-
-
-def check_kubeconfig(path: Path, context: str | None) -> str:
-    """The API server URL of the context to use; ``SourceError`` names the file and what is wrong with it
-    (not a kubeconfig, an unknown context, a cluster without a server, a certificate file that is missing)."""
-    from fabricguard.userfiles import input_file
-    from fabricguard.yamlsource import load_documents
-
-    docs = load_documents(input_file(path, max_bytes=16 * 1024**2))
-    cfg = docs[0] if len(docs) == 1 else None
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("clusters"), list):
-        raise SourceError(str(path), None, "not a kubeconfig (a mapping with clusters, users and contexts)")
-
-    def named(section: str) -> dict[str, dict[str, Any]]:
-        entries = cfg.get(section) or []
-        if not isinstance(entries, list):
-            raise SourceError(str(path), None, f"{section} must be a list")
-        return {
-            str(e.get("name")): (e.get(section[:-1]) or {})
-            for e in entries
-            if isinstance(e, dict) and isinstance(e.get(section[:-1]) or {}, dict)
-        }
-
-    contexts, clusters, users = named("contexts"), named("clusters"), named("users")
-    wanted = context or cfg.get("current-context")
-    if not wanted:
-        raise SourceError(str(path), None, "no current-context; pass --context NAME")
-    if wanted not in contexts:
-        known = ", ".join(sorted(contexts)) or "none"
-        raise SourceError(str(path), None, f"context {wanted!r} is not in this kubeconfig (contexts: {known})")
-    ctx = contexts[wanted]
-    cluster = clusters.get(str(ctx.get("cluster")))
-    if cluster is None:
-        raise SourceError(str(path), None, f"context {wanted!r} names cluster {ctx.get('cluster')!r}, which is absent")
-    server = cluster.get("server")
-    if not isinstance(server, str) or not server:
-        raise SourceError(str(path), None, f"cluster {ctx.get('cluster')!r} has no server URL")
-    user = users.get(str(ctx.get("user")), {}) if ctx.get("user") else {}
-    for owner, entry, key in (
-        ("cluster", cluster, "certificate-authority"),
-        ("user", user, "client-certificate"),
-        ("user", user, "client-key"),
-    ):
-        ref = entry.get(key)
-        if isinstance(ref, str) and ref:
-            ref_path = Path(ref) if Path(ref).is_absolute() else path.parent / ref
-            try:
-                input_file(ref_path, max_bytes=1024**2)
-            except SourceError as exc:
-                raise SourceError(str(path), None, f"{owner} {key} {ref_path}: {exc.problem}") from None
-    return server

@@ -169,7 +169,7 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
     ns = opts.namespace
     if opts.monitoring == "none":
         return []
-    dash_cm = dashboard.configmap(profile, ns)
+    dash_cm = dashboard.configmap(profile, ns, gmp=opts.monitoring == "gmp")
     if opts.monitoring == "gmp":
         return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
                 exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
@@ -227,9 +227,11 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
                                                       nvml_access=opts.nvml_access),
-                         remove=[Step("delete", READINESS), Step("delete", AGENT)]))
-    out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded taints",
-                         agent_render.readiness_rules(profile), remove=[Step("delete", READINESS)]))
+                         remove=([] if opts.manage_taints else [Step("delete", READINESS)])
+                         + [Step("delete", AGENT)]))
+    if not opts.manage_taints:  # with --manage-taints the agent keeps the taints itself: no rules, no NRC
+        out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded "
+                             "taints", agent_render.readiness_rules(profile), remove=[Step("delete", READINESS)]))
     ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image)
     kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]
     checked = [o for o in kueue_objs if o["kind"] == "ClusterQueue" and "admissionChecksStrategy" in o["spec"]]
