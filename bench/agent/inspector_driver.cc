@@ -1,7 +1,7 @@
 // Drive NCCL's Inspector profiler plugin through its own profiler API (v5), the calls NCCL makes for each
 // collective, so that the plugin's real JSON writer produces its real output without a GPU or NCCL itself.
 //
-//   g++ -O2 -I<nccl>/{ext-profiler,plugins/profiler}/inspector/nccl -o inspector_driver inspector_driver.cc -ldl
+//   (compiled against the Inspector plugin headers of the NCCL tree being checked; see bench/agent/h200_agent_check.sh)
 //   NCCL_INSPECTOR_ENABLE=1 NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=200000 NCCL_INSPECTOR_DUMP_DIR=out
 //     unshare -u sh -c 'hostname llm-sft-workers-0-0; ./inspector_driver ./libnccl-profiler-inspector.so 0 4 2 355'
 //

@@ -33,6 +33,7 @@ app = typer.Typer(
 render_app = typer.Typer(help="Print Kubernetes manifests.", no_args_is_help=True)
 render_app.command("webhook")(admission_commands.render_webhook_cmd)
 render_app.command("kueue")(placement_commands.render_kueue_cmd)
+render_app.command("transition-rbac")(placement_commands.render_transition_rbac_cmd)
 render_app.command("readiness")(agent_render_commands.render_readiness_cmd)
 render_app.command("agent")(agent_render_commands.render_agent_cmd)
 render_app.command("controller")(controller_commands.render_controller_cmd)

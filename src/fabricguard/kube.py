@@ -1,15 +1,39 @@
-"""The Kubernetes API as fabricguard's writers use it: get, list, create, update, patch, apply, delete (kr8s).
+"""The one module that talks to the Kubernetes API (kr8s underneath): typed errors, timeouts, declared permissions.
 
-kr8s resolves the kubeconfig (file, context, in-cluster token) and owns the HTTP session; this module adds what its
-object API leaves out for a workflow that must be exact: a 404 is ``None`` rather than an exception, an update
-carries the ``resourceVersion`` so a concurrent writer is a conflict instead of a lost update, and every patch names
-its type (a JSON merge patch replaces whole lists, so callers choose it only for objects they own).
+Every request fabricguard makes goes through :class:`Kube`:
+
+* **Typed errors.** A refusal is a :class:`Conflict`, :class:`NotFound`, :class:`Forbidden`, :class:`Gone`,
+  :class:`Invalid` or a plain :class:`KubeError` (other statuses); a server that cannot be reached is
+  :class:`Unreachable`, one that does not answer in time :class:`TimedOut`. Each names the server URL and the
+  object (``GET /api/v1/nodes/n1 at https://10.0.0.1:6443``), so a caller prints it as one line.
+* **Timeouts on every call.** A connect and a read timeout per request (:class:`Timeouts`), and a deadline for a
+  whole call: a paged list, retries included, ends by ``list_s``. Only idempotent reads are retried (a connection
+  refused, a timeout, 429 or 5xx), with a short backoff and within the deadline; a write is sent once.
+  ``FABRICGUARD_API_TIMEOUT`` (seconds) sets the read timeout (and scales the others) for every command.
+* **Declared permissions.** A client built with ``grants`` (a table of :class:`Grant`: group, resource,
+  subresource, verb, scope) refuses, before it is sent, a request that the table does not declare
+  (:class:`Undeclared`); ``render controller`` and ``render agent`` build their Roles from the same tables
+  (:func:`rbac_rules`), so the code cannot make a call that its rendered role would refuse.
+
+An update carries the ``resourceVersion`` it read (a concurrent writer is a conflict, not a lost update), and every
+patch names its type (a JSON merge patch replaces whole lists, so callers choose it only for objects they own).
+The kubeconfig checks (:func:`kubeconfig_path`, :func:`check_kubeconfig`) live here too: every command names a
+broken kubeconfig the same way before kr8s fails on it less clearly.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
+
+from fabricguard.userfiles import SourceError
 
 PatchType = Literal["merge", "strategic", "json"]
 _CONTENT_TYPE = {
@@ -17,99 +41,426 @@ _CONTENT_TYPE = {
     "strategic": "application/strategic-merge-patch+json",
     "json": "application/json-patch+json",
 }
+TIMEOUT_ENV = "FABRICGUARD_API_TIMEOUT"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+ATTEMPTS = 3  # of an idempotent read, within its deadline
+
+
+# --------------------------------------------------------------------------------------------- errors
 
 
 class KubeError(RuntimeError):
-    """A request the API server refused; ``status`` is the HTTP status (409 conflict, 403 forbidden, ...)."""
+    """A request that did not succeed. ``status`` is the HTTP status (None when no answer came), ``server`` the
+    API server's URL, ``what`` the request (method, path) and ``detail`` the server's message."""
 
-    def __init__(self, status: int | None, message: str) -> None:
+    def __init__(self, status: int | None, message: str, *, server: str = "", what: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.server = server
+        self.what = what
+
+
+class Conflict(KubeError):
+    """409: the object changed since it was read (or already exists, for a create)."""
+
+
+class NotFound(KubeError):
+    """404: the object, or its resource type (a CRD that is not installed), does not exist."""
+
+
+class Forbidden(KubeError):
+    """401 or 403: the credentials may not do this (RBAC, an admission policy, an expired token)."""
+
+
+class Gone(KubeError):
+    """410: a watch's or a list's resourceVersion is too old; list again."""
+
+
+class Invalid(KubeError):
+    """400 or 422: the server refused the body (a failed JSON patch ``test`` is one)."""
+
+
+class Unreachable(KubeError):
+    """No answer: the connection was refused or reset, the name did not resolve, TLS failed."""
+
+
+class TimedOut(KubeError):
+    """The server accepted the connection but did not answer within the timeout or the call's deadline."""
+
+
+class Undeclared(KubeError):
+    """A request that the client's permission table does not declare: a bug here, refused before it is sent."""
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {409: Conflict, 404: NotFound, 403: Forbidden, 401: Forbidden, 410: Gone,
+                                          422: Invalid, 400: Invalid}
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the API server did not answer (so a one-shot command exits 3, input unusable)."""
+    return isinstance(exc, Unreachable | TimedOut)
+
+
+# ------------------------------------------------------------------------------------------- timeouts
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds: ``connect`` a TCP+TLS connection, ``read`` one answer, ``call`` a whole get (retries included),
+    ``list`` a whole paged list. The defaults end any one-shot command within 45 s against a silent server."""
+
+    connect: float = 5.0
+    read: float = 15.0
+    call: float = 20.0
+    list: float = 30.0
+
+    @classmethod
+    def from_env(cls) -> Timeouts:
+        raw = os.environ.get(TIMEOUT_ENV, "").strip()
+        if not raw:
+            return cls()
+        try:
+            read = float(raw)
+        except ValueError:
+            raise SourceError(TIMEOUT_ENV, None, f"{raw!r} is not a number of seconds") from None
+        if not 0 < read <= 600:
+            raise SourceError(TIMEOUT_ENV, None, f"{raw!r}: use between 0 and 600 seconds")
+        return cls(connect=min(5.0, read), read=read, call=read * 4 / 3, list=read * 2)
+
+
+# ---------------------------------------------------------------------------------------- permissions
+
+Scope = Literal["cluster", "namespace"]
+Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete"]
+
+
+@dataclass(frozen=True, order=True)
+class Grant:
+    """One permission a component's code uses: ``scope`` namespace means only in the component's own namespace
+    (a Role there); cluster means a ClusterRole (every namespace, or a cluster-scoped resource)."""
+
+    group: str
+    resource: str
+    subresource: str
+    verb: str
+    scope: Scope = "cluster"
+
+    @property
+    def rbac_resource(self) -> str:
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+
+def grants(api_version: str, resource: str, verbs: Iterable[str], *, subresource: str = "",
+           scope: Scope = "cluster") -> list[Grant]:
+    """Rows of a permission table: ``grants("batch/v1", "jobs", ["list", "watch"])``."""
+    return [Grant(group_of(api_version), resource, subresource, v, scope) for v in verbs]
+
+
+def group_of(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def rbac_rules(table: Iterable[Grant], scope: Scope) -> list[dict[str, Any]]:
+    """The ``rules`` of a ClusterRole (``scope`` cluster) or Role (namespace) that grant ``table``'s rows of that
+    scope: one rule per (group, verbs), resources sorted, so the output is stable."""
+    by_resource: dict[tuple[str, str], set[str]] = {}
+    for g in table:
+        if g.scope == scope:
+            by_resource.setdefault((g.group, g.rbac_resource), set()).add(g.verb)
+    by_verbs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for (group, res), verbs in sorted(by_resource.items()):
+        by_verbs.setdefault((group, tuple(sorted(verbs))), []).append(res)
+    return [{"apiGroups": [group], "resources": sorted(res), "verbs": list(verbs)}
+            for (group, verbs), res in sorted(by_verbs.items())]
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """A component's permission table and the namespace its namespace-scoped rows (its Role) apply in."""
+
+    table: frozenset[Grant]
+    namespace: str = ""
+    component: str = ""
+
+    def allows(self, grant: Grant, namespace: str | None) -> bool:
+        if Grant(grant.group, grant.resource, grant.subresource, grant.verb, "cluster") in self.table:
+            return True
+        return (namespace is not None and namespace == self.namespace
+                and Grant(grant.group, grant.resource, grant.subresource, grant.verb, "namespace") in self.table)
+
+
+def _verb(method: str, name: str | None, watch: bool) -> str:
+    if method == "GET":
+        return "watch" if watch else ("get" if name else "list")
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+
+
+# --------------------------------------------------------------------------------------------- client
 
 
 def _path(plural: str, name: str | None, sub: str | None = None) -> str:
     return "/".join(p for p in (plural, name, sub) if p)
 
 
+def _api_path(api_version: str, namespace: str | None, rel: str) -> str:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    return f"{base}/namespaces/{namespace}/{rel}" if namespace else f"{base}/{rel}"
+
+
 class Kube:
     """One API server connection; create with ``await Kube.connect(kubeconfig, context)``."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Any, *, timeouts: Timeouts | None = None, permissions: Permissions | None = None,
+                 server: str = "") -> None:
         self._api = api
+        self.timeouts = timeouts or Timeouts.from_env()
+        self.permissions = permissions
+        self.server = server or str(getattr(getattr(api, "auth", None), "server", "") or "the API server")
+        self.latency = Latency()
 
     @property
     def api(self) -> Any:
-        """The kr8s API object, for what this module does not wrap (a watch stream)."""
+        """The kr8s API object (for tests that drive it directly)."""
         return self._api
 
+    def with_permissions(self, permissions: Permissions | None) -> Kube:
+        """The same connection, checked against ``permissions``."""
+        other = Kube(self._api, timeouts=self.timeouts, permissions=permissions, server=self.server)
+        other.latency = self.latency
+        return other
+
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
-        """Connect with the kubeconfig kr8s would read; a kubeconfig that cannot work is a ``KubeError`` naming
-        the file and what is wrong with it, before kr8s fails on it less clearly."""
-        import kr8s.asyncio
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None, *,
+                      timeouts: Timeouts | None = None, permissions: Permissions | None = None) -> Kube:
+        """Connect with the kubeconfig kr8s would read (or the pod's service account).
+
+        A kubeconfig that cannot work is a ``KubeError`` naming the file and what is wrong, before kr8s fails on it
+        less clearly. No request is made here (kr8s' version check would be one without a timeout): the first
+        call's timeouts apply to the first contact.
+        """
+        import httpx
+        from kr8s._api import Api
 
         problem = kubeconfig_problem(kubeconfig, context)
         if problem:
             raise KubeError(None, problem)
-        return cls(await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context))
+        t = timeouts or Timeouts.from_env()
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig or the pod's service account"
+        api = Api(url=None, kubeconfig=kubeconfig, serviceaccount=None, namespace=None, context=context,
+                  bypass_factory=True)
+        api.timeout = httpx.Timeout(t.read, connect=t.connect)
+        try:
+            await asyncio.wait_for(api.auth, timeout=t.call)  # a credential plugin may run here
+        except TimeoutError:
+            raise TimedOut(None, f"{where}: loading the credentials took more than {t.call:g} s") from None
+        except Exception as exc:  # kr8s raises many kinds for credentials it cannot load
+            raise KubeError(None, f"{where}: cannot load the credentials ({type(exc).__name__}: {exc})") from None
+        server = str(api.auth.server or "")
+        return cls(api, timeouts=t, permissions=permissions, server=server)
 
-    async def _call(self, method: str, api_version: str, url: str, namespace: str | None = None,
+    # ------------------------------------------------------------------------------------- requests
+
+    def _check(self, method: str, api_version: str, rel: str, namespace: str | None, watch: bool) -> None:
+        if self.permissions is None:
+            return
+        parts = rel.split("/")
+        name = parts[1] if len(parts) > 1 else None
+        sub = parts[2] if len(parts) > 2 else ""
+        g = Grant(group_of(api_version), parts[0], sub, _verb(method, name, watch))
+        if not self.permissions.allows(g, namespace):
+            where = f" in namespace {namespace}" if namespace else ""
+            raise Undeclared(
+                None, f"{method} {_api_path(api_version, namespace, rel)}: {g.verb} on {g.rbac_resource}"
+                f"{'.' + g.group if g.group else ''}{where} is not in the {self.permissions.component or 'client'}'s "
+                "permission table (add it there: its rendered role grants only that table)",
+                server=self.server, what=f"{method} {rel}")
+
+    def _error(self, method: str, path: str, status: int | None, detail: str, kind: type[KubeError]) -> KubeError:
+        what = f"{method} {path}"
+        code = f"HTTP {status}: " if status else ""
+        return kind(status, f"{what} at {self.server}: {code}{detail}", server=self.server, what=what)
+
+    async def _once(self, method: str, api_version: str, rel: str, namespace: str | None, timeout: float,
                     **kwargs: Any) -> Any:
         import httpx
-        import kr8s
 
+        path = _api_path(api_version, namespace, rel)
+        t0 = time.monotonic()
         try:
-            async with self._api.call_api(method, version=api_version, namespace=namespace, url=url,
-                                          **kwargs) as resp:
-                return resp.json() if resp.content else None
-        except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
-            response = getattr(exc, "response", None)
-            status = response.status_code if response is not None else None
+            async with asyncio.timeout(timeout):
+                async with self._api.call_api(method, version=api_version, namespace=namespace, url=rel,
+                                              raise_for_status=False, **kwargs) as resp:
+                    status = resp.status_code
+                    body = resp.content
+        except TimeoutError:
+            raise self._error(method, path, None, f"no answer within {timeout:.3g} s", TimedOut) from None
+        except httpx.TimeoutException:
+            raise self._error(method, path, None, f"no answer within {self.timeouts.read:.3g} s", TimedOut) from None
+        except Exception as exc:  # kr8s wraps httpx's timeouts in its own; connection errors are httpx's or OSError
+            if type(exc).__name__ == "APITimeoutError":
+                raise self._error(method, path, None, f"no answer within {self.timeouts.read:.3g} s",
+                                  TimedOut) from None
+            if isinstance(exc, httpx.TransportError | OSError):
+                raise self._error(method, path, None, f"cannot connect ({type(exc).__name__}: {exc})",
+                                  Unreachable) from None
+            raise
+        self.latency.observe(time.monotonic() - t0)
+        if status >= 400:
+            detail = ""
             try:
-                detail = response.json().get("message") if response is not None else None
+                doc = json.loads(body)
+                detail = doc.get("message", "") if isinstance(doc, dict) else ""
             except ValueError:
-                detail = None
-            raise KubeError(status, f"{method} {api_version} {url}: {detail or exc}") from None
+                detail = body[:200].decode("utf-8", "replace")
+            raise self._error(method, path, status, detail or "refused", _BY_STATUS.get(status, KubeError))
+        return json.loads(body) if body else None
+
+    async def _call(self, method: str, api_version: str, rel: str, namespace: str | None = None, *,
+                    deadline: float | None = None, **kwargs: Any) -> Any:
+        """One request; a read (GET) is retried on no answer, 429 and 5xx until its deadline."""
+        self._check(method, api_version, rel, namespace, False)
+        retry = method == "GET"
+        end = time.monotonic() + (deadline if deadline is not None else
+                                  (self.timeouts.call if retry else self.timeouts.read))
+        backoff = 0.25
+        for attempt in range(1, ATTEMPTS + 1):
+            left = end - time.monotonic()
+            try:
+                return await self._once(method, api_version, rel, namespace, max(0.05, left), **kwargs)
+            except (Unreachable, TimedOut, KubeError) as exc:
+                transient = isinstance(exc, Unreachable | TimedOut) or exc.status in RETRY_STATUSES
+                if (not (retry and transient) or isinstance(exc, Undeclared) or attempt == ATTEMPTS
+                        or end - time.monotonic() <= backoff):
+                    if isinstance(exc, TimedOut) and retry:
+                        raise self._error(method, _api_path(api_version, namespace, rel), None,
+                                          f"no answer within {deadline or self.timeouts.call:.3g} s",
+                                          TimedOut) from None
+                    raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+    # ----------------------------------------------------------------------------------------- verbs
 
     async def get(self, api_version: str, plural: str, name: str,
                   namespace: str | None = None) -> dict[str, Any] | None:
         """The object, or None when it (or its resource type) does not exist."""
         try:
             obj = await self._call("GET", api_version, _path(plural, name), namespace)
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         return obj if isinstance(obj, dict) else None
 
-    async def served(self, api_version: str, plural: str) -> bool:
+    async def served(self, api_version: str, plural: str, namespace: str | None = None) -> bool:
         """Whether the API server serves this resource (a CRD that is not installed is not)."""
         try:
-            await self._call("GET", api_version, plural, params={"limit": 1})
-        except KubeError as exc:
-            if exc.status == 404:
-                return False
-            raise
+            await self._call("GET", api_version, plural, namespace, params={"limit": 1})
+        except NotFound:
+            return False
         return True
 
-    async def list(self, api_version: str, plural: str, namespace: str | None = None, *,
-                   label_selector: str | None = None, field_selector: str | None = None) -> list[dict[str, Any]]:
-        """Every item, page by page (the server's continue token)."""
-        items: list[dict[str, Any]] = []
+    async def pages(self, api_version: str, plural: str, namespace: str | None = None, *,
+                    label_selector: str | None = None, field_selector: str | None = None, limit: int = 500,
+                    meta: dict[str, Any] | None = None) -> AsyncIterator[list[dict[str, Any]]]:
+        """The list a page at a time (the server's continue token), all within the list deadline; items get
+        their ``kind``/``apiVersion`` as kubectl shows them. ``meta`` receives the last page's list metadata
+        (its ``resourceVersion``, to watch from)."""
         cont: str | None = None
+        end = time.monotonic() + self.timeouts.list
+        kind = ""
         while True:
-            params: dict[str, Any] = {"limit": 500}
+            params: dict[str, Any] = {"limit": limit}
             if label_selector:
                 params["labelSelector"] = label_selector
             if field_selector:
                 params["fieldSelector"] = field_selector
             if cont:
                 params["continue"] = cont
-            body = await self._call("GET", api_version, plural, namespace, params=params) or {}
-            items.extend(body.get("items") or ())
-            cont = (body.get("metadata") or {}).get("continue")
+            left = end - time.monotonic()
+            if left <= 0:
+                raise self._error("GET", _api_path(api_version, namespace, plural), None,
+                                  f"the list did not finish within {self.timeouts.list:.3g} s", TimedOut)
+            body = await self._call("GET", api_version, plural, namespace, deadline=left, params=params) or {}
+            kind = kind or str(body.get("kind", "")).removesuffix("List")
+            items = [i for i in body.get("items") or () if isinstance(i, dict)]
+            for item in items:
+                if kind:
+                    item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+            md = body.get("metadata") or {}
+            if meta is not None:
+                meta.clear()
+                meta.update(md)
+            yield items
+            cont = md.get("continue")
             if not cont:
-                return items
+                return
+
+    async def list_page(self, api_version: str, plural: str, namespace: str | None = None, *,
+                        label_selector: str | None = None, field_selector: str | None = None,
+                        ) -> tuple[list[dict[str, Any]], str]:
+        """Every item (page by page) and the list's resourceVersion (to watch from), within the list deadline."""
+        items: list[dict[str, Any]] = []
+        meta: dict[str, Any] = {}
+        async for page in self.pages(api_version, plural, namespace, label_selector=label_selector,
+                                     field_selector=field_selector, meta=meta):
+            items.extend(page)
+        return items, str(meta.get("resourceVersion") or "")
+
+    async def list(self, api_version: str, plural: str, namespace: str | None = None, *,
+                   label_selector: str | None = None, field_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every item, page by page, within the list deadline."""
+        items, _rv = await self.list_page(api_version, plural, namespace, label_selector=label_selector,
+                                          field_selector=field_selector)
+        return items
+
+    async def watch(self, api_version: str, plural: str, namespace: str | None = None, *,
+                    resource_version: str = "", label_selector: str | None = None,
+                    timeout_s: int = 300) -> AsyncIterator[dict[str, Any]]:
+        """The watch events (``{"type", "object"}``) from ``resource_version`` until the server ends the stream
+        (after ``timeout_s``). A stream silent for longer than that plus the read timeout is ``TimedOut``; an
+        ``ERROR`` event with 410 is ``Gone`` (list again)."""
+        self._check("GET", api_version, plural, namespace, True)
+        params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if resource_version and resource_version != "...":
+            params["resourceVersion"] = resource_version
+        path = _api_path(api_version, namespace, plural)
+        idle = timeout_s + self.timeouts.read
+        import httpx
+
+        try:
+            async with asyncio.timeout(self.timeouts.connect + self.timeouts.read) as cm:
+                async with self._api.call_api("GET", version=api_version, namespace=namespace, url=plural,
+                                              params=params, stream=True, raise_for_status=False,
+                                              timeout=httpx.Timeout(idle, connect=self.timeouts.connect)) as resp:
+                    if resp.status_code >= 400:
+                        body = await resp.aread()
+                        try:
+                            detail = json.loads(body).get("message", "")
+                        except (ValueError, AttributeError):
+                            detail = ""
+                        raise self._error("GET", path, resp.status_code, detail or "refused",
+                                          _BY_STATUS.get(resp.status_code, KubeError))
+                    cm.reschedule(None)
+                    async for line in resp.aiter_lines():
+                        if not line.strip():
+                            continue
+                        try:
+                            ev = json.loads(line)
+                        except ValueError:
+                            continue
+                        if ev.get("type") == "ERROR":
+                            code = (ev.get("object") or {}).get("code")
+                            kind = Gone if code == 410 else KubeError
+                            raise self._error("GET", path, code, (ev.get("object") or {}).get("message", ""), kind)
+                        yield ev
+        except TimeoutError:
+            raise self._error("GET", path, None, "the watch did not start", TimedOut) from None
+        except (httpx.TransportError, OSError) as exc:
+            kind2: type[KubeError] = TimedOut if isinstance(exc, httpx.TimeoutException) else Unreachable
+            raise self._error("GET", path, None, f"watch ended ({type(exc).__name__}: {exc})", kind2) from None
 
     async def create(self, api_version: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         ns = (obj.get("metadata") or {}).get("namespace")
@@ -134,8 +485,9 @@ class Kube:
                     patch_type: PatchType, subresource: str | None = None,
                     field_manager: str | None = None) -> dict[str, Any]:
         params = {"fieldManager": field_manager} if field_manager else {}
-        out = await self._call("PATCH", api_version, _path(plural, name, subresource), namespace, json=body,
-                               headers={"Content-Type": _CONTENT_TYPE[patch_type]}, params=params)
+        out = await self._call("PATCH", api_version, _path(plural, name, subresource), namespace,
+                               content=json.dumps(body), headers={"Content-Type": _CONTENT_TYPE[patch_type]},
+                               params=params)
         return out if isinstance(out, dict) else {}
 
     async def apply(self, api_version: str, plural: str, name: str, body: dict[str, Any], *, field_manager: str,
@@ -150,28 +502,108 @@ class Kube:
     async def delete(self, api_version: str, plural: str, name: str, namespace: str | None = None, *,
                      propagation: str | None = None) -> bool:
         """Delete; False when it was already gone. ``propagation``: Background, Foreground or Orphan."""
-        body = {"propagationPolicy": propagation} if propagation else None
+        extra: dict[str, Any] = {}
+        if propagation:
+            extra = {"content": json.dumps({"propagationPolicy": propagation}),
+                     "headers": {"Content-Type": "application/json"}}
         try:
-            await self._call("DELETE", api_version, _path(plural, name), namespace,
-                             **({"json": body} if body else {}))
-        except KubeError as exc:
-            if exc.status == 404:
-                return False
-            raise
+            await self._call("DELETE", api_version, _path(plural, name), namespace, **extra)
+        except NotFound:
+            return False
         return True
 
     async def close(self) -> None:
         session = getattr(self._api, "_session", None)
         if session is not None and not session.is_closed:
-            await session.aclose()
+            with contextlib.suppress(Exception):
+                await session.aclose()
+
+
+class Latency:
+    """Recent request latencies (seconds): the slowest of the last 20 answers sizes what must fit in a window."""
+
+    def __init__(self, keep: int = 20) -> None:
+        self.keep = keep
+        self.samples: list[float] = []
+
+    def observe(self, seconds: float) -> None:
+        self.samples = [*self.samples[-(self.keep - 1):], seconds]
+
+    @property
+    def worst(self) -> float:
+        return max(self.samples, default=0.0)
+
+
+# ----------------------------------------------------------------------------------------- kubeconfig
+
+
+def kubeconfig_path(kubeconfig: str | None) -> Path | None:
+    """The kubeconfig kr8s will read: ``--kubeconfig``, the first of ``$KUBECONFIG``, or ``~/.kube/config``
+    (None when none exists, where kr8s falls back to the in-cluster service account)."""
+    if kubeconfig:
+        return Path(kubeconfig)
+    env = os.environ.get("KUBECONFIG", "")
+    for part in env.split(os.pathsep):
+        if part:
+            return Path(part)
+    default = Path.home() / ".kube" / "config"
+    return default if default.exists() else None
+
+
+def check_kubeconfig(path: Path, context: str | None) -> str:
+    """The API server URL of the context to use; ``SourceError`` names the file and what is wrong with it
+    (not a kubeconfig, an unknown context, a cluster without a server, a certificate file that is missing)."""
+    from fabricguard.userfiles import input_file
+    from fabricguard.yamlsource import load_documents
+
+    docs = load_documents(input_file(path, max_bytes=16 * 1024**2))
+    cfg = docs[0] if len(docs) == 1 else None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("clusters"), list):
+        raise SourceError(str(path), None, "not a kubeconfig (a mapping with clusters, users and contexts)")
+
+    def named(section: str) -> dict[str, dict[str, Any]]:
+        entries = cfg.get(section) or []
+        if not isinstance(entries, list):
+            raise SourceError(str(path), None, f"{section} must be a list")
+        return {
+            str(e.get("name")): (e.get(section[:-1]) or {})
+            for e in entries
+            if isinstance(e, dict) and isinstance(e.get(section[:-1]) or {}, dict)
+        }
+
+    contexts, clusters, users = named("contexts"), named("clusters"), named("users")
+    wanted = context or cfg.get("current-context")
+    if not wanted:
+        raise SourceError(str(path), None, "no current-context; pass --context NAME")
+    if wanted not in contexts:
+        known = ", ".join(sorted(contexts)) or "none"
+        raise SourceError(str(path), None, f"context {wanted!r} is not in this kubeconfig (contexts: {known})")
+    ctx = contexts[wanted]
+    cluster = clusters.get(str(ctx.get("cluster")))
+    if cluster is None:
+        raise SourceError(str(path), None, f"context {wanted!r} names cluster {ctx.get('cluster')!r}, which is absent")
+    server = cluster.get("server")
+    if not isinstance(server, str) or not server:
+        raise SourceError(str(path), None, f"cluster {ctx.get('cluster')!r} has no server URL")
+    user = users.get(str(ctx.get("user")), {}) if ctx.get("user") else {}
+    for owner, entry, key in (
+        ("cluster", cluster, "certificate-authority"),
+        ("user", user, "client-certificate"),
+        ("user", user, "client-key"),
+    ):
+        ref = entry.get(key)
+        if isinstance(ref, str) and ref:
+            ref_path = Path(ref) if Path(ref).is_absolute() else path.parent / ref
+            try:
+                input_file(ref_path, max_bytes=1024**2)
+            except SourceError as exc:
+                raise SourceError(str(path), None, f"{owner} {key} {ref_path}: {exc.problem}") from None
+    return server
 
 
 def kubeconfig_problem(kubeconfig: str | None, context: str | None = None) -> str | None:
     """What is wrong with the kubeconfig kr8s would read (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``),
     naming the file; None when it looks usable or when there is none (in a cluster: the service account)."""
-    from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
-    from fabricguard.userfiles import SourceError
-
     path = kubeconfig_path(kubeconfig)
     if path is None:
         return None

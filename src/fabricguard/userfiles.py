@@ -112,6 +112,20 @@ def read_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
         raise SourceError(str(path), None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def read_json(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "") -> object:
+    """A regular file's JSON; bad syntax and JSON nested deeper than Python parses are ``SourceError`` too
+    (``what``: said after the problem, e.g. "; pass recorded NVML data")."""
+    import json
+
+    text = read_text(path, max_bytes=max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(str(path), exc.lineno, f"not JSON ({exc.msg}){what}") from None
+    except RecursionError:
+        raise SourceError(str(path), None, f"JSON nested too deeply to read{what}") from None
+
+
 def _file_in_the_way(path: Path) -> Path:
     """The first ancestor of ``path`` that exists and is not a directory."""
     for parent in reversed(path.parents):

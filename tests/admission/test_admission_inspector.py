@@ -37,8 +37,9 @@ def answer(prof: PlatformProfile, review: dict[str, Any]) -> dict[str, Any]:
 def patched(prof: PlatformProfile, review: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     resp = answer(prof, review)
     assert resp["allowed"], resp.get("status")
+    # The fixtures' namespace (ml-team) has no LocalQueue in these profiles: that warning is not the Inspector's.
     return jsonpatch.apply_patch(review["request"]["object"], rv.decode_patch({"response": resp})), \
-        resp.get("warnings") or []
+        [w for w in resp.get("warnings") or [] if "has no LocalQueue" not in w]
 
 
 def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:

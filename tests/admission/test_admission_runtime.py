@@ -145,3 +145,14 @@ def test_pod_additions_are_checked_when_the_profile_loads() -> None:
     doc["spec"]["podAdditions"] = {"env": {"NCCL_NET": "Socket"}}
     with pytest.raises(Exception, match=r"fabric\.env"):
         loads_profile(yaml.safe_dump(doc))
+
+
+def test_a_namespace_without_the_pools_local_queue_is_warned_on_create() -> None:
+    review = load_review("jobset")  # namespace ml-team; the GKE queue serves ml-search and ml-ranking
+    resp = decide(load_profile(GKE), review, "mutate")
+    assert resp["allowed"]
+    [warning] = [w for w in resp.get("warnings") or [] if "LocalQueue" in w]
+    assert "ml-team has no LocalQueue h200" in warning and "60-kueue" in warning
+    review["request"]["namespace"] = review["request"]["object"]["metadata"]["namespace"] = "ml-search"
+    resp = decide(load_profile(GKE), review, "mutate")
+    assert not [w for w in resp.get("warnings") or [] if "LocalQueue" in w]

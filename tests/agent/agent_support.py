@@ -20,9 +20,9 @@ import aiohttp.web
 import attrs
 import celpy
 import jsonpatch
-from kmock import KubernetesEmulator
 from kmock._internal.k8s import KubernetesError
 
+from kube_support import Emulator, Rbac
 from kube_support import kubeconfig as shared_kubeconfig
 
 HERE = Path(__file__).resolve().parent
@@ -179,13 +179,21 @@ class Invalid(KubernetesError):
     reason: str = "Invalid"
 
 
-@attrs.define(kw_only=True)
-class ApiServer(KubernetesEmulator):
-    """kmock's emulator with the Node patch semantics, resourceVersions and admission policies."""
+def agent_rbac(*, manage_taints: bool = False, profile: Path = GKE) -> Rbac:
+    """What the rendered agent manifests (``render agent``: the agent's and the sweep's ClusterRoles) grant."""
+    from fabricguard.agent.render import agent_manifests
+    from fabricguard.profile import load_profile
 
-    tokens: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    return Rbac.from_manifests(agent_manifests(load_profile(profile), profile.read_text(), IMAGE_REF,
+                                               manage_taints=manage_taints))
+
+
+@attrs.define(kw_only=True)
+class ApiServer(Emulator):
+    """The shared test API server (rendered RBAC enforced, see ``kube_support.Emulator``) with the Node patch
+    semantics, resourceVersions and admission policies."""
+
     policies: list[dict[str, Any]] = attrs.field(factory=list)
-    rv: int = 1000
     patches: list[tuple[str, str, Any]] = attrs.field(factory=list)
     requests_seen: list[Any] = attrs.field(factory=list)
     # Node name -> the error every write to it answers (a fault proxy: 404 for a node deleted after the list,
@@ -201,13 +209,13 @@ class ApiServer(KubernetesEmulator):
     def node(self, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.objects[NODES, None, name].raw)
 
-    async def _handle(self, request: Any) -> Any:
+    async def _serve_k8s(self, request: Any) -> Any:
         if request.resource is not None and str(request.method).upper().endswith("PATCH") and request.name:
             self.requests_seen.append(request)
             new = self._patch(request)
             self.objects[NODES, None, request.name] = new
             return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Node", **new})
-        return await super()._handle(request)
+        return await super()._serve_k8s(request)
 
     def _patch(self, request: Any) -> dict[str, Any]:
         name, sub = request.name, request.subresource or ""
@@ -236,8 +244,7 @@ class ApiServer(KubernetesEmulator):
         new = {**new, "spec": old.get("spec", {})} if sub == "status" else {**new, "status": old["status"]}
         new["metadata"] = {**new.get("metadata", {}),
                            **{k: v for k, v in old["metadata"].items() if k in SERVER_META}}
-        auth = request.headers.get("Authorization", "")
-        user = self.tokens.get(auth.removeprefix("Bearer ").strip(), {"username": "system:anonymous"})
+        user = self.user_of(request)
         # A policy denies only through a binding whose validationActions include Deny.
         bound = {o["spec"]["policyName"] for o in self.policies
                  if o["kind"] == "ValidatingAdmissionPolicyBinding" and "Deny" in o["spec"]["validationActions"]}

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from agent_support import AGENT_USER, GKE, HEALTHY, NODE_NAME, ApiServer, h200_tree, healthy_node
+from agent_support import AGENT_USER, GKE, HEALTHY, NODE_NAME, ApiServer, agent_rbac, h200_tree, healthy_node
 from kmock import Server
 
 from fabricguard.profile import PlatformProfile, load_profile
@@ -33,7 +33,7 @@ def h200_root(tmp_path: Path) -> Path:
 @pytest.fixture()
 async def apiserver(tmp_path: Path):
     """(emulator, url) with the healthy node stored and tokens for an agent on it and on another node."""
-    k8s = ApiServer()
+    k8s = ApiServer(rbac=agent_rbac())  # the rendered agent and sweep roles, enforced on every request
     k8s.tokens = {
         "agent-own": {"username": AGENT_USER, "extra": {"authentication.kubernetes.io/node-name": [NODE_NAME]}},
         "agent-other": {"username": AGENT_USER,

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_support import HEALTHY, NODE_NAME, PROFILES, kubeconfig
+from agent_support import HEALTHY, NODE_NAME, PROFILES, agent_rbac, kubeconfig
 from typer.testing import CliRunner
 
 from fabricguard.agent.checks import allocatable_check
-from fabricguard.agent.kube import NodeClient, connect
+from fabricguard.agent.kube import NodeClient, agent_grants, connect
 from fabricguard.agent.loop import Agent, AgentConfig
 from fabricguard.cli import app
 from fabricguard.probes.result import Status
@@ -126,11 +126,12 @@ def test_agent_rbac_lists_resource_slices_on_dra_profiles(profile: Path) -> None
 
 async def test_live_agent_lists_its_slices_from_the_api_server(apiserver, tmp_path: Path, healthy_root: Path) -> None:
     k8s, url = apiserver
+    k8s.rbac = agent_rbac(profile=DRANET_PROFILE)  # rendered for a DRA pool: the agent may list ResourceSlices
     k8s.put_node(dranet_node())
     for s in slices(NODE_NAME) + slices("gke-a3u-pool-1-7f3c9a2e-0002", down=set(range(8))):
         stored = {k: v for k, v in s.items() if k not in ("kind", "apiVersion")}
         k8s.objects["resource.k8s.io/v1/resourceslices", None, s["metadata"]["name"]] = stored
-    api = await connect(kubeconfig(tmp_path, url, "agent-own"))
+    api = await connect(kubeconfig(tmp_path, url, "agent-own"), table=agent_grants(dra=True))
     cfg = AgentConfig(node=NODE_NAME, profile=DRANET, root=healthy_root, nvml_json=HEALTHY / "nvml.json", passes=1)
     res = await Agent(cfg, NodeClient(api)).run_once()
     assert res.reported.status == "True", res.reported.message

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from agent_support import GKE, HEALTHY, NODE_NAME, ApiServer, healthy_node, kubeconfig
+from agent_support import GKE, HEALTHY, NODE_NAME, ApiServer, agent_rbac, healthy_node, kubeconfig
 from prometheus_client.parser import text_string_to_metric_families
 
-from fabricguard.agent.kube import KubeError, NodeClient, connect, sweep_stale
+from fabricguard.agent.kube import SWEEPER_GRANTS, KubeError, NodeClient, agent_grants, connect, sweep_stale
 from fabricguard.agent.loop import Agent, AgentConfig
 from fabricguard.agent.render import admission_policy
 from fabricguard.profile import load_profile
@@ -36,7 +36,7 @@ class Clock:
 
 async def make_agent(tmp_path: Path, url: str, root: Path, *, token: str = "agent-own", passes: int = 1,
                      manage_taints: bool = False, clock: Clock | None = None, node: str = NODE_NAME) -> Agent:
-    api = await connect(kubeconfig(tmp_path, url, token))
+    api = await connect(kubeconfig(tmp_path, url, token), table=agent_grants(manage_taints))
     cfg = AgentConfig(node=node, profile=load_profile(GKE), root=root, nvml_json=HEALTHY / "nvml.json",
                       passes=passes, manage_taints=manage_taints, interval=60)
     return Agent(cfg, NodeClient(api), clock=clock or Clock())
@@ -138,6 +138,7 @@ async def test_allocatable_vanishing_turns_false_within_one_run(apiserver, tmp_p
 async def test_fallback_taints_bootstrap_degrade_recover(apiserver, tmp_path, healthy_root) -> None:
     k8s, url = apiserver
     k8s.policies = admission_policy("fabricguard-system")
+    k8s.rbac = agent_rbac(manage_taints=True)  # rendered with --manage-taints: the agent may patch its Node
     agent = await make_agent(tmp_path, url, healthy_root, manage_taints=True)
     break_port(healthy_root)
     await agent.run_once()  # a new node that fails: closed as unverified
@@ -162,6 +163,7 @@ async def test_taint_patch_retries_when_the_node_changed(apiserver, tmp_path, he
     """Someone adds a taint between the agent's status write and its taint write: the resourceVersion test
     fails, the agent re-reads, and the other taint survives."""
     k8s, url = apiserver
+    k8s.rbac = agent_rbac(manage_taints=True)  # rendered with --manage-taints: the agent may patch its Node
     agent = await make_agent(tmp_path, url, healthy_root, manage_taints=True)
     break_port(healthy_root)
     client = agent.client
@@ -204,7 +206,7 @@ async def test_sweep_turns_stale_conditions_unknown(apiserver, tmp_path, healthy
     second = healthy_node()
     second["metadata"]["name"] = "gke-a3u-pool-1-7f3c9a2e-0002"
     k8s.put_node(second)  # no FabricReady at all: nothing to sweep (a missing condition is Unknown already)
-    admin = NodeClient(await connect(kubeconfig(tmp_path, url, "admin")))
+    admin = NodeClient(await connect(kubeconfig(tmp_path, url, "admin"), table=SWEEPER_GRANTS))
     assert (await sweep_stale(admin, T0 + timedelta(seconds=120), timedelta(seconds=180))).changed == []
     assert (await sweep_stale(admin, T0 + timedelta(seconds=181), timedelta(seconds=180))).changed == [NODE_NAME]
     c = condition(k8s)
@@ -220,7 +222,7 @@ async def test_sweep_account_may_only_mark_fabricready_unknown(apiserver, tmp_pa
     k8s.policies = admission_policy("fabricguard-system")
     agent = await make_agent(tmp_path, url, healthy_root)
     await agent.run_once()
-    sweep = NodeClient(await connect(kubeconfig(tmp_path, url, "sweep")))
+    sweep = NodeClient(await connect(kubeconfig(tmp_path, url, "sweep"), table=SWEEPER_GRANTS))
     with pytest.raises(KubeError, match="may only set FabricReady to Unknown"):
         await sweep.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "FabricReady", "status": "True"}]}})
     with pytest.raises(KubeError, match="only the FabricReady condition"):
@@ -236,7 +238,7 @@ async def test_sweep_loses_to_an_agent_that_reported_meanwhile(apiserver, tmp_pa
     k8s, url = apiserver
     agent = await make_agent(tmp_path, url, healthy_root)
     await agent.run_once()
-    admin = NodeClient(await connect(kubeconfig(tmp_path, url, "admin")))
+    admin = NodeClient(await connect(kubeconfig(tmp_path, url, "admin"), table=SWEEPER_GRANTS))
     [(name, body)] = stale_patches(await admin.list_nodes(), T0 + timedelta(hours=1), timedelta(seconds=180))
     await agent.run_once()  # the agent reports between the sweeper's read and its write
     with pytest.raises(KubeError) as err:
@@ -262,6 +264,7 @@ async def test_another_nodes_agent_cannot_write_this_node(apiserver, tmp_path, h
 async def test_agent_cannot_touch_other_conditions_or_taints(apiserver, tmp_path) -> None:
     k8s, url = apiserver
     k8s.policies = admission_policy("fabricguard-system")
+    k8s.rbac = agent_rbac(manage_taints=True)  # RBAC lets it patch its Node: the admission policy refuses
     client = NodeClient(await connect(kubeconfig(tmp_path, url, "agent-own")))
     with pytest.raises(KubeError, match="only the FabricReady condition") as err:
         await client.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
@@ -388,7 +391,8 @@ async def test_cli_once_writes_the_condition(apiserver, tmp_path, healthy_root) 
         str(healthy_root), "--nvml-json", str(HEALTHY / "nvml.json"), "--kubeconfig", cfg])
     assert r.exit_code == 2 and json.loads(r.stdout)["status"] == "False"
     assert len(k8s.patches) == n
-    r = await asyncio.to_thread(CliRunner().invoke, app, ["agent-sweep", "--kubeconfig", cfg, "--max-age", "1",
+    sweeper = kubeconfig(tmp_path, url, "sweep")  # the sweep's own ServiceAccount: the agent's may not list Nodes
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["agent-sweep", "--kubeconfig", sweeper, "--max-age", "1",
                                                           "--json"])
     assert r.exit_code == 0, r.output
 
@@ -414,5 +418,6 @@ async def test_unreachable_api_server_is_a_report_error_not_a_crash(tmp_path, he
     res = await agent.run_once()  # the server is gone now
     assert res.reported.status == "False"
     assert "cannot read the Node object" in res.reported.message
-    assert len(res.errors) == 1 and f"patch Node {NODE_NAME} status" in res.errors[0]
+    assert len(res.errors) == 1 and f"PATCH /api/v1/nodes/{NODE_NAME}/status" in res.errors[0]
+    assert "cannot connect" in res.errors[0] and "http://127.0.0.1:" in res.errors[0]  # names the server
     assert agent.metrics.report_errors._value.get() == 1

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from agent_support import GKE, HEALTHY, NODE_NAME, REPO, healthy_node, kubeconfig
 
-from fabricguard.agent.kube import KubeError, NodeClient, connect
+from fabricguard.agent.kube import SWEEPER_GRANTS, KubeError, NodeClient, connect
 from fabricguard.agent.render import admission_policy
 
 T0 = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
@@ -68,7 +68,7 @@ async def test_sweep_account_cannot_relabel_any_node_while_setting_unknown(apise
     other = healthy_node()
     other["metadata"]["name"] = OTHER
     k8s.put_node(other)
-    sweep = NodeClient(await connect(kubeconfig(tmp_path, url, "sweep")))
+    sweep = NodeClient(await connect(kubeconfig(tmp_path, url, "sweep"), table=SWEEPER_GRANTS))
     for name in (NODE_NAME, OTHER):
         with pytest.raises(KubeError, match="may not change a Node's labels"):
             await sweep.patch_status(name, {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}},
@@ -134,7 +134,7 @@ async def test_a_heartbeat_far_in_the_future_is_stale(apiserver, tmp_path: Path)
     now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
     skewed, year_ahead = "gke-a3u-pool-1-7f3c9a2e-0201", "gke-a3u-pool-1-7f3c9a2e-0202"
     put_nodes(k8s, {skewed: now + timedelta(seconds=90), year_ahead: now + timedelta(days=365)})
-    admin = NodeClient(await connect(kubeconfig(tmp_path, url, "admin")))
+    admin = NodeClient(await connect(kubeconfig(tmp_path, url, "admin"), table=SWEEPER_GRANTS))
     res = await sweep_stale(admin, now, timedelta(seconds=180))
     assert res.changed == [year_ahead] and res.failed == {}  # 90 s ahead is clock skew, a year is not
     c = next(c for c in k8s.node(year_ahead)["status"]["conditions"] if c["type"] == "FabricReady")

@@ -166,7 +166,8 @@ def test_gke_needs_privilege_for_nvml_only_and_says_so() -> None:
 def test_manage_taints_adds_only_node_patch() -> None:
     objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, manage_taints=True)
     [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
-    assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]} in role["rules"]
+    granted = {(g, res, v) for r in role["rules"] for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]}
+    assert granted == {("", "nodes", "get"), ("", "nodes", "patch"), ("", "nodes/status", "patch")}
     [ds] = by_kind(objs, "DaemonSet")
     assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]
 

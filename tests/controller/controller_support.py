@@ -117,8 +117,22 @@ def merge_apply(current: Any, patch: Any) -> Any:
     return patch
 
 
-def apply_aware_emulator(fault: Any = None) -> Any:
-    """kmock's emulator, plus the API server's merge of server-side apply patches on list-map fields.
+CONTROLLER_USER = "system:serviceaccount:fabricguard-system:fabricguard-controller"
+
+
+def controller_rbac(profile_text: str = PROFILE, namespace: str = NS) -> Any:
+    """What the rendered controller manifests (``render controller``) let its ServiceAccount do."""
+    from fabricguard.controller.manifests import manifests
+    from fabricguard.profile import loads_profile
+    from kube_support import Rbac
+
+    return Rbac.from_manifests(manifests(loads_profile(profile_text), profile_text, CANARY_IMAGE, namespace))
+
+
+def apply_aware_emulator(fault: Any = None, *, rbac: bool = True) -> Any:
+    """The shared test API server (``kube_support.Emulator``: the rendered controller RBAC enforced on every
+    request of the token ``controller``, selectors, resourceVersions), plus the API server's merge of server-side
+    apply patches on list-map fields.
 
     kmock merges dicts and replaces lists (its docs say to subclass for special fields). Without this, a test
     could not tell a controller that writes only its own ``admissionChecks`` entry from one that clobbers
@@ -130,10 +144,13 @@ def apply_aware_emulator(fault: Any = None) -> Any:
     ``("after", awaitable)`` serves the write and then awaits, so the write lands and its answer never arrives.
     """
     import aiohttp.web
-    from kmock import KubernetesEmulator, action
+    from kmock import action
 
-    class ApplyAwareEmulator(KubernetesEmulator):
-        async def _handle(self, request: Any) -> Any:
+    from kube_support import Emulator
+
+    class ApplyAwareEmulator(Emulator):
+        async def _serve_k8s(self, request: Any) -> Any:
+            # After RBAC (a real server authorizes first), before the object changes: a faulty server or proxy.
             verdict = fault(request) if fault is not None else None
             if isinstance(verdict, int):
                 return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "metadata": {}, "code": verdict,
@@ -154,13 +171,23 @@ def apply_aware_emulator(fault: Any = None) -> Any:
             if (request.resource is not None and request.action == action.UPDATE and "apply-patch" in ctype
                     and key in self.objects and not self.objects[key].deleted):
                 before = json.loads(json.dumps(self.objects[key].raw))
-            response = await super()._handle(request)
+            response = await super()._serve_k8s(request)
             if before is not None and isinstance(request.data, dict):
                 # kmock stored a naive merge (lists replaced); store the API server's merge instead.
                 self.objects[key].patch(merge_apply(before, request.data))
             return response
 
-    return ApplyAwareEmulator()
+    return ApplyAwareEmulator(rbac=controller_rbac() if rbac else None, versions=True,
+                              tokens={"controller": {"username": CONTROLLER_USER},
+                                      "admin": {"username": "kubernetes-admin", "groups": ["system:masters"]}})
+
+
+def admin_kubeconfig(kubeconfig_path: str) -> str:
+    """The same cluster as the operator sees it (system:masters), beside ``kubeconfig_path``."""
+    p = Path(kubeconfig_path)
+    out = p.with_name(p.name + "-admin")
+    out.write_text(p.read_text().replace('"token": "controller"', '"token": "admin"'))
+    return str(out)
 
 
 def load_incident(k8s: Any, only: tuple[str, ...] | None = None) -> None:

@@ -63,8 +63,9 @@ def test_device_plugin_and_kep5004_profiles_make_no_template() -> None:
 
 def test_rbac_allows_reading_namespaces_and_writing_templates() -> None:
     rules = rbac_rules()
-    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"],
-            "verbs": ["create", "delete"]} in rules
+    granted = {(g, res, v) for r in rules for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]}
+    assert {("resource.k8s.io", "resourceclaimtemplates", "create"),
+            ("resource.k8s.io", "resourceclaimtemplates", "delete")} <= granted
     listed = {r for rule in rules if "list" in rule["verbs"] for r in rule["resources"]}
     assert {"namespaces", "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"} <= listed
 
@@ -90,3 +91,29 @@ def test_the_canary_namespace_gets_the_template_and_the_canary_claims_the_fabric
     pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
     assert "resourceClaims" not in pod
+
+
+async def test_the_actions_reach_the_api_server_as_namespaced_creates_and_deletes(tmp_path: Path) -> None:
+    """Carried out by the controller's I/O edge over real HTTP (kmock)."""
+    from kmock import KubernetesEmulator, Server
+
+    from fabricguard.controller.kube import apply_actions
+    from fabricguard.kube import Kube
+    from kube_support import kubeconfig
+
+    plural = "resource.k8s.io/v1/resourceclaimtemplates"
+    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
+        kube = await Kube.connect(kubeconfig(tmp_path, str(server.url).rstrip("/")))
+        create = claim_template_actions(DRANET, snap(namespace("ml-search", True)), "fabricguard-system")
+        assert await apply_actions(kube, create, {}) == []
+        keys = {(k[1], k[2]) for k in k8s.objects if k[0] == plural}
+        assert keys == {("ml-search", "fabricguard-b200-dranet-fabric"),
+                        ("fabricguard-system", "fabricguard-b200-dranet-fabric")}
+        old = copy.deepcopy(k8s.objects[plural, "ml-search", "fabricguard-b200-dranet-fabric"].raw)
+        old["kind"], old["apiVersion"] = "ResourceClaimTemplate", "resource.k8s.io/v1"
+        old["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 4
+        delete = claim_template_actions(DRANET, snap(namespace("ml-search", True), old))
+        assert await apply_actions(kube, delete, {}) == []
+        assert k8s.objects[plural, "ml-search", "fabricguard-b200-dranet-fabric"].deleted
+        await kube.close()

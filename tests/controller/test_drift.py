@@ -10,14 +10,14 @@ import os
 from pathlib import Path
 
 import pytest
-from controller_support import NOW, PROFILE, RESOURCE, gen, kubeconfig, live
+from controller_support import NOW, NS, PROFILE, RESOURCE, admin_kubeconfig, gen, kubeconfig, live
 from kmock import KubernetesEmulator, Server
 from promtool_support import run_promtool_tests, series_from_exposition
 from typer.testing import CliRunner
 
 from fabricguard.cli import app
 from fabricguard.controller.alerts import rule_groups
-from fabricguard.controller.kube import list_cluster
+from fabricguard.controller.kube import controller_permissions, list_cluster
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.runner import RunConfig, run_pass
 from fabricguard.doctor.diff import drift_scope
@@ -32,6 +32,7 @@ from fabricguard.doctor.reference import (
     parse_target,
 )
 from fabricguard.doctor.snapshot import snapshot_from_lists
+from fabricguard.kube import Kube
 from fabricguard.profile import loads_profile
 
 PROF = loads_profile(PROFILE)
@@ -93,7 +94,7 @@ async def test_staging_publishes_production_alerts_on_the_drift(cluster, tmp_pat
         stag_kc = kubeconfig(tmp_path / "stag", str(server.url).rstrip("/"))
         r = await asyncio.to_thread(CliRunner().invoke, app, [
             "snapshot", str(tmp_path / "staging"), "--kubeconfig", stag_kc,
-            "--publish", "fabricguard-system/staging-reference", "--publish-kubeconfig", prod_kc,
+            "--publish", "fabricguard-system/staging-reference", "--publish-kubeconfig", admin_kubeconfig(prod_kc),
             "--environment", "staging"])
         assert r.exit_code == 0, r.output
         assert "published the staging reference" in r.stdout
@@ -124,7 +125,9 @@ async def test_staging_publishes_production_alerts_on_the_drift(cluster, tmp_pat
     assert r2.returncode == 0, r2.stdout + r2.stderr
 
     # Resolved: with the reference equal to this cluster, the series go away (no stale alert).
-    same = encode(await list_cluster(prod_kc, None), drift_scope([PROF]))
+    kube = await Kube.connect(prod_kc, permissions=controller_permissions(NS))
+    same = encode(await list_cluster(kube, PROF, NS), drift_scope([PROF]))
+    await kube.close()
     prod.objects["v1/configmaps", "fabricguard-system", "staging-reference"].patch(
         {"binaryData": {DATA_KEY: base64.b64encode(same).decode()}})
     rep = await run_pass(cfg, NOW, act=False)

@@ -273,3 +273,40 @@ def test_a_dump_dir_linked_to_another_tenants_job_is_not_read(tmp_path: Path) ->
     assert ob.busbw is not None and ob.busbw.figures == {} and lj.cost.inspector_bytes_total == 0
     ((_, jb),) = lj._busbw.items()
     assert jb.follower.total.refused == 2  # listed, then refused at open: the files lie outside the job's dir
+
+
+def test_a_job_that_stops_leaves_no_busbw_series(tmp_path: Path) -> None:
+    prof = loads_profile(PROFILE_INS)
+    metrics = Metrics()
+    lj = LiveJobs(prof, tmp_path)
+    lj.sync(running_jobs(prof, {"JobSet": [_jobset()]}))
+    _job(SLOW).write(_dump_dir(tmp_path), 2)
+    metrics.observe_live(prof, lj.poll(), lj.cost)
+    text = metrics.exposition().decode()
+    assert 'fabricguard_job_busbw_gbps{collective="AllReduce",job="llm-sft",namespace="ml-search"}' in text
+    lj.sync([])  # the job finished
+    metrics.observe_live(prof, lj.poll(), lj.cost)
+    text = metrics.exposition().decode()
+    assert "fabricguard_job_busbw_gbps{" not in text and "fabricguard_job_busbw_floor_gbps{" not in text
+
+
+async def test_a_running_job_with_its_own_profiler_is_told_not_measured(cluster, tmp_path, lustre) -> None:
+    k8s, kc = cluster
+    prof_path = tmp_path / "ins.yaml"
+    prof_path.write_text(PROFILE_INS)
+    prof = loads_profile(PROFILE_INS)
+    k8s.objects[JOBSETS, NS, JOB] = {k: v for k, v in _jobset().items() if k not in ("kind", "apiVersion")}
+    logs = lustre / log_dir(prof, NS, JOB)
+    logs.mkdir(parents=True)
+    for f in ROCE_LOGS:
+        lines = f.read_text().splitlines(True)
+        prefix = lines[3].split(" NCCL INFO ")[0]
+        lines.insert(4, f"{prefix} NCCL INFO PROFILER/Plugin: Loaded my-tracer (v4)\n")
+        (logs / f.name).write_text("".join(lines))
+    await run_once(kc, prof_path, NOW, lustre)
+    await run_once(kc, prof_path, NOW + timedelta(minutes=1), lustre)
+    (js,) = [j for j in live(k8s, JOBSETS) if j["metadata"]["name"] == JOB]
+    assert js["metadata"]["annotations"][ANN_BUSBW_STATE] == "own-profiler"
+    assert "its own NCCL profiler plugin my-tracer" in js["metadata"]["annotations"][ANN_BUSBW]
+    events = [e["reason"] for e in live(k8s, "v1/events") if e["involvedObject"].get("name") == JOB]
+    assert events.count("FabricBusBwNotMeasured") == 1

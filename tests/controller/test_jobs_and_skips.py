@@ -111,7 +111,11 @@ def test_a_judged_job_exports_its_median_step_next_to_the_pools_baseline(tmp_pat
     shutil.copytree(job, d)
     counters = Counters()
     js = _managed_jobset("llama-steps", finished=True)
-    judge_finished(prof, "JobSet", "jobset.x-k8s.io/v1alpha2", "jobsets", js, tmp_path, NOW, counters)
+    from fabricguard.controller.lustre import LustreFacts, load_jobs
+
+    facts = LustreFacts(tmp_path)
+    load_jobs(facts, prof, {"JobSet": [js]})  # the edge reads the logs; judging them is pure
+    judge_finished(prof, "JobSet", "jobset.x-k8s.io/v1alpha2", "jobsets", js, facts, NOW, counters)
     ((ns, name, pool, median),) = counters.job_steps
     assert (ns, name, pool) == ("ml-training", "llama-steps", "gh200-roce") and round(median, 2) == 12.36
     m = Metrics()

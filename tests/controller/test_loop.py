@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from controller_support import CANARY_IMAGE, WORKLOADS, live, workload
+from controller_support import CANARY_IMAGE, WORKLOADS, admin_kubeconfig, live, workload
 
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.runner import RunConfig, run_forever
@@ -27,7 +27,7 @@ async def test_a_new_workload_is_handled_on_its_watch_event_not_at_resync(cluste
         assert metrics.last_pass._value.get() > 0
         # Kueue reserves quota for a new Workload: the watch, not the hour-long resync, brings the next pass.
         t0 = time.monotonic()
-        await _create_via_api(kc, workload("jobset-late-arrival"))  # streamed to the open watch as ADDED
+        await _create_via_api(admin_kubeconfig(kc), workload("jobset-late-arrival"))  # streamed to the open watch as ADDED
         state = None
         for _ in range(100):
             await asyncio.sleep(0.1)

@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 from controller_support import PROFILE, kueue_validate
 from typer.testing import CliRunner
 
@@ -110,6 +111,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("resource.k8s.io", "resourceclaimtemplates", "delete"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
+        ("kueue.x-k8s.io", "workloads", "patch"),  # onFallback: stop (spec.active=false)
+        ("", "configmaps", "get"),  # --reference
         ("jobset.x-k8s.io", "jobsets", "patch"),
         ("batch", "jobs", "patch"),
         ("trainer.kubeflow.org", "trainjobs", "patch"),
@@ -121,7 +124,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("coordination.k8s.io", "leases", "patch"),
     }
     assert not _allowed(cluster, "", "secrets", "list")
-    assert not _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")  # status only
+    # onFallback: stop patches the Workload itself (spec.active); the old hand-written role granted only /status.
+    assert _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")
     assert _allowed(cluster, "", "pods", "watch") and _allowed(cluster, "", "nodes", "list")
     # Each kind of action the reconcile core emits maps onto one of those grants.
     assert {Create, Delete, ApplyStatus, MergeStatus}
@@ -156,6 +160,25 @@ def test_render_controller_cli_prints_the_fragment_and_refuses_a_bad_image() -> 
     assert "#       - name: fabric-validated" in r.stdout and "kind: CustomResourceDefinition" in r.stdout
     r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", "UPPER/Case:tag"])
     assert r.exit_code == 3 and "error:" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image", "ghcr.io/acme/fg:latest",
+                                 "--canary-image", CANARY_IMAGE])
+    assert r.exit_code == 3 and ":latest" in r.output  # it moves under a running install
+    assert "kind: ServiceMonitor" in CliRunner().invoke(app, ["render", "controller", "--profile", prof, "--image",
+                                                             IMAGE, "--canary-image", CANARY_IMAGE]).stdout
+
+
+def test_render_controller_refuses_a_profile_without_storage(tmp_path: Path) -> None:
+    text = PROFILE.replace("  storage:", "  unused:", 1) if "  storage:" in PROFILE else None
+    assert text is not None
+    doc = yaml.safe_load(text)
+    doc["spec"].pop("unused")
+    for pool in doc["spec"]["pools"]:
+        pool.pop("canary", None)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(app, ["render", "controller", "--profile", str(path), "--image", IMAGE,
+                                 "--canary-image", CANARY_IMAGE])
+    assert r.exit_code == 3 and "spec.storage.lustre is not set" in r.output and "never pass a canary" in r.output
 
 
 def test_render_kueue_check_prints_the_check_and_the_fragment() -> None:

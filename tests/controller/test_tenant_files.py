@@ -89,6 +89,21 @@ async def test_running_jobs_nul_led_log_and_too_many_files_are_followed_or_said(
     assert [e["involvedObject"]["name"] for e in events] == ["llama-crowded"]
 
 
+@pytest.mark.slow
+def test_the_follower_reads_the_socket_line_in_file_5000(tmp_path: Path) -> None:
+    """Before, discovery stopped at 4,096 files: the socket line in file 5,000 was never read (transport unknown)."""
+    d = tmp_path / "logs"
+    d.mkdir()
+    for i in range(5000):
+        (d / f"rank{i:05d}.log").write_text("step\n")
+    (d / "rank04999.log").write_bytes(SOCKET_LOGS[0].read_bytes())
+    f = LogFollower(d)
+    f.poll()
+    v = f.verdict()
+    f.close()
+    assert v.transport.value == "socket" and v.report.unread == []
+
+
 def test_deleted_files_are_closed_and_their_lines_kept(tmp_path: Path) -> None:
     d = tmp_path / "logs"
     d.mkdir()

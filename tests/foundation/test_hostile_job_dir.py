@@ -96,7 +96,8 @@ def test_an_unreadable_rank_log_makes_the_job_degraded_naming_it(job: Path) -> N
 
 
 def test_a_socket_line_in_file_5000_is_read(job: Path) -> None:
-    """Discovery stopped at 4,096 files before: the socket line in file 5,000 was never read (transport roce)."""
+    """verify-job reads every file up to its bound of 8,192 (the live follower stopped at 4,096 before; its test is
+    in tests/controller/test_tenant_files.py)."""
     logs = job / "logs"
     for i in range(5000):
         (logs / f"worker-{i:05d}.log").write_text("training step\n")
@@ -134,3 +135,14 @@ def test_a_step_file_that_links_out_is_refused_not_read(job: Path, tmp_path: Pat
     (job / "steps.jsonl").symlink_to(other)
     rc, _doc, err = verify(job)
     assert rc == 3 and "steps.jsonl" in err and "outside the job's directory" in err, err
+
+
+def test_the_bytes_read_per_job_are_bounded_and_what_is_left_is_named(job: Path) -> None:
+    """The bound is 32 GiB per job (``verdict.job.MAX_JOB_LOG_BYTES``); here the scanner's own bound, lowered."""
+    from fabricguard.nccl.scan import inspect_paths
+
+    logs = sorted((job / "logs").iterdir())
+    first = logs[0].stat().st_size
+    r = inspect_paths(logs, roots=dict.fromkeys(logs, job), max_bytes=first)
+    assert [(Path(e.file).name, e.line) for e in r.unread] == [(logs[1].name, 0)], r.unread
+    assert "over the" in r.unread[0].why and r.bytes_read == first

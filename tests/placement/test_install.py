@@ -33,7 +33,7 @@ IMAGE, AGENT_IMAGE, CANARY_IMAGE = (f"registry.example.com/{n}:0.1.0{DIGEST}" fo
 K8S = kubernetes_validate.latest_version()
 NRR_CRD = ROOT / "tests" / "agent" / "fixtures" / "nrc-v0.5.0" / "readiness.node.x-k8s.io_nodereadinessrules.yaml"
 KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (Makefile APT_PACKAGES)")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl (>= 1.27) is not on PATH: it builds the kustomize tree")
 # Where the emulator keeps each kind the install renders (group/version/plural), and whether it is namespaced.
 PLURAL = {
     "Namespace": ("v1/namespaces", False), "ResourceQuota": ("v1/resourcequotas", True),
@@ -336,6 +336,14 @@ def test_removing_one_component_by_its_documented_commands_leaves_nothing_fail_c
     assert not any(key(x) in state for x in comp.objects)
     assert dangling(state) == []
     assert missing_refs(state, pod_specs(list(state.values()))) == []
+    # Put back as the README says: the component, then what was removed with it, in apply order.
+    order = [c.name for c in comps]
+    back = sorted({comp.name, *(install.KUEUE if s.path.startswith(install.KUEUE) else s.path for s in comp.remove)},
+                  key=order.index)
+    for path in back:
+        state.update({key(x): x for x in build(out / path)})
+        assert dangling(state) == [], path
+    assert state == {key(x): x for x in built + cert_manager(built)}
 
 
 @needs_kubectl
@@ -347,6 +355,28 @@ def test_uninstall_order_never_leaves_anything_fail_closed(rendered) -> None:
             state.pop(key(x), None)
         assert dangling(state) == [], step.path
     assert not [k for k in state if k[0] != "Secret"]
+
+
+@pytest.mark.parametrize(("platform", "dcgm_ns"), [("gpu-operator", "gpu-operator"),
+                                                   ("dcgm-exporter", "dcgm-exporter"), ("gke", None)])
+def test_dcgm_exporter_targets_per_platform(platform: str, dcgm_ns: str | None) -> None:
+    profile = load_profile(PROFILES[0])
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, dcgm_platform=platform))
+    [mon] = [c for c in comps if c.name == install.MONITOR]
+    dcgm = [x for x in mon.objects if x["metadata"]["name"] == "fabricguard-dcgm-exporter"]
+    assert [x["spec"]["namespaceSelector"]["matchNames"] for x in dcgm] == ([[dcgm_ns]] if dcgm_ns else [])
+    assert all(crd_errors(x) == [] for x in dcgm)
+
+
+@needs_kubectl
+def test_manage_taints_renders_no_readiness_rules_and_still_builds(tmp_path: Path) -> None:
+    render(PROFILES[0], tmp_path / "o", "--manage-taints", "--monitoring", "none")
+    built = build(tmp_path / "o")
+    assert not [x for x in built if x["kind"] == "NodeReadinessRule"]
+    assert not (tmp_path / "o" / install.READINESS).exists() and not (tmp_path / "o" / install.MONITOR).exists()
+    agent = next(x for x in built if x["kind"] == "DaemonSet")
+    assert "--manage-taints" in agent["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
@@ -376,6 +406,12 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
                                  "--agent-image", AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o",
                                  str(tmp_path / "o2")])
     assert r.exit_code == 3 and ":latest" in r.output
+    latest = tmp_path / "latest.yaml"
+    latest.write_text(text.replace("    fabric:\n      type: efa", "    canary: {image: acme/canary:latest}\n    fabric:\n"
+                                   "      type: efa", 1))
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(latest), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o3")])
+    assert r.exit_code == 3 and "spec.pools[0].canary.image" in r.output and ":latest" in r.output
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",
@@ -383,3 +419,57 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
     assert r.exit_code == 3 and "not an empty directory" in r.output
 
 
+
+
+def test_gmp_rules_read_the_jobs_labels_as_managed_prometheus_stores_them(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("promtool_support", ROOT / "tests" / "controller" /
+                                                  "promtool_support.py")
+    assert spec and spec.loader
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    profile = load_profile(ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml")
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, monitoring="gmp"))
+    [rules] = [x for c in comps for x in c.objects if x["kind"] == "Rules"]
+    # GMP: the target's namespace/job win; the job's own labels arrive as exported_*.
+    series = ('fabricguard_job_on_sockets{namespace="fabricguard-system",job="fabricguard-controller",'
+              'exported_namespace="ml-search",exported_job="qwen",pool="h200-rdma"}')
+    done = support.run_promtool_tests(tmp_path, {"groups": rules["spec"]["groups"]}, [{
+        "interval": "1m", "input_series": [{"series": series, "values": "1x10"}],
+        "alert_rule_test": [{"eval_time": "2m", "alertname": "FabricguardJobOnSockets", "exp_alerts": [{
+            "exp_labels": {"severity": "critical", "exported_namespace": "ml-search", "exported_job": "qwen",
+                           "pool": "h200-rdma"}}]}]}])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_gmp_dashboard_reads_the_job_labels_as_gmp_stores_them_and_every_query_parses(tmp_path: Path) -> None:
+    import json as _json
+    import shutil as _shutil
+
+    profile = load_profile(ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml")
+    comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
+                                                             canary_image=CANARY_IMAGE, monitoring="gmp"))
+    [cm] = [x for c in comps for x in c.objects if x["kind"] == "ConfigMap" and "grafana_dashboard" in
+            x["metadata"]["labels"]]
+    board = _json.loads(cm["data"]["fabricguard.json"])
+    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
+    job_view = [e for e in exprs if "fabricguard_job_transport" in e]
+    assert job_view and all('exported_namespace="$namespace"' in e for e in job_view)
+    assert not any(re_search(r'[{,]namespace="\$namespace"', e) for e in exprs if "fabricguard_job_" in e)
+    promtool = _shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package prometheus)")
+    rules = {"groups": [{"name": "q", "rules": [
+        {"record": f"q:{i}", "expr": e.replace("$namespace", "ns").replace("$job", "j")} for i, e in enumerate(exprs)]}]}
+    f = tmp_path / "q.yaml"
+    f.write_text(yaml.safe_dump(rules))
+    done = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def re_search(pattern: str, text: str) -> bool:
+    import re
+
+    return re.search(pattern, text) is not None

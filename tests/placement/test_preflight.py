@@ -129,6 +129,10 @@ async def test_an_installed_cluster_passes(cluster, tmp_path: Path) -> None:
     assert areas == {"Kubernetes", "API", "DaemonSet", "Lustre", "Pod Security", "LocalQueue", "GKE"}
     assert {c["target"] for c in report["checks"] if c["area"] == "LocalQueue"} == {"ml-search/h200",
                                                                                   "ml-ranking/h200"}
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig",
+                                                          kubeconfig(tmp_path, url, name="kc2")])
+    assert r.exit_code == 0 and "preflight: profile prod-gcp" in r.stdout
+    assert f"{len(report['checks'])} checks: 0 failed, 0 warnings" in r.stdout
 
 
 async def test_each_way_to_hold_all_training_is_a_failed_row(cluster, tmp_path: Path) -> None:
@@ -145,6 +149,9 @@ async def test_each_way_to_hold_all_training_is_a_failed_row(cluster, tmp_path: 
             x = device_plugin("kube-system", name)  # created before the webhook: no readiness tolerations
         if kind == "Namespace" and name == "ml-search":
             x["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "baseline"
+        if kind == "Namespace" and name == "ml-ranking":
+            broken.append(namespace("ml-adhoc", **{"fabricguard.io/enabled": "true",
+                                                    "pod-security.kubernetes.io/enforce": "restricted"}))
         if kind == "PersistentVolumeClaim" and x["metadata"]["namespace"] == "ml-ranking":
             x = {**x, "spec": {**x["spec"], "storageClassName": "standard-rwx", "volumeName": None},
                  "status": {"phase": "Pending"}}
@@ -155,7 +162,7 @@ async def test_each_way_to_hold_all_training_is_a_failed_row(cluster, tmp_path: 
     assert set(failed(report)) == {
         "GKE fabricguard-system critical-priority quota", "LocalQueue ml-ranking/h200",
         "DaemonSet kube-system/lustre-csi-node (csi-node)", "Pod Security ml-search",
-        "Lustre ml-ranking/training-lustre"}, report
+        "Lustre ml-ranking/training-lustre", "Pod Security ml-adhoc", "LocalQueue ml-adhoc/h200"}, report
     assert "IPC_LOCK" in failed(report)["Pod Security ml-search"]
 
 
@@ -176,3 +183,14 @@ def test_an_unreadable_kubeconfig_is_input_unusable(tmp_path: Path) -> None:
     bad.write_text("not: [valid")
     r = CliRunner().invoke(app, ["preflight", "-p", str(GKE), "--kubeconfig", str(bad)])
     assert r.exit_code == 3 and "kubeconfig" in r.output and "Traceback" not in r.output
+
+
+def test_an_unreachable_api_server_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = kubeconfig(tmp_path, f"http://127.0.0.1:{port}")
+    r = CliRunner().invoke(app, ["preflight", "-p", str(GKE), "--kubeconfig", cfg, "--timeout", "20"])
+    assert r.exit_code == 3 and "cannot reach the cluster" in r.output and "Traceback" not in r.output

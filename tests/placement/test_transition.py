@@ -16,9 +16,9 @@ from fabricguard.cli import app
 from fabricguard.kube import Kube
 from fabricguard.placement import kueue
 from fabricguard.placement.transition import STEPS, spec_from
-from fabricguard.placement.workflow import TransitionConflict, Workflow
+from fabricguard.placement.workflow import TransitionConflict, Workflow, transition_permissions, transition_roles
 from fabricguard.profile.loader import load_profile
-from kube_support import kubeconfig
+from kube_support import Emulator, Rbac, kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FROM = ROOT / "examples" / "transitions" / "gke-block-a.yaml"
@@ -86,7 +86,7 @@ def crash_at(point: str):
 
 
 async def _apply(url_cfg: str, now: datetime = NOW, **kw: Any):
-    kube = await Kube.connect(url_cfg)
+    kube = await Kube.connect(url_cfg, permissions=transition_permissions(NS))
     checkpoint = kw.pop("checkpoint", None)
     try:
         wf = Workflow(kube, _spec(), NS, **({"checkpoint": checkpoint} if checkpoint else {}))
@@ -111,7 +111,9 @@ def _flavors(cq: dict[str, Any]) -> list[tuple[str, str]]:
 
 @pytest.fixture()
 async def cluster(tmp_path: Path):
-    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+    # The rendered transition roles (render transition-rbac) bound to the operator whose token the kubeconfig holds.
+    rbac = Rbac().bind("platform-operator", transition_roles(NS))
+    async with Emulator(rbac=rbac, tokens={"t": {"username": "platform-operator"}}) as k8s, Server(k8s) as server:
         yield k8s, kubeconfig(tmp_path, str(server.url).rstrip("/"))
 
 
@@ -202,7 +204,7 @@ async def test_abort_puts_the_queue_back_and_uncordons_only_our_nodes(cluster) -
     before = json.loads(json.dumps(_cq(k8s)["spec"]))
     k8s.objects["v1/nodes", None, "gke-a-1"].raw["spec"]["unschedulable"] = True  # cordoned by someone else
     await _apply(cfg)
-    kube = await Kube.connect(cfg)
+    kube = await Kube.connect(cfg, permissions=transition_permissions(NS))
     try:
         out, undone = await Workflow(kube, _spec(), NS).abort(NOW)
     finally:
@@ -218,7 +220,7 @@ async def test_abort_after_retire_is_refused_and_other_profiles_cannot_resume(cl
     k8s, cfg = cluster
     seed(k8s)
     assert (await _apply(cfg)).state.phase == "Completed"
-    kube = await Kube.connect(cfg)
+    kube = await Kube.connect(cfg, permissions=transition_permissions(NS))
     try:
         with pytest.raises(TransitionConflict, match="retired already"):
             await Workflow(kube, _spec(), NS).abort(NOW)

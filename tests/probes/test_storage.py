@@ -226,3 +226,40 @@ def test_size_for_a_meaningful_rate():
     why = mark_meaningful(m, 64 * MiB)
     assert m["write"]["meaningful"] and not m["read"]["meaningful"] and "read took 20 ms" in why
     assert mark_meaningful({"write": {"seconds": MIN_PHASE_S}}, MiB) is None
+
+
+def test_a_hung_fio_fails_the_probe_within_its_deadline(tmp_path, monkeypatch):
+    """fio on a hung mount never returns: the probe stops it at ``timeout_s`` and says so, cleaning up."""
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "fio"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")  # a real process that never answers, like fio in D state
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    target = tmp_path / "mnt"
+    target.mkdir()
+    cfg = StorageConfig(path=str(target), file_size=MiB, block_size=8 * MiB, small_files=2, engine="fio",
+                        timeout_s=0.5)
+    t0 = time.monotonic()
+    rep = probe_storage(cfg)
+    assert time.monotonic() - t0 < 10
+    c = {x.name: x for x in rep.checks}
+    assert c["storage.workload"].status is Status.failed and rep.status is Status.failed
+    assert "fio did not finish within 0.5 s" in c["storage.workload"].detail
+    assert cfg.block_size == 8 * MiB  # the caller's config is not changed (the probe clamps its own copy)
+    assert list(target.iterdir()) == [] and rep.left_behind == []
+
+
+def test_fio_results_are_judged_apart_from_running_fio():
+    from fabricguard.probes.storage import ToolRun, judge_fio
+
+    w = ToolRun(0, (FIX / "fio-3.33-write.json").read_text(), "", 1.5)
+    r = ToolRun(0, (FIX / "fio-3.33-read-verify.json").read_text(), "", 1.0)
+    out = judge_fio(w, r)
+    assert out["checksum_ok"] and out["write"]["process_s"] == 1.5 and out["read"]["MBps"] > 0
+    bad = judge_fio(w, ToolRun(0, (FIX / "fio-3.33-read-verify-corrupt.json").read_text(), "", 1.0))
+    assert not bad["checksum_ok"] and bad["fio_errors"]
+    with pytest.raises(RuntimeError, match="fio produced no JSON"):
+        judge_fio(ToolRun(1, "", "fio: engine psync not loadable", 0.1), r)

@@ -25,6 +25,7 @@ from fabricguard.admission import validate as val
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.claims import Resolver
 from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
+from fabricguard.admission.queues import missing_local_queue
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 
 Endpoint = Literal["mutate", "validate", "review"]
@@ -169,7 +170,9 @@ class Admission:
         m = mutate_workload(s.workload, self.profile, s.pool, plan, self.resolve)
         if not m.allowed:
             return _deny(uid, m.message)
-        warnings = [bounded(w, 512) for w in m.warnings[:20]] or None
+        lq = None if (s.workload.kind == "Pod" and s.workload.owned) else missing_local_queue(
+            s.pool, s.workload.namespace)
+        warnings = [bounded(w, 512) for w in ([lq] if lq else []) + m.warnings[:20]] or None
         body = rv.allow(uid, m.patch, warnings)
         if len(body["response"].get("patch", "")) > MAX_PATCH_BYTES:
             return _deny(uid, f"fabricguard: the patch for this {s.workload.kind} would be over "

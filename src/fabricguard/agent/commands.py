@@ -60,7 +60,7 @@ def _node_json(path: Path, name: str) -> dict[str, Any]:
 def _slices_json(path: Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         fail(f"--slices-json {path}: cannot read it as JSON ({e})",
              hint="save one with kubectl get resourceslices --field-selector spec.nodeName=NODE -o json")
     items = data.get("items") if isinstance(data, dict) and data.get("kind", "").endswith("List") else [data]
@@ -118,7 +118,7 @@ def agent_cmd(
     kubeconfig: str = KUBECONFIG_OPT,
 ) -> None:
     """Prove this node's fabric for its pool and report it as the Node's FabricReady condition."""
-    from fabricguard.agent.kube import KubeError, NodeClient, connect
+    from fabricguard.agent.kube import KubeError, NodeClient, agent_grants, connect
     from fabricguard.agent.loop import Agent, AgentConfig
 
     if not node:
@@ -155,7 +155,7 @@ def agent_cmd(
         client, conn_error = None, None
         if saved is None:
             try:
-                client = NodeClient(await connect(kubeconfig))
+                client = NodeClient(await connect(kubeconfig, table=agent_grants(manage_taints, _dra(prof))))
             except KubeError as e:
                 if not dry_run:
                     fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run")
@@ -167,6 +167,8 @@ def agent_cmd(
             res = await agent.report(saved, conn_error, [], time.monotonic(), dry_run=True, damp=False)
         else:
             res = await agent.run_once(dry_run=dry_run, damp=False)
+            if agent.unreachable is not None and not dry_run:
+                fail(str(agent.unreachable))  # no API server answering: input unusable, one line naming it
         out = res.to_dict(node)
         verdict = "failed" if out["errors"] else verdict_word(out["status"], out["reason"])
         return {"verdict": verdict, **out}
@@ -201,7 +203,7 @@ CONNECT_BACKOFF_MAX_S = 60.0
 
 
 async def connect_retrying(kubeconfig: str | None, stop: asyncio.Event, *, first_delay: float = 1.0,
-                           max_delay: float = CONNECT_BACKOFF_MAX_S) -> Any:
+                           max_delay: float = CONNECT_BACKOFF_MAX_S, table: Any = None) -> Any:
     """The API connection, retried with backoff while it fails: a node that boots before the API server
     answers (or an exec credential plugin that fails once) must not turn into CrashLoopBackOff. None once
     ``stop`` is set."""
@@ -210,7 +212,7 @@ async def connect_retrying(kubeconfig: str | None, stop: asyncio.Event, *, first
     delay = first_delay
     while not stop.is_set():
         try:
-            return NodeClient(await connect(kubeconfig))
+            return NodeClient(await connect(kubeconfig, table=table))
         except KubeError as e:
             log.warning("cannot connect to the API server yet (%s); retrying in %.0f s", e, delay)
         with contextlib.suppress(TimeoutError):
@@ -220,6 +222,7 @@ async def connect_retrying(kubeconfig: str | None, stop: asyncio.Event, *, first
 
 
 async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None:
+    from fabricguard.agent.kube import agent_grants
     from fabricguard.agent.loop import Agent
     from fabricguard.agent.server import make_app, start
 
@@ -233,11 +236,17 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        agent.client = await connect_retrying(kubeconfig, stop)
+        agent.client = await connect_retrying(kubeconfig, stop,
+                                              table=agent_grants(cfg.manage_taints, _dra(cfg.profile)))
         if agent.client is not None:
             await agent.run_forever(stop)
     finally:
         server.close()
+
+
+def _dra(profile: Any) -> bool:
+    """Whether a pool offers its fabric through DRA (the agent then lists its node's ResourceSlices)."""
+    return any(p.fabric.dra is not None for p in profile.spec.pools)
 
 
 def sweep_cmd(
@@ -253,15 +262,20 @@ def sweep_cmd(
     """
     from datetime import UTC, datetime, timedelta
 
-    from fabricguard.agent.kube import KubeError, NodeClient, SweepResult, connect, sweep_stale
+    from fabricguard.agent.kube import SWEEPER_GRANTS, KubeError, NodeClient, SweepResult, connect, sweep_stale
+    from fabricguard.kube import unreachable
 
     async def go() -> SweepResult:
-        return await sweep_stale(NodeClient(await connect(kubeconfig)), datetime.now(UTC), timedelta(seconds=max_age))
+        kube = await connect(kubeconfig, table=SWEEPER_GRANTS, component="staleness sweep")
+        try:
+            return await sweep_stale(NodeClient(kube), datetime.now(UTC), timedelta(seconds=max_age))
+        finally:
+            await kube.close()
 
     try:
         res = asyncio.run(go())
     except KubeError as e:
-        fail(str(e), hint="check `kubectl get nodes` with that kubeconfig")
+        fail(str(e), hint=None if unreachable(e) else "check `kubectl get nodes` with that kubeconfig")
     if wants_json(fmt, as_json):
         print_json({"verdict": "failed" if res.failed else "pass", "stale": res.changed,
                     "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]})

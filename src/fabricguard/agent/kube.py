@@ -1,9 +1,13 @@
 """The agent's only conversation with the API server: read its Node (and, on a DRA pool, its ResourceSlices),
 patch its condition, patch its taints.
 
-Requests go through ``fabricguard.kube.Kube`` (kr8s: kubeconfig, or the pod's service account in the
-cluster). The condition is a strategic-merge patch on ``nodes/<name>/status``; taints are a JSON patch guarded
-by a ``resourceVersion`` test (see ``taints``). ``sweep_stale`` is the staleness sweep a controller runs.
+Requests go through ``fabricguard.kube.Kube`` (kr8s: kubeconfig, or the pod's service account in the cluster;
+timeouts on every call, typed errors). The condition is a strategic-merge patch on ``nodes/<name>/status``;
+taints are a JSON patch guarded by a ``resourceVersion`` test (see ``taints``). ``sweep_stale`` is the staleness
+sweep a controller runs.
+
+:func:`agent_grants` and :data:`SWEEPER_GRANTS` are the permission tables of the two: the client refuses a call
+outside them, and ``render agent`` builds their ClusterRoles from them.
 
 Every failure, including an unreachable API server, is a ``KubeError``: the agent turns it into a report
 error (counted, logged) and the heartbeat ages; it never crashes the loop.
@@ -11,28 +15,41 @@ error (counted, logged) and the heartbeat ages; it never crashes the loop.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from fabricguard import names
-from fabricguard.kube import Kube, KubeError
+from fabricguard.kube import Conflict, Grant, Kube, KubeError, NotFound, Permissions, TimedOut, Unreachable, grants
 
-__all__ = ["KubeError", "NodeClient", "SweepResult", "connect", "sweep_stale"]
-
-T = TypeVar("T")
+__all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_grants", "connect", "sweep_stale"]
 
 
-async def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
-    """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account)."""
+def agent_grants(manage_taints: bool = False, dra: bool = False) -> frozenset[Grant]:
+    """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints;
+    on a DRA pool list its node's ResourceSlices (the fabric is offered there, not in allocatable)."""
+    return frozenset([*grants("v1", "nodes", ["get"]), *grants("v1", "nodes", ["patch"], subresource="status"),
+                      *(grants("v1", "nodes", ["patch"]) if manage_taints else []),
+                      *(grants(names.DRA_API, "resourceslices", ["list"]) if dra else [])])
+
+
+# The staleness sweep: list every Node, patch the stale ones' condition.
+SWEEPER_GRANTS: frozenset[Grant] = frozenset([*grants("v1", "nodes", ["list"]),
+                                              *grants("v1", "nodes", ["patch"], subresource="status")])
+
+
+async def connect(kubeconfig: str | None = None, context: str | None = None, *,
+                  table: frozenset[Grant] | None = None, component: str = "agent") -> Kube:
+    """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account),
+    checked against ``table`` (default: every call the agent can make)."""
     from fabricguard.kube import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig, context) if kubeconfig is not None else None
     if problem:  # a missing file, a FIFO, a directory, not a kubeconfig: named as what it is
         raise KubeError(None, problem)
+    perms = Permissions(table if table is not None else agent_grants(True, True), component=component)
     try:
-        return await Kube.connect(kubeconfig, context)
+        return await Kube.connect(kubeconfig, context, permissions=perms)
     except KubeError:
         raise  # already names the kubeconfig and what is wrong with it
     except Exception as e:
@@ -50,37 +67,24 @@ class NodeClient:
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
 
-    @staticmethod
-    async def _io(what: str, call: Awaitable[T]) -> T:
-        try:
-            return await call
-        except KubeError:
-            raise
-        except Exception as e:  # connection refused, TLS, timeouts: the API server was not reached
-            raise KubeError(None, f"{what}: {type(e).__name__}: {e}") from e
-
     async def get(self, name: str) -> dict[str, Any]:
-        node = await self._io(f"read Node {name}", self.kube.get("v1", "nodes", name))
+        node = await self.kube.get("v1", "nodes", name)
         if node is None:
-            raise KubeError(404, f"Node {name} does not exist")
+            raise NotFound(404, f"Node {name} does not exist at {self.kube.server}", server=self.kube.server)
         return node
 
     async def resource_slices(self, name: str) -> list[dict[str, Any]]:
         """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
-        return await self._io(f"list ResourceSlices of Node {name}", self.kube.list(
-            names.DRA_API, "resourceslices", field_selector=f"spec.nodeName={name}"))
+        return await self.kube.list(names.DRA_API, "resourceslices", field_selector=f"spec.nodeName={name}")
 
     async def list_nodes(self) -> list[dict[str, Any]]:
-        return await self._io("list Nodes", self.kube.list("v1", "nodes"))
+        return await self.kube.list("v1", "nodes")
 
     async def patch_status(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._io(
-            f"patch Node {name} status",
-            self.kube.patch("v1", "nodes", name, body, patch_type="strategic", subresource="status"),
-        )
+        return await self.kube.patch("v1", "nodes", name, body, patch_type="strategic", subresource="status")
 
     async def patch_json(self, name: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
-        return await self._io(f"patch Node {name}", self.kube.patch("v1", "nodes", name, ops, patch_type="json"))
+        return await self.kube.patch("v1", "nodes", name, ops, patch_type="json")
 
 
 @dataclass
@@ -101,12 +105,20 @@ async def sweep_stale(client: NodeClient, now: datetime, max_age: timedelta) -> 
     from fabricguard.agent.staleness import stale_patches
 
     result = SweepResult()
-    for name, body in stale_patches(await client.list_nodes(), now, max_age):
+    patches = stale_patches(await client.list_nodes(), now, max_age)
+    for name, body in patches:
         try:
             await client.patch_status(name, body)
+        except Conflict:
+            continue  # the agent reported meanwhile: its fresh condition stands
+        except (Unreachable, TimedOut) as e:
+            # The server stopped answering: the rest would each wait for the same timeout. Name them all.
+            result.failed[name] = str(e)
+            for rest, _body in patches[patches.index((name, body)) + 1:]:
+                result.failed[rest] = f"not tried: {e.server or 'the API server'} stopped answering"
+            break
         except KubeError as e:
-            if e.status != 409:
-                result.failed[name] = str(e)
+            result.failed[name] = str(e)
             continue
         result.changed.append(name)
     return result

@@ -32,6 +32,7 @@ from fabricguard.agent.kube import KubeError, NodeClient
 from fabricguard.agent.metrics import AgentMetrics
 from fabricguard.agent.staleness import is_stale
 from fabricguard.agent.taints import taint_patch, wanted_taints
+from fabricguard.kube import Conflict, Invalid, unreachable
 from fabricguard.objects import find_condition
 from fabricguard.probes.host import CheckGroup, load_gpus
 from fabricguard.probes.result import Check, Status
@@ -95,6 +96,7 @@ class Agent:
         self.metrics = metrics or AgentMetrics(cfg.node)
         self.metrics.watch_fabric(cfg.root)
         self.clock = clock
+        self.unreachable: KubeError | None = None  # the latest Node read found no API server answering
         self.damper = Damper(cfg.passes)
         self.runs = 0
         self.last_finished: float | None = None
@@ -191,6 +193,7 @@ class Agent:
                 node = await self.client.get(self.cfg.node)
             except KubeError as e:
                 node_error = str(e)
+                self.unreachable = e if unreachable(e) else None
         else:
             node_error = "no cluster connection (dry run without --node-json)"
         return await self.report(node, node_error, errors, t0, dry_run=dry_run, damp=damp)
@@ -245,10 +248,10 @@ class Agent:
             try:
                 await self.client.patch_json(self.cfg.node, ops)
                 return None
+            except (Conflict, Invalid):
+                pass  # the Node changed since it was read (the resourceVersion test failed): read it again
             except KubeError as exc:
-                # 409/422: the Node changed since it was read (the resourceVersion test failed): read it again.
-                if exc.status not in (409, 422):
-                    return str(exc)
+                return str(exc)
             try:
                 node = await self.client.get(self.cfg.node)
             except KubeError as e:

@@ -32,6 +32,8 @@ from typing import Any
 import yaml
 
 from fabricguard import names
+from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
+from fabricguard.kube import rbac_rules
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
 from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.profile import FabricType, PlatformProfile, Pool
@@ -331,8 +333,7 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
          "metadata": {"name": SWEEPER, "labels": labels},
-         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
-                   {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]},
+         "rules": rbac_rules(SWEEPER_GRANTS, "cluster")},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding",
          "metadata": {"name": SWEEPER, "labels": labels},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SWEEPER},
@@ -350,13 +351,10 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
                     runtime_class: str | None = None, sweep: bool = True,
                     nvml_access: str = "auto") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
-    rules = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
-    if manage_taints:
-        rules.append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]})
-    if any(p.fabric.dra is not None for p in profile.spec.pools):
-        # A DRA pool's fabric is offered in ResourceSlices, not in allocatable: each agent lists its node's.
-        rules.append({"apiGroups": [names.DRA_GROUP], "resources": ["resourceslices"], "verbs": ["list"]})
+    # The agent's permission table, nothing else; a DRA pool's fabric is offered in ResourceSlices, not in
+    # allocatable: each agent lists its node's.
+    rules = rbac_rules(agent_grants(manage_taints, any(p.fabric.dra is not None for p in profile.spec.pools)),
+                       "cluster")
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole",

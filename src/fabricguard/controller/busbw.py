@@ -23,6 +23,7 @@ from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.canary import job_dir
 from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series
 from fabricguard.profile.model import Inspector, PlatformProfile
+from fabricguard.verdict.busbw import INSPECTOR_NAME
 
 if TYPE_CHECKING:
     from fabricguard.controller.live import RunningJob
@@ -110,4 +111,19 @@ def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: d
         Annotate(job.api_version, job.plural, job.namespace, job.name,
                  {ANN_BUSBW: view.text()[:1000], ANN_BUSBW_STATE: state}),
         event(job.obj, job.api_version, job.kind, reason, detail[:1000], now, warning=warning),
+    ]
+
+
+def own_profiler_actions(job: RunningJob, profilers: list[str], reported: str | None, now: datetime) -> list[Action]:
+    """A job on an Inspector pool whose NCCL logs say it loaded another profiler plugin: told once, quietly."""
+    own = next((p for p in profilers if p != INSPECTOR_NAME), None)
+    told = reported if reported is not None else o.annotations_of(job.obj).get(ANN_BUSBW_STATE)
+    if own is None or told == "own-profiler":
+        return []
+    text = (f"not measured: the job loads its own NCCL profiler plugin {own} (NCCL loads one), so fabricguard's "
+            "Inspector is not there")
+    return [
+        Annotate(job.api_version, job.plural, job.namespace, job.name,
+                 {ANN_BUSBW: text[:1000], ANN_BUSBW_STATE: "own-profiler"}),
+        event(job.obj, job.api_version, job.kind, "FabricBusBwNotMeasured", text, now, warning=False),
     ]

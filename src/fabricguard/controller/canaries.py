@@ -15,8 +15,6 @@ from its latest run, never from an older pass.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,16 +25,13 @@ from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters, Create, Delete, MergeStatus
 from fabricguard.controller.canary import (
-    RESULT_SUBDIR,
     CanarySpec,
-    job_dir,
-    log_dir,
     render_canary,
-    runs_on_lustre,
     spec_for,
     started_at,
 )
-from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, creation_reason, judge_canary, scheduler_reason
+from fabricguard.controller.lustre import CanaryFiles, LustreFacts
+from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, creation_reason, scheduler_reason
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -106,6 +101,11 @@ class Inventory:
         return count
 
 
+def run_is_over(js: dict[str, Any], pods: list[dict[str, Any]], canary: Canary) -> bool:
+    """The canary JobSet finished (its condition, or every pod terminal): its files are to be judged."""
+    return _finished(js, pods, canary)[0]
+
+
 def _finished(js: dict[str, Any], pods: list[dict[str, Any]], canary: Canary) -> tuple[bool, datetime | None]:
     for ctype in ("Completed", "Failed"):
         c = o.find_condition(js, ctype)
@@ -122,17 +122,14 @@ def _pending_since(js: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
     return all(not (p.get("spec") or {}).get("nodeName") for p in pods)
 
 
-def judge_run(profile: PlatformProfile, pool: Pool, namespace: str, name: str, lustre_root: Path, started: str,
-              finished: str, nodes: list[str], note: str = "") -> CanaryRun:
+def run_from_files(name: str, files: CanaryFiles, started: str, finished: str, nodes: list[str],
+                   note: str = "") -> CanaryRun:
     """A finished run judged from what its pods left on Lustre; files that cannot be read make it a failure."""
-    run_dir = lustre_root / job_dir(profile, namespace, name)
-    try:
-        j = judge_canary(profile, pool, run_dir, lustre_root / log_dir(profile, namespace, name),
-                         run_dir / RESULT_SUBDIR)
-    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # the run's files, not the controller
+    if files.judged is None:
         return CanaryRun(name, Outcome.failed, started, finished,
-                         f"cannot judge the canary's files in {run_dir}: {type(exc).__name__}: {exc}"[:1000] + note,
+                         f"cannot judge the canary's files in {files.run_dir}: {files.error}"[:1000] + note,
                          nodes=nodes)
+    j = files.judged
     return CanaryRun(name, j.outcome, started, finished, j.message + note, j.evidence, j.transport, j.busbw, nodes,
                      j.inspector)
 
@@ -141,23 +138,8 @@ def _start_key(r: CanaryRun) -> datetime:
     return times.parse_time(r.started) or datetime.min.replace(tzinfo=UTC)
 
 
-def _newest_mtime(d: Path, limit: int = 256) -> datetime | None:
-    """When the newest of (at most ``limit``) files directly in ``d`` was last written."""
-    newest = 0.0
-    try:
-        with os.scandir(d) as it:
-            for n, entry in enumerate(it):
-                if n >= limit:
-                    break
-                with contextlib.suppress(OSError):
-                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
-    except OSError:
-        return None
-    return datetime.fromtimestamp(newest, UTC) if newest else None
-
-
-def _lost_runs(profile: PlatformProfile, pool: Pool, cfg: CanaryConfig, runs: list[CanaryRun],
-               listed: set[str], active: str | None, now: datetime) -> list[CanaryRun]:
+def _lost_runs(pool: Pool, cfg: CanaryConfig, runs: list[CanaryRun], listed: set[str], active: str | None,
+               now: datetime, lustre: LustreFacts) -> list[CanaryRun]:
     """Runs that are over but whose outcome no status holds and whose JobSet is gone: judged from Lustre.
 
     Candidates are the pool's run directories on Lustre and the run the status last named as active. Runs older
@@ -166,7 +148,7 @@ def _lost_runs(profile: PlatformProfile, pool: Pool, cfg: CanaryConfig, runs: li
     recorded = {r.name for r in runs}
     starts = [t for t in (times.parse_time(r.started) for r in runs) if t is not None]
     floor = min(starts) if len(runs) >= cfg.history and starts else None
-    on_lustre = runs_on_lustre(profile, pool, cfg.namespace, cfg.lustre_root) if cfg.lustre_root else []
+    on_lustre = lustre.runs.get(pool.name, []) if cfg.lustre_root else []
     names = list(dict.fromkeys(([active] if active else []) + on_lustre))
     out: list[CanaryRun] = []
     for name in names:
@@ -181,12 +163,12 @@ def _lost_runs(profile: PlatformProfile, pool: Pool, cfg: CanaryConfig, runs: li
                                  f"canary {name} is gone (its JobSet was deleted before its outcome was recorded) "
                                  "and left no job directory on Lustre to judge it from; the next canary will tell"))
             continue
-        assert cfg.lustre_root is not None
-        run_dir = cfg.lustre_root / job_dir(profile, cfg.namespace, name)
-        finished = _newest_mtime(run_dir / RESULT_SUBDIR) or when
+        files = lustre.canaries.get((cfg.namespace, name))
+        if files is None:
+            continue  # not read this pass (the edge reads at most ``history`` of them): the next pass will
+        finished = files.results_written or when
         finished = min(max(finished, when), now)
-        out.append(judge_run(profile, pool, cfg.namespace, name, cfg.lustre_root, times.format_time(when),
-                             times.format_time(finished), [], gone))
+        out.append(run_from_files(name, files, times.format_time(when), times.format_time(finished), [], gone))
     return out
 
 
@@ -199,8 +181,10 @@ def _evaluate(
     inv: Inventory,
     now: datetime,
     lustre_root: Path | None,
+    lustre: LustreFacts | None = None,
 ) -> CanaryRun | None:
-    """The run record of a canary JobSet that is over, or None while it still runs."""
+    """The run record of a canary JobSet that is over, or None while it still runs (or while its files were
+    not read)."""
     name = o.name_of(js)
     cfg_ns = o.namespace_of(js) or ""
     started = o.created(js) or now
@@ -211,8 +195,10 @@ def _evaluate(
             return CanaryRun(name, Outcome.failed, times.format_time(started), times.format_time(when or now),
                              "the controller has no Lustre root (--lustre-root) to read the canary's logs from",
                              nodes=nodes)
-        return judge_run(profile, pool, o.namespace_of(js) or "", name, lustre_root, times.format_time(started),
-                         times.format_time(when or now), nodes)
+        files = (lustre or LustreFacts()).canaries.get((o.namespace_of(js) or "", name))
+        if files is None:
+            return None  # over, but its files were not read this pass: judged by the next
+        return run_from_files(name, files, times.format_time(started), times.format_time(when or now), nodes)
     age = (now - started).total_seconds()
     if not pods and age >= canary.pending_timeout_s:
         # Nothing reached the scheduler: its own outcome, not "unschedulable" (which blames the resources).
@@ -297,7 +283,10 @@ def reconcile_pool(
     now: datetime,
     cfg: CanaryConfig,
     counters: Counters,
+    lustre: LustreFacts | None = None,
 ) -> tuple[list[Action], PoolState]:
+    """One pool's canary step. Pure: what Lustre holds comes in ``lustre`` (read by ``controller.lustre``)."""
+    lustre = lustre or LustreFacts(cfg.lustre_root)
     canary = profile.canary(pool)
     actions: list[Action] = []
     status = (fv or {}).get("status") or {}
@@ -326,7 +315,7 @@ def reconcile_pool(
             actions.append(Delete(names.JOBSET_API, "jobsets", cfg.namespace, name))
             continue
         pods = inv.pods_by_jobset.get((cfg.namespace, name), [])
-        run = _evaluate(profile, pool, canary, js, pods, inv, now, cfg.lustre_root)
+        run = _evaluate(profile, pool, canary, js, pods, inv, now, cfg.lustre_root, lustre)
         if run is not None:
             # Recorded by this pass's status write; the JobSet stays until a later pass reads that record back.
             new_runs.append(run)
@@ -337,8 +326,8 @@ def reconcile_pool(
     if canary is not None:
         was_active = ((status.get("active") or {}).get("jobSet") if isinstance(status.get("active"), dict)
                       else None)
-        new_runs += _lost_runs(profile, pool, cfg, runs, {o.name_of(js) for js in mine},
-                               str(was_active) if was_active else None, now)
+        new_runs += _lost_runs(pool, cfg, runs, {o.name_of(js) for js in mine},
+                               str(was_active) if was_active else None, now, lustre)
     if canary is not None and active is None:
         starts = [times.parse_time(r.started) for r in new_runs + runs]
         last_start = max((t for t in starts if t is not None), default=None)

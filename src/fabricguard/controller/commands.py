@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -45,6 +46,11 @@ def controller_cmd(
     fmt: Format = format_option(choices="table or json (with --once)"),
     as_json: bool = JSON_ALIAS,
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
+    lease: int = typer.Option(15, "--lease", min=2, max=120,
+                              help="Lease duration in seconds (longer by itself when API requests are slow)."),
+    stall: float = typer.Option(300.0, "--stall", min=10.0,
+                                help="A leader with no finished pass for this many seconds gives the Lease up "
+                                     "and fails /healthz."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
     from fabricguard.controller.runner import RunConfig, run_once
@@ -95,17 +101,15 @@ def controller_cmd(
     if problem:
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
-                    reference=target)
+                    lease_s=lease, reference=target, stall_s=stall)
     if once:
-        import httpx
-        import kr8s
+        from fabricguard.kube import KubeError, unreachable
 
         try:
             rep = asyncio.run(run_once(cfg, fixed, force=force))
-        except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
-            # kubeconfig missing, API server unreachable or refusing: say so, no traceback
-            fail(f"cannot reach the cluster at {server_of(kubeconfig, context)}: {type(exc).__name__}: {exc}",
-                 hint="check --kubeconfig/--context, or run in a cluster")
+        except KubeError as exc:
+            # the API server unreachable, silent or refusing a read the pass needs: one line naming it
+            fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else str(exc))
         if metrics_textfile is not None:
             _write_textfile(metrics_textfile, prof, rep)
         if rep.lease_holder:
@@ -114,26 +118,6 @@ def controller_cmd(
         _print_pass(rep.result, rep.errors, wants_json(fmt, as_json), rep.acted, rep.live)
         raise typer.Exit(rep.result.exit_code)
     _serve(cfg, port)
-
-
-def server_of(kubeconfig: str | None, context: str | None) -> str:
-    """The API server a command talks to, for its error line: the kubeconfig context's URL, else in-cluster."""
-    try:
-        from fabricguard.kube import check_kubeconfig, kubeconfig_path  # type: ignore[attr-defined]
-    except ImportError:  # where the kubeconfig checks still live with the doctor's snapshot
-        from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
-    from fabricguard.userfiles import SourceError
-
-    path = kubeconfig_path(kubeconfig)
-    if path is not None:
-        try:
-            return check_kubeconfig(path, context)
-        except SourceError:
-            return f"the server of {path}"
-    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-    if host:
-        return f"https://{host}:{port} (in-cluster)"
-    return "the in-cluster API server (no kubeconfig found, and KUBERNETES_SERVICE_HOST is not set)"
 
 
 def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-def]
@@ -191,9 +175,10 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
 
 def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
     from fabricguard.controller.metrics import Metrics, serve
-    from fabricguard.controller.runner import run_forever
+    from fabricguard.controller.runner import Health, run_forever
 
     metrics = Metrics()
+    health = Health(cfg.stall_s)
     if port:
         try:
             serve(metrics, port)  # /metrics, and /healthz for the liveness probe
@@ -202,23 +187,27 @@ def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
                  hint="pick a free port, or --metrics-port 0 for none")
 
     async def main() -> None:
-        import httpx
-        import kr8s
-
-        from fabricguard.controller.runner import api_for
+        from fabricguard.controller.lease import read_lease
+        from fabricguard.controller.runner import connect
+        from fabricguard.kube import KubeError, unreachable
 
         try:  # a server that cannot be reached at start is one line, not a traceback from the first pass
-            await (await api_for(cfg)).version()
-        except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
-            fail(f"cannot reach the cluster at {server_of(cfg.kubeconfig, cfg.context)}: {type(exc).__name__}: "
-                 f"{exc}", hint="check --kubeconfig/--context, or run in a cluster")
+            kube = await connect(cfg)
+            try:
+                await read_lease(kube, cfg.namespace)
+            finally:
+                await kube.close()
+        except KubeError as exc:
+            fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else str(exc),
+                 hint="check --kubeconfig/--context, or run in a cluster")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run_forever(cfg, metrics, stop)
+        await run_forever(cfg, metrics, stop, health)
 
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
 
 
 def render_controller_cmd(
@@ -235,7 +224,14 @@ def render_controller_cmd(
     """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
 
     The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
-    from fabricguard.controller.manifests import image_problem, manifests, pod_monitoring, service_monitor, to_yaml
+    from fabricguard.controller.manifests import (
+        image_problem,
+        manifests,
+        pod_monitoring,
+        profile_image_problems,
+        service_monitor,
+        to_yaml,
+    )
     from fabricguard.profile.commands import profile_or_exit
 
     check_namespace("--namespace", namespace)
@@ -244,6 +240,8 @@ def render_controller_cmd(
         problem = image_problem(ref) if ref else None
         if problem:
             fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for problem in profile_image_problems(prof):
+        fail(f"{profile}: {problem}")
     if monitoring not in ("prometheus-operator", "gmp", "none"):
         fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
     if prof.spec.storage.lustre is None:
@@ -293,19 +291,35 @@ def render_alerts_cmd(
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
 
 
-def render_dashboard_cmd(profile: Path = PROFILE_OPT) -> None:
-    """Print the Grafana dashboard JSON."""
+def render_dashboard_cmd(
+    profile: Path = PROFILE_OPT,
+    configmap: bool = typer.Option(False, "--configmap", help="A ConfigMap labelled grafana_dashboard: \"1\" (what "
+                                   "Grafana's sidecar in kube-prometheus-stack loads) instead of the raw JSON."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="The ConfigMap's namespace."),
+) -> None:
+    """Print the Grafana dashboard JSON (or, with --configmap, a ConfigMap for Grafana's dashboard sidecar)."""
+    from fabricguard.controller.dashboard import configmap as dashboard_configmap
     from fabricguard.controller.dashboard import dashboard
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
+    if configmap:
+        import yaml
+
+        check_namespace("--namespace", namespace)
+        sys.stdout.write(yaml.safe_dump(dashboard_configmap(prof, namespace), sort_keys=False, width=120))
+        return
     sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
 
 
 def render_exporters_cmd(
     namespace: str = typer.Option("monitoring", "--namespace", "-n", help="Where the monitors live."),
-    dcgm_namespace: str = typer.Option("gpu-operator", "--dcgm-namespace",
-                                       help="Namespace of DCGM exporter's Service (GPU operator)."),
+    platform: str = typer.Option("gpu-operator", "--platform",
+                                 help="Where DCGM exporter runs: gpu-operator (NVIDIA GPU Operator), dcgm-exporter "
+                                      "(its own Helm chart, e.g. on EKS), or gke (GKE's managed DCGM: nothing to "
+                                      "scrape here)."),
+    dcgm_namespace: str = typer.Option(None, "--dcgm-namespace",
+                                       help="Namespace of DCGM exporter's Service (default: the platform's)."),
     node_exporter_namespace: str = typer.Option("monitoring", "--node-exporter-namespace",
                                                 help="Namespace of node-exporter's Service."),
     agent_namespace: str = typer.Option("fabricguard-system", "--agent-namespace",
@@ -313,17 +327,32 @@ def render_exporters_cmd(
 ) -> None:
     """Print ServiceMonitors for DCGM exporter and node-exporter and a PodMonitor for the node agent, all
     labelling series with the pod's ``node``, which the per-node alerts and the dashboard's job view join on."""
+    import dataclasses
+
     import yaml
 
-    from fabricguard.controller.exporters import ExporterTargets, monitors
+    from fabricguard.controller.exporters import DCGM_PLATFORMS, ExporterTargets, monitors
 
     for opt, value, example in (("--namespace", namespace, "monitoring"), ("--dcgm-namespace", dcgm_namespace,
                                 "gpu-operator"), ("--node-exporter-namespace", node_exporter_namespace, "monitoring"),
                                 ("--agent-namespace", agent_namespace, "fabricguard-system")):
-        check_namespace(opt, value, example)
-    t = ExporterTargets(dcgm_namespace=dcgm_namespace, node_exporter_namespace=node_exporter_namespace,
-                        agent_namespace=agent_namespace)
-    sys.stdout.write(yaml.safe_dump_all(monitors(t, namespace), sort_keys=False, width=120))
+        if value is not None:
+            check_namespace(opt, value, example)
+    if platform not in DCGM_PLATFORMS:
+        fail(f"--platform {platform!r}: use one of {', '.join(DCGM_PLATFORMS)}")
+    preset = DCGM_PLATFORMS[platform]
+    t = dataclasses.replace(preset or ExporterTargets(), node_exporter_namespace=node_exporter_namespace,
+                            agent_namespace=agent_namespace)
+    if dcgm_namespace:
+        t = dataclasses.replace(t, dcgm_namespace=dcgm_namespace)
+    objs = monitors(t, namespace)
+    head = ""
+    if preset is None:
+        # GKE runs no GPU Operator: its managed DCGM metrics go to Cloud Monitoring (Managed Prometheus).
+        objs = [o for o in objs if o["metadata"]["name"] != "fabricguard-dcgm-exporter"]
+        head = ("# GKE: DCGM metrics come from GKE's managed DCGM (Cloud Monitoring); no DCGM ServiceMonitor is\n"
+                "# rendered. Query them in Managed Prometheus (docs/install.md, what cannot be proven here).\n")
+    sys.stdout.write(head + yaml.safe_dump_all(objs, sort_keys=False, width=120))
 
 
 def register(app: typer.Typer) -> None:

@@ -125,3 +125,33 @@ def dashboard(profile: PlatformProfile) -> dict[str, Any]:
         "annotations": {"list": []},
         "panels": panels,
     }
+
+
+def for_gmp(board: dict[str, Any]) -> dict[str, Any]:
+    """The dashboard for GKE Managed Prometheus: queries of the controller's job series read ``exported_namespace``
+    and ``exported_job`` (GMP protects ``namespace`` and ``job``; ``exporters.gmp_expr``)."""
+    import copy
+
+    from fabricguard.controller.exporters import gmp_expr
+
+    out = copy.deepcopy(board)
+    for panel in out["panels"]:
+        for t in panel["targets"]:
+            t["expr"], t["legendFormat"] = gmp_expr(t["expr"], t["legendFormat"])
+    for var in out["templating"]["list"]:
+        q = var.get("query")
+        if isinstance(q, dict) and "query" in q:
+            q["query"] = gmp_expr(q["query"])[0]
+    return out
+
+
+def configmap(profile: PlatformProfile, namespace: str = "fabricguard-system", *, gmp: bool = False) -> dict[str, Any]:
+    """The dashboard as a ConfigMap labelled ``grafana_dashboard: "1"``, which Grafana's dashboard sidecar
+    (kube-prometheus-stack) loads from any namespace it watches; ``gmp``: :func:`for_gmp`."""
+    import json
+
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "fabricguard-dashboard", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/part-of": "fabricguard", "grafana_dashboard": "1"}},
+            "data": {"fabricguard.json": json.dumps(for_gmp(dashboard(profile)) if gmp else dashboard(profile),
+                                                    indent=1, sort_keys=True)}}

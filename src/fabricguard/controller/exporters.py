@@ -14,6 +14,7 @@ The selectors default to the GPU operator's and kube-prometheus-stack's Services
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,14 +91,44 @@ def gmp_monitors(namespace: str) -> list[dict[str, Any]]:
                       "targetLabels": {"metadata": ["pod", "container", "node"]}}}]
 
 
+# Controller series that carry the labels of the *objects* they describe (a job's namespace and name, a drifted
+# object's namespace). Managed Prometheus protects ``namespace`` and ``job`` as target labels and has no
+# honorLabels: those series arrive with ``exported_namespace``/``exported_job`` instead.
+GMP_RENAMED = ("fabricguard_job_", "fabricguard_drift_")
+_GMP_LABEL = re.compile(r"(?<![\w.$])(namespace|job)\b(?!\s*\()")
+
+
+def gmp_expr(expr: str, *also: str) -> tuple[str, ...]:
+    """``expr`` (and ``also``: its legend) with the job labels renamed, when it reads the controller's
+    object-labelled series; unchanged otherwise."""
+    if not any(m in expr for m in GMP_RENAMED):
+        return (expr, *also)
+    return tuple(_GMP_LABEL.sub(lambda m: f"exported_{m.group(1)}", s) for s in (expr, *also))
+
+
+def gmp_relabel(rule: dict[str, Any]) -> dict[str, Any]:
+    """``rule`` for Managed Prometheus: on the controller's object-labelled series, ``namespace`` and ``job`` read
+    as ``exported_namespace`` and ``exported_job`` (in the PromQL and in ``$labels`` of the annotations)."""
+    expr = str(rule.get("expr", ""))
+    if not any(m in expr for m in GMP_RENAMED):
+        return rule
+    out = dict(rule)
+    out["expr"] = gmp_expr(expr)[0]
+    if "annotations" in rule:
+        out["annotations"] = {k: re.sub(r"\$labels\.(namespace|job)\b", r"$labels.exported_\1", v)
+                              for k, v in rule["annotations"].items()}
+    return out
+
+
 def gmp_rules(groups: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The alert groups as a GKE Managed Prometheus ``Rules`` object (same PromQL, ``monitoring.googleapis.com/v1``)."""
+    """The alert groups as a GKE Managed Prometheus ``Rules`` object (``monitoring.googleapis.com/v1``), with the
+    controller's job labels read as Managed Prometheus stores them (:func:`gmp_relabel`)."""
     out = []
     for g in groups["groups"]:
         rules = []
         for r in g["rules"]:
             rule = {k: r[k] for k in ("alert", "record", "expr", "for", "labels", "annotations") if k in r}
-            rules.append(rule)
+            rules.append(gmp_relabel(rule))
         out.append({"name": g["name"], "interval": g.get("interval", "30s"), "rules": rules})
     return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "Rules",
             "metadata": _meta("fabricguard", namespace), "spec": {"groups": out}}

@@ -40,7 +40,7 @@ def our_checks(admission_checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def keep_active(admission_checks: list[dict[str, Any]], now: datetime) -> list[Action]:
     out: list[Action] = []
     for ac in our_checks(admission_checks):
-        if o.condition_true(ac, "Active"):
+        if o.condition_true(ac, names.AC_ACTIVE):
             continue
         out.append(ApplyStatus(names.KUEUE_API, "AdmissionCheck", "admissionchecks", None, o.name_of(ac), {
             "conditions": [{
@@ -111,9 +111,9 @@ def gate_workloads(
         st = wl.get("status") or {}
         entry = next((e for e in st.get("admissionChecks") or ()
                       if isinstance(e, dict) and e.get("name") in check_names), None)
-        if entry is None or not o.condition_true(wl, "QuotaReserved"):
+        if entry is None or not o.condition_true(wl, names.WL_QUOTA_RESERVED):
             continue
-        if o.condition_true(wl, "Admitted") or o.condition_true(wl, "Finished"):
+        if o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
             continue
         state, message, pools = decide(wl, flavor_pool, states)
         message = message[:MAX_MESSAGE]

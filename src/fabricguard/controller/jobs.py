@@ -13,15 +13,14 @@ not judged again.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
-from fabricguard.controller.canary import log_dir
-from fabricguard.profile.model import PlatformProfile, UnknownPoolError
-from fabricguard.verdict.job import JobInputError, Level, judge_job
+from fabricguard.controller.lustre import LustreFacts
+from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
+from fabricguard.verdict.job import JobInputError, Level
 
 MISSING = "missing-logs"
 UNUSABLE = "input-unusable"
@@ -33,20 +32,37 @@ def finished(obj: dict[str, Any], kind: str) -> bool:
     return any(o.condition_true(obj, c) for c in FINISHED_CONDITIONS.get(kind, ()))
 
 
+def _awaits_verdict(obj: dict[str, Any], kind: str) -> bool:
+    labels = o.labels_of(obj)
+    if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
+        return False
+    return names.ANN_VERDICT not in o.annotations_of(obj) and finished(obj, kind)
+
+
+def verdict_pool(profile: PlatformProfile, obj: dict[str, Any], kind: str) -> Pool | None:
+    """The pool whose Lustre log directory holds this finished managed job's logs, when they are to be read."""
+    if not _awaits_verdict(obj, kind):
+        return None
+    try:
+        pool = profile.pool(o.labels_of(obj).get(names.LABEL_POOL))
+    except UnknownPoolError:
+        return None
+    return pool if profile.spec.storage.lustre is not None and pool.lustre else None
+
+
 def judge_finished(
     profile: PlatformProfile,
     kind: str,
     api_version: str,
     plural: str,
     obj: dict[str, Any],
-    lustre_root: Path,
+    lustre: LustreFacts,
     now: datetime,
     counters: Counters,
 ) -> list[Action]:
+    """The verdict actions of one workload; pure: its logs were read by ``controller.lustre`` into ``lustre``."""
     labels = o.labels_of(obj)
-    if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
-        return []
-    if names.ANN_VERDICT in o.annotations_of(obj) or not finished(obj, kind):
+    if not _awaits_verdict(obj, kind):
         return []
     ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
     try:
@@ -56,25 +72,27 @@ def judge_finished(
     else:
         if profile.spec.storage.lustre is None or not pool.lustre:
             return []  # no per-job log directory is injected on this pool: nothing to read
-        logs = lustre_root / log_dir(profile, ns, name)
-        try:
-            v = judge_job(logs, profile, pool.name)
-        except JobInputError as e:
-            verdict, transport = (MISSING if e.missing else UNUSABLE), "unknown"
-            detail = (f"no verdict: the job's NCCL logs are missing ({e}); NCCL_DEBUG_FILE was not written "
-                      "there, so nothing proves which transport the job used" if e.missing else
-                      f"no verdict: the job's files cannot be used: {e}")
-        except (OSError, ValueError, RecursionError, MemoryError) as e:  # the tenant's files, judged in isolation
+        files = lustre.jobs.get((ns, name))
+        if files is None:
+            return []  # its logs were not read this pass
+        err = files.error
+        if isinstance(err, JobInputError):
+            verdict, transport = (MISSING if err.missing else UNUSABLE), "unknown"
+            detail = (f"no verdict: the job's NCCL logs are missing ({err}); NCCL_DEBUG_FILE was not written "
+                      "there, so nothing proves which transport the job used" if err.missing else
+                      f"no verdict: the job's files cannot be used: {err}")
+        elif err is not None or files.verdict is None:  # the tenant's files, judged in isolation
             verdict, transport = UNUSABLE, "unknown"
-            detail = f"no verdict: the job's files in {logs} cannot be used: {type(e).__name__}: {e}"
+            detail = f"no verdict: the job's files in {files.log_dir} cannot be used: {type(err).__name__}: {err}"
         else:
+            v = files.verdict
             verdict, transport = v.verdict.value, v.nccl.inter_node_transport.value
             worst = [r for r in v.reasons if r.level in (Level.failed, Level.degraded)]
             detail = f"verdict {verdict}: transport {transport}" + (
                 "; " + "; ".join(r.message for r in worst[:3]) if worst else "")
         counters.job_verdicts.append((pool.name, verdict, transport))
-        if verdict not in (MISSING, UNUSABLE, "unknown-pool") and v.steps.median_seconds is not None:
-            counters.job_steps.append((ns, name, pool.name, v.steps.median_seconds))
+        if files.verdict is not None and files.error is None and files.verdict.steps.median_seconds is not None:
+            counters.job_steps.append((ns, name, pool.name, files.verdict.steps.median_seconds))
         return [
             Annotate(api_version, plural, ns, name,
                      {names.ANN_VERDICT: verdict, names.ANN_VERDICT_DETAIL: detail[:1000]}),
@@ -89,14 +107,14 @@ def judge_finished(
 def judge_jobs(
     profile: PlatformProfile,
     by_kind: dict[str, list[dict[str, Any]]],
-    lustre_root: Path | None,
+    lustre: LustreFacts,
     now: datetime,
     counters: Counters,
 ) -> list[Action]:
-    if lustre_root is None:
+    if lustre.root is None:
         return []
     out: list[Action] = []
     for api_version, plural, kind in names.MANAGED_KINDS:
         for obj in by_kind.get(kind, ()):
-            out += judge_finished(profile, kind, api_version, plural, obj, lustre_root, now, counters)
+            out += judge_finished(profile, kind, api_version, plural, obj, lustre, now, counters)
     return out

@@ -1,9 +1,19 @@
-"""The controller's I/O edge: list the cluster, carry out a pass's actions, and watch for changes (kr8s).
+"""The controller's I/O edge: what it may do (its permission table), what it reads, and how it writes a pass.
 
-kr8s' object ``patch()`` offers merge and JSON patches only, so status that others share goes through
-``fabricguard.kube.Kube.apply``, a server-side apply (``application/apply-patch+yaml`` with our field manager
-and ``force``). kr8s' ``async_watch`` does no initial list and keeps a stale ``resourceVersion`` after HTTP 410;
-:func:`watch_changes` lists first, watches from the list's version, and relists on 410 or a closed stream.
+Everything goes through ``fabricguard.kube.Kube`` (timeouts, typed errors, the permission check):
+
+* :data:`CONTROLLER_GRANTS` is the one table of what the controller's calls need. The client refuses a call
+  outside it, and ``render controller`` builds the ClusterRole and Role from it (``fabricguard.kube.rbac_rules``).
+* :func:`reads` says what a pass lists: label and field selectors and the profile's namespaces where the pass
+  needs less than everything (Warning events only, no finished pods except the canaries', ConfigMaps only where
+  drift looks). :func:`list_cluster` lists them once (``--once``); :class:`Cache` keeps them fed by watches for
+  the long-running loop, so a pass reads memory instead of relisting the cluster every 30 s.
+* The controller's own lister is strict: a kind the pass needs that cannot be read (403, or 404 for one that
+  must exist) fails the pass loudly (:class:`ReadFailed`). Unlike the doctor's audit, nothing is "skipped": a
+  403 on FabricValidations would wipe a pool's history, a 403 on pods would call a running canary unschedulable.
+  Only a CRD that is not installed (404 on an optional kind such as Kueue's) is left out, with a note.
+* :func:`apply_actions` carries out a pass's actions; status that others share goes through a server-side
+  apply (``Kube.apply``) with our field manager.
 """
 
 from __future__ import annotations
@@ -13,17 +23,33 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
-from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot, collect_live, snapshot_from_lists
-from fabricguard.kube import Kube, KubeError
+from fabricguard.doctor.diff import drift_scope
+from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot
+from fabricguard.kube import (
+    Conflict,
+    Forbidden,
+    Gone,
+    Grant,
+    Kube,
+    KubeError,
+    NotFound,
+    Permissions,
+    TimedOut,
+    Unreachable,
+    grants,
+)
+from fabricguard.profile.model import PlatformProfile
 
 log = logging.getLogger("fabricguard.controller")
 
+LEASE_API = names.LEASE_API
 CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     (names.FV_API, names.FV_PLURAL, names.FV_KIND),
     (names.KUEUE_API, "admissionchecks", "AdmissionCheck"),
@@ -31,26 +57,278 @@ CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     (names.BATCH_API, "jobs", "Job"),
     (names.TRAINJOB_API, "trainjobs", "TrainJob"),
 )
-ALL_RESOURCES = LIVE_RESOURCES + CONTROLLER_RESOURCES
 # Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
 CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
+# Kinds every API server serves, and the controller's own CRD: a 404 on them is a broken cluster, not "absent".
+REQUIRED = frozenset({"nodes", "pods", "events", "configmaps", "daemonsets", "deployments", "controllerrevisions",
+                      "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "namespaces",
+                      names.FV_PLURAL})
+
+# ------------------------------------------------------------------------------------ permission table
+
+# What the controller's code calls, and nothing else. Reads: list and watch of every kind a pass reads. Writes:
+# next to the action that makes them (canaries.py, gate.py, jobs.py, live.py, lease.py, runner.py).
+CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
+    *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES)
+      for g in grants(v, plural, ["list", "watch"])),
+    # claims.py: one ResourceClaimTemplate per opted-in namespace and DRA claim pool (created, or replaced).
+    *grants(names.DRA_API, "resourceclaimtemplates", ["create", "delete"]),
+    # runner.read_reference: GET of the --reference ConfigMap, in whichever namespace it names.
+    *grants("v1", "configmaps", ["get"]),
+    # canaries.py: the pool's FabricValidation (create) and its status (merge patch).
+    *grants(names.FV_API, names.FV_PLURAL, ["create"]),
+    *grants(names.FV_API, names.FV_PLURAL, ["patch"], subresource="status"),
+    # gate.py: our admission check's entry on Workloads and the AdmissionCheck's Active condition (apply).
+    *grants(names.KUEUE_API, "workloads", ["patch"], subresource="status"),
+    *grants(names.KUEUE_API, "admissionchecks", ["patch"], subresource="status"),
+    # live.py, onFallback stop: spec.active=false on the running job's Workload (a merge patch of the object).
+    *grants(names.KUEUE_API, "workloads", ["patch"]),
+    # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
+    *(g for v, plural, _k in names.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
+    # actions.Emit: Events on the objects the controller judges.
+    *grants("v1", "events", ["create"]),
+    # canaries.py: canaries run in the controller's namespace only.
+    *grants(names.JOBSET_API, "jobsets", ["create", "delete"], scope="namespace"),
+    # lease.py: leader election.
+    *grants(LEASE_API, "leases", ["get", "create", "patch"], scope="namespace"),
+])
 
 
-async def list_cluster(kubeconfig: str | None, context: str | None,
-                       extra: tuple[tuple[str, str, str], ...] = ()) -> Snapshot:
-    """Every resource the pass reads, as one snapshot, through the doctor's paged collector (GET only)."""
-    lists = await collect_live(kubeconfig=kubeconfig, context=context, resources=ALL_RESOURCES + extra)
-    return snapshot_from_lists(lists, source="live")
+def controller_permissions(namespace: str) -> Permissions:
+    return Permissions(CONTROLLER_GRANTS, namespace, "controller")
 
 
-async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, str], dict[str, Any]],
+# ------------------------------------------------------------------------------------------ reading
+
+
+@dataclass(frozen=True)
+class Read:
+    """One list a pass needs: ``namespace`` None is every namespace."""
+
+    api_version: str
+    plural: str
+    kind: str
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.plural in REQUIRED
+
+    @property
+    def key(self) -> str:
+        sel = ",".join(s for s in (self.label_selector, self.field_selector) if s)
+        return f"{self.plural}.{self.api_version}" + (f" in {self.namespace}" if self.namespace else "") + (
+            f" ({sel})" if sel else "")
+
+
+class ReadFailed(KubeError):
+    """A kind the pass needs could not be read: the pass does not run (nothing is judged on half a cluster)."""
+
+
+def reads(profile: PlatformProfile, namespace: str) -> list[Read]:
+    """What a pass lists. Everything the doctor's rules and the gate read, narrowed where the pass needs less:
+
+    * events: Warning only (the scheduler's FailedScheduling, the kubelet's exec format errors);
+    * pods: every pod not Succeeded (GPU accounting and the doctor's rules need running, pending and failed
+      ones), plus the canaries' own pods in any phase (their completion is the canary's result);
+    * ConfigMaps: only where drift compares them (kube-system and the device plugins' namespaces).
+    """
+    out: list[Read] = []
+    claims = any(p.claim_template_name for p in profile.spec.pools)
+    for v, plural, kind in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *(CLAIM_RESOURCES if claims else ())):
+        if plural == "events":
+            out.append(Read(v, plural, kind, field_selector="type=Warning"))
+        elif plural == "pods":
+            out.append(Read(v, plural, kind, field_selector="status.phase!=Succeeded"))
+            out.append(Read(v, plural, kind, namespace, label_selector=names.LABEL_CANARY_POOL))
+        elif plural == "configmaps":
+            out += [Read(v, plural, kind, ns) for ns in sorted(drift_scope([profile]).configmap_namespaces or ())]
+        else:
+            out.append(Read(v, plural, kind))
+    return out
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    m = o.meta(obj)
+    return str(m.get("namespace") or ""), str(m.get("name") or "")
+
+
+async def _list(kube: Kube, r: Read) -> tuple[list[dict[str, Any]], str, str | None]:
+    """(items, resourceVersion, note): a not-installed optional kind is ([], "", note); any other failure raises."""
+    try:
+        items, rv = await kube.list_page(r.api_version, r.plural, r.namespace, label_selector=r.label_selector,
+                                         field_selector=r.field_selector)
+    except NotFound as exc:
+        if r.required:
+            raise ReadFailed(404, f"cannot list {r.key}, which the pass needs: {exc}", server=exc.server) from None
+        return [], "", f"{r.plural}.{r.api_version}: not served (not installed); left out"
+    except (Forbidden, Unreachable, TimedOut, KubeError) as exc:
+        hint = " (the controller's ClusterRole must grant list and watch: render controller)" \
+            if isinstance(exc, Forbidden) else ""
+        raise ReadFailed(exc.status, f"cannot list {r.key}, which the pass needs: {exc}{hint}",
+                         server=exc.server) from None
+    for item in items:
+        item["kind"] = r.kind
+        item.setdefault("apiVersion", r.api_version)
+    return items, rv, None
+
+
+def snapshot_of(per_read: Iterable[tuple[Read, Iterable[dict[str, Any]]]], notes: list[str]) -> Snapshot:
+    """One snapshot from every read's items (an object two reads return, a canary pod, is kept once)."""
+    seen: set[tuple[str, str, str]] = set()
+    objects: list[dict[str, Any]] = []
+    for r, items in per_read:
+        for item in items:
+            k = (r.kind, *_key(item))
+            if k not in seen:
+                seen.add(k)
+                objects.append(item)
+    return Snapshot(objects=objects, notes=list(notes), source="live")
+
+
+async def list_cluster(kube: Kube, profile: PlatformProfile, namespace: str) -> Snapshot:
+    """Every kind the pass reads, listed now (``--once``, or before the cache has synced)."""
+    notes: list[str] = []
+    got: list[tuple[Read, list[dict[str, Any]]]] = []
+    for r in reads(profile, namespace):
+        items, _rv, note = await _list(kube, r)
+        got.append((r, items))
+        if note:
+            notes.append(note)
+    return snapshot_of(got, notes)
+
+
+@dataclass
+class Informer:
+    """One read kept current: a list, then a watch from its resourceVersion; relist on 410 or a failed watch."""
+
+    kube: Kube
+    read: Read
+    items: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    synced: bool = False
+    error: KubeError | None = None
+    note: str | None = None
+    lists: int = 0
+    events: int = 0
+
+    async def run(self, wake: asyncio.Event, stop: asyncio.Event, *, watch_timeout_s: int = 300) -> None:
+        backoff = 1.0
+        while not stop.is_set():
+            try:
+                items, rv, self.note = await _list(self.kube, self.read)
+                self.lists += 1
+                self.items = {_key(i): i for i in items}
+                self.synced, self.error = True, None
+                wake.set()
+                if self.note is not None:  # not installed: look again later (a CRD may be installed)
+                    await _sleep(stop, 60.0)
+                    continue
+                while not stop.is_set():
+                    started = time.monotonic()
+                    rv = await self._watch(rv, wake, stop, watch_timeout_s)
+                    if time.monotonic() - started < 1.0:
+                        await _sleep(stop, backoff)  # a server that closes watches at once: no busy loop
+                        backoff = min(backoff * 2, 30.0)
+                    else:
+                        backoff = 1.0
+            except Gone:
+                log.info("watch %s: resourceVersion too old; relisting", self.read.key)
+            except ReadFailed as exc:
+                self.synced, self.error = False, exc
+                log.error("%s", exc)
+                await _sleep(stop, backoff)
+                backoff = min(backoff * 2, 30.0)
+            except KubeError as exc:
+                log.info("watch %s: %s; relisting", self.read.key, exc)
+                await _sleep(stop, backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    async def _watch(self, rv: str, wake: asyncio.Event, stop: asyncio.Event, timeout_s: int) -> str:
+        r = self.read
+        async for ev in self.kube.watch(r.api_version, r.plural, r.namespace, resource_version=rv,
+                                        label_selector=r.label_selector, timeout_s=timeout_s):
+            if stop.is_set():
+                break
+            obj = ev.get("object") or {}
+            rv = str(o.meta(obj).get("resourceVersion") or rv)
+            kind = ev.get("type")
+            if kind == "BOOKMARK" or not isinstance(obj, dict) or not _selected(r, obj):
+                continue
+            self.events += 1
+            obj["kind"] = r.kind
+            obj.setdefault("apiVersion", r.api_version)
+            if kind == "DELETED":
+                self.items.pop(_key(obj), None)
+            else:
+                self.items[_key(obj)] = obj
+            wake.set()
+        return rv
+
+
+def _selected(r: Read, obj: dict[str, Any]) -> bool:
+    """The watch's field selector, checked here too (a watch carries only the label selector)."""
+    if r.field_selector == "type=Warning":
+        return obj.get("type") == "Warning"
+    if r.field_selector == "status.phase!=Succeeded":
+        return (obj.get("status") or {}).get("phase") != "Succeeded"
+    return True
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+class Cache:
+    """The watch-fed cache of every read: a pass takes a snapshot of memory, not of a fresh list."""
+
+    def __init__(self, kube: Kube, profile: PlatformProfile, namespace: str) -> None:
+        self.informers = [Informer(kube, r) for r in reads(profile, namespace)]
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self, wake: asyncio.Event, stop: asyncio.Event, *, watch_timeout_s: int = 300) -> None:
+        self.tasks = [asyncio.create_task(i.run(wake, stop, watch_timeout_s=watch_timeout_s))
+                      for i in self.informers]
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced for i in self.informers)
+
+    @property
+    def failed(self) -> bool:
+        """A read the pass needs is failing now: the pass must run to fail loudly, not wait for it."""
+        return any(i.error is not None for i in self.informers)
+
+    def snapshot(self) -> Snapshot:
+        """The cached cluster; ``ReadFailed`` when a read the pass needs is failing (its last error)."""
+        for i in self.informers:
+            if i.error is not None:
+                raise i.error
+            if not i.synced:
+                raise ReadFailed(None, f"{i.read.key} has not been listed yet")
+        notes = [i.note for i in self.informers if i.note]
+        return snapshot_of(((i.read, [json.loads(json.dumps(x)) for x in i.items.values()])
+                            for i in self.informers), notes)
+
+    async def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+async def apply_actions(kube: Kube, actions: list[Action], known: dict[tuple[str, str], dict[str, Any]],
                         leading: Callable[[], bool] | None = None) -> list[str]:
     """Carry out the actions in order; ``known`` holds listed objects by (plural, name) for owner uids.
 
     Returns one line per action that failed (the pass goes on: the next pass retries what is still wanted).
-    ``leading`` is asked before each action: a replica that lost the Lease mid-pass stops writing.
+    ``leading`` is asked before each action: a replica that lost the Lease mid-pass stops writing. A server that
+    stops answering stops the pass (the rest would wait for the same timeout one by one).
     """
-    kube = api if isinstance(api, Kube) else Kube(api)
     errors: list[str] = []
     for a in actions:
         if leading is not None and not leading():
@@ -58,13 +336,15 @@ async def apply_actions(api: Any, actions: list[Action], known: dict[tuple[str, 
             break
         try:
             await _apply_one(kube, a, known)
-        except KubeError as exc:
-            if isinstance(a, Create) and exc.status == 409:
-                continue  # already there (a previous pass or the other replica): the state we wanted
-            if isinstance(a, Emit) and exc.status == 409:
-                continue  # the same event (its name is derived from object, reason, message and time)
+        except Conflict:
+            if isinstance(a, Create | Emit):
+                continue  # already there (a previous pass, the other replica, the same event): what we wanted
             errors.append(f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: "
-                          f"HTTP {exc.status or '?'}: {exc}")
+                          "changed meanwhile (409); the next pass retries")
+        except (Unreachable, TimedOut):
+            raise
+        except KubeError as exc:
+            errors.append(f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: {exc}")
     return errors
 
 
@@ -93,56 +373,3 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
                          field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, Emit):
         await kube.create("v1", "events", a.body)
-
-
-# What wakes a pass early: (apiVersion, plural, labelSelector). Only canary pods: every other pod change in a
-# large cluster would keep the controller busy for nothing, and the periodic pass sees them anyway.
-WATCHED: tuple[tuple[str, str, str | None], ...] = (
-    (names.JOBSET_API, "jobsets", None),
-    ("v1", "pods", names.LABEL_CANARY_POOL),
-    (names.KUEUE_API, "workloads", None),
-    (names.FV_API, names.FV_PLURAL, None),
-)
-
-
-async def watch_changes(api: Any, api_version: str, plural: str, wake: asyncio.Event,
-                        stop: asyncio.Event, *, selector: str | None = None, timeout_s: int = 300) -> None:
-    """Set ``wake`` on every change of ``plural``. Lists first for a resourceVersion; relists on 410 or EOF."""
-    import httpx
-    import kr8s
-
-    backoff = 1.0
-    while not stop.is_set():
-        started = time.monotonic()
-        try:
-            sel: dict[str, Any] = {"labelSelector": selector} if selector else {}
-            async with api.call_api("GET", version=api_version, url=plural, params={"limit": 1, **sel}) as first:
-                body = first.json()
-            rv = (body.get("metadata") or {}).get("resourceVersion") or ""
-            params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s,
-                                      **sel}
-            if rv and rv != "...":
-                params["resourceVersion"] = rv
-            async with api.call_api("GET", version=api_version, url=plural, params=params, stream=True,
-                                    timeout=None) as resp:
-                async for line in resp.aiter_lines():
-                    if stop.is_set():
-                        return
-                    if not line.strip():
-                        continue
-                    try:
-                        ev = json.loads(line)
-                    except ValueError:
-                        continue
-                    if ev.get("type") == "ERROR":
-                        break  # 410 Gone (or another error): relist with a fresh resourceVersion
-                    if ev.get("type") != "BOOKMARK":
-                        wake.set()
-        except (httpx.HTTPError, kr8s.ServerError) as exc:
-            log.info("watch %s: %s; relisting", plural, exc)
-        except asyncio.CancelledError:
-            return
-        # A stream that ends at once (an error, a server that closes watches) must not become a busy loop.
-        backoff = 1.0 if time.monotonic() - started > 30 else min(backoff * 2, 30.0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=backoff)

@@ -4,19 +4,32 @@ The rules are client-go's: the holder renews ``renewTime`` well within ``leaseDu
 replica takes over only when the lease has expired, and every write carries the ``resourceVersion`` it read
 (a merge patch with that precondition), so of two replicas racing for an expired lease the API server accepts
 one write and answers 409 to the other.
+
+A holder renews with **one request**: a merge patch carrying the resourceVersion of the Lease its last write
+returned (client-go reads first, which doubles the time a renewal takes on a slow API server). A 409 means
+someone else wrote the Lease since: the next round reads it again. :func:`lease_duration` sizes the duration
+from the request latency the client measured, so a slow server does not eat the holder's whole window.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from fabricguard import names, times
+from fabricguard.controller.kube import LEASE_API
+from fabricguard.kube import Conflict, Kube, NotFound
 from fabricguard.times import format_micro
 
-LEASE_API = names.LEASE_API
+__all__ = ["LEASE_API", "Step", "decide", "desired", "holder", "lease_duration", "micro", "read_lease", "release",
+           "try_lead"]
+
+# A renewal is due every third of the duration; the lease is long enough when a renewal that takes the slowest
+# recent request time, twice (a retry), still leaves most of the window to act in.
+LATENCY_FACTOR = 6
+MAX_DURATION_S = 120
 
 
 class Step(StrEnum):
@@ -44,6 +57,11 @@ def decide(lease: dict[str, Any] | None, identity: str, now: datetime) -> Step:
     return Step.follow
 
 
+def lease_duration(configured_s: int, latency_s: float) -> int:
+    """The ``leaseDurationSeconds`` to write: the configured one, longer when requests are slow (at most 120 s)."""
+    return min(MAX_DURATION_S, max(configured_s, math.ceil(latency_s * LATENCY_FACTOR)))
+
+
 def desired(lease: dict[str, Any] | None, identity: str, now: datetime, duration_s: int, step: Step) -> dict[str, Any]:
     spec = dict((lease or {}).get("spec") or {})
     if step in (Step.create, Step.takeover):
@@ -54,50 +72,77 @@ def desired(lease: dict[str, Any] | None, identity: str, now: datetime, duration
     return {"apiVersion": LEASE_API, "kind": "Lease", "metadata": md, "spec": spec}
 
 
-async def read_lease(api: Any, namespace: str, name: str = names.CONTROLLER_LEASE) -> dict[str, Any] | None:
-    import httpx
-    import kr8s
-
-    try:
-        async with api.call_api("GET", version=LEASE_API, url=f"namespaces/{namespace}/leases/{name}") as resp:
-            lease: dict[str, Any] = resp.json()
-    except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
-        if exc.response is None or exc.response.status_code != 404:
-            raise
-        return None
-    return lease
+async def read_lease(kube: Kube, namespace: str, name: str = names.CONTROLLER_LEASE) -> dict[str, Any] | None:
+    return await kube.get(LEASE_API, "leases", name, namespace)
 
 
-async def try_lead(api: Any, namespace: str, identity: str, now: datetime, *, duration_s: int = 15,
-                   name: str = names.CONTROLLER_LEASE) -> bool:
-    """One election round: True when ``identity`` holds the lease after it."""
-    import httpx
-    import kr8s
+async def _write(kube: Kube, namespace: str, name: str, lease: dict[str, Any] | None, body: dict[str, Any],
+                 step: Step) -> dict[str, Any]:
+    if step is Step.create:
+        body["metadata"] = {"name": name, "namespace": namespace}
+        return await kube.create(LEASE_API, "leases", body)
+    # A merge patch that carries the resourceVersion it read: the API server applies it only if the lease is
+    # unchanged since, and answers 409 otherwise (the same precondition as an update).
+    patch = {"metadata": {"resourceVersion": (lease or {}).get("metadata", {}).get("resourceVersion")},
+             "spec": body["spec"]}
+    return await kube.patch(LEASE_API, "leases", name, patch, namespace=namespace, patch_type="merge")
 
-    url = f"namespaces/{namespace}/leases"
-    lease = await read_lease(api, namespace, name)
-    step = decide(lease, identity, now)
-    if step is Step.follow:
-        return False
-    body = desired(lease, identity, now, duration_s, step)
-    try:
-        if step is Step.create:
-            body["metadata"] = {"name": name, "namespace": namespace}
-            async with api.call_api("POST", version=LEASE_API, url=url, json=body):
-                pass
-        else:
-            # A merge patch that carries the resourceVersion it read: the API server applies it only if the
-            # lease is unchanged since, and answers 409 otherwise (the same precondition as an update).
-            patch = {"metadata": {"resourceVersion": (lease or {}).get("metadata", {}).get("resourceVersion")},
-                     "spec": body["spec"]}
-            async with api.call_api("PATCH", version=LEASE_API, url=f"{url}/{name}", content=json.dumps(patch),
-                                    headers={"Content-Type": "application/merge-patch+json"}):
-                pass
-    except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
-        if exc.response is not None and exc.response.status_code == 409:
+
+class Elector:
+    """One replica's side of the election; remembers the Lease its last write returned, so a renewal is one
+    request."""
+
+    def __init__(self, kube: Kube, namespace: str, identity: str, *, name: str = names.CONTROLLER_LEASE) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.identity = identity
+        self.name = name
+        self.held: dict[str, Any] | None = None  # the Lease as our last successful write left it
+
+    async def round(self, now: datetime, duration_s: int) -> bool:
+        """One election round: True when this replica holds the lease after it."""
+        if self.held is not None:
+            body = desired(self.held, self.identity, now, duration_s, Step.renew)
+            try:
+                self.held = await _write(self.kube, self.namespace, self.name, self.held, body, Step.renew) or body
+                return True
+            except (Conflict, NotFound):
+                self.held = None  # someone else wrote it (or deleted it): read it again below
+        lease = await read_lease(self.kube, self.namespace, self.name)
+        step = decide(lease, self.identity, now)
+        if step is Step.follow:
+            return False
+        body = desired(lease, self.identity, now, duration_s, step)
+        try:
+            self.held = await _write(self.kube, self.namespace, self.name, lease, body, step) or body
+        except Conflict:
             return False  # the other replica won this round
-        raise
-    return True
+        return True
+
+    async def release(self, now: datetime) -> bool:
+        """Give the Lease up (holder cleared), so a follower takes over at once; False if we no longer held it."""
+        lease = self.held or await read_lease(self.kube, self.namespace, self.name)
+        self.held = None
+        if lease is None or holder(lease) != self.identity:
+            return False
+        spec = {**(lease.get("spec") or {}), "holderIdentity": "", "renewTime": micro(now)}
+        try:
+            await self.kube.patch(LEASE_API, "leases", self.name,
+                                  {"metadata": {"resourceVersion": lease.get("metadata", {}).get("resourceVersion")},
+                                   "spec": spec}, namespace=self.namespace, patch_type="merge")
+        except (Conflict, NotFound):
+            return False
+        return True
+
+
+async def try_lead(kube: Kube, namespace: str, identity: str, now: datetime, *, duration_s: int = 15,
+                   name: str = names.CONTROLLER_LEASE) -> bool:
+    """One stateless election round (read, then write): True when ``identity`` holds the lease after it."""
+    return await Elector(kube, namespace, identity, name=name).round(now, duration_s)
+
+
+async def release(kube: Kube, namespace: str, identity: str, now: datetime, name: str = names.CONTROLLER_LEASE) -> bool:
+    return await Elector(kube, namespace, identity, name=name).release(now)
 
 
 def holder(lease: dict[str, Any] | None) -> str | None:

@@ -17,7 +17,6 @@ import yaml
 
 from fabricguard import names
 from fabricguard import objects as o
-from fabricguard.doctor.snapshot import LIVE_RESOURCES
 from fabricguard.profile.model import PlatformProfile
 
 NAME = names.CONTROLLER_COMPONENT
@@ -44,6 +43,17 @@ def image_problem(image: str) -> str | None:
         return (f"{image!r} is :latest, which moves under a running install; name a release tag and, best, the "
                 "digest of its multi-architecture index")
     return None
+
+
+def profile_image_problems(profile: PlatformProfile) -> list[str]:
+    """``image_problem`` of every pool's ``canary.image``, naming the field."""
+    out = []
+    for i, p in enumerate(profile.spec.pools):
+        ref = p.canary.image if p.canary else None
+        problem = image_problem(ref) if ref else None
+        if problem:
+            out.append(f"spec.pools[{i}].canary.image ({p.name}): {problem}")
+    return out
 
 
 def _labels() -> dict[str, str]:
@@ -141,46 +151,20 @@ def clusterqueue_fragment(profile: PlatformProfile) -> dict[str, Any]:
     return {"admissionChecksStrategy": {"admissionChecks": [{"name": names.CHECK_NAME, "onFlavors": flavors}]}}
 
 
-def _plural_group(api_version: str) -> str:
-    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
-
-
 def rbac_rules() -> list[dict[str, Any]]:
-    """Cluster-wide rules: list/watch what a pass reads, and the few writes it makes."""
-    from fabricguard.controller.kube import CLAIM_RESOURCES, CONTROLLER_RESOURCES, WATCHED
+    """The ClusterRole's rules: the cluster-scoped rows of the controller's permission table."""
+    from fabricguard.controller.kube import CONTROLLER_GRANTS
+    from fabricguard.kube import rbac_rules as rules_of
 
-    watched = {plural for _v, plural, _sel in WATCHED}
-    by_group: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    resources: list[tuple[str, str, str]] = [*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES]
-    for api_version, plural, _kind in resources:
-        verbs = ("list", "watch") if plural in watched else ("list",)
-        by_group.setdefault((_plural_group(api_version), verbs), []).append(plural)
-    rules: list[dict[str, Any]] = [
-        {"apiGroups": [g], "resources": sorted(set(res)), "verbs": list(verbs)}
-        for (g, verbs), res in sorted(by_group.items())
-    ]
-    rules += [
-        {"apiGroups": [names.GROUP], "resources": [names.FV_PLURAL], "verbs": ["create"]},
-        # One ResourceClaimTemplate per opted-in namespace and DRA pool (controller/claims.py).
-        {"apiGroups": [names.DRA_GROUP], "resources": ["resourceclaimtemplates"], "verbs": ["create", "delete"]},
-        {"apiGroups": [names.GROUP], "resources": [f"{names.FV_PLURAL}/status"], "verbs": ["patch"]},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status", "admissionchecks/status"],
-         "verbs": ["patch"]},
-        # The verdict annotation on finished managed jobs.
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["patch"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"]},
-        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    ]
-    return rules
+    return rules_of(CONTROLLER_GRANTS, "cluster")
 
 
 def namespace_rules() -> list[dict[str, Any]]:
-    """In the controller's own namespace: its canaries and its Lease."""
-    return [
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "delete"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
-    ]
+    """The Role's rules in the controller's own namespace (its canaries and its Lease), from the same table."""
+    from fabricguard.controller.kube import CONTROLLER_GRANTS
+    from fabricguard.kube import rbac_rules as rules_of
+
+    return rules_of(CONTROLLER_GRANTS, "namespace")
 
 
 def manifests(profile: PlatformProfile, profile_text: str, image: str,

@@ -61,6 +61,20 @@ class Metrics:
                                registry=r)
         self.errors = Counter("fabricguard_reconcile_errors", "Actions the API server refused.", registry=r)
         self.leader = Gauge("fabricguard_controller_leader", "1 while this replica holds the Lease.", registry=r)
+        self.lease_duration = Gauge("fabricguard_controller_lease_duration_seconds",
+                                    "leaseDurationSeconds this replica writes (longer when the API is slow).",
+                                    registry=r)
+        self.lease_window = Gauge("fabricguard_controller_lease_window_seconds",
+                                  "Seconds left to act after the latest won election round (0 when not leading).",
+                                  registry=r)
+        self.lease_too_short = Counter("fabricguard_controller_lease_too_short",
+                                       "Won election rounds that left too little time to act (the API is too slow "
+                                       "for the lease).", registry=r)
+        self.api_latency = Gauge("fabricguard_controller_api_latency_seconds",
+                                 "Slowest of the controller's recent API requests.", registry=r)
+        self.stalled = Gauge("fabricguard_controller_stalled",
+                             "1 when this replica gave up the Lease because its passes stalled (liveness fails).",
+                             registry=r)
         self._finding_keys: set[tuple[str, str]] = set()
         self.job_transport = Gauge("fabricguard_job_transport",
                                    "1 for the transport a running managed job's NCCL logs prove so far.",
@@ -119,8 +133,15 @@ class Metrics:
         self.failed_passes.set(self._failed_in_a_row)
         self.pass_failures.inc()
 
+    def mark_stalled(self, why: str) -> None:
+        """This replica's passes stalled and it gave up the Lease: the liveness probe fails from now on."""
+        self._stalled = why
+        self.stalled.set(1)
+
     def health(self) -> tuple[bool, str]:
-        """(alive, why) for the liveness probe: not alive once passes keep failing."""
+        """(alive, why) for the liveness probe: not alive once passes keep failing, or once they stalled."""
+        if getattr(self, "_stalled", ""):
+            return False, f"passes stalled: {self._stalled}; gave up the Lease\n"
         n = self._failed_in_a_row
         if n >= FAILED_PASSES_UNHEALTHY:
             return False, f"the last {n} reconcile passes failed; latest: {self._last_failure}\n"

@@ -19,6 +19,7 @@ from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
+from fabricguard.controller.lustre import LustreFacts
 from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions
 from fabricguard.doctor.diff import diff_snapshots, drift_scope
 from fabricguard.doctor.model import Finding
@@ -70,7 +71,10 @@ class PassResult:
 
 
 def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig,
-              reference: Reference | None = None) -> PassResult:
+              reference: Reference | None = None, *, lustre: LustreFacts | None = None) -> PassResult:
+    """One pass. Pure: what Lustre holds (canary results, finished jobs' logs) is read before, at the edge
+    (``controller.lustre.load``), and comes in ``lustre``; without it nothing on Lustre is judged this pass."""
+    lustre = lustre if lustre is not None else LustreFacts(cfg.lustre_root)
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
@@ -79,7 +83,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}
     for pool in profile.spec.pools:
-        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters)
+        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters, lustre)
         actions += acts
         states[pool.name] = state
     # The doctor first: its critical findings and the nodes' FabricReady are part of the pool's one standing.
@@ -98,7 +102,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     actions += keep_active(checks, now)
     gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
     actions += gate.actions
-    actions += judge_jobs(profile, snapshot.by_kind, cfg.lustre_root, now, counters)
+    actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
     actions += [a for a in root if not isinstance(a, MergeStatus)]  # Events on the objects at fault, last
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,

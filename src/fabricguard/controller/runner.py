@@ -1,8 +1,14 @@
 """Run the controller: one pass on demand (``--once``), or the level-based loop with leader election.
 
-The loop lists the whole cluster on every pass, every ``resync`` seconds and sooner when a watch reports a
-change, so a missed event costs at most one resync. Only the replica that holds the Lease runs passes; the
-other renews nothing and waits, ready to take over when the lease expires.
+``--once`` lists the cluster and acts (or only reads, while another controller holds the Lease). The loop reads
+a watch-fed cache (``controller.kube.Cache``) instead of relisting: a pass runs every ``resync`` seconds and
+sooner when a watch reports a change, so a missed event costs at most one resync. Only the replica that holds the
+Lease runs passes; the other waits, ready to take over when the lease expires.
+
+Leadership is sized to the API server: a renewal is one request, the lease's duration grows with the slowest
+recent request (``lease.lease_duration``), and a won round that leaves too little time to act is said in a metric
+and a log line. A leader whose passes stall (none finishes within ``stall_s``) gives its Lease up and reports
+unhealthy on ``/healthz``, so the other replica takes over and the kubelet restarts this one.
 """
 
 from __future__ import annotations
@@ -21,16 +27,17 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
-from fabricguard.controller.busbw import busbw_actions
+from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
-from fabricguard.controller.kube import CLAIM_RESOURCES, WATCHED, apply_actions, list_cluster, watch_changes
-from fabricguard.controller.lease import Step, decide, read_lease, try_lead
+from fabricguard.controller.kube import Cache, apply_actions, controller_permissions, list_cluster
+from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
+from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
-from fabricguard.controller.reconcile import PassResult, reconcile
+from fabricguard.controller.reconcile import PassResult
 from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
-from fabricguard.kube import Kube
+from fabricguard.kube import Forbidden, Kube, KubeError
 from fabricguard.profile.model import PlatformProfile
 
 log = logging.getLogger("fabricguard.controller")
@@ -51,6 +58,8 @@ class RunConfig:
     history: int = 10
     live_interval_s: float = 10.0  # how often running jobs' logs are read between passes
     reference: tuple[str, str] | None = None  # NAMESPACE, NAME of the reference environment's ConfigMap
+    stall_s: float = 300.0  # a leader with no finished pass for this long gives the Lease up (and is unhealthy)
+    watch_timeout_s: int = 300  # the server ends each watch after this; the cache re-watches from its version
 
     def canary_config(self) -> CanaryConfig:
         return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
@@ -66,7 +75,7 @@ class PassReport:
     live: list[Observation] = field(default_factory=list)
 
 
-async def follow_live(api, live: LiveJobs, profile: PlatformProfile, workloads: list[dict[str, Any]],  # type: ignore[no-untyped-def]
+async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, workloads: list[dict[str, Any]],
                       now: datetime, *, act: bool, leading: Callable[[], bool] | None = None,
                       ) -> tuple[list[Observation], list[str]]:
     """Read what running jobs' logs gained; record every newly proven transport on its job (when ``act``)."""
@@ -75,18 +84,23 @@ async def follow_live(api, live: LiveJobs, profile: PlatformProfile, workloads: 
     for ob in observations:
         actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
         if actions and act:
-            failed = await apply_actions(api, actions, {}, leading)
+            failed = await apply_actions(kube, actions, {}, leading)
             errors += failed
             if not failed:
                 live.reported[ob.job.key] = ob.verdict.transport.value
         if ob.busbw is None:
             continue
-        told = busbw_actions(ob.job, ob.busbw, live.reported_busbw.get(ob.job.key), now)
+        reported = live.reported_busbw.get(ob.job.key)
+        told = busbw_actions(ob.job, ob.busbw, reported, now)
+        state = "below" if ob.busbw.below else "ok"
+        if not told and not ob.busbw.figures:
+            told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
+            state = "own-profiler"
         if told and act:
-            failed = await apply_actions(api, told, {}, leading)
+            failed = await apply_actions(kube, told, {}, leading)
             errors += failed
             if not failed:
-                live.reported_busbw[ob.job.key] = "below" if ob.busbw.below else "ok"
+                live.reported_busbw[ob.job.key] = state
     return observations, errors
 
 
@@ -94,17 +108,19 @@ def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-async def api_for(cfg: RunConfig):  # type: ignore[no-untyped-def]
-    import kr8s.asyncio
+async def connect(cfg: RunConfig) -> Kube:
+    """The controller's connection: every call checked against its permission table."""
+    return await Kube.connect(cfg.kubeconfig, cfg.context, permissions=controller_permissions(cfg.namespace))
 
-    return await kr8s.asyncio.api(kubeconfig=cfg.kubeconfig, context=cfg.context)
 
-
-async def read_reference(api, target: tuple[str, str] | None) -> tuple[Reference | None, list[str]]:  # type: ignore[no-untyped-def]
+async def read_reference(kube: Kube, target: tuple[str, str] | None) -> tuple[Reference | None, list[str]]:
     """The reference environment's published snapshot; a missing or broken one is an error line, not a crash."""
     if target is None:
         return None, []
-    cm = await Kube(api).get("v1", "configmaps", target[1], target[0])
+    try:
+        cm = await kube.get("v1", "configmaps", target[1], target[0])
+    except Forbidden as exc:  # drift is not what holds a pool: say it every pass, judge the rest
+        return None, [f"reference ConfigMap {target[0]}/{target[1]}: {exc}; drift is not checked"]
     if cm is None:
         return None, [f"reference ConfigMap {target[0]}/{target[1]} does not exist: publish it with "
                       "fabricguard snapshot --publish in the reference environment; drift is not checked"]
@@ -115,44 +131,55 @@ async def read_reference(api, target: tuple[str, str] | None) -> tuple[Reference
 
 
 async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
-                   leading: Callable[[], bool] | None = None, live: LiveJobs | None = None) -> PassReport:
-    """List, reconcile and (``act``) carry out the actions; ``leading`` is asked before each action.
+                   leading: Callable[[], bool] | None = None, live: LiveJobs | None = None,
+                   kube: Kube | None = None, cache: Cache | None = None) -> PassReport:
+    """Read (the ``cache`` when given, else a fresh list), reconcile and (``act``) carry out the actions;
+    ``leading`` is asked before each action. ``ReadFailed`` when a kind the pass needs cannot be read.
 
     With a Lustre root, the running managed jobs' logs are read too (``live`` keeps the followers between
     passes; without it a pass reads them from the start, as ``--once`` does)."""
-    api = await api_for(cfg)
-    t0 = time.perf_counter()
-    at = now or datetime.now(UTC)
-    claims = any(p.claim_template_name for p in cfg.profile.spec.pools)
-    snapshot = await list_cluster(cfg.kubeconfig, cfg.context, CLAIM_RESOURCES if claims else ())
-    reference, errors = await read_reference(api, cfg.reference)
-    result = await asyncio.to_thread(reconcile, snapshot, cfg.profile, at, cfg.canary_config(), reference)
-    known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
-    errors += await apply_actions(api, result.actions, known, leading) if act else []
-    observations: list[Observation] = []
-    if cfg.lustre_root is not None:
-        followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
-        followers.sync(result.running)
-        observations, live_errors = await follow_live(api, followers, cfg.profile, result.workloads, at, act=act,
-                                                      leading=leading)
-        errors += live_errors
-        if live is None:
-            followers.close()
-    return PassReport(result, errors, time.perf_counter() - t0, acted=act, live=observations)
+    own = kube is None
+    k = kube or await connect(cfg)
+    try:
+        t0 = time.perf_counter()
+        at = now or datetime.now(UTC)
+        snapshot = cache.snapshot() if cache is not None else await list_cluster(k, cfg.profile, cfg.namespace)
+        reference, errors = await read_reference(k, cfg.reference)
+        result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
+                                         cfg.canary_config(), reference)
+        known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
+        errors += await apply_actions(k, result.actions, known, leading) if act else []
+        observations: list[Observation] = []
+        if cfg.lustre_root is not None:
+            followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
+            followers.sync(result.running)
+            observations, live_errors = await follow_live(k, followers, cfg.profile, result.workloads, at,
+                                                          act=act, leading=leading)
+            errors += live_errors
+            if live is None:
+                followers.close()
+        return PassReport(result, errors, time.perf_counter() - t0, acted=act, live=observations)
+    finally:
+        if own:
+            await k.close()
 
 
 async def run_once(cfg: RunConfig, now: datetime | None = None, *, force: bool = False) -> PassReport:
     """One pass for ``--once``. While a running controller holds the Lease, the pass only reads and reports
     (unless ``force``): two actors would start two canaries per pool. The Lease is judged by the wall clock
     even when ``now`` replays another time."""
-    holder = None
-    if not force:
-        lease = await read_lease(await api_for(cfg), cfg.namespace)
-        if decide(lease, cfg.identity or default_identity(), datetime.now(UTC)) is Step.follow:
-            holder = holder_of(lease)
-    rep = await run_pass(cfg, now, act=holder is None)
-    rep.lease_holder = holder
-    return rep
+    kube = await connect(cfg)
+    try:
+        holder = None
+        if not force:
+            lease = await read_lease(kube, cfg.namespace)
+            if decide(lease, cfg.identity or default_identity(), datetime.now(UTC)) is Step.follow:
+                holder = holder_of(lease)
+        rep = await run_pass(cfg, now, act=holder is None, kube=kube)
+        rep.lease_holder = holder
+        return rep
+    finally:
+        await kube.close()
 
 
 class Leadership:
@@ -161,69 +188,137 @@ class Leadership:
     def __init__(self) -> None:
         self.leading = False
         self.valid_until = 0.0  # monotonic time until which a won round keeps us the holder
+        self.since = 0.0  # monotonic time this replica became leader
+        self.too_short = False  # the latest won round left too little time to act
 
     def active(self) -> bool:
         return self.leading and time.monotonic() < self.valid_until
 
 
-async def keep_lease(api, cfg: RunConfig, identity: str, who: Leadership, metrics: Metrics,  # type: ignore[no-untyped-def]
-                     stop: asyncio.Event) -> None:
-    """Renew (or try to take) the Lease every third of its duration until ``stop``."""
-    period = max(0.5, cfg.lease_s / 3)
+@dataclass
+class Health:
+    """What ``/healthz`` answers: unhealthy once this replica's passes have stalled (it gave the Lease up)."""
+
+    stall_s: float = 300.0
+    pass_started: float | None = None  # monotonic start of the pass running now
+    last_ok: float = field(default_factory=time.monotonic)  # end of the latest pass that ran (or the start)
+    stalled: str = ""  # why, once stalled
+
+    def check(self, who: Leadership, now: float | None = None) -> str:
+        """Why the passes count as stalled now ("" when they do not): a pass running for longer than
+        ``stall_s``, or a leader without a finished pass for that long."""
+        t = time.monotonic() if now is None else now
+        if self.pass_started is not None and t - self.pass_started > self.stall_s:
+            return f"a pass has been running for {t - self.pass_started:.0f} s (limit {self.stall_s:.0f} s)"
+        if who.leading and t - max(self.last_ok, who.since) > self.stall_s:
+            return (f"no pass has finished for {t - max(self.last_ok, who.since):.0f} s while leading "
+                    f"(limit {self.stall_s:.0f} s)")
+        return ""
+
+    @property
+    def healthy(self) -> bool:
+        return not self.stalled
+
+
+async def keep_lease(kube: Kube, cfg: RunConfig, identity: str, who: Leadership, metrics: Metrics,
+                     stop: asyncio.Event, health: Health | None = None) -> None:
+    """Renew (or try to take) the Lease every third of its duration until ``stop``; give it up when the passes
+    stall. The duration grows with the slowest recent request, so a slow API server leaves time to act."""
+    elector = Elector(kube, cfg.namespace, identity)
+    duration = cfg.lease_s
     while not stop.is_set():
         started = time.monotonic()
+        stalled = health.check(who) if health is not None else ""
+        if stalled and health is not None:
+            if not health.stalled:
+                log.error("passes stalled: %s; giving up the Lease and reporting unhealthy", stalled)
+            health.stalled = stalled
+            metrics.mark_stalled(stalled)
+            if who.leading or elector.held is not None:
+                who.leading, who.valid_until = False, 0.0
+                metrics.leader.set(0)
+                with contextlib.suppress(KubeError):
+                    await elector.release(datetime.now(UTC))
+            await _wait(stop, max(0.5, cfg.lease_s / 3))
+            continue
+        duration = lease_duration(cfg.lease_s, kube.latency.worst)
         try:
-            won = await try_lead(api, cfg.namespace, identity, datetime.now(UTC), duration_s=cfg.lease_s)
-        except Exception as exc:  # an unreachable API server: lead nothing until it answers again
-            log.warning("lease: %s", exc)
+            won = await elector.round(datetime.now(UTC), duration)
+        except Exception as exc:  # an unreachable or refusing API server (or a bug): lead nothing this round,
+            log.warning("lease: %s: %s", type(exc).__name__, exc)  # but never let the election task die
             won = False
+        if won and not who.leading:
+            who.since = time.monotonic()
         who.leading = won
         # Count the lease from before the request: the holder stops acting before anyone else may start.
-        who.valid_until = started + cfg.lease_s * 2 / 3 if won else 0.0
+        who.valid_until = started + duration * 2 / 3 if won else 0.0
+        window = max(0.0, who.valid_until - time.monotonic()) if won else 0.0
+        latency = kube.latency.worst
+        who.too_short = won and window < max(1.0, 2 * latency)
+        if who.too_short:
+            metrics.lease_too_short.inc()
+            log.warning("leadership too short to act: the election round took %.1f s of a %d s lease (slowest "
+                        "request %.1f s), %.1f s left to act; raise --lease or speed up the API server",
+                        time.monotonic() - started, duration, latency, window)
         metrics.leader.set(1 if won else 0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=period)
+        metrics.lease_duration.set(duration)
+        metrics.lease_window.set(window)
+        metrics.api_latency.set(latency)
+        # The next round is due a third of the duration after this one started (not after it ended).
+        await _wait(stop, max(0.5, started + duration / 3 - time.monotonic()))
 
 
-async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> None:
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, health: Health | None = None) -> None:
     """The controller's main loop, until ``stop`` is set."""
-    api = await api_for(cfg)
+    kube = await connect(cfg)
     identity = cfg.identity or default_identity()
     who = Leadership()
+    health = health or Health(cfg.stall_s)
     wake = asyncio.Event()
-    tasks = [asyncio.create_task(watch_changes(api, v, plural, wake, stop, selector=sel))
-             for v, plural, sel in WATCHED]
-    tasks.append(asyncio.create_task(keep_lease(api, cfg, identity, who, metrics, stop)))
+    lease_task = asyncio.create_task(keep_lease(kube, cfg, identity, who, metrics, stop, health))
+    # The cache starts once this replica first leads: a follower neither lists nor watches (one replica's
+    # watches on the API server, not two), and the first election round is not queued behind the first lists.
+    cache = Cache(kube, cfg.profile, cfg.namespace)
     live = LiveJobs(cfg.profile, cfg.lustre_root) if cfg.lustre_root is not None else None
     workloads: list[dict[str, Any]] = []
     last_pass = last_live = 0.0
     try:
         while not stop.is_set():
+            if who.active() and not cache.tasks:
+                cache.start(wake, stop, watch_timeout_s=cfg.watch_timeout_s)
             since = time.monotonic() - last_pass
             due = (wake.is_set() and since >= cfg.min_gap_s) or since >= cfg.resync_s
-            if who.active() and due:
+            if who.active() and due and (cache.synced or cache.failed):
                 wake.clear()
+                health.pass_started = time.monotonic()
                 try:
-                    rep = await run_pass(cfg, leading=who.active, live=live)
-                except Exception as exc:
-                    log.warning("pass failed: %s", exc)
-                    metrics.errors.inc()
+                    rep = await run_pass(cfg, leading=who.active, live=live, kube=kube, cache=cache)
+                except Exception as exc:  # a kind that cannot be read, no answer, or a bug on one job's input
+                    log.error("pass failed: %s", exc)
                     metrics.pass_failed(f"{type(exc).__name__}: {exc}")  # the liveness probe reports it
+                    last_pass = time.monotonic()
                 else:
-                    last_pass = last_live = time.monotonic()
+                    last_pass = last_live = health.last_ok = time.monotonic()
                     workloads = rep.result.workloads
                     metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
                     if live is not None:
                         metrics.observe_live(cfg.profile, rep.live, live.cost)
                     for e in rep.errors:
                         log.warning("%s", e)
+                finally:
+                    health.pass_started = None
             elif live is not None and who.active() and time.monotonic() - last_live >= cfg.live_interval_s:
                 # Between passes: the running jobs' logs only, so a fallback is seen within seconds of its line.
                 last_live = time.monotonic()
                 try:
-                    obs, errors = await follow_live(api, live, cfg.profile, workloads, datetime.now(UTC), act=True,
+                    obs, errors = await follow_live(kube, live, cfg.profile, workloads, datetime.now(UTC), act=True,
                                                     leading=who.active)
-                except Exception as exc:
+                except KubeError as exc:
                     log.warning("following running jobs failed: %s", exc)
                 else:
                     metrics.observe_live(cfg.profile, obs, live.cost)
@@ -234,6 +329,10 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event) -> 
     finally:
         if live is not None:
             live.close()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        lease_task.cancel()
+        await asyncio.gather(lease_task, return_exceptions=True)
+        await cache.close()
+        if who.leading:
+            with contextlib.suppress(KubeError, TimeoutError):
+                await asyncio.wait_for(Elector(kube, cfg.namespace, identity).release(datetime.now(UTC)), 5)
+        await kube.close()

@@ -99,26 +99,32 @@ def _live(kubeconfig: str | None, context: str | None) -> Snapshot:
 
 
 def _collect(kubeconfig: str | None, context: str | None) -> dict[str, dict[str, Any]]:
-    """Read the cluster; a kubeconfig problem names the file, a connection problem the server and file."""
-    from fabricguard.doctor.snapshot import check_kubeconfig, collect_live, kubeconfig_path
+    """Read the cluster; a kubeconfig problem names the file, a server that refuses or never answers the server
+    (one line, exit 3, within the request timeouts of ``fabricguard.kube``)."""
+    from fabricguard.doctor.snapshot import collect_live
+    from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
 
     path = kubeconfig_path(kubeconfig)
-    server = "the in-cluster API server"
-    where = "the pod's service account"
     if path is not None:
         try:
-            server = check_kubeconfig(path, context)
+            check_kubeconfig(path, context)
         except SourceError as exc:
             fail(f"--kubeconfig {exc}", hint="pass --snapshot DIR, or a kubeconfig with the cluster's context")
-        where = str(path)
+    where = str(path) if path is not None else "the pod's service account"
+
+    async def read() -> dict[str, dict[str, Any]]:
+        kube = await Kube.connect(str(path) if path else None, context)
+        try:
+            return await collect_live(kube=kube)
+        finally:
+            await kube.close()
+
     try:
-        return asyncio.run(collect_live(kubeconfig=str(path) if path else None, context=context))
-    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        why = str(exc) or type(exc).__name__
-        fail(
-            f"cannot read the cluster at {server} (from {where}): {why}",
-            hint="check the server, its CA and the credentials in the kubeconfig, or pass --snapshot DIR",
-        )
+        return asyncio.run(read())
+    except KubeError as exc:
+        fail(f"cannot read the cluster (from {where}): {exc}")
+    except SourceError as exc:
+        fail(str(exc))
 
 
 def _registry_rule(snap: Snapshot, prof: PlatformProfile | None, registry: list[str]) -> RuleFn:
@@ -232,10 +238,18 @@ def snapshot_command(
     directory: Path = typer.Argument(..., help="Directory to write (one <resource>.json per kind)."),
     kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="kubeconfig file."),
     context: str | None = typer.Option(None, "--context", help="kubeconfig context."),
+    replace: bool = typer.Option(
+        False, "--replace",
+        help="Replace the snapshot already in DIR: its files that this one does not rewrite are removed "
+             "(without it, a directory that is not empty is refused, so two clusters never mix)."),
     publish: str | None = typer.Option(
         None, "--publish",
         help="Also publish the objects doctor diff compares as a reference ConfigMap NAMESPACE/NAME, for the "
              "controller of another environment (--reference) to diff against continuously."),
+    publish_namespace: list[str] = typer.Option(
+        [], "--publish-namespace",
+        help="Only DaemonSets and ConfigMaps of this namespace (repeatable) go into the reference, plus the "
+             "profile's device-plugin namespaces (default: DaemonSets of every namespace)."),
     publish_kubeconfig: str | None = typer.Option(
         None, "--publish-kubeconfig", help="Cluster to publish into (default: the one read)."),
     publish_context: str | None = typer.Option(None, "--publish-context", help="Its kubeconfig context."),
@@ -243,9 +257,13 @@ def snapshot_command(
         None, "--environment", help="Name of this environment in the reference (default: the directory's name)."),
     profile: str | None = profile_option(help="Profile whose device-plugin namespaces the reference includes."),
 ) -> None:
-    """Save what the doctor reads from a live cluster (never Secrets) as kubectl-shaped JSON lists."""
+    """Save what the doctor reads from a live cluster (never Secrets) as kubectl-shaped JSON lists.
+
+    The cluster is read a page at a time and each page written out as it arrives: memory stays bounded
+    however large the cluster (only the reference --publish sends is kept)."""
+    from fabricguard.doctor.diff import normalize
     from fabricguard.doctor.reference import ReferenceError, parse_target
-    from fabricguard.doctor.snapshot import write_snapshot
+    from fabricguard.doctor.snapshot import SNAPSHOT_SUFFIXES, SnapshotWriter
     from fabricguard.userfiles import output_dir
 
     target = None
@@ -254,7 +272,7 @@ def snapshot_command(
             target = parse_target(publish)
         except ReferenceError as exc:
             fail(f"--publish {exc}")
-        from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+        from fabricguard.kube import check_kubeconfig, kubeconfig_path
 
         where = kubeconfig_path(publish_kubeconfig) if publish_kubeconfig else None
         try:  # before the snapshot is read and written, under its own option's name
@@ -264,44 +282,78 @@ def snapshot_command(
             fail(f"--publish-kubeconfig {exc}", hint="pass the kubeconfig of the cluster to publish into")
     elif publish_kubeconfig or publish_context:
         fail("--publish-kubeconfig and --publish-context say where --publish writes", hint="add --publish NS/NAME")
+    if publish is None and publish_namespace:
+        fail("--publish-namespace narrows the reference that --publish sends", hint="add --publish NAMESPACE/NAME")
     prof = _load_profile(profile, None)
     try:
         output_dir(directory)
+        before = sorted(p.name for p in directory.iterdir())
     except SourceError as exc:
         fail(str(exc))
-    lists = _collect(kubeconfig, context)
-    try:
-        written = write_snapshot(lists, directory)
-    except SourceError as exc:
-        fail(str(exc))
-    for note in lists.get("_notes", {}).get("notes", []):
+    except OSError as exc:
+        fail(f"{directory}: cannot list: {exc.strerror or exc}")
+    if before and not replace:
+        shown = ", ".join(before[:3]) + (f" and {len(before) - 3} more" if len(before) > 3 else "")
+        fail(f"{directory} is not empty ({shown}): writing there would mix this cluster with what it holds",
+             hint="pass an empty or new directory, or --replace to replace the snapshot in it")
+    scope = drift_scope([prof], publish_namespace)
+
+    def keep(obj: dict[str, Any]) -> dict[str, Any] | None:
+        meta = obj.get("metadata") or {}
+        return normalize(obj) if scope.covers(str(obj.get("kind", "")), str(meta.get("namespace") or "")) else None
+
+    writer = SnapshotWriter(directory, keep if target is not None else None)
+    notes = _collect_into(writer, kubeconfig, context)
+    if replace:
+        rewritten = {p.name for p in writer.written}
+        for name in before:
+            old = directory / name
+            if name not in rewritten and old.suffix in SNAPSHOT_SUFFIXES and old.is_file() and not old.is_symlink():
+                old.unlink()
+                say((f"removed {name} (not in this cluster's snapshot)", "dim"))
+    for note in notes:
         say((f"note: {note}", "dim"))
-    total = sum(len(v.get("items", [])) for k, v in lists.items() if k != "_notes")
-    say(f"wrote {len(written)} files, {total} objects to {directory}")
+    say(f"wrote {len(writer.written)} files, {sum(writer.counts.values())} objects to {directory}")
     if target is not None:
-        _publish(lists, target, environment or directory.resolve().name, prof,
+        _publish(list(writer.kept.values()), target, environment or directory.resolve().name,
                  publish_kubeconfig or kubeconfig, publish_context if publish_kubeconfig else context)
 
 
-def _server(kubeconfig: str | None, context: str | None) -> str:
-    """The API server URL of the kubeconfig context used, for an error line."""
-    from fabricguard.doctor.snapshot import check_kubeconfig, kubeconfig_path
+def _collect_into(writer: Any, kubeconfig: str | None, context: str | None) -> list[str]:
+    """``stream_live`` into ``writer``, with ``_collect``'s one-line refusals (the server named, exit 3)."""
+    from fabricguard.doctor.snapshot import stream_live
+    from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
 
     path = kubeconfig_path(kubeconfig)
+    if path is not None:
+        try:
+            check_kubeconfig(path, context)
+        except SourceError as exc:
+            fail(f"--kubeconfig {exc}", hint="pass a kubeconfig with the cluster's context")
+    where = str(path) if path is not None else "the pod's service account"
+
+    async def read() -> list[str]:
+        kube = await Kube.connect(str(path) if path else None, context)
+        try:
+            return await stream_live(writer, kube=kube)
+        finally:
+            await kube.close()
+
     try:
-        return check_kubeconfig(path, context) if path is not None else "the in-cluster API server"
-    except SourceError:
-        return f"the server of {path}"
+        return asyncio.run(read())
+    except SourceError as exc:
+        fail(str(exc))
+    except KubeError as exc:
+        fail(f"cannot read the cluster (from {where}): {exc}")
 
 
-def _publish(lists: dict[str, dict[str, Any]], target: tuple[str, str], environment: str,
-             prof: PlatformProfile | None, kubeconfig: str | None, context: str | None) -> None:
-    from fabricguard.doctor.reference import ReferenceError, configmap, encode
-    from fabricguard.doctor.snapshot import snapshot_from_lists
-    from fabricguard.kube import Kube, KubeError
+def _publish(objects: list[dict[str, Any]], target: tuple[str, str], environment: str,
+             kubeconfig: str | None, context: str | None) -> None:
+    from fabricguard.doctor.reference import ReferenceError, configmap, encode_objects
+    from fabricguard.kube import Kube, KubeError, TimedOut, Unreachable
 
     try:
-        data = encode(snapshot_from_lists(lists), drift_scope([prof]))
+        data = encode_objects(objects)
     except ReferenceError as exc:
         fail(f"--publish: {exc}")
     cm = configmap(target[1], target[0], data, environment, datetime.now(UTC))
@@ -320,12 +372,11 @@ def _publish(lists: dict[str, dict[str, Any]], target: tuple[str, str], environm
 
     try:
         asyncio.run(put())
+    except (Unreachable, TimedOut) as exc:
+        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster: {exc}")
     except KubeError as exc:
         fail(f"--publish {target[0]}/{target[1]}: the API server refused: {exc}",
-             hint="the publisher needs create and patch on configmaps in that namespace")
-    except Exception as exc:  # kr8s and httpx raise many kinds: TLS, connection refused, 401
-        fail(f"--publish {target[0]}/{target[1]}: cannot reach the cluster at {_server(kubeconfig, context)}: "
-             f"{type(exc).__name__}: {exc}", hint="check --publish-kubeconfig/--publish-context")
+             hint="the publisher needs get, create and patch on configmaps in that namespace")
     say(f"published the {environment} reference ({len(data) // 1024 + 1} KiB) to ConfigMap {target[0]}/{target[1]}")
 
 

@@ -15,6 +15,7 @@ import base64
 import gzip
 import json
 import re
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -48,20 +49,37 @@ class Reference:
 
 def encode(snapshot: Snapshot, scope: Scope) -> bytes:
     """The objects ``scope`` covers, without server-managed fields, as gzipped JSON."""
-    objs = [normalize(obj) for obj in select_objects(snapshot, scope).values()]
+    return encode_objects([normalize(obj) for obj in select_objects(snapshot, scope).values()])
+
+
+def encode_objects(objs: list[dict[str, Any]]) -> bytes:
+    """Already normalized objects as the reference's gzipped JSON ``List``; too big for a ConfigMap raises."""
     body = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, sort_keys=True).encode()
     data = gzip.compress(body, mtime=0)
     if len(data) > MAX_BYTES:
         raise ReferenceError(f"the reference is {len(data) // 1024} KiB gzipped, over the {MAX_BYTES // 1024} KiB a "
-                             "ConfigMap can carry; narrow it with --namespace")
+                             "ConfigMap can carry; narrow it with --publish-namespace NS (repeatable: only the "
+                             "DaemonSets and ConfigMaps of those namespaces)")
     return data
+
+
+MAX_DECODED_BYTES = 256 * 1024**2  # what a 900 KiB gzip may expand to before it is refused (a gzip bomb)
 
 
 def decode(data: bytes, source: str) -> Snapshot:
     try:
-        doc = json.loads(gzip.decompress(data))
-    except (OSError, ValueError, EOFError) as exc:
+        z = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        raw = z.decompress(data, MAX_DECODED_BYTES)
+        if z.unconsumed_tail:
+            raise ReferenceError(f"{source}: the reference expands past {MAX_DECODED_BYTES // 1024**2} MiB; "
+                                 "publish it again with fabricguard snapshot --publish")
+        doc = json.loads(raw)
+    except (zlib.error, ValueError, EOFError) as exc:
+        if isinstance(exc, ReferenceError):
+            raise
         raise ReferenceError(f"{source}: not a fabricguard reference ({exc})") from None
+    except RecursionError:
+        raise ReferenceError(f"{source}: not a fabricguard reference (JSON nested too deeply)") from None
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise ReferenceError(f"{source}: not a fabricguard reference (no items)")

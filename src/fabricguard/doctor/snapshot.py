@@ -5,8 +5,11 @@ objects or ``List``s exactly as ``kubectl get ... -o json|yaml`` writes them. A 
 Kubernetes object (a platform profile, notes) is skipped with a note; a file that cannot be parsed raises
 ``SnapshotError`` naming the file and line.
 
-``collect_live`` reads the same kinds from the API server through kr8s (GET only, never Secrets) and
+``collect_live`` reads the same kinds from the API server through ``fabricguard.kube`` (GET only, never Secrets) and
 ``write_snapshot`` stores them as one ``List`` file per resource, in the shape ``kubectl`` writes.
+``stream_live`` reads them page by page into a sink instead, so ``fabricguard snapshot`` (``SnapshotWriter``)
+holds one page at a time however large the cluster: each page is written out as it arrives, and only the
+objects a sink keeps (the reference ``--publish`` sends) stay in memory.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import names
+from fabricguard.kube import Kube
 from fabricguard.profile.dra import SliceIndex
 from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
@@ -154,6 +158,9 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
             docs = [json.loads(text)]
         except json.JSONDecodeError as exc:
             raise SnapshotError(str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise SnapshotError(str(path), None, "JSON nested too deeply to read (no Kubernetes object is); "
+                                "save the objects with kubectl get ... -o json") from None
     else:
         try:
             docs = loads_documents(text, str(path))
@@ -228,58 +235,162 @@ FORBIDDEN_PLURALS = frozenset({"secrets"})
 PAGE_SIZE = 500
 
 
+class PageSink:
+    """Where ``stream_live`` hands each resource's pages: ``begin``, ``page`` (repeated), then ``end`` or
+    ``skip`` (the resource turned out not to be served, or is forbidden)."""
+
+    def begin(self, plural: str, kind: str, api_version: str) -> None:
+        pass
+
+    def page(self, plural: str, items: list[dict[str, Any]]) -> None:
+        pass
+
+    def end(self, plural: str) -> None:
+        pass
+
+    def skip(self, plural: str) -> None:
+        pass
+
+
+async def stream_live(
+    sink: PageSink,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    resources: Iterable[tuple[str, str, str]] = (),
+    kube: Kube | None = None,
+) -> list[str]:
+    """Every resource read from the API server with GET requests only, a page (``PAGE_SIZE``) at a time into
+    ``sink``, through ``kube`` (or a connection from ``kubeconfig``/``context``); returns the notes on resources
+    left out. The doctor audits what it may see: 404 (not installed) and 403 (forbidden) are notes; a server that
+    does not answer is ``Unreachable``/``TimedOut`` (``fabricguard.kube``), naming it."""
+    from fabricguard.kube import Forbidden, NotFound
+
+    own = kube is None
+    client = kube or await Kube.connect(kubeconfig, context)
+    notes: list[str] = []
+    try:
+        for api_version, plural, kind in tuple(resources) or LIVE_RESOURCES:
+            if plural in FORBIDDEN_PLURALS:
+                raise ValueError("the doctor never reads Secrets")
+            sink.begin(plural, kind, api_version)
+            try:
+                async for items in client.pages(api_version, plural, limit=PAGE_SIZE):
+                    for item in items:
+                        item["kind"] = kind
+                    sink.page(plural, items)
+                    del items  # the page is dropped before the next one is read
+            except (NotFound, Forbidden) as exc:
+                why = "not served (not installed)" if isinstance(exc, NotFound) else "forbidden"
+                notes.append(f"{plural}.{api_version}: {why}; skipped")
+                sink.skip(plural)
+                continue
+            except BaseException:
+                sink.skip(plural)
+                raise
+            sink.end(plural)
+    finally:
+        if own:
+            await client.close()
+    return notes
+
+
+class _Collect(PageSink):
+    def __init__(self) -> None:
+        self.lists: dict[str, dict[str, Any]] = {}
+
+    def begin(self, plural: str, kind: str, api_version: str) -> None:
+        self.lists[plural] = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": []}
+
+    def page(self, plural: str, items: list[dict[str, Any]]) -> None:
+        self.lists[plural]["items"].extend(items)
+
+    def skip(self, plural: str) -> None:
+        self.lists.pop(plural, None)
+
+
 async def collect_live(
     *,
     kubeconfig: str | None = None,
     context: str | None = None,
     resources: Iterable[tuple[str, str, str]] = (),
+    kube: Kube | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """One ``List`` per resource, read from the API server with GET requests only (paged).
+    """One ``List`` per resource, read from the API server with GET requests only (paged), through ``kube``
+    (or a connection from ``kubeconfig``/``context``).
 
-    Resources the server does not serve (404: a CRD that is not installed, such as Kueue or Multus) are
-    left out and reported under the ``"_notes"`` key as a list of strings.
+    The doctor audits what it may see: a resource the server does not serve (404: a CRD that is not installed,
+    such as Kueue or Multus) or that these credentials may not list (403) is left out and reported under the
+    ``"_notes"`` key. A server that does not answer is ``Unreachable``/``TimedOut`` (``fabricguard.kube``).
     """
-    import httpx
-    import kr8s
-    import kr8s.asyncio
-
-    api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
-    lists: dict[str, dict[str, Any]] = {}
-    notes: list[str] = []
-    for api_version, plural, kind in tuple(resources) or LIVE_RESOURCES:
-        if plural in FORBIDDEN_PLURALS:
-            raise ValueError("the doctor never reads Secrets")
-        items: list[dict[str, Any]] = []
-        cont: str | None = None
-        try:
-            while True:
-                params: dict[str, Any] = {"limit": PAGE_SIZE}
-                if cont:
-                    params["continue"] = cont
-                async with api.call_api("GET", version=api_version, url=plural, params=params) as resp:
-                    body = resp.json()
-                for item in body.get("items") or ():
-                    item.setdefault("kind", kind)
-                    item.setdefault("apiVersion", api_version)
-                    items.append(item)
-                cont = (body.get("metadata") or {}).get("continue")
-                if not cont:
-                    break
-        except (httpx.HTTPStatusError, kr8s.ServerError) as exc:
-            code = exc.response.status_code if exc.response is not None else None
-            if code in (404, 403):
-                why = "not served (not installed)" if code == 404 else "forbidden"
-                notes.append(f"{plural}.{api_version}: {why}; skipped")
-                continue
-            raise
-        lists[plural] = {
-            "apiVersion": "v1",
-            "kind": "List",
-            "metadata": {"resourceVersion": ""},
-            "items": items,
-        }
+    sink = _Collect()
+    notes = await stream_live(sink, kubeconfig=kubeconfig, context=context, resources=resources, kube=kube)
+    lists = sink.lists
     lists["_notes"] = {"notes": notes}
     return lists
+
+
+class SnapshotWriter(PageSink):
+    """Write each resource's pages to ``<plural>.json`` as they arrive (kubectl's ``List`` shape, the same text
+    ``write_snapshot`` writes), keeping only what ``keep(obj)`` returns (not None) in ``kept``.
+
+    A file is written under a temporary name and renamed when complete, so a failed read leaves no half file.
+    ``SourceError`` names a file that cannot be written."""
+
+    def __init__(self, directory: Path, keep: Any = None) -> None:
+        self.directory = directory
+        self.keep = keep
+        self.kept: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.written: list[Path] = []
+        self.counts: dict[str, int] = {}
+        self._fh: Any = None
+        self._tmp: Path | None = None
+
+    def begin(self, plural: str, kind: str, api_version: str) -> None:
+        self._tmp = self.directory / f".{plural}.json.partial"
+        try:
+            self._fh = self._tmp.open("w", encoding="utf-8")
+            self._fh.write('{\n  "apiVersion": "v1",\n  "kind": "List",\n  "metadata": {\n'
+                           '    "resourceVersion": ""\n  },\n  "items": [')
+        except OSError as exc:
+            raise SourceError(str(self._tmp), None, f"cannot write: {exc.strerror or exc}") from None
+        self.counts[plural] = 0
+
+    def page(self, plural: str, items: list[dict[str, Any]]) -> None:
+        fh = self._fh
+        try:
+            for item in items:
+                fh.write(",\n" if self.counts[plural] else "\n")
+                fh.write("    " + json.dumps(item, indent=2).replace("\n", "\n    "))
+                self.counts[plural] += 1
+        except OSError as exc:
+            raise SourceError(str(self._tmp), None, f"cannot write: {exc.strerror or exc}") from None
+        if self.keep is not None:
+            for item in items:
+                got = self.keep(item)
+                if got is not None:
+                    meta = item.get("metadata") or {}
+                    self.kept[(str(item.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))] = got
+
+    def end(self, plural: str) -> None:
+        assert self._tmp is not None
+        final = self.directory / f"{plural}.json"
+        try:
+            self._fh.write("\n  ]\n}\n" if self.counts[plural] else "]\n}\n")
+            self._fh.close()
+            os.replace(self._tmp, final)
+        except OSError as exc:
+            raise SourceError(str(final), None, f"cannot write: {exc.strerror or exc}") from None
+        self._fh, self._tmp = None, None
+        self.written.append(final)
+
+    def skip(self, plural: str) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+        self._fh, self._tmp = None, None
+        self.counts.pop(plural, None)
 
 
 def snapshot_from_lists(lists: dict[str, dict[str, Any]], source: str = "live") -> Snapshot:
@@ -306,70 +417,3 @@ def write_snapshot(lists: dict[str, dict[str, Any]], directory: str | Path) -> l
         write_text(p, json.dumps(lst, indent=2) + "\n")
         written.append(p)
     return written
-
-
-# --- kubeconfig ---------------------------------------------------------------------------------------
-
-
-def kubeconfig_path(kubeconfig: str | None) -> Path | None:
-    """The kubeconfig kr8s will read: ``--kubeconfig``, the first of ``$KUBECONFIG``, or ``~/.kube/config``
-    (None when none exists, where kr8s falls back to the in-cluster service account)."""
-    if kubeconfig:
-        return Path(kubeconfig)
-    env = os.environ.get("KUBECONFIG", "")
-    for part in env.split(os.pathsep):
-        if part:
-            return Path(part)
-    default = Path.home() / ".kube" / "config"
-    return default if default.exists() else None
-
-
-def check_kubeconfig(path: Path, context: str | None) -> str:
-    """The API server URL of the context to use; ``SourceError`` names the file and what is wrong with it
-    (not a kubeconfig, an unknown context, a cluster without a server, a certificate file that is missing)."""
-    from fabricguard.userfiles import input_file
-    from fabricguard.yamlsource import load_documents
-
-    docs = load_documents(input_file(path, max_bytes=16 * 1024**2))
-    cfg = docs[0] if len(docs) == 1 else None
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("clusters"), list):
-        raise SourceError(str(path), None, "not a kubeconfig (a mapping with clusters, users and contexts)")
-
-    def named(section: str) -> dict[str, dict[str, Any]]:
-        entries = cfg.get(section) or []
-        if not isinstance(entries, list):
-            raise SourceError(str(path), None, f"{section} must be a list")
-        return {
-            str(e.get("name")): (e.get(section[:-1]) or {})
-            for e in entries
-            if isinstance(e, dict) and isinstance(e.get(section[:-1]) or {}, dict)
-        }
-
-    contexts, clusters, users = named("contexts"), named("clusters"), named("users")
-    wanted = context or cfg.get("current-context")
-    if not wanted:
-        raise SourceError(str(path), None, "no current-context; pass --context NAME")
-    if wanted not in contexts:
-        known = ", ".join(sorted(contexts)) or "none"
-        raise SourceError(str(path), None, f"context {wanted!r} is not in this kubeconfig (contexts: {known})")
-    ctx = contexts[wanted]
-    cluster = clusters.get(str(ctx.get("cluster")))
-    if cluster is None:
-        raise SourceError(str(path), None, f"context {wanted!r} names cluster {ctx.get('cluster')!r}, which is absent")
-    server = cluster.get("server")
-    if not isinstance(server, str) or not server:
-        raise SourceError(str(path), None, f"cluster {ctx.get('cluster')!r} has no server URL")
-    user = users.get(str(ctx.get("user")), {}) if ctx.get("user") else {}
-    for owner, entry, key in (
-        ("cluster", cluster, "certificate-authority"),
-        ("user", user, "client-certificate"),
-        ("user", user, "client-key"),
-    ):
-        ref = entry.get(key)
-        if isinstance(ref, str) and ref:
-            ref_path = Path(ref) if Path(ref).is_absolute() else path.parent / ref
-            try:
-                input_file(ref_path, max_bytes=1024**2)
-            except SourceError as exc:
-                raise SourceError(str(path), None, f"{owner} {key} {ref_path}: {exc.problem}") from None
-    return server

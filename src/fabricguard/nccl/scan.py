@@ -818,14 +818,19 @@ class FileScanner:
         return False
 
 
-def _scan_file(path: Path, st: ScanState, root: Path | None = None) -> None:
+def _scan_file(path: Path, st: ScanState, root: Path | None = None, max_bytes: int | None = None) -> None:
     """Feed one file's complete lines to the scanner, in linear time: a line longer than ``MAX_LINE_BYTES``
     that spans reads is dropped (and named in ``st.unread``), never buffered. Under a job directory (``root``)
-    the file is opened without following a link out of it."""
+    the file is opened without following a link out of it. Reading stops once ``st.bytes_read`` would pass
+    ``max_bytes`` (the rest of the file is named in ``st.unread``)."""
     fs = FileScanner(path, st)
     cutter = LineCutter()
     with open_in(root, path) if root is not None else path.open("rb") as f:
         while block := f.read(CHUNK):
+            if max_bytes is not None and st.bytes_read + len(block) > max_bytes:
+                st.unread.append(Evidence(str(path), cutter.lines + 1, "", f"not read past line {cutter.lines}: the "
+                                          f"job's logs are over the {max_bytes:,} bytes read per job"))
+                break
             st.bytes_read += len(block)
             lines = cutter.feed(block)
             if lines:
@@ -893,12 +898,14 @@ def collect_files(paths: Iterable[Path], exclude: Iterable[str] = ()) -> list[Pa
 
 
 def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = (), *,
-                  unread: Iterable[Evidence] = (), roots: dict[Path, Path | None] | None = None) -> NcclReport:
+                  unread: Iterable[Evidence] = (), roots: dict[Path, Path | None] | None = None,
+                  max_bytes: int | None = None) -> NcclReport:
     """Scan logs (files or directories) and conclude what transport the job really used.
 
     A file found under a folder that cannot be read is named in the report's ``unread`` and the rest is read;
     a file named by the caller that cannot be read raises ``LogInputError``. ``unread``: problems already found
-    by the caller's own listing; ``roots``: the folder each of ``paths`` (files) was found under."""
+    by the caller's own listing; ``roots``: the folder each of ``paths`` (files) was found under;
+    ``max_bytes``: read at most this much in all (what is left is named in ``unread``)."""
     c = collect([Path(p) for p in paths], exclude)
     if roots:
         c.roots.update({f: r for f, r in roots.items() if f in c.roots})
@@ -906,8 +913,12 @@ def inspect_paths(paths: Iterable[Path | str], exclude: Iterable[str] = (), *,
     st.unread += list(unread) + c.unread
     for f in c.files:
         root = c.roots.get(f)
+        if max_bytes is not None and st.bytes_read >= max_bytes:
+            st.unread.append(Evidence(str(f), 0, "", f"not read: the job's logs are over the "
+                                      f"{max_bytes:,} bytes read per job"))
+            continue
         try:
-            _scan_file(f, st, root)
+            _scan_file(f, st, root, max_bytes)
         except SourceError as exc:
             if root is None:
                 raise LogInputError(str(exc)) from None

@@ -46,6 +46,15 @@ NOW_OPT = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replay
 FORMAT_OPT = format_option()
 
 
+def render_transition_rbac_cmd(namespace: str = NS_OPT) -> None:
+    """Print the ClusterRole and Role that ``pool transition`` needs (bind them to whoever runs it)."""
+    import yaml
+
+    from fabricguard.placement.workflow import transition_roles
+
+    sys.stdout.write(yaml.safe_dump_all(transition_roles(namespace), sort_keys=False))
+
+
 def render_kueue_cmd(
     profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
     configuration: bool = typer.Option(
@@ -170,16 +179,15 @@ def _spec(source: Path, target: Path, old_pool: str | None, new_pool: str | None
 
 def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: str | None,
          action: Callable[[Workflow], Awaitable[T]]) -> T:
-    from fabricguard.controller.commands import server_of
-    from fabricguard.kube import Kube, KubeError, kubeconfig_problem
-    from fabricguard.placement.workflow import TransitionConflict, Workflow
+    from fabricguard.kube import Kube, KubeError, TimedOut, Unreachable, kubeconfig_problem
+    from fabricguard.placement.workflow import TransitionConflict, Workflow, transition_permissions
 
     problem = kubeconfig_problem(kubeconfig, context)
     if problem:
         fail(problem, hint="pass a kubeconfig with the cluster's context")
 
     async def go() -> T:
-        kube = await Kube.connect(kubeconfig, context)
+        kube = await Kube.connect(kubeconfig, context, permissions=transition_permissions(namespace))
         try:
             return await action(Workflow(kube, spec, namespace))
         finally:
@@ -189,15 +197,13 @@ def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: 
         return asyncio.run(go())
     except TransitionConflict as exc:
         fail(str(exc), code=EXIT_FAILED)
+    except (Unreachable, TimedOut) as exc:
+        fail(f"cannot reach the cluster: {exc}")
     except KubeError as exc:
-        fail(f"the API server refused: {exc}", hint="check the kubeconfig's permissions (RBAC) and that Kueue "
-                                                    "v0.19+ is installed", code=EXIT_FAILED)
-    except (OSError, ValueError) as exc:
-        fail(f"cannot reach the cluster at {server_of(kubeconfig, context)}: {exc}",
-             hint="check --kubeconfig/--context")
-    except Exception as exc:  # kr8s raises many kinds for a missing or broken kubeconfig
-        fail(f"cannot reach the cluster at {server_of(kubeconfig, context)}: {type(exc).__name__}: {exc}",
-             hint="check --kubeconfig/--context")
+        if exc.status is None:  # the kubeconfig's credentials could not be loaded
+            fail(str(exc), hint="check --kubeconfig/--context")
+        fail(f"the API server refused: {exc}", hint="check the kubeconfig's permissions (render transition-rbac) "
+                                                    "and that Kueue v0.19+ is installed", code=EXIT_FAILED)
 
 
 def _show(state: TransitionState, output_format: Format) -> None:

@@ -97,6 +97,7 @@ class Options:
     apiserver_cidrs: tuple[str, ...] = ()
     manage_taints: bool = False
     nvml_access: str = "auto"
+    dcgm_platform: str = "gpu-operator"  # exporters.DCGM_PLATFORMS: where DCGM exporter runs
 
 
 def namespace_objects(namespace: str) -> list[dict[str, Any]]:
@@ -168,18 +169,18 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
     ns = opts.namespace
     if opts.monitoring == "none":
         return []
-    board = dashboard.dashboard(profile)
-    dash_cm = {"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "fabricguard-dashboard", "namespace": ns,
-                            # Grafana's dashboard sidecar (kube-prometheus-stack) loads ConfigMaps with this label.
-                            "labels": {**PART_OF, "grafana_dashboard": "1"}},
-               "data": {"fabricguard.json": json.dumps(board, indent=1, sort_keys=True)}}
+    dash_cm = dashboard.configmap(profile, ns, gmp=opts.monitoring == "gmp")
     if opts.monitoring == "gmp":
         return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
                 exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
     rule = alerts.prometheus_rule(profile, ns)
+    if opts.dcgm_platform not in exporters.DCGM_PLATFORMS:
+        raise InstallError(f"--dcgm-platform {opts.dcgm_platform!r}: use one of {', '.join(exporters.DCGM_PLATFORMS)}")
+    preset = exporters.DCGM_PLATFORMS[opts.dcgm_platform]
+    dcgm = ([m for m in exporters.monitors(preset, ns) if m["metadata"]["name"] == "fabricguard-dcgm-exporter"]
+            if preset is not None else [])
     objs = [controller_manifests.service_monitor(ns, opts.release),
-            *exporters.agent_monitors(ns), rule, dash_cm]
+            *exporters.agent_monitors(ns), *dcgm, rule, dash_cm]
     if opts.release:
         for o in objs:
             if o["kind"] in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
@@ -226,9 +227,11 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
                                                       nvml_access=opts.nvml_access),
-                         remove=[Step("delete", READINESS), Step("delete", AGENT)]))
-    out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded taints",
-                         agent_render.readiness_rules(profile), remove=[Step("delete", READINESS)]))
+                         remove=([] if opts.manage_taints else [Step("delete", READINESS)])
+                         + [Step("delete", AGENT)]))
+    if not opts.manage_taints:  # with --manage-taints the agent keeps the taints itself: no rules, no NRC
+        out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded "
+                             "taints", agent_render.readiness_rules(profile), remove=[Step("delete", READINESS)]))
     ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image)
     kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]
     checked = [o for o in kueue_objs if o["kind"] == "ClusterQueue" and "admissionChecksStrategy" in o["spec"]]
@@ -294,6 +297,11 @@ def readme(profile: PlatformProfile, comps: list[Component]) -> str:
             lines.append("```")
             lines.extend(s.command() for s in c.remove)
             lines.append("```")
+            others = [KUEUE if s.path.startswith(KUEUE) else s.path for s in c.remove if s.path != c.name]
+            if others:
+                lines.append(f"Put it back: apply {c.name} (and wait), then {', '.join(others)} again"
+                             + (f" (`kubectl apply -k DIR/{KUEUE}` restores the check)" if c.name == CONTROLLER
+                                else "") + ".")
         else:
             lines.append("Removed only with the whole install (everything else runs in it or mounts it).")
         if TEAM_STORAGE in c.overlays:

@@ -29,7 +29,7 @@ from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
 from fabricguard.kube import Kube, KubeError
 from fabricguard.placement import install
 from fabricguard.profile.cluster import TAINT_KEYS, tolerates
-from fabricguard.profile.model import FabricType, PlatformProfile
+from fabricguard.profile.model import FabricType, PlatformProfile, UnknownPoolError
 
 MIN_MINOR = 30
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -109,8 +109,15 @@ def team_namespaces(profile: PlatformProfile) -> list[str]:
 
 
 def queues_for(profile: PlatformProfile, namespace: str) -> list[str]:
-    """The queue names the webhook may label a workload in ``namespace`` with."""
+    """The queue names the webhook labels workloads in ``namespace`` with: the default pool's (what a workload
+    that names no pool gets) and those of the queues that list the namespace."""
     out: list[str] = []
+    try:
+        default = profile.pool()
+    except UnknownPoolError:
+        default = None
+    if default is not None and default.queue is not None:
+        out.append(default.queue.name)
     for p in profile.spec.pools:
         q = p.queue
         if q is not None and (not q.namespaces or namespace in q.namespaces) and q.name not in out:
@@ -182,9 +189,15 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
             continue
         rows.append(pod_security_row(ns, (obj.get("metadata") or {}).get("labels") or {}, needs, why))
 
-    opted = await kube.list("v1", "namespaces", label_selector=f"{admission_render.ENABLED_LABEL}=true")
+    opted = [o for o in await kube.list("v1", "namespaces", label_selector=f"{admission_render.ENABLED_LABEL}=true")
+             # re-checked here; and the webhook never touches kube-system or its own namespace
+             if ((o.get("metadata") or {}).get("labels") or {}).get(admission_render.ENABLED_LABEL) == "true"
+             and (o.get("metadata") or {}).get("name") not in ("kube-system", namespace)]
+    teams = team_namespaces(profile)
     for obj in opted:
         ns = (obj.get("metadata") or {}).get("name", "")
+        if ns not in teams:  # opted in, so injected, but no queue names it: its level matters just the same
+            rows.append(pod_security_row(ns, (obj.get("metadata") or {}).get("labels") or {}, needs, why))
         for q in queues_for(profile, ns):
             lq = await kube.get(names.KUEUE_API, "localqueues", q, ns)
             if lq is None:

@@ -25,11 +25,14 @@ def render_install_cmd(
     manage_taints: bool = typer.Option(False, "--manage-taints", help="No Node Readiness Controller: the agent "
                                        "keeps the taints itself."),
     nvml_access: str = typer.Option("auto", "--nvml-access", help="auto, runtime or privileged (render agent)."),
+    dcgm_platform: str = typer.Option("gpu-operator", "--dcgm-platform",
+                                      help="Where DCGM exporter runs: gpu-operator, dcgm-exporter (its chart), or "
+                                           "gke (managed DCGM, not scraped here)."),
 ) -> None:
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
     from fabricguard.agent.render_commands import image_problem as agent_image_problem
-    from fabricguard.controller.manifests import image_problem
+    from fabricguard.controller.manifests import image_problem, profile_image_problems
     from fabricguard.placement.install import InstallError, Options, components, write
     from fabricguard.profile.commands import profile_or_exit
 
@@ -38,6 +41,8 @@ def render_install_cmd(
         problem = image_problem(ref)
         if problem:
             fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for bad in profile_image_problems(prof):
+        fail(f"{profile}: {bad}")
     problem = agent_image_problem(agent_image)
     if problem:
         fail(problem.replace("--image", "--agent-image", 1),
@@ -49,7 +54,7 @@ def render_install_cmd(
              "survives from an earlier render")
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
                    monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr)),
-                   manage_taints=manage_taints, nvml_access=nvml_access)
+                   manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform)
     try:
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:
@@ -75,6 +80,7 @@ def preflight_cmd(
     context: str = typer.Option(None, "--context", help="kubeconfig context."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
     output_format: str = typer.Option("table", "--format", help="Output format: table or json."),
+    timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds for all the checks together."),
 ) -> None:
     """Check a live cluster before (and after) installing: APIs, versions, fabric DaemonSets, Lustre claims,
     LocalQueues, Pod Security, GKE's critical-pod quota. Exit 0 pass, 1 warnings, 2 failures, 3 unusable input."""
@@ -84,16 +90,30 @@ def preflight_cmd(
 
     from fabricguard.console import console, print_json, row
     from fabricguard.kube import KubeError
-    from fabricguard.placement.preflight import exit_code, run
+    from fabricguard.placement.preflight import Row, exit_code, run
     from fabricguard.profile.commands import profile_or_exit
 
     if output_format not in ("table", "json"):
         fail(f"--format {output_format!r}: use table or json")
+    import httpx
+    import kr8s
+
     prof = profile_or_exit(profile)
+
+    async def bounded() -> list[Row]:
+        async with asyncio.timeout(timeout):
+            return await run(prof, kubeconfig, context, namespace)
+
     try:
-        rows = asyncio.run(run(prof, kubeconfig, context, namespace))
+        rows = asyncio.run(bounded())
     except KubeError as exc:
         fail(f"cannot read the cluster: {exc}", hint="check --kubeconfig/--context and that the API server answers")
+    except TimeoutError:
+        fail(f"the API server did not answer all checks within --timeout {timeout:g} s; nothing was judged",
+             hint="check that it answers (kubectl get --raw /version), or raise --timeout")
+    except (httpx.HTTPError, kr8s.ServerError, OSError, ValueError) as exc:
+        fail(f"cannot reach the cluster: {type(exc).__name__}: {exc}",
+             hint="check --kubeconfig/--context and that the API server answers")
     code = exit_code(rows)
     if output_format == "json":
         print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]})

@@ -19,7 +19,7 @@ import yaml
 
 from fabricguard import names
 from fabricguard.exitcodes import exit_code
-from fabricguard.kube import Kube, KubeError
+from fabricguard.kube import Conflict, Grant, Kube, Permissions, grants
 from fabricguard.placement import kueue
 from fabricguard.placement.transition import (
     FABRIC_VALIDATION,
@@ -40,6 +40,41 @@ from fabricguard.times import format_time, parse_time
 KUEUE = names.KUEUE_API
 STATE_KEY = "state.json"
 STATE_LABEL = names.LABEL_TRANSITION
+
+# What a transition's calls need (the client refuses any other; render transition-rbac prints these as roles):
+# its state ConfigMap (and the components' profile ConfigMaps) in its namespace; Nodes (read, cordon); pods per
+# node (drain); Kueue's queue objects; the new pool's FabricValidation.
+TRANSITION_GRANTS: frozenset[Grant] = frozenset([
+    *grants("v1", "configmaps", ["get", "create", "patch"], scope="namespace"),
+    # components.py: the agent's DaemonSets in the same namespace, to tell an agent still on the old profile.
+    *grants("apps/v1", "daemonsets", ["list"], scope="namespace"),
+    *grants("v1", "nodes", ["list", "get", "patch"]),
+    *grants("v1", "pods", ["list"]),
+    *grants(KUEUE, "clusterqueues", ["get", "patch"]),
+    *grants(KUEUE, "topologies", ["get", "create", "delete"]),
+    *grants(KUEUE, "resourceflavors", ["get", "create", "delete"]),
+    *grants(FABRIC_VALIDATION[0], FABRIC_VALIDATION[1], ["list", "get"]),
+])
+
+
+def transition_permissions(namespace: str) -> Permissions:
+    return Permissions(TRANSITION_GRANTS, namespace, "pool transition")
+
+
+def transition_roles(namespace: str) -> list[dict[str, Any]]:
+    """A ClusterRole and a Role (in ``namespace``) named fabricguard-transition, from TRANSITION_GRANTS."""
+    from fabricguard.kube import rbac_rules
+
+    name = "fabricguard-transition"
+    labels = {**kueue.MANAGED_BY, "app.kubernetes.io/component": "pool-transition"}
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name, "labels": labels}, "rules": rbac_rules(TRANSITION_GRANTS, "cluster")},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": name, "namespace": namespace, "labels": labels},
+         "rules": rbac_rules(TRANSITION_GRANTS, "namespace")},
+    ]
+
 
 # Called with a point name after each write that matters ("<step>:applied" before the step is recorded,
 # "<step>:recorded" after); the tests raise from it to crash the workflow exactly there.
@@ -110,11 +145,9 @@ class Workflow:
         obj = {**self._cm, "data": data}
         try:
             self._cm = await self.kube.update("v1", "configmaps", obj, fields=("data",))
-        except KubeError as exc:
-            if exc.status == 409:
-                raise TransitionConflict(f"another run changed {self.namespace}/{self.spec.name} meanwhile; "
-                                         "run status, then apply again") from None
-            raise
+        except Conflict:
+            raise TransitionConflict(f"another run changed {self.namespace}/{self.spec.name} meanwhile; "
+                                     "run status, then apply again") from None
 
     # ---------------------------------------------------------------------------------------- steps
 

@@ -7,13 +7,12 @@ skipped and says why. torch is imported only when the check runs.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from fabricguard.probes.result import Check, Status
-from fabricguard.userfiles import SourceError, read_text
+from fabricguard.userfiles import SourceError, read_json
 
 DEFAULT_FRACTION = 0.85
 KEYS = {
@@ -28,10 +27,7 @@ def load_ceilings(path: Path | None) -> dict[str, float]:
     """GPU ceilings by metric; ``SourceError`` names the file and the entry that is not a number."""
     if path is None:
         return {}
-    try:
-        data = json.loads(read_text(path, max_bytes=16 * 1024**2))
-    except json.JSONDecodeError as exc:
-        raise SourceError(str(path), exc.lineno, f"not JSON ({exc.msg})") from None
+    data = read_json(path, max_bytes=16 * 1024**2)
     if not isinstance(data, dict):
         raise SourceError(str(path), None, f"expected an object of ceilings such as {{{next(iter(KEYS))!r}: 4800}}")
     out: dict[str, float] = {}

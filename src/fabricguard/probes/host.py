@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import glob
-import json
 import os
 import re
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from typing import Any
 
 from fabricguard.probes.result import Check, Status, overall
 from fabricguard.profile import FabricType, PlatformProfile, Pool
-from fabricguard.userfiles import SourceError, read_bytes, read_text
+from fabricguard.userfiles import SourceError, read_bytes, read_json
 
 RDMA_FABRICS = {FabricType.infiniband, FabricType.roce, FabricType.gke_rdma, FabricType.efa}
 LINK_LAYER = {
@@ -259,10 +258,7 @@ def collect_nvml() -> dict[str, Any]:
 def read_nvml_json(path: Path) -> dict[str, Any]:
     """Recorded NVML data (``{"driver": ..., "gpus": [{"index": 0, "name": ..., ...}]}``); ``SourceError``
     names the file and what is wrong with its shape, so a wrong file is refused instead of judged."""
-    try:
-        data = json.loads(read_text(path, max_bytes=64 * 1024**2))
-    except json.JSONDecodeError as exc:
-        raise SourceError(str(path), exc.lineno, f"not JSON ({exc.msg}); pass recorded NVML data") from None
+    data = read_json(path, max_bytes=64 * 1024**2, what="; pass recorded NVML data")
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
         raise SourceError(str(path), None, 'not recorded NVML data: expected an object with a "gpus" list')
     for i, g in enumerate(data["gpus"]):

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,9 @@ class StorageConfig:
     baseline_write_mbps: float | None = None
     baseline_read_mbps: float | None = None
     floor_fraction: float = 0.8
+    # Deadline of each workload phase (fio's write, fio's read, the built-in ranks): a hung mount fails the
+    # probe with a message instead of hanging it.
+    timeout_s: float = 300.0
 
     @property
     def needed_bytes(self) -> int:
@@ -415,12 +418,16 @@ def run_builtin(workdir: Path, cfg: StorageConfig, *, timeout_s: float = 300.0) 
         )
         for r in range(cfg.ranks)
     ]
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
     try:
         for p in procs:
-            p.wait(timeout=timeout_s)
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
+        timed_out = True
         for p in procs:
             p.kill()
+            p.wait()
     results, errors = [], []
     for r in range(cfg.ranks):
         rf = ctl / f"result.{r}.json"
@@ -428,6 +435,9 @@ def run_builtin(workdir: Path, cfg: StorageConfig, *, timeout_s: float = 300.0) 
             results.append(json.loads(rf.read_text()))
         elif (ctl / f"error.{r}").is_file():
             errors.append(f"rank {r}: {(ctl / f'error.{r}').read_text()}")
+        elif timed_out:
+            errors.append(f"rank {r}: did not finish within {timeout_s:g} s (a hung or very slow filesystem); "
+                          "it was stopped")
         else:
             errors.append(f"rank {r}: exited {procs[r].returncode} without a result")
     created = [workdir / n for r in results for n in r["created"]]
@@ -443,7 +453,18 @@ def run_builtin(workdir: Path, cfg: StorageConfig, *, timeout_s: float = 300.0) 
 # ------------------------------------------------------------------------------------------------- fio
 
 
-def run_fio(workdir: Path, cfg: StorageConfig) -> tuple[dict[str, Any], list[Path]]:
+@dataclass(frozen=True)
+class ToolRun:
+    """What one run of an external tool left: exit code, output, and its wall time."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def fio_commands(workdir: Path, cfg: StorageConfig) -> tuple[list[str], list[str], list[Path]]:
+    """fio's write and read-verify command lines for ``cfg`` in ``workdir``, and the files they create."""
     common = [
         "fio",
         "--output-format=json",
@@ -457,28 +478,47 @@ def run_fio(workdir: Path, cfg: StorageConfig) -> tuple[dict[str, Any], list[Pat
         "--verify_state_save=0",  # else fio drops *-verify.state files into the current directory
     ]
     created = [workdir / f"fgckpt.{j}.0" for j in range(cfg.ranks)]
+    return ([*common, "--rw=write", "--end_fsync=1", "--do_verify=0"],
+            [*common, "--rw=read", "--do_verify=1", "--invalidate=1"], created)
+
+
+def run_tool(args: list[str], timeout_s: float) -> ToolRun:
+    """Run ``args`` to completion within ``timeout_s`` (killed after; RuntimeError naming the deadline)."""
     t0 = time.perf_counter()
-    w = subprocess.run([*common, "--rw=write", "--end_fsync=1", "--do_verify=0"], capture_output=True, text=True)
-    t1 = time.perf_counter()
-    r = subprocess.run([*common, "--rw=read", "--do_verify=1", "--invalidate=1"], capture_output=True, text=True)
-    t2 = time.perf_counter()
-    for proc in (w, r):
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{args[0]} did not finish within {timeout_s:g} s (a hung or very slow filesystem); "
+                           "it was stopped") from None
+    return ToolRun(p.returncode, p.stdout, p.stderr, time.perf_counter() - t0)
+
+
+def judge_fio(write: ToolRun, read: ToolRun) -> dict[str, Any]:
+    """The sequential metrics and checksum verdict from fio's two runs (pure: the runs are passed in)."""
+    for proc in (write, read):
         if "{" not in proc.stdout:
             raise RuntimeError(f"fio produced no JSON (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
-    wr, rd = parse_fio(w.stdout), parse_fio(r.stdout)
-    errors = wr["errors"] + rd["errors"] + [ln for ln in (w.stderr + r.stderr).splitlines() if "verify failed" in ln]
+    wr, rd = parse_fio(write.stdout), parse_fio(read.stdout)
+    errors = wr["errors"] + rd["errors"] + [ln for ln in (write.stderr + read.stderr).splitlines()
+                                            if "verify failed" in ln]
     # Rates come from fio's own I/O clock, like the built-in engine's bracket around its I/O; the whole
     # fio process (start-up, file layout) is kept apart, for whoever wants to see what it costs.
-    write = {**wr.get("write", {"MBps": 0.0}), "process_s": t1 - t0}
-    read = {**rd.get("read", {"MBps": 0.0}), "process_s": t2 - t1}
-    out = {
+    return {
         "fio_version": wr["version"],
-        "write": write,
-        "read": read,
-        "checksum_ok": not errors and w.returncode == 0 and r.returncode == 0,
+        "write": {**wr.get("write", {"MBps": 0.0}), "process_s": write.seconds},
+        "read": {**rd.get("read", {"MBps": 0.0}), "process_s": read.seconds},
+        "checksum_ok": not errors and write.returncode == 0 and read.returncode == 0,
         "fio_errors": errors,
     }
-    return out, created
+
+
+def run_fio(workdir: Path, cfg: StorageConfig,
+            run: Callable[[list[str], float], ToolRun] = run_tool) -> tuple[dict[str, Any], list[Path]]:
+    """fio's sequential checkpoint write and verified read, each under ``cfg.timeout_s``."""
+    write_args, read_args, created = fio_commands(workdir, cfg)
+    write = run(write_args, cfg.timeout_s)
+    read = run(read_args, cfg.timeout_s)
+    return judge_fio(write, read), created
 
 
 # ------------------------------------------------------------------------------------------------ probe
@@ -574,8 +614,9 @@ class StorageReport:
 def probe_storage(
     cfg: StorageConfig, *, lustre_run: Callable[[list[str]], tuple[int, str]] | None = None
 ) -> StorageReport:
-    """Run every check and the workload. Raises StorageRefused (before writing anything) when unsafe."""
-    cfg.block_size = max(4096, min(cfg.block_size, cfg.file_size))
+    """Run every check and the workload. Raises StorageRefused (before writing anything) when unsafe.
+    ``cfg`` is left as given (the effective block size is the caller's, clamped to 4 KiB..file_size here)."""
+    cfg = replace(cfg, block_size=max(4096, min(cfg.block_size, cfg.file_size)))
     checks = [fstype_check(cfg.path, cfg.expect_fstype)]
     if cfg.expect_fstype == "lustre" or checks[0].data.get("fstype") == "lustre":
         checks += lustre_checks(cfg.path, lustre_run or _tool)
@@ -594,11 +635,11 @@ def probe_storage(
             metrics.update(seq)
             # fio has no create/stat/unlink-per-second mode as direct as this; the built-in one runs it.
             small_cfg = StorageConfig(**{**asdict(cfg), "file_size": cfg.block_size})
-            small, c2 = run_builtin(workdir, small_cfg)
+            small, c2 = run_builtin(workdir, small_cfg, timeout_s=cfg.timeout_s)
             created += c2
             metrics.update({k: small[k] for k in ("create", "stat", "unlink")})
         else:
-            metrics, created = run_builtin(workdir, cfg)
+            metrics, created = run_builtin(workdir, cfg, timeout_s=cfg.timeout_s)
         checks.append(
             Check(
                 "storage.checksum",

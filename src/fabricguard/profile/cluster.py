@@ -9,7 +9,7 @@
   namespace that mounts Lustre to it, so fabricguard-system and the training namespaces read the same file
   system (a dynamically provisioned claim of the same name would be a new, empty, billed file system).
 - ``FabricDaemonSet`` (``spec.fabricDaemonSets``): the DaemonSets a fabric node needs before it can become ready
-  (CSI node plugin, Multus/CNI, the Node Readiness Controller's agents...). They must tolerate the readiness
+  (CSI node plugin, Multus/CNI, ...). They must tolerate the readiness
   taints, or the node never advertises its fabric and the taint stays forever; the webhook adds the tolerations,
   the doctor and ``preflight`` check them.
 

@@ -99,6 +99,8 @@ class JobInputError(ValueError):
 MOUNTINFO_GLOBS = ("mountinfo", "*.mountinfo", "mountinfo*")
 STEP_GLOBS = ("*.jsonl", "*.csv")
 MAX_MOUNTINFO_BYTES = 32 * 1024**2  # a node with 100,000 mounts writes ~20 MB
+# NCCL logs read per job: a 512-rank job's INFO logs are a few GiB; past this the job is degraded, naming the file.
+MAX_JOB_LOG_BYTES = 32 * 1024**3
 
 
 def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path], list[Evidence]]:
@@ -426,7 +428,7 @@ def judge_job(
         raise JobInputError(
             f"{job_dir}: no log files found (expected NCCL_DEBUG=INFO output, one file per rank or pod)", missing=True
         )
-    nccl = inspect_paths(logs, unread=unread, roots=dict.fromkeys(logs, job_dir))
+    nccl = inspect_paths(logs, unread=unread, roots=dict.fromkeys(logs, job_dir), max_bytes=MAX_JOB_LOG_BYTES)
     try:
         steps = load_step_times(step_files, logs, step_regex)
     except ValueError as exc:

@@ -1,0 +1,162 @@
+"""The controller's Lustre edge: everything a reconcile pass needs from the claim, read before the pass.
+
+The pass itself (``reconcile.py``) is pure: it gets the listed cluster, the profile, a clock and what this
+module read, and returns actions. This module reads, from the controller's read-only mount of the claim:
+
+- for each pool with a canary, the run directories its canaries left (``canary.runs_on_lustre``) and, for every
+  run the pass may judge (a canary JobSet that is over, a run on Lustre that no status records, the run the
+  status last named active), the judgement of its files (``outcome.judge_canary``) and when its results were
+  last written;
+- for every finished workload the webhook managed that has no verdict yet, ``verify-job``'s judgement of its
+  NCCL logs (``verdict.job.judge_job``), or the error its files gave.
+
+What a tenant wrote is judged in isolation: a file that cannot be read is recorded as that run's or job's
+error, and the pass goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fabricguard import names
+from fabricguard import objects as o
+from fabricguard.controller.canary import RESULT_SUBDIR, job_dir, log_dir, runs_on_lustre
+from fabricguard.controller.outcome import CanaryRun, Judged, judge_canary
+from fabricguard.doctor.reference import Reference
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.verdict.job import JobVerdict, judge_job
+
+
+@dataclass(frozen=True)
+class CanaryFiles:
+    """What one canary run left on Lustre: its judgement, or why its files could not be judged."""
+
+    run_dir: str
+    judged: Judged | None = None
+    error: str | None = None  # "TypeName: message" of what reading the files raised
+    results_written: datetime | None = None  # newest mtime in the run's result directory
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """What a finished job's NCCL logs say (``verdict``), or the error reading them raised."""
+
+    log_dir: str
+    verdict: JobVerdict | None = None
+    error: Exception | None = None
+
+
+@dataclass
+class LustreFacts:
+    """Everything a pass read from Lustre, by key; a key that is absent was not read (the pass waits)."""
+
+    root: Path | None = None
+    runs: dict[str, list[str]] = field(default_factory=dict)  # pool -> run names on Lustre, newest first
+    canaries: dict[tuple[str, str], CanaryFiles] = field(default_factory=dict)  # (namespace, run) -> files
+    jobs: dict[tuple[str, str], JobFiles] = field(default_factory=dict)  # (namespace, job) -> its logs
+
+
+def newest_mtime(d: Path, limit: int = 256) -> datetime | None:
+    """When the newest of (at most ``limit``) files directly in ``d`` was last written."""
+    newest = 0.0
+    try:
+        with os.scandir(d) as it:
+            for n, entry in enumerate(it):
+                if n >= limit:
+                    break
+                with contextlib.suppress(OSError):
+                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return None
+    return datetime.fromtimestamp(newest, UTC) if newest else None
+
+
+def read_canary(profile: PlatformProfile, pool: Pool, namespace: str, name: str, root: Path) -> CanaryFiles:
+    run_dir = root / job_dir(profile, namespace, name)
+    try:
+        judged = judge_canary(profile, pool, run_dir, root / log_dir(profile, namespace, name),
+                              run_dir / RESULT_SUBDIR)
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # the run's files, not the controller
+        return CanaryFiles(str(run_dir), error=f"{type(exc).__name__}: {exc}")
+    return CanaryFiles(str(run_dir), judged, None, newest_mtime(run_dir / RESULT_SUBDIR))
+
+
+def read_job(profile: PlatformProfile, pool: Pool, namespace: str, name: str, root: Path) -> JobFiles:
+    logs = root / log_dir(profile, namespace, name)
+    try:
+        return JobFiles(str(logs), judge_job(logs, profile, pool.name))
+    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # JobInputError is a ValueError
+        return JobFiles(str(logs), error=exc)
+
+
+def load_canaries(facts: LustreFacts, snapshot: Snapshot, profile: PlatformProfile, namespace: str,
+                  history: int) -> None:
+    """Read every canary run the pass may judge (a superset of what ``canaries.reconcile_pool`` asks for)."""
+    from fabricguard.controller.canaries import run_is_over
+
+    root = facts.root
+    if root is None:
+        return
+    fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
+    pods: dict[str, list[dict[str, Any]]] = {}
+    for p in snapshot.pods:
+        js = o.labels_of(p).get(names.JOBSET_NAME)
+        if js and o.namespace_of(p) == namespace:
+            pods.setdefault(js, []).append(p)
+    for pool in profile.spec.pools:
+        canary = profile.canary(pool)
+        if canary is None:
+            continue
+        status = (fvs.get(pool.name) or {}).get("status") or {}
+        recorded = {r.name for r in (CanaryRun.from_dict(d) for d in status.get("runs") or () if isinstance(d, dict))
+                    if r}
+        listed = [js for js in snapshot.kind("JobSet") if o.labels_of(js).get(names.LABEL_CANARY_POOL) == pool.name
+                  and o.namespace_of(js) == namespace]
+        wanted = [o.name_of(js) for js in listed
+                  if o.name_of(js) not in recorded and run_is_over(js, pods.get(o.name_of(js), []), canary)]
+        facts.runs[pool.name] = on_lustre = runs_on_lustre(profile, pool, namespace, root)
+        listed_names = {o.name_of(js) for js in listed}
+        wanted += [n for n in on_lustre if n not in recorded and n not in listed_names][:history]
+        active = status.get("active")
+        if isinstance(active, dict) and active.get("jobSet") in on_lustre:
+            wanted.append(str(active["jobSet"]))
+        for name in dict.fromkeys(wanted):
+            facts.canaries[(namespace, name)] = read_canary(profile, pool, namespace, name, root)
+
+
+def load_jobs(facts: LustreFacts, profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> None:
+    """Read the NCCL logs of every finished managed workload that has no verdict yet."""
+    from fabricguard.controller.jobs import verdict_pool
+
+    root = facts.root
+    if root is None:
+        return
+    for _api, _plural, kind in names.MANAGED_KINDS:
+        for obj in by_kind.get(kind, ()):
+            pool = verdict_pool(profile, obj, kind)
+            if pool is not None:
+                ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
+                facts.jobs[(ns, name)] = read_job(profile, pool, ns, name, root)
+
+
+def load(snapshot: Snapshot, profile: PlatformProfile, lustre_root: Path | None, namespace: str,
+         history: int) -> LustreFacts:
+    facts = LustreFacts(lustre_root)
+    load_canaries(facts, snapshot, profile, namespace, history)
+    load_jobs(facts, profile, snapshot.by_kind)
+    return facts
+
+
+def reconcile_reading_lustre(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: Any,
+                             reference: Reference | None = None) -> Any:
+    """One pass at the edge: read what it needs from Lustre, then run the pure pass on those values."""
+    from fabricguard.controller.reconcile import reconcile
+
+    facts = load(snapshot, profile, cfg.lustre_root, cfg.namespace, cfg.history)
+    return reconcile(snapshot, profile, now, cfg, reference, lustre=facts)
