@@ -289,3 +289,22 @@ def test_a_pool_without_canary_but_with_critical_findings_is_not_validated() -> 
     fixed = reconcile(snapshot_from_lists(gen.incident("production", fixed=True)), prof, NOW,
                       CanaryConfig("fabricguard-system", CANARY_IMAGE, None))
     assert fixed.pools["gh200-roce"].ready is True and fixed.exit_code == 0, fixed.findings
+
+
+async def test_once_writes_the_pass_metrics_for_node_exporter(cluster, profile_path, lustre, tmp_path) -> None:
+    """A CronJob's ``--once`` feeds Prometheus through node-exporter's textfile collector, with the same
+    validated gauge as the exit code."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _k8s, kc = cluster
+    prom = tmp_path / "textfile" / "fabricguard.prom"
+    prom.parent.mkdir()
+    rc, _doc = await run_once(kc, profile_path, NOW, lustre, "--metrics-textfile", str(prom))
+    assert rc == 1
+    families = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    (validated,) = [s for s in families["fabricguard_pool_fabric_validated"].samples if s.labels["pool"] == "gh200-roce"]
+    assert validated.value == 0
+    assert not list(prom.parent.glob(".*.tmp"))  # replaced atomically, nothing left behind
+    before = prom.stat().st_mtime_ns
+    await run_once(kc, profile_path, NOW + timedelta(seconds=30), lustre, "--metrics-textfile", str(prom))
+    assert prom.stat().st_mtime_ns >= before

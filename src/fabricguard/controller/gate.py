@@ -1,11 +1,13 @@
-"""The Kueue admission check ``fabricguard.io/fabric-validated``: hold workloads off a pool whose canary failed.
+"""The Kueue admission check ``fabricguard.io/fabric-validated``: hold workloads off a pool that is not validated.
 
 Kueue adds the check's entry (state ``Pending``) to a Workload's ``status.admissionChecks`` once quota is
 reserved on a flavor the ClusterQueue attaches the check to. For each such Workload not yet admitted, the
-check's state follows the pool of its flavor: ``Ready`` when the pool's latest canary passed within two
-intervals, else ``Pending`` with a message naming the pool, the outcome and its evidence, plus an Event,
-because ``kubectl get workloads`` never shows the message. An admitted Workload is left alone: turning its
-check back to Pending would evict a running job for a later canary's result.
+check's state follows the pool of its flavor: ``Ready`` when the pool is validated (controller/rootcause.py:
+a fresh canary pass, no critical infrastructure finding, nodes not FabricReady=False), ``Pending`` while it is
+only not yet proven, ``Retry`` (with ``requeueAfterSeconds``) when it is known broken, each with a message that
+starts ``held: pool P canary <outcome>; root cause: ...`` and an Event, because ``kubectl get workloads``
+never shows the message. An admitted Workload is left alone: turning its check back would evict a running job
+for a later canary's result.
 
 Only this check's entry is written (server-side apply; ``admissionChecks`` is a list keyed by name), and
 the AdmissionCheck object's ``Active`` condition is kept True, without which its ClusterQueues go inactive.
