@@ -67,7 +67,8 @@ def crd() -> dict[str, Any]:
         "properties": {
             "name": {"type": "string", "description": "The canary JobSet (or skipped-<time>)."},
             "outcome": {"type": "string",
-                        "enum": ["passed", "degraded", "fallback", "failed", "unschedulable", "skipped"]},
+                        "enum": ["passed", "degraded", "fallback", "failed", "unschedulable", "not-created",
+                                 "skipped"]},
             "started": {"type": "string", "format": "date-time"},
             "finished": {"type": "string", "format": "date-time"},
             "message": {"type": "string"},
@@ -95,6 +96,19 @@ def crd() -> dict[str, Any]:
                 "active": {"type": "object", "properties": {
                     "jobSet": {"type": "string"}, "started": {"type": "string", "format": "date-time"}}},
                 "runs": {"type": "array", "maxItems": 50, "items": run},
+                # Validated (one meaning: the canary, the doctor's critical findings, the nodes' FabricReady)
+                # and RootCause (the pool's critical doctor findings), as metav1.Condition.
+                "conditions": {"type": "array", "maxItems": 8, "x-kubernetes-list-type": "map",
+                               "x-kubernetes-list-map-keys": ["type"], "items": {
+                                   "type": "object", "required": ["type", "status", "reason", "message",
+                                                                  "lastTransitionTime"],
+                                   "properties": {
+                                       "type": {"type": "string"},
+                                       "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                                       "reason": {"type": "string"},
+                                       "message": {"type": "string", "maxLength": 32768},
+                                       "lastTransitionTime": {"type": "string", "format": "date-time"},
+                                       "observedGeneration": {"type": "integer"}}}},
             }},
         },
     }
@@ -114,6 +128,8 @@ def crd() -> dict[str, Any]:
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
                     {"name": "Pool", "type": "string", "jsonPath": ".spec.pool"},
+                    {"name": "Validated", "type": "string",
+                     "jsonPath": ".status.conditions[?(@.type==\"Validated\")].status"},
                     {"name": "Last outcome", "type": "string", "jsonPath": ".status.lastOutcome"},
                     {"name": "Last success", "type": "date", "jsonPath": ".status.lastSuccess"},
                     {"name": "Running", "type": "string", "jsonPath": ".status.active.jobSet", "priority": 1},
