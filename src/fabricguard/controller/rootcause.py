@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names, times
+from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, MergeStatus, event
 from fabricguard.controller.canaries import PoolState
@@ -136,14 +136,6 @@ def _reason(s: PoolState) -> str:
     return "NotYetValidated"
 
 
-def _condition(current: list[dict[str, Any]], ctype: str, status: str, reason: str, message: str,
-               now: datetime) -> dict[str, Any]:
-    was = next((c for c in current if isinstance(c, dict) and c.get("type") == ctype), None)
-    since = (was.get("lastTransitionTime") if was is not None and was.get("status") == status else None)
-    return {"type": ctype, "status": status, "reason": reason, "message": message[:32768],
-            "lastTransitionTime": since or times.format_time(now)}
-
-
 def _object(snapshot: Snapshot, kind: str, name: str, namespace: str | None) -> dict[str, Any]:
     for obj in snapshot.kind(kind):
         if o.name_of(obj) == name and (o.namespace_of(obj) or None) == (namespace or None):
@@ -161,15 +153,14 @@ def fv_actions(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, P
         s, fv = states.get(pool.name), fvs.get(pool.name)
         if s is None or fv is None:  # a FabricValidation created by this pass gets its conditions next pass
             continue
-        current = [c for c in (fv.get("status") or {}).get("conditions") or () if isinstance(c, dict)]
+        current = o.conditions_of(fv)
         causes = crit.get(pool.name, [])
-        want = [
-            _condition(current, VALIDATED, "True" if s.ready else "False", _reason(s),
-                       s.message if s.ready else held_message(s), now),
-            _condition(current, ROOT_CAUSE, "True" if causes else "False",
-                       "CriticalFindings" if causes else "NoneFound",
-                       cause_text(causes) if causes else "no critical doctor finding names this pool", now),
-        ]
+        work = [dict(c) for c in current if c.get("type") in (VALIDATED, ROOT_CAUSE)]
+        o.set_condition(work, VALIDATED, "True" if s.ready else "False", _reason(s),
+                        (s.message if s.ready else held_message(s))[:32768], now)
+        o.set_condition(work, ROOT_CAUSE, "True" if causes else "False", "CriticalFindings" if causes else "NoneFound",
+                        cause_text(causes) if causes else "no critical doctor finding names this pool", now)
+        want = sorted(work, key=lambda c: (c["type"] != VALIDATED))
         have = {c.get("type"): c for c in current}
         if all(have.get(c["type"]) == c for c in want) and len(current) == len(want):
             continue
