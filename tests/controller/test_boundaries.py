@@ -129,3 +129,44 @@ def test_the_pass_judges_canaries_from_the_values_read_at_the_edge(tmp_path) -> 
                                 LustreFacts(missing))
     recorded = [r["name"] for a in actions if isinstance(a, MergeStatus) for r in a.status["runs"]]
     assert "fgc-run-1" not in recorded and not [a for a in actions if type(a).__name__ == "Delete"]
+
+
+def test_the_validated_condition_carries_its_generation_and_moves_only_on_a_change() -> None:
+    from fabricguard.controller.actions import Counters, MergeStatus
+    from fabricguard.controller.validation import FabricValidationStatus
+
+    cfg = CanaryConfig(namespace="fabricguard-system", image="img@sha256:" + "ab" * 32, lustre_root=None)
+    inv = Inventory.build([], [], [], {THE_POOL.gpuResource})
+    fv = _status(timedelta(seconds=300))
+    fv["metadata"]["generation"] = 4
+    actions, state = reconcile_pool(PROF, THE_POOL, fv, [], inv, NOW, cfg, Counters())
+    (patch,) = [a for a in actions if isinstance(a, MergeStatus)]
+    (cond,) = patch.status["conditions"]
+    assert state.ready and cond["type"] == "Validated" and cond["status"] == "True"
+    assert cond["reason"] == "CanaryPassed" and cond["observedGeneration"] == 4
+    assert cond["lastTransitionTime"] == ts(NOW)
+    FabricValidationStatus.model_validate({k: v for k, v in patch.status.items() if v is not None})
+    # The next pass, one minute later, standing unchanged: nothing to write, the transition time stays.
+    fv["status"] = {**fv["status"], **{k: v for k, v in patch.status.items() if v is not None}}
+    later = NOW + timedelta(minutes=1)
+    actions, _ = reconcile_pool(PROF, THE_POOL, fv, [], inv, later, cfg, Counters())
+    assert not [a for a in actions if isinstance(a, MergeStatus)]
+    # Twenty minutes on, no new success: the pool is stale; the condition turns False and its time moves.
+    stale = NOW + timedelta(minutes=20)
+    actions, state = reconcile_pool(PROF, THE_POOL, fv, [], inv, stale, cfg, Counters())
+    (patch,) = [a for a in actions if isinstance(a, MergeStatus)]
+    (cond,) = patch.status["conditions"]
+    assert not state.ready and cond["status"] == "False" and cond["reason"] == "NoRecentSuccess"
+    assert cond["lastTransitionTime"] == ts(stale)
+
+
+def test_the_crd_schema_is_the_typed_status() -> None:
+    from fabricguard.controller.manifests import crd
+    from fabricguard.controller.validation import status_schema
+
+    (version,) = crd()["spec"]["versions"]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status == status_schema()
+    cond = status["properties"]["conditions"]
+    assert cond["x-kubernetes-list-map-keys"] == ["type"] and "observedGeneration" in cond["items"]["properties"]
+    assert status["properties"]["runs"]["items"]["properties"]["outcome"]["enum"] == [str(x) for x in Outcome]

@@ -32,6 +32,7 @@ from fabricguard.controller.canary import (
 )
 from fabricguard.controller.lustre import CanaryFiles, LustreFacts
 from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, scheduler_reason
+from fabricguard.controller.validation import VALIDATED, FabricValidationStatus, validated_condition
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -343,7 +344,14 @@ def reconcile_pool(
     # Newest run first, by start (a run id carries its start): the pool stands on its latest run.
     all_runs = sorted(new_runs + runs, key=_start_key, reverse=True)
     want = _status(all_runs, cfg.history, active, previous_success, pool)
+    state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now)
+    conditions = [dict(c) for c in status.get("conditions") or () if isinstance(c, dict)]
+    if canary is not None:
+        cstatus, reason, message = validated_condition(state.ready, state.outcome, state.message)
+        o.set_condition(conditions, VALIDATED, cstatus, reason, message[:1024], now,
+                        observed_generation=o.generation_of(fv))
+    want["conditions"] = conditions or None
+    FabricValidationStatus.model_validate({k: v for k, v in want.items() if v is not None})  # the CRD's schema
     if want != {k: status.get(k) for k in want}:
         actions.append(MergeStatus(names.FV_API, names.FV_PLURAL, None, pool.name, want))
-    state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now)
     return actions, state
