@@ -244,7 +244,10 @@ class Kube:
         problem = kubeconfig_problem(kubeconfig, context)
         if problem:
             raise KubeError(None, problem)
-        t = timeouts or Timeouts.from_env()
+        try:
+            t = timeouts or Timeouts.from_env()
+        except SourceError as exc:
+            raise KubeError(None, str(exc)) from None
         where = f"--kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig or the pod's service account"
         api = Api(url=None, kubeconfig=kubeconfig, serviceaccount=None, namespace=None, context=context,
                   bypass_factory=True)

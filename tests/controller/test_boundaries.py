@@ -132,32 +132,33 @@ def test_the_pass_judges_canaries_from_the_values_read_at_the_edge(tmp_path) -> 
 
 
 def test_the_validated_condition_carries_its_generation_and_moves_only_on_a_change() -> None:
-    from fabricguard.controller.actions import Counters, MergeStatus
+    from fabricguard.controller.actions import MergeStatus
+    from fabricguard.controller.rootcause import fv_actions
     from fabricguard.controller.validation import FabricValidationStatus
+    from fabricguard.doctor.snapshot import Snapshot
 
-    cfg = CanaryConfig(namespace="fabricguard-system", image="img@sha256:" + "ab" * 32, lustre_root=None)
-    inv = Inventory.build([], [], [], {THE_POOL.gpuResource})
-    fv = _status(timedelta(seconds=300))
+    fv = {"kind": "FabricValidation", **_status(timedelta(seconds=300))}
     fv["metadata"]["generation"] = 4
-    actions, state = reconcile_pool(PROF, THE_POOL, fv, [], inv, NOW, cfg, Counters())
-    (patch,) = [a for a in actions if isinstance(a, MergeStatus)]
-    (cond,) = patch.status["conditions"]
-    assert state.ready and cond["type"] == "Validated" and cond["status"] == "True"
-    assert cond["reason"] == "CanaryPassed" and cond["observedGeneration"] == 4
-    assert cond["lastTransitionTime"] == ts(NOW)
-    FabricValidationStatus.model_validate({k: v for k, v in patch.status.items() if v is not None})
-    # The next pass, one minute later, standing unchanged: nothing to write, the transition time stays.
-    fv["status"] = {**fv["status"], **{k: v for k, v in patch.status.items() if v is not None}}
-    later = NOW + timedelta(minutes=1)
-    actions, _ = reconcile_pool(PROF, THE_POOL, fv, [], inv, later, cfg, Counters())
-    assert not [a for a in actions if isinstance(a, MergeStatus)]
-    # Twenty minutes on, no new success: the pool is stale; the condition turns False and its time moves.
-    stale = NOW + timedelta(minutes=20)
-    actions, state = reconcile_pool(PROF, THE_POOL, fv, [], inv, stale, cfg, Counters())
-    (patch,) = [a for a in actions if isinstance(a, MergeStatus)]
-    (cond,) = patch.status["conditions"]
-    assert not state.ready and cond["status"] == "False" and cond["reason"] == "NoRecentSuccess"
-    assert cond["lastTransitionTime"] == ts(stale)
+    ready = PoolState(POOL, True, True, "passed", f"pool {POOL}: canary passed")
+
+    def conditions(state: PoolState, at) -> dict[str, dict] | None:  # type: ignore[no-untyped-def]
+        writes = [a for a in fv_actions(PROF, Snapshot([fv]), {POOL: state}, [], at) if isinstance(a, MergeStatus)]
+        if not writes:
+            return None
+        FabricValidationStatus.model_validate(writes[0].status)
+        return {c["type"]: c for c in writes[0].status["conditions"]}
+
+    first = conditions(ready, NOW)
+    assert first is not None and first["Validated"]["status"] == "True"
+    assert first["Validated"]["observedGeneration"] == 4 and first["RootCause"]["observedGeneration"] == 4
+    assert first["Validated"]["lastTransitionTime"] == ts(NOW)
+    fv["status"]["conditions"] = list(first.values())
+    assert conditions(ready, NOW + timedelta(minutes=1)) is None  # unchanged standing: nothing to write
+    held = PoolState(POOL, True, False, "fallback", f"pool {POOL}: canary fallback")
+    later = conditions(held, NOW + timedelta(minutes=20))
+    assert later is not None and later["Validated"]["status"] == "False"
+    assert later["Validated"]["lastTransitionTime"] == ts(NOW + timedelta(minutes=20))
+    assert later["RootCause"]["lastTransitionTime"] == ts(NOW)  # RootCause stayed False: its time stays
 
 
 def test_the_crd_schema_is_the_typed_status() -> None:

@@ -31,8 +31,7 @@ from fabricguard.controller.canary import (
     started_at,
 )
 from fabricguard.controller.lustre import CanaryFiles, LustreFacts
-from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, scheduler_reason
-from fabricguard.controller.validation import VALIDATED, FabricValidationStatus, validated_condition
+from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, creation_reason, scheduler_reason
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -53,6 +52,10 @@ class PoolState:
     busbw: dict[str, float] = field(default_factory=dict)
     latest: str | None = None  # the newest run's outcome, `skipped` included (``outcome`` is the newest judged)
     inspector_busbw: dict[str, float] = field(default_factory=dict)  # the judged run's Inspector figures
+    # Set by the pass after the canary part (controller/rootcause.py): the pool's critical doctor findings, its
+    # nodes' FabricReady=False, and whether the pool is known broken (Retry) or only not yet proven (Pending).
+    root_cause: str = ""
+    broken: bool = False
 
 
 @dataclass
@@ -197,10 +200,14 @@ def _evaluate(
             return None  # over, but its files were not read this pass: judged by the next
         return run_from_files(name, files, times.format_time(started), times.format_time(when or now), nodes)
     age = (now - started).total_seconds()
+    if not pods and age >= canary.pending_timeout_s:
+        # Nothing reached the scheduler: its own outcome, not "unschedulable" (which blames the resources).
+        jobs_seen = bool((js.get("status") or {}).get("replicatedJobsStatus"))
+        return CanaryRun(name, Outcome.not_created, times.format_time(started), times.format_time(now),
+                         f"no pod of the canary was created in {int(age)} s (timeout {canary.pendingTimeout}): "
+                         + creation_reason(name, cfg_ns, inv.events, jobs_seen), nodes=nodes)
     if _pending_since(js, pods) and age >= canary.pending_timeout_s:
-        reason = scheduler_reason(pods, inv.events) if pods else (
-            "no pod of the canary exists: is the JobSet controller running, and may it create pods in "
-            f"{cfg_ns} (kubectl describe jobset -n {cfg_ns} {name})?")
+        reason = scheduler_reason(pods, inv.events)
         return CanaryRun(name, Outcome.unschedulable, times.format_time(started), times.format_time(now),
                          f"Pending for {int(age)} s (timeout {canary.pendingTimeout}): {reason}",
                          [f"Pod {cfg_ns}/{o.name_of(p)}: FailedScheduling" for p in pods[:2]], nodes=nodes)
@@ -344,14 +351,7 @@ def reconcile_pool(
     # Newest run first, by start (a run id carries its start): the pool stands on its latest run.
     all_runs = sorted(new_runs + runs, key=_start_key, reverse=True)
     want = _status(all_runs, cfg.history, active, previous_success, pool)
-    state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now)
-    conditions = [dict(c) for c in status.get("conditions") or () if isinstance(c, dict)]
-    if canary is not None:
-        cstatus, reason, message = validated_condition(state.ready, state.outcome, state.message)
-        o.set_condition(conditions, VALIDATED, cstatus, reason, message[:1024], now,
-                        observed_generation=o.generation_of(fv))
-    want["conditions"] = conditions or None
-    FabricValidationStatus.model_validate({k: v for k, v in want.items() if v is not None})  # the CRD's schema
     if want != {k: status.get(k) for k in want}:
         actions.append(MergeStatus(names.FV_API, names.FV_PLURAL, None, pool.name, want))
+    state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now)
     return actions, state

@@ -90,10 +90,10 @@ def crd() -> dict[str, Any]:
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
                     {"name": "Pool", "type": "string", "jsonPath": ".spec.pool"},
-                    {"name": "Last outcome", "type": "string", "jsonPath": ".status.lastOutcome"},
-                    {"name": "Last success", "type": "date", "jsonPath": ".status.lastSuccess"},
                     {"name": "Validated", "type": "string",
                      "jsonPath": ".status.conditions[?(@.type==\"Validated\")].status"},
+                    {"name": "Last outcome", "type": "string", "jsonPath": ".status.lastOutcome"},
+                    {"name": "Last success", "type": "date", "jsonPath": ".status.lastSuccess"},
                     {"name": "Running", "type": "string", "jsonPath": ".status.active.jobSet", "priority": 1},
                     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                 ],

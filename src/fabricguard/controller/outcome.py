@@ -1,4 +1,4 @@
-"""A canary's outcome, with its evidence: passed, degraded, fallback, failed, unschedulable or skipped.
+"""A canary's outcome, with its evidence: passed, degraded, fallback, failed, unschedulable, not-created or skipped.
 
 Nothing here re-derives a transport or a bandwidth judgement. The ranks' NCCL logs and each node's mountinfo
 are judged by ``verify-job``'s rules (:func:`fabricguard.verdict.job.judge_job`, which reads the logs with the
@@ -31,6 +31,9 @@ class Outcome(StrEnum):
     fallback = "fallback"
     failed = "failed"
     unschedulable = "unschedulable"
+    # No pod of the canary was ever created (no JobSet controller, pod creation refused by Pod Security, a
+    # quota or a webhook): nothing reached the scheduler, so nothing here blames the fabric's device plugin.
+    not_created = "not-created"
     skipped = "skipped"
 
 
@@ -237,3 +240,28 @@ def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -
         if c and c.get("status") == "False" and c.get("message"):
             return str(c["message"])
     return "no FailedScheduling event and no PodScheduled message (is a scheduler running for these pods?)"
+
+
+def creation_reason(jobset: str, namespace: str, events: list[dict[str, Any]], jobs_seen: bool) -> str:
+    """Why no pod of the canary JobSet ``jobset`` exists: the newest refusal its Jobs (or the JobSet) got
+    (``FailedCreate``: Pod Security, a quota, a webhook), else what the missing controller means."""
+    best: tuple[str, str, str] | None = None
+    for e in events:
+        inv = e.get("involvedObject") or e.get("regarding") or {}
+        name = str(inv.get("name") or "")
+        if inv.get("namespace", namespace) != namespace or not (name == jobset or name.startswith(jobset + "-")):
+            continue
+        if inv.get("kind") not in ("Job", "JobSet") or str(e.get("type", "Warning")) != "Warning":
+            continue
+        when = str(e.get("lastTimestamp") or e.get("eventTime")
+                   or (e.get("metadata") or {}).get("creationTimestamp") or "")
+        msg = f"{inv.get('kind')} {namespace}/{name}: {e.get('reason')}: {e.get('message') or e.get('note') or ''}"
+        if best is None or when >= best[0]:
+            best = (when, str(e.get("reason")), msg)
+    if best is not None:
+        return f"pod creation was refused: {best[2]}"
+    if not jobs_seen:
+        return (f"the JobSet made no Job: is the JobSet controller running (kubectl get jobset -n {namespace} "
+                f"{jobset} -o yaml shows no status)?")
+    return (f"its Jobs created no pod and no event says why (kubectl describe jobs -n {namespace} -l "
+            f"jobset.sigs.k8s.io/jobset-name={jobset})")

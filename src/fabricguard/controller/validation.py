@@ -1,8 +1,9 @@
 """The FabricValidation status as a typed model: what the controller writes, and the CRD schema generated from it.
 
 One object per pool keeps the pool's canary history (``runs``, newest first), the latest outcome, the last
-success, the run in progress, and a ``Validated`` condition with the ``observedGeneration`` it was computed
-for (``lastTransitionTime`` moves only when its status changes, as apimachinery's ``SetStatusCondition``).
+success, the run in progress, and the ``Validated`` and ``RootCause`` conditions (``controller/rootcause.py``),
+each with the ``observedGeneration`` it was computed for (``lastTransitionTime`` moves only when its status
+changes, as apimachinery's ``SetStatusCondition``).
 ``status_schema()`` turns the model into the CRD's structural OpenAPI schema, so the schema the API server
 enforces and the status the controller writes cannot drift apart.
 """
@@ -15,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricguard.controller.outcome import Outcome
 
-VALIDATED = "Validated"  # the condition type: True while the pool's latest canary passed within two intervals
 MAX_RUNS = 50
+MAX_CONDITIONS = 8
 MAX_EVIDENCE = 10
 
 
@@ -51,7 +52,7 @@ class Condition(_Model):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str
-    message: str = Field(default="", max_length=32768)
+    message: str = Field(max_length=32768)
     lastTransitionTime: str = Field(json_schema_extra={"format": "date-time"})
     observedGeneration: int | None = Field(default=None, ge=0)
 
@@ -63,7 +64,8 @@ class FabricValidationStatus(_Model):
     lastSuccess: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     active: ActiveRun | None = None
     runs: list[Run] = Field(default_factory=list, max_length=MAX_RUNS)
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list, max_length=MAX_CONDITIONS,
+                                        description="Validated and RootCause (controller/rootcause.py).")
 
 
 def _structural(node: Any, defs: dict[str, Any]) -> Any:
@@ -104,14 +106,3 @@ def status_schema() -> dict[str, Any]:
         schema["properties"][c]["x-kubernetes-list-type"] = "map"
         schema["properties"][c]["x-kubernetes-list-map-keys"] = ["type"]
     return schema
-
-
-def validated_condition(ready: bool, outcome: str | None, message: str) -> tuple[str, str, str]:
-    """(status, reason, message) of the ``Validated`` condition from the pool's standing."""
-    if ready:
-        return "True", "CanaryPassed", message
-    if outcome is None:
-        return "False", "NoCanaryFinished", message
-    if outcome == Outcome.passed:
-        return "False", "NoRecentSuccess", message
-    return "False", "Canary" + str(outcome).capitalize(), message
