@@ -264,7 +264,7 @@ class Kube:
     # ------------------------------------------------------------------------------------- requests
 
     def _check(self, method: str, api_version: str, rel: str, namespace: str | None, watch: bool) -> None:
-        if self.permissions is None:
+        if self.permissions is None or not rel:  # not a resource (/version): every authenticated user may
             return
         parts = rel.split("/")
         name = parts[1] if len(parts) > 1 else None
@@ -287,7 +287,7 @@ class Kube:
                     **kwargs: Any) -> Any:
         import httpx
 
-        path = _api_path(api_version, namespace, rel)
+        path = str(kwargs.get("base") or _api_path(api_version, namespace, rel))
         t0 = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
@@ -344,6 +344,11 @@ class Kube:
         raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
 
     # ----------------------------------------------------------------------------------------- verbs
+
+    async def version(self) -> dict[str, Any]:
+        """The server's ``/version`` (a read: retried, within the get deadline)."""
+        out = await self._call("GET", "", "", None, base="/version")
+        return out if isinstance(out, dict) else {}
 
     async def get(self, api_version: str, plural: str, name: str,
                   namespace: str | None = None) -> dict[str, Any] | None:
