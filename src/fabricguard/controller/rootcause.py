@@ -33,11 +33,11 @@ from fabricguard.doctor.model import Finding, Severity
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile, Pool
 
-VALIDATED = "Validated"
-ROOT_CAUSE = "RootCause"
+VALIDATED = names.FV_VALIDATED
+ROOT_CAUSE = names.FV_ROOT_CAUSE
 ROOT_CAUSE_EVENT = "FabricRootCause"
 MAX_ROOT_CAUSE = 600  # the check message is cut at 1024 characters: the root cause comes before the details
-_API = {"DaemonSet": "apps/v1", "Deployment": "apps/v1", "Node": "v1", "Pod": "v1", "ConfigMap": "v1",
+_API = {"DaemonSet": names.APPS_API, "Deployment": names.APPS_API, "Node": "v1", "Pod": "v1", "ConfigMap": "v1",
         "Namespace": "v1", "Service": "v1"}
 
 
@@ -136,6 +136,13 @@ def _reason(s: PoolState) -> str:
     return "NotYetValidated"
 
 
+def _condition(current: list[dict[str, Any]], ctype: str, status: str, reason: str, message: str,
+               now: datetime, generation: int | None) -> dict[str, Any]:
+    """The condition as ``objects.set_condition`` sets it (the time moves only on a status change)."""
+    return o.set_condition([dict(c) for c in current if c.get("type") == ctype], ctype, status, reason,
+                           message[:32768], now, observed_generation=generation)
+
+
 def _object(snapshot: Snapshot, kind: str, name: str, namespace: str | None) -> dict[str, Any]:
     for obj in snapshot.kind(kind):
         if o.name_of(obj) == name and (o.namespace_of(obj) or None) == (namespace or None):
@@ -155,12 +162,14 @@ def fv_actions(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, P
             continue
         current = o.conditions_of(fv)
         causes = crit.get(pool.name, [])
-        work = [dict(c) for c in current if c.get("type") in (VALIDATED, ROOT_CAUSE)]
-        o.set_condition(work, VALIDATED, "True" if s.ready else "False", _reason(s),
-                        (s.message if s.ready else held_message(s))[:32768], now)
-        o.set_condition(work, ROOT_CAUSE, "True" if causes else "False", "CriticalFindings" if causes else "NoneFound",
-                        cause_text(causes) if causes else "no critical doctor finding names this pool", now)
-        want = sorted(work, key=lambda c: (c["type"] != VALIDATED))
+        want = [
+            _condition(current, VALIDATED, "True" if s.ready else "False", _reason(s),
+                       s.message if s.ready else held_message(s), now, o.generation_of(fv)),
+            _condition(current, ROOT_CAUSE, "True" if causes else "False",
+                       "CriticalFindings" if causes else "NoneFound",
+                       cause_text(causes) if causes else "no critical doctor finding names this pool", now,
+                       o.generation_of(fv)),
+        ]
         have = {c.get("type"): c for c in current}
         if all(have.get(c["type"]) == c for c in want) and len(current) == len(want):
             continue
