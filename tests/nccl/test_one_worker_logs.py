@@ -183,3 +183,19 @@ def test_gin_and_rma_plugins_of_nccl_2_29_are_not_networks(tmp_path: Path) -> No
     ])
     r = inspect_paths([log])
     assert r.networks == ["IB"] and r.inter_node_transport is not Transport.mixed
+
+
+def test_a_followed_job_whose_nodes_selected_different_networks_is_final_at_once(tmp_path: Path) -> None:
+    from fabricguard.nccl.follow import LogFollower
+
+    job = tmp_path / "job"
+    for f in sorted((FIX / "synthetic" / "thin-ib-2x2").iterdir()):
+        text = f.read_text()
+        if "gpu-node-001" in f.name:
+            text = text.replace("Using network IB", "Using network Socket")
+        _write(job / f.name, text.splitlines())
+    follower = LogFollower(job)
+    follower.poll()
+    v = follower.verdict()
+    assert v.transport is Transport.mixed and v.final  # no later line can make it RDMA
+    follower.close()

@@ -61,25 +61,8 @@ def _labels() -> dict[str, str]:
 
 
 def crd() -> dict[str, Any]:
-    run = {
-        "type": "object",
-        "required": ["name", "outcome", "started", "finished"],
-        "properties": {
-            "name": {"type": "string", "description": "The canary JobSet (or skipped-<time>)."},
-            "outcome": {"type": "string",
-                        "enum": ["passed", "degraded", "fallback", "failed", "unschedulable", "not-created",
-                                 "skipped"]},
-            "started": {"type": "string", "format": "date-time"},
-            "finished": {"type": "string", "format": "date-time"},
-            "message": {"type": "string"},
-            "evidence": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
-            "transport": {"type": "string"},
-            "busbwGBps": {"type": "object", "additionalProperties": {"type": "number"}},
-            "nodes": {"type": "array", "items": {"type": "string"}},
-            "inspectorBusbwGBps": {"type": "object", "additionalProperties": {"type": "number"},
-                                   "description": "Median busbw per collective from NCCL's Inspector in the canary."},
-        },
-    }
+    from fabricguard.controller.validation import status_schema
+
     schema = {
         "type": "object",
         "properties": {
@@ -88,28 +71,7 @@ def crd() -> dict[str, Any]:
             "metadata": {"type": "object"},
             "spec": {"type": "object", "required": ["pool"], "properties": {
                 "pool": {"type": "string"}, "interval": {"type": "string"}}},
-            "status": {"type": "object", "properties": {
-                "pool": {"type": "string"},
-                "lastOutcome": {"type": "string"},
-                "lastRun": {"type": "string", "format": "date-time"},
-                "lastSuccess": {"type": "string", "format": "date-time"},
-                "active": {"type": "object", "properties": {
-                    "jobSet": {"type": "string"}, "started": {"type": "string", "format": "date-time"}}},
-                "runs": {"type": "array", "maxItems": 50, "items": run},
-                # Validated (one meaning: the canary, the doctor's critical findings, the nodes' FabricReady)
-                # and RootCause (the pool's critical doctor findings), as metav1.Condition.
-                "conditions": {"type": "array", "maxItems": 8, "x-kubernetes-list-type": "map",
-                               "x-kubernetes-list-map-keys": ["type"], "items": {
-                                   "type": "object", "required": ["type", "status", "reason", "message",
-                                                                  "lastTransitionTime"],
-                                   "properties": {
-                                       "type": {"type": "string"},
-                                       "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                                       "reason": {"type": "string"},
-                                       "message": {"type": "string", "maxLength": 32768},
-                                       "lastTransitionTime": {"type": "string", "format": "date-time"},
-                                       "observedGeneration": {"type": "integer"}}}},
-            }},
+            "status": status_schema(),  # generated from the typed status the controller writes
         },
     }
     return {

@@ -21,6 +21,7 @@ from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
 from fabricguard.controller.lustre import LustreFacts
 from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions
+from fabricguard.controller.validation import FabricValidationStatus
 from fabricguard.doctor.diff import diff_snapshots, drift_scope
 from fabricguard.doctor.model import Finding
 from fabricguard.doctor.reference import Reference
@@ -98,6 +99,9 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
             record.status.update(a.status)
         else:
             actions.append(a)
+    for write in actions:  # every status write conforms to the typed status the CRD's schema is generated from
+        if isinstance(write, MergeStatus) and write.plural == names.FV_PLURAL:
+            FabricValidationStatus.model_validate({k: v for k, v in write.status.items() if v is not None})
     checks = snapshot.kind("AdmissionCheck")
     actions += keep_active(checks, now)
     gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names, times
+from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, MergeStatus, event
 from fabricguard.controller.canaries import PoolState
@@ -33,11 +33,11 @@ from fabricguard.doctor.model import Finding, Severity
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile, Pool
 
-VALIDATED = "Validated"
-ROOT_CAUSE = "RootCause"
+VALIDATED = names.FV_VALIDATED
+ROOT_CAUSE = names.FV_ROOT_CAUSE
 ROOT_CAUSE_EVENT = "FabricRootCause"
 MAX_ROOT_CAUSE = 600  # the check message is cut at 1024 characters: the root cause comes before the details
-_API = {"DaemonSet": "apps/v1", "Deployment": "apps/v1", "Node": "v1", "Pod": "v1", "ConfigMap": "v1",
+_API = {"DaemonSet": names.APPS_API, "Deployment": names.APPS_API, "Node": "v1", "Pod": "v1", "ConfigMap": "v1",
         "Namespace": "v1", "Service": "v1"}
 
 
@@ -137,11 +137,10 @@ def _reason(s: PoolState) -> str:
 
 
 def _condition(current: list[dict[str, Any]], ctype: str, status: str, reason: str, message: str,
-               now: datetime) -> dict[str, Any]:
-    was = next((c for c in current if isinstance(c, dict) and c.get("type") == ctype), None)
-    since = (was.get("lastTransitionTime") if was is not None and was.get("status") == status else None)
-    return {"type": ctype, "status": status, "reason": reason, "message": message[:32768],
-            "lastTransitionTime": since or times.format_time(now)}
+               now: datetime, generation: int | None) -> dict[str, Any]:
+    """The condition as ``objects.set_condition`` sets it (the time moves only on a status change)."""
+    return o.set_condition([dict(c) for c in current if c.get("type") == ctype], ctype, status, reason,
+                           message[:32768], now, observed_generation=generation)
 
 
 def _object(snapshot: Snapshot, kind: str, name: str, namespace: str | None) -> dict[str, Any]:
@@ -161,14 +160,15 @@ def fv_actions(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, P
         s, fv = states.get(pool.name), fvs.get(pool.name)
         if s is None or fv is None:  # a FabricValidation created by this pass gets its conditions next pass
             continue
-        current = [c for c in (fv.get("status") or {}).get("conditions") or () if isinstance(c, dict)]
+        current = o.conditions_of(fv)
         causes = crit.get(pool.name, [])
         want = [
             _condition(current, VALIDATED, "True" if s.ready else "False", _reason(s),
-                       s.message if s.ready else held_message(s), now),
+                       s.message if s.ready else held_message(s), now, o.generation_of(fv)),
             _condition(current, ROOT_CAUSE, "True" if causes else "False",
                        "CriticalFindings" if causes else "NoneFound",
-                       cause_text(causes) if causes else "no critical doctor finding names this pool", now),
+                       cause_text(causes) if causes else "no critical doctor finding names this pool", now,
+                       o.generation_of(fv)),
         ]
         have = {c.get("type"): c for c in current}
         if all(have.get(c["type"]) == c for c in want) and len(current) == len(want):

@@ -47,7 +47,7 @@ STATE_LABEL = names.LABEL_TRANSITION
 TRANSITION_GRANTS: frozenset[Grant] = frozenset([
     *grants("v1", "configmaps", ["get", "create", "patch"], scope="namespace"),
     # components.py: the agent's DaemonSets in the same namespace, to tell an agent still on the old profile.
-    *grants("apps/v1", "daemonsets", ["list"], scope="namespace"),
+    *grants(names.APPS_API, "daemonsets", ["list"], scope="namespace"),
     *grants("v1", "nodes", ["list", "get", "patch"]),
     *grants("v1", "pods", ["list"]),
     *grants(KUEUE, "clusterqueues", ["get", "patch"]),
@@ -66,11 +66,11 @@ def transition_roles(namespace: str) -> list[dict[str, Any]]:
     from fabricguard.kube import rbac_rules
 
     name = "fabricguard-transition"
-    labels = {**kueue.MANAGED_BY, "app.kubernetes.io/component": "pool-transition"}
+    labels = {**kueue.MANAGED_BY, names.LABEL_APP_COMPONENT: "pool-transition"}
     return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
          "metadata": {"name": name, "labels": labels}, "rules": rbac_rules(TRANSITION_GRANTS, "cluster")},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        {"apiVersion": names.RBAC_API, "kind": "Role",
          "metadata": {"name": name, "namespace": namespace, "labels": labels},
          "rules": rbac_rules(TRANSITION_GRANTS, "namespace")},
     ]
@@ -172,7 +172,7 @@ class Workflow:
         agents: list[str] = []
         if step == "new-pool-ready" and cms.get("agent") is not None:
             agents = [str((d.get("metadata") or {}).get("name"))
-                      for d in await self.kube.list("apps/v1", "daemonsets", self.namespace)]
+                      for d in await self.kube.list(names.APPS_API, "daemonsets", self.namespace)]
         return components.judge(step, self.spec, cms, agents, self.namespace)
 
     async def step_new_pool_ready(self, state: TransitionState, now: datetime) -> StepResult:
