@@ -177,3 +177,28 @@ def test_liveness_asks_healthz() -> None:
     (dep,) = [o for o in objs if o["kind"] == "Deployment"]
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+async def test_the_loop_lists_once_and_then_reads_its_watch_fed_cache(cluster, profile_path, lustre) -> None:
+    """Before: every pass (every 30 s) relisted every pod and event in the cluster."""
+    k8s, kc = cluster
+    cfg = RunConfig(load_profile(profile_path), image=CANARY_IMAGE, kubeconfig=kc, lustre_root=lustre,
+                    identity="cached", resync_s=0.3, lease_s=3, min_gap_s=0.1)
+    stop, metrics = asyncio.Event(), Metrics()
+    loop = asyncio.create_task(run_forever(cfg, metrics, stop))
+    passes: set[float] = set()
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20 and len(passes) < 4:
+            await asyncio.sleep(0.05)
+            if metrics.last_pass._value.get():
+                passes.add(metrics.pass_seconds._value.get())
+        assert len(passes) >= 3, "the loop ran fewer than three passes"
+    finally:
+        stop.set()
+        await loop
+    pod_lists = [q for q in list(k8s) if q.url.path == "/api/v1/pods" and "limit" in q.params]
+    event_lists = [q for q in list(k8s) if q.url.path == "/api/v1/events" and "limit" in q.params]
+    watches = [q for q in list(k8s) if q.params.get("watch") == "true"]
+    assert len(pod_lists) == 1 and len(event_lists) == 1, (len(pod_lists), len(event_lists))
+    assert any(q.url.path == "/api/v1/pods" for q in watches)
