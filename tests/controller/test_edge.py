@@ -202,3 +202,27 @@ async def test_the_loop_lists_once_and_then_reads_its_watch_fed_cache(cluster, p
     watches = [q for q in list(k8s) if q.params.get("watch") == "true"]
     assert len(pod_lists) == 1 and len(event_lists) == 1, (len(pod_lists), len(event_lists))
     assert any(q.url.path == "/api/v1/pods" for q in watches)
+
+
+async def test_a_watch_that_is_forbidden_fails_the_pass_instead_of_serving_a_stale_cache(cluster, profile_path,
+                                                                                       lustre) -> None:
+    k8s, kc = cluster
+    rbac = _without(controller_rbac(), "pods")
+    for rules in rbac.cluster.values():
+        rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]})  # list, but no watch
+    k8s.rbac = rbac
+    cfg = RunConfig(load_profile(profile_path), image=CANARY_IMAGE, kubeconfig=kc, lustre_root=lustre,
+                    identity="nowatch", resync_s=0.3, lease_s=3, min_gap_s=0.1)
+    stop, metrics = asyncio.Event(), Metrics()
+    loop = asyncio.create_task(run_forever(cfg, metrics, stop))
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 15 and not metrics.registry.get_sample_value(
+                "fabricguard_reconcile_pass_failures_total"):
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await loop
+    assert metrics.registry.get_sample_value("fabricguard_reconcile_pass_failures_total")
+    assert "cannot watch pods" in metrics._last_failure and "403" in metrics._last_failure
+    assert canaries(k8s) == [] and metrics.last_pass._value.get() == 0

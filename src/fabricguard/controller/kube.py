@@ -188,16 +188,21 @@ def snapshot_of(per_read: Iterable[tuple[Read, Iterable[dict[str, Any]]]], notes
     return Snapshot(objects=objects, notes=list(notes), source="live")
 
 
+LIST_CONCURRENCY = 8  # lists in flight at once: a slow API server costs a few round trips, not thirty
+
+
 async def list_cluster(kube: Kube, profile: PlatformProfile, namespace: str) -> Snapshot:
-    """Every kind the pass reads, listed now (``--once``, or before the cache has synced)."""
-    notes: list[str] = []
-    got: list[tuple[Read, list[dict[str, Any]]]] = []
-    for r in reads(profile, namespace):
-        items, _rv, note = await _list(kube, r)
-        got.append((r, items))
-        if note:
-            notes.append(note)
-    return snapshot_of(got, notes)
+    """Every kind the pass reads, listed now (``--once``), a few lists at a time; the first that fails fails all."""
+    gate = asyncio.Semaphore(LIST_CONCURRENCY)
+
+    async def one(r: Read) -> tuple[list[dict[str, Any]], str, str | None]:
+        async with gate:
+            return await _list(kube, r)
+
+    todo = reads(profile, namespace)
+    done = await asyncio.gather(*(one(r) for r in todo))
+    notes = [note for _items, _rv, note in done if note]
+    return snapshot_of(((r, items) for r, (items, _rv, _note) in zip(todo, done, strict=True)), notes)
 
 
 @dataclass
@@ -238,6 +243,12 @@ class Informer:
             except ReadFailed as exc:
                 self.synced, self.error = False, exc
                 log.error("%s", exc)
+                await _sleep(stop, backoff)
+                backoff = min(backoff * 2, 30.0)
+            except Forbidden as exc:  # listing is allowed but watching is not: the cache would go stale quietly
+                self.synced, self.error = False, ReadFailed(403, f"cannot watch {self.read.key}, which the pass "
+                                                                 f"needs: {exc}", server=exc.server)
+                log.error("%s", self.error)
                 await _sleep(stop, backoff)
                 backoff = min(backoff * 2, 30.0)
             except KubeError as exc:
