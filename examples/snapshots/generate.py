@@ -514,9 +514,13 @@ RDMA_CONFIG = json.dumps(
 GH200 = {"nvidia.com/gpu.product": "NVIDIA-GH200-480GB"}
 
 
-def incident(env: str) -> dict[str, dict[str, Any]]:
-    """The 271-day incident: production broken since the plugin was deployed; staging with the stopgap."""
+def incident(env: str, *, fixed: bool = False) -> dict[str, dict[str, Any]]:
+    """The 271-day incident: production broken since the plugin was deployed; staging with the stopgap.
+
+    ``fixed``: production once the plugin's arm64 image is deployed (its pods run, the nodes advertise the
+    RDMA resource, the training job requests it): the recovery the controller's replays end with."""
     prod = env == "production"
+    broken = prod and not fixed
     ds_created = NOW - timedelta(days=271, hours=3)
     nodes, pods, events = [], [], []
     gpu_nodes = []
@@ -525,7 +529,7 @@ def incident(env: str) -> dict[str, dict[str, Any]]:
         block = "block-c" if prod and i >= 4 else ("block-a" if i % 2 == 0 else "block-b")
         created = NOW - timedelta(hours=2 + 29 * i)  # autoscaled: the oldest GPU node is under a week old
         name = f"{'prd' if prod else 'stg'}-gh200-{i:02d}"
-        alloc = {} if prod else {RDMA: "63"}
+        alloc = {} if broken else {RDMA: "63"}
         nodes.append(
             node(
                 name,
@@ -548,7 +552,7 @@ def incident(env: str) -> dict[str, dict[str, Any]]:
                 gpus=0,
             )
         )
-    image = f"{MIRROR}:v1.5.2" if prod else f"{MIRROR}:v1.5.2@{ARM64_DIGEST}"
+    image = f"{MIRROR}:v1.5.2" if broken else f"{MIRROR}:v1.5.2@{ARM64_DIGEST}"
     ds = daemonset(
         PLUGIN_NS,
         PLUGIN,
@@ -556,7 +560,7 @@ def incident(env: str) -> dict[str, dict[str, Any]]:
         created=ds_created,
         node_selector=GH200,
         desired=count,
-        ready=0 if prod else count,
+        ready=0 if broken else count,
         generation=2,
     )
     revs = [controller_revision(ds, 1, ds_created), controller_revision(ds, 2, NOW - timedelta(days=173))]
@@ -565,12 +569,12 @@ def incident(env: str) -> dict[str, dict[str, Any]]:
             ds,
             name,
             created + timedelta(seconds=35),
-            crashing=prod,
-            restarts=(int((NOW - created).total_seconds() // 300) if prod else 0),
-            image_id="" if prod else f"{MIRROR}@{ARM64_DIGEST}",
+            crashing=broken,
+            restarts=(int((NOW - created).total_seconds() // 300) if broken else 0),
+            image_id="" if broken else f"{MIRROR}@{ARM64_DIGEST}",
         )
         pods.append(p)
-        if prod:
+        if broken:
             events.append(event(p, "Failed", f"Error: {EXEC_FORMAT}", 31, created, NOW - timedelta(minutes=2)))
             events.append(
                 event(
@@ -583,7 +587,7 @@ def incident(env: str) -> dict[str, dict[str, Any]]:
                     NOW - timedelta(minutes=1),
                 )
             )
-    res = {"nvidia.com/gpu": "1"} if prod else {"nvidia.com/gpu": "1", RDMA: "1"}
+    res = {"nvidia.com/gpu": "1"} if broken else {"nvidia.com/gpu": "1", RDMA: "1"}
     for idx in range(2):
         pods.append(
             training_pod(

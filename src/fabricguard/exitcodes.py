@@ -8,6 +8,7 @@ nothing from the terminal side (typer, rich), so pure modules such as ``probes.r
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 EXIT_PASS: Final = 0
@@ -25,6 +26,20 @@ VERDICT_EXIT: Final[dict[str, int]] = {
     "failed": EXIT_FAILED,
     "invalid": EXIT_INPUT,
 }
+
+
+class Verdict(StrEnum):
+    """A command's overall answer, the words printed under ``verdict`` (one vocabulary for every part)."""
+
+    pass_ = "pass"
+    degraded = "degraded"
+    failed = "failed"
+    skipped = "skipped"
+    invalid = "invalid"
+
+    @property
+    def exit_code(self) -> int:
+        return VERDICT_EXIT[self.value]
 
 
 def exit_code(verdict: str) -> int:

@@ -244,7 +244,10 @@ class Kube:
         problem = kubeconfig_problem(kubeconfig, context)
         if problem:
             raise KubeError(None, problem)
-        t = timeouts or Timeouts.from_env()
+        try:
+            t = timeouts or Timeouts.from_env()
+        except SourceError as exc:
+            raise KubeError(None, str(exc)) from None
         where = f"--kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig or the pod's service account"
         api = Api(url=None, kubeconfig=kubeconfig, serviceaccount=None, namespace=None, context=context,
                   bypass_factory=True)
@@ -261,7 +264,7 @@ class Kube:
     # ------------------------------------------------------------------------------------- requests
 
     def _check(self, method: str, api_version: str, rel: str, namespace: str | None, watch: bool) -> None:
-        if self.permissions is None:
+        if self.permissions is None or not rel:  # not a resource (/version): every authenticated user may
             return
         parts = rel.split("/")
         name = parts[1] if len(parts) > 1 else None
@@ -284,7 +287,7 @@ class Kube:
                     **kwargs: Any) -> Any:
         import httpx
 
-        path = _api_path(api_version, namespace, rel)
+        path = str(kwargs.get("base") or _api_path(api_version, namespace, rel))
         t0 = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
@@ -341,6 +344,11 @@ class Kube:
         raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
 
     # ----------------------------------------------------------------------------------------- verbs
+
+    async def version(self) -> dict[str, Any]:
+        """The server's ``/version`` (a read: retried, within the get deadline)."""
+        out = await self._call("GET", "", "", None, base="/version")
+        return out if isinstance(out, dict) else {}
 
     async def get(self, api_version: str, plural: str, name: str,
                   namespace: str | None = None) -> dict[str, Any] | None:

@@ -46,6 +46,9 @@ ANN_TRANSPORT_DETAIL = "fabricguard.io/transport-detail"
 # The Kueue AdmissionCheck the controller answers.
 CHECK_CONTROLLER = "fabricguard.io/fabric-validated"
 CHECK_NAME = "fabric-validated"
+# The FabricValidation's condition types (controller/rootcause.py).
+FV_VALIDATED = "Validated"
+FV_ROOT_CAUSE = "RootCause"
 CONTROLLER_FIELD_MANAGER = "fabricguard-controller"
 CONTROLLER_COMPONENT = "fabricguard-controller"
 CONTROLLER_LEASE = "fabricguard-controller"

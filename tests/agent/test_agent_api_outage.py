@@ -51,12 +51,12 @@ async def test_credentials_failing_twice_are_retried_until_the_node_is_read(apis
     assert (tmp_path / "count").read_text().strip() == "3"
 
 
-async def test_an_unreachable_server_is_retried_until_stopped(tmp_path: Path) -> None:
+async def test_credentials_that_keep_failing_are_retried_until_stopped(tmp_path: Path) -> None:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    kc = _exec_kubeconfig(tmp_path, f"http://127.0.0.1:{port}", "agent-own", failures=0)
+    kc = _exec_kubeconfig(tmp_path, f"http://127.0.0.1:{port}", "agent-own", failures=10_000)
     stop = asyncio.Event()
     task = asyncio.ensure_future(connect_retrying(kc, stop, first_delay=0.05, max_delay=0.1))
     await asyncio.sleep(1.0)

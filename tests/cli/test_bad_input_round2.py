@@ -180,6 +180,7 @@ def test_metrics_textfile_needs_once_and_a_writable_place(tmp_path: Path) -> Non
             "--metrics-textfile", "does not exist")
 
 
+@pytest.mark.slow
 def test_long_running_agent_retries_an_api_outage_instead_of_exiting(tmp_path: Path) -> None:
     kc = _kubeconfig(tmp_path, f"https://127.0.0.1:{_closed_port()}")
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))

@@ -205,6 +205,19 @@ def load_incident(k8s: Any, only: tuple[str, ...] | None = None) -> None:
     k8s.objects[WORKLOADS, "ml-training", "jobset-llama-ft-3b1c2"] = workload("jobset-llama-ft-3b1c2")
 
 
+def plugin_fixed(k8s: Any) -> None:
+    """The incident's fix, as the cluster stores it: the plugin's arm64 image deployed, its pods running, the
+    nodes advertising the RDMA resource, the training job requesting it, the crash events aged out."""
+    for key in [k for k in k8s.objects if k[0] == "v1/events"]:
+        del k8s.objects[key]
+    for key, lst in gen.incident("production", fixed=True).items():
+        if key in ("nodes", "pods", "daemonsets"):
+            for obj in lst["items"]:
+                m = obj["metadata"]
+                k8s.objects[RESOURCE[obj["kind"]], m.get("namespace"), m["name"]] = {
+                    k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
 def _matches(res: Any, resource: str) -> bool:
     parts = resource.split("/")
     group = "" if len(parts) == 2 else parts[0]

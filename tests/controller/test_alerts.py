@@ -77,11 +77,12 @@ def test_daemonset_wanting_no_pods_fires_where_the_mixin_is_silent(tmp_path: Pat
 def _outcome(outcome: str) -> list[dict[str, str]]:
     return [{"series": f'fabricguard_canary_last_outcome{{pool="gh200-roce",outcome="{o}"}}',
              "values": f"{1 if o == outcome else 0}x30"}
-            for o in ("passed", "degraded", "fallback", "failed", "unschedulable", "skipped")]
+            for o in ("passed", "degraded", "fallback", "failed", "unschedulable", "not-created", "skipped")]
 
 
 @pytest.mark.parametrize(("outcome", "alert"), [
     ("unschedulable", "FabricguardCanaryUnschedulable"),
+    ("not-created", "FabricguardCanaryNotCreated"),
     ("fallback", "FabricguardCanarySocketFallback"),
     ("failed", "FabricguardCanaryFailed"),
 ])
@@ -165,5 +166,5 @@ def test_prometheus_rule_wraps_the_same_groups() -> None:
     assert pr["apiVersion"] == "monitoring.coreos.com/v1" and pr["kind"] == "PrometheusRule"
     assert pr["spec"] == rule_groups(PROFILE_OBJ)
     names = [r["alert"] for r in pr["spec"]["groups"][0]["rules"]]
-    assert len(names) == len(set(names)) == 16
+    assert len(names) == len(set(names)) == 17
     assert "FabricguardJobOnSockets" in names

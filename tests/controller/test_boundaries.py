@@ -129,3 +129,45 @@ def test_the_pass_judges_canaries_from_the_values_read_at_the_edge(tmp_path) -> 
                                 LustreFacts(missing))
     recorded = [r["name"] for a in actions if isinstance(a, MergeStatus) for r in a.status["runs"]]
     assert "fgc-run-1" not in recorded and not [a for a in actions if type(a).__name__ == "Delete"]
+
+
+def test_the_validated_condition_carries_its_generation_and_moves_only_on_a_change() -> None:
+    from fabricguard.controller.actions import MergeStatus
+    from fabricguard.controller.rootcause import fv_actions
+    from fabricguard.controller.validation import FabricValidationStatus
+    from fabricguard.doctor.snapshot import Snapshot
+
+    fv = {"kind": "FabricValidation", **_status(timedelta(seconds=300))}
+    fv["metadata"]["generation"] = 4
+    ready = PoolState(POOL, True, True, "passed", f"pool {POOL}: canary passed")
+
+    def conditions(state: PoolState, at) -> dict[str, dict] | None:  # type: ignore[no-untyped-def]
+        writes = [a for a in fv_actions(PROF, Snapshot([fv]), {POOL: state}, [], at) if isinstance(a, MergeStatus)]
+        if not writes:
+            return None
+        FabricValidationStatus.model_validate(writes[0].status)
+        return {c["type"]: c for c in writes[0].status["conditions"]}
+
+    first = conditions(ready, NOW)
+    assert first is not None and first["Validated"]["status"] == "True"
+    assert first["Validated"]["observedGeneration"] == 4 and first["RootCause"]["observedGeneration"] == 4
+    assert first["Validated"]["lastTransitionTime"] == ts(NOW)
+    fv["status"]["conditions"] = list(first.values())
+    assert conditions(ready, NOW + timedelta(minutes=1)) is None  # unchanged standing: nothing to write
+    held = PoolState(POOL, True, False, "fallback", f"pool {POOL}: canary fallback")
+    later = conditions(held, NOW + timedelta(minutes=20))
+    assert later is not None and later["Validated"]["status"] == "False"
+    assert later["Validated"]["lastTransitionTime"] == ts(NOW + timedelta(minutes=20))
+    assert later["RootCause"]["lastTransitionTime"] == ts(NOW)  # RootCause stayed False: its time stays
+
+
+def test_the_crd_schema_is_the_typed_status() -> None:
+    from fabricguard.controller.manifests import crd
+    from fabricguard.controller.validation import status_schema
+
+    (version,) = crd()["spec"]["versions"]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status == status_schema()
+    cond = status["properties"]["conditions"]
+    assert cond["x-kubernetes-list-map-keys"] == ["type"] and "observedGeneration" in cond["items"]["properties"]
+    assert status["properties"]["runs"]["items"]["properties"]["outcome"]["enum"] == [str(x) for x in Outcome]

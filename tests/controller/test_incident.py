@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from controller_support import (
@@ -59,9 +60,29 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
 
     (wl,) = live(k8s, WORKLOADS)
     ours = _our_check(wl)
-    assert ours["state"] == "Pending"
+    # Known broken: Retry releases the Workload's quota; Kueue requeues it after one canary interval.
+    assert ours["state"] == "Retry" and ours["requeueAfterSeconds"] == 600
+    # The root cause where people look: first in the check's message, then the scheduler's words.
+    assert ours["message"].startswith("fabricguard: held: pool gh200-roce canary unschedulable; root cause: "
+                                      "daemonset-never-ready: DaemonSet network-operator/rdma-shared-dp-ds never "
+                                      "ready"), ours["message"]
+    assert "image-arch-mismatch" in ours["message"] and "exec format error" in ours["message"]
     assert "pool gh200-roce" in ours["message"] and "unschedulable" in ours["message"]
     assert "Insufficient rdma/rdma_shared_device_a" in ours["message"]
+    # ... in the FabricValidation's conditions ...
+    conds = {c["type"]: c for c in fv["status"]["conditions"]}
+    assert conds["Validated"]["status"] == "False" and conds["Validated"]["reason"] == "CriticalFindings"
+    assert conds["RootCause"]["status"] == "True" and "daemonset-never-ready" in conds["RootCause"]["message"]
+    assert "fabric-request-missing" not in conds["RootCause"]["message"]  # one job's mistake holds no pool
+    # ... and as a Warning Event on the DaemonSet at fault, once (not once per pass).
+    ds_events = [e for e in live(k8s, "v1/events") if e["involvedObject"].get("kind") == "DaemonSet"]
+    assert ds_events and all(e["reason"] == "FabricRootCause" and e["type"] == "Warning" for e in ds_events)
+    assert ds_events[0]["involvedObject"]["name"] == "rdma-shared-dp-ds"
+    assert ds_events[0]["metadata"]["namespace"] == "network-operator"
+    assert "exec format error" in " ".join(e["message"] for e in ds_events)
+    # One Event per finding naming it and per change of its words: never the same one again each pass.
+    assert len(ds_events) >= 2 and len({e["message"] for e in ds_events}) == len(ds_events), ds_events
+    before = len(ds_events)
     # The doctor's second, independent path: the device plugin that was never ready.
     assert "daemonset-never-ready" in {f["rule"] for f in doc["findings"]}
     events = [e for e in live(k8s, "v1/events") if e["involvedObject"].get("kind") == "Workload"]
@@ -94,6 +115,7 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
 
     # The next pass reads the unschedulable record back and only then removes the stuck canary.
     await run_once(kc, profile_path, t + timedelta(seconds=10), lustre)
+    assert len([e for e in live(k8s, "v1/events") if e["involvedObject"].get("kind") == "DaemonSet"]) == before
     assert canaries(k8s) == []
     (fv,) = live(k8s, FVS)
     assert [r["outcome"] for r in fv["status"]["runs"]] == ["unschedulable"]
@@ -101,7 +123,7 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
 
 async def test_incident_alert_expression_holds_and_clears(cluster, profile_path, lustre, tmp_path) -> None:
     """The pass's own /metrics, fed to promtool: the unschedulable alert fires on the incident, not after recovery."""
-    from controller_support import ROCE_LOGS, jobset_finishes, pods_run, ranks_wrote
+    from controller_support import ROCE_LOGS, jobset_finishes, plugin_fixed, pods_run, ranks_wrote
     from promtool_support import run_promtool_tests, series_from_exposition
 
     from fabricguard.controller.alerts import rule_groups
@@ -126,7 +148,8 @@ async def test_incident_alert_expression_holds_and_clears(cluster, profile_path,
     assert 'fabricguard_doctor_findings{rule="daemonset-never-ready",severity="critical"} 1.0' in text
     incident = series_from_exposition(text)
 
-    # Recovery: the next canary passes over RoCE.
+    # Recovery: the plugin's arm64 image is deployed, and the next canary passes over RoCE.
+    plugin_fixed(k8s)
     t = NOW + timedelta(minutes=10)
     await run_pass(cfg, t)
     (js2,) = canaries(k8s)
@@ -150,3 +173,138 @@ async def test_incident_alert_expression_holds_and_clears(cluster, profile_path,
             {"eval_time": "20m", "alertname": "FabricguardWorkloadsHeld", "exp_alerts": []}]},
     ])
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# --- issue 19: after the fix, the fabric breaks again; a canary that never made a pod; one meaning --------------
+
+
+def _agents_report(k8s, status: str, reason: str, message: str, at) -> None:
+    """Every GPU node's agent writes its FabricReady condition (as the agent's status patch stores it)."""
+    from controller_support import ts
+
+    for key, stored in list(k8s.objects.items()):
+        if key[0] != "v1/nodes" or not key[2].startswith("prd-gh200-"):
+            continue
+        node = json.loads(json.dumps(getattr(stored, "raw", stored)))
+        conds = [c for c in node.setdefault("status", {}).get("conditions", []) if c.get("type") != "FabricReady"]
+        conds.append({"type": "FabricReady", "status": status, "reason": reason, "message": message,
+                      "lastHeartbeatTime": ts(at), "lastTransitionTime": ts(at)})
+        node["status"]["conditions"] = conds
+        k8s.objects[key] = node
+
+
+async def test_fabric_breaking_right_after_a_passing_canary_holds_work_within_minutes(
+        cluster, profile_path, lustre) -> None:
+    """The worst case of the canary path alone is interval + pending timeout + resync (15.5 min with the defaults)
+    when the fabric breaks just after a pass. The gate also reads the agents' FabricReady: held by the next pass."""
+    from controller_support import ROCE_LOGS, jobset_finishes, plugin_fixed, pods_run, ranks_wrote
+
+    k8s, kc = cluster
+    plugin_fixed(k8s)
+    _agents_report(k8s, "True", "FabricVerified", "all checks passed", NOW)
+    await run_once(kc, profile_path, NOW, lustre)
+    (js,) = canaries(k8s)
+    js = jobset_created(k8s, js, NOW)
+    pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
+    ranks_wrote(lustre, js, ROCE_LOGS, busbw=40.0)
+    jobset_finishes(k8s, js, NOW + timedelta(minutes=2))
+    passed_at = NOW + timedelta(minutes=3)
+    rc, doc = await run_once(kc, profile_path, passed_at, lustre)
+    assert rc == 0 and doc["pools"]["gh200-roce"]["ready"] is True, doc["pools"]
+    (wl,) = live(k8s, WORKLOADS)
+    assert _our_check(wl)["state"] == "Ready"
+
+    # One second after the canary passed, the fabric breaks: each node's agent sees it on its next run (at most
+    # its --interval, 60 s, later) and turns FabricReady False at once (damping only delays True).
+    broke = passed_at + timedelta(seconds=1)
+    seen = broke + timedelta(seconds=60)
+    _agents_report(k8s, "False", "RdmaLinkDown", "mlx5_0 port 1: state DOWN (1: DOWN)", seen)
+    held_at = seen + timedelta(seconds=30)  # the controller's next pass: --resync 30 s
+    rc, doc = await run_once(kc, profile_path, held_at, lustre)
+    pool = doc["pools"]["gh200-roce"]
+    assert rc == 1 and pool["ready"] is False and pool["broken"] is True
+    assert "6 of the pool's 6 reporting node(s) have FabricReady=False" in pool["message"]
+    (wl,) = live(k8s, WORKLOADS)
+    ours = _our_check(wl)
+    assert ours["state"] == "Retry" and "FabricReady=False" in ours["message"] and "RdmaLinkDown" in ours["message"]
+    assert held_at - broke <= timedelta(minutes=10)
+    assert held_at - broke == timedelta(seconds=90)  # agent interval + resync, far below the canary path's 15.5 min
+    (fv,) = live(k8s, FVS)
+    validated = next(c for c in fv["status"]["conditions"] if c["type"] == "Validated")
+    assert validated["status"] == "False" and validated["reason"] == "NodesNotFabricReady"
+
+    # The agents report the fabric back: with the canary still fresh, the work goes on (no new canary needed).
+    _agents_report(k8s, "True", "FabricVerified", "all checks passed", held_at + timedelta(minutes=1))
+    rc, doc = await run_once(kc, profile_path, held_at + timedelta(minutes=1, seconds=30), lustre)
+    assert doc["pools"]["gh200-roce"]["ready"] is True
+    (wl,) = live(k8s, WORKLOADS)
+    assert _our_check(wl)["state"] == "Ready"
+
+
+async def test_a_canary_whose_pods_were_never_created_has_its_own_outcome(cluster, profile_path, lustre) -> None:
+    from controller_support import NS, ts
+
+    k8s, kc = cluster
+    await run_once(kc, profile_path, NOW, lustre)
+    (js,) = canaries(k8s)
+    js = jobset_created(k8s, js, NOW)
+    name = js["metadata"]["name"]
+    # The JobSet controller made the Job; Pod Security admission refused every pod it tried to create.
+    refusal = (f'Error creating: pods "{name}-workers-0-0-x7k2p" is forbidden: violates PodSecurity '
+               '"restricted:latest": privileged (container "canary" must not set securityContext.privileged=true)')
+    k8s.objects["v1/events", NS, f"{name}-workers-0.1"] = {
+        "metadata": {"name": f"{name}-workers-0.1", "namespace": NS, "creationTimestamp": ts(NOW)},
+        "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "name": f"{name}-workers-0", "namespace": NS},
+        "reason": "FailedCreate", "message": refusal, "type": "Warning", "count": 7,
+        "lastTimestamp": ts(NOW + timedelta(minutes=1)),
+    }
+    _rc, doc = await run_once(kc, profile_path, NOW + timedelta(minutes=4), lustre)
+    pool = doc["pools"]["gh200-roce"]
+    assert pool["outcome"] == "not-created", pool
+    assert "no pod of the canary was created" in pool["message"] and "violates PodSecurity" in pool["message"]
+    assert "Insufficient" not in pool["message"] and "device plugin" not in pool["message"]
+    (wl,) = live(k8s, WORKLOADS)
+    ours = _our_check(wl)
+    assert ours["state"] == "Retry" and "canary not-created" in ours["message"]
+    (fv,) = live(k8s, FVS)
+    assert fv["status"]["runs"][0]["outcome"] == "not-created"
+
+
+def test_a_pool_without_canary_but_with_critical_findings_is_not_validated() -> None:
+    from controller_support import PROFILE, gen
+
+    from fabricguard.controller.canaries import CanaryConfig
+    from fabricguard.controller.reconcile import reconcile
+    from fabricguard.doctor.snapshot import snapshot_from_lists
+    from fabricguard.profile.loader import loads_profile
+
+    prof = loads_profile(PROFILE.replace("    canary: {interval: 10m, pendingTimeout: 3m, runTimeout: 15m}\n",
+                                         "    canary: {enabled: false}\n"))
+    snap = snapshot_from_lists(gen.incident("production"))
+    res = reconcile(snap, prof, NOW, CanaryConfig("fabricguard-system", CANARY_IMAGE, None))
+    s = res.pools["gh200-roce"]
+    assert s.canary is False and s.ready is False and "daemonset-never-ready" in s.root_cause
+    assert res.exit_code == 1 and res.summary()["pools"]["gh200-roce"]["ready"] is False
+    # ... and the same snapshot after the fix is validated, by every reader alike.
+    fixed = reconcile(snapshot_from_lists(gen.incident("production", fixed=True)), prof, NOW,
+                      CanaryConfig("fabricguard-system", CANARY_IMAGE, None))
+    assert fixed.pools["gh200-roce"].ready is True and fixed.exit_code == 0, fixed.findings
+
+
+async def test_once_writes_the_pass_metrics_for_node_exporter(cluster, profile_path, lustre, tmp_path) -> None:
+    """A CronJob's ``--once`` feeds Prometheus through node-exporter's textfile collector, with the same
+    validated gauge as the exit code."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _k8s, kc = cluster
+    prom = tmp_path / "textfile" / "fabricguard.prom"
+    prom.parent.mkdir()
+    rc, _doc = await run_once(kc, profile_path, NOW, lustre, "--metrics-textfile", str(prom))
+    assert rc == 1
+    families = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    (validated,) = [s for s in families["fabricguard_pool_fabric_validated"].samples if s.labels["pool"] == "gh200-roce"]
+    assert validated.value == 0
+    assert not list(prom.parent.glob(".*.tmp"))  # replaced atomically, nothing left behind
+    before = prom.stat().st_mtime_ns
+    await run_once(kc, profile_path, NOW + timedelta(seconds=30), lustre, "--metrics-textfile", str(prom))
+    assert prom.stat().st_mtime_ns >= before

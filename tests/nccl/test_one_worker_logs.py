@@ -50,6 +50,8 @@ def _write(path: Path, lines: list[str]) -> Path:
         ("nccl-1412", Transport.unknown, Scope.multi_node, 2),
         # NCCL 2.27.3 on EKS: worker node-0-0 of nNodes 4, OFI failed, Assigned NET plugin Socket.
         ("training-on-eks-2.27", Transport.socket, Scope.multi_node, 4),
+        # NCCL 2.27.5, node-rank 1 of a 2-node tp16 SGLang job: nNodes 2, connections via NET/IB on RoCE.
+        ("slurmv4-2.27.5", Transport.roce, Scope.multi_node, 2),
         # Proof of one node: nNodes 1 localRanks 8 (the user thought both nodes took part).
         ("nccl-tests-213", Transport.none, Scope.single_node, 1),
         ("nccl-1653", Transport.none, Scope.single_node, 1),
@@ -158,3 +160,60 @@ def test_verify_job_never_passes_an_unproven_transport_on_a_fabric_pool(
     tr = next(r for r in v.reasons if r.check == "transport")
     assert tr.level is Level.degraded
     assert "single-node" not in tr.message
+
+
+def test_nccl_2_27_worker_log_without_its_connection_lines_is_unknown(tmp_path: Path) -> None:
+    # The same worker cut before its first connection line (NCCL_DEBUG_SUBSYS without NET, or a paste that stops
+    # at init): 2 nodes, only this one's selection is seen, so the IB selection proves nothing for the other.
+    src = _lines(PUBLIC / "slurmv4-2.27.5" / "aihub0008.log")
+    cut = src[: next(i for i, x in enumerate(src) if " via NET/" in x)]
+    r = inspect_paths([_write(tmp_path / "aihub0008.log", cut)])
+    assert (r.inter_node_transport, r.scope, r.nodes, r.ranks) == (Transport.unknown, Scope.multi_node, 2, 16)
+    assert "selection of 1 of them" in r.reasons[0]
+    assert not r.failed  # "Initialized NET plugin AWS Libfabric" then "plugin/net.cc:118 -> 2" is INFO, no failure
+
+
+def test_gin_and_rma_plugins_of_nccl_2_29_are_not_networks(tmp_path: Path) -> None:
+    log = _write(tmp_path / "n.log", [
+        "node-01:3873285:3873285 [0] NCCL INFO Initialized NET plugin IB",
+        "node-01:3873285:3873285 [0] NCCL INFO Assigned NET plugin IB to comm",
+        "node-01:3873285:3873285 [0] NCCL INFO Assigned GIN plugin GIN_IB_GDAKI to comm",
+        "node-01:3873285:3873285 [0] NCCL INFO Assigned RMA plugin GIN_IB_PROXY to comm",
+        "node-01:3873285:3873285 [0] NCCL INFO Using network IB",
+    ])
+    r = inspect_paths([log])
+    assert r.networks == ["IB"] and r.inter_node_transport is not Transport.mixed
+
+
+def test_a_followed_job_whose_nodes_selected_different_networks_is_final_at_once(tmp_path: Path) -> None:
+    from fabricguard.nccl.follow import LogFollower
+
+    job = tmp_path / "job"
+    for f in sorted((FIX / "synthetic" / "thin-ib-2x2").iterdir()):
+        text = f.read_text()
+        if "gpu-node-001" in f.name:
+            text = text.replace("Using network IB", "Using network Socket")
+        _write(job / f.name, text.splitlines())
+    follower = LogFollower(job)
+    follower.poll()
+    v = follower.verdict()
+    assert v.transport is Transport.mixed and v.final  # no later line can make it RDMA
+    follower.close()
+
+
+def test_libfabric_tcp_provider_printed_as_warn_is_sockets_not_a_failure(tmp_path: Path) -> None:
+    # The shape public notes quote from aws-ofi-nccl builds that print the provider choice as a WARN (no
+    # EFA/CXI device visible in the container): the job ran, over libfabric's tcp provider.
+    log = _write(tmp_path / "w0.log", [
+        "node-a:71:71 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v10)",
+        "node-a:71:71 [0] nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI No eligible providers were found",
+        "node-a:71:71 [0] nccl_net_ofi_create_plugin:261 NCCL WARN NET/OFI Selected provider is tcp, fabric is "
+        "10.224.0.0/12 (found 8 nics)",
+        "node-a:71:71 [0] NCCL INFO Initialized NET plugin Libfabric",
+        "node-a:71:71 [0] NCCL INFO Assigned NET plugin Libfabric to comm",
+        "node-a:71:71 [0] NCCL INFO Using network Libfabric",
+    ])
+    r = inspect_paths([log])
+    assert not r.failed, r.failures
+    assert r.ofi_provider == ["tcp"]
+    assert (r.inter_node_transport, r.scope) == (Transport.socket, Scope.part), r.reasons

@@ -11,7 +11,8 @@ from kmock import KubernetesEmulator, Server
 
 from fabricguard.agent import render as agent_render
 from fabricguard.placement import components
-from kube_support import kubeconfig
+from fabricguard.placement.workflow import transition_roles
+from kube_support import Emulator, Rbac, kubeconfig
 
 from .test_transition import FROM, NS, TO, _apply, _spec, seed
 
@@ -33,7 +34,9 @@ def agent_daemonsets(k8s: KubernetesEmulator, profile_path: Path) -> None:
 
 @pytest.fixture()
 async def cluster(tmp_path: Path):
-    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+    # The rendered transition roles (render transition-rbac) enforced on every request, as in test_transition.
+    rbac = Rbac().bind("platform-operator", transition_roles(NS))
+    async with Emulator(rbac=rbac, tokens={"t": {"username": "platform-operator"}}) as k8s, Server(k8s) as server:
         yield k8s, kubeconfig(tmp_path, str(server.url).rstrip("/"))
 
 

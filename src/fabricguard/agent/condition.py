@@ -37,7 +37,7 @@ class Reason(StrEnum):
 
 
 @dataclass
-class Verdict:
+class Readiness:
     """What the agent concluded from one run: the condition's status, reason and message, and the checks."""
 
     status: str  # "True" | "False" | "Unknown"
@@ -71,27 +71,27 @@ def _listing(lead: str, bad: list[Check]) -> str:
     return f"{head} | {details}"
 
 
-def judge(checks: list[Check]) -> Verdict:
+def judge(checks: list[Check]) -> Readiness:
     """One run's checks -> the condition to report (before damping). No check that ran is not a pass."""
     if not checks:
-        return Verdict("False", Reason.check_error, "no check ran: nothing proves this node's fabric", checks)
+        return Readiness("False", Reason.check_error, "no check ran: nothing proves this node's fabric", checks)
     failed = [c for c in checks if c.status is Status.failed]
     if failed:
         errored = any(c.data.get("error") for c in failed)
         reason = Reason.check_error if errored else Reason.failed
         lead = f"{len(failed)} check(s) failed" + (" (some could not run)" if errored else "")
-        return Verdict("False", reason, _listing(lead, failed), checks)
+        return Readiness("False", reason, _listing(lead, failed), checks)
     degraded = [c for c in checks if c.status is Status.degraded]
     ran = sum(1 for c in checks if c.status is not Status.skipped)
     if ran == 0:
-        return Verdict("False", Reason.check_error, "every check was skipped: nothing proves this node's fabric",
+        return Readiness("False", Reason.check_error, "every check was skipped: nothing proves this node's fabric",
                        checks)
     if degraded:
-        return Verdict("True", Reason.warnings, _listing(f"{ran} check(s) passed; warnings", degraded), checks)
-    return Verdict("True", Reason.passed, f"{ran} check(s) passed", checks)
+        return Readiness("True", Reason.warnings, _listing(f"{ran} check(s) passed; warnings", degraded), checks)
+    return Readiness("True", Reason.passed, f"{ran} check(s) passed", checks)
 
 
-def build_condition(verdict: Verdict, previous: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+def build_condition(verdict: Readiness, previous: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
     """The condition as stored on the Node: ``lastHeartbeatTime`` is every report, ``lastTransitionTime``
     only moves when the status changes."""
     # NodeCondition has no observedGeneration (a Node's status is not computed from its spec).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabricguard.agent.condition import Reason, Verdict
+from fabricguard.agent.condition import Readiness, Reason
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Damper:
         """Start as if already stable: a restarted agent that finds its own fresh ``True`` keeps it."""
         self.streak = self.required
 
-    def apply(self, verdict: Verdict) -> Verdict:
+    def apply(self, verdict: Readiness) -> Readiness:
         """The verdict to report given this run's verdict and the streak of passes before it."""
         if not verdict.ready:
             self.streak = 0
@@ -32,7 +32,7 @@ class Damper:
         self.streak = min(self.streak + 1, self.required)
         if self.streak >= self.required:
             return verdict
-        return Verdict(
+        return Readiness(
             "False",
             Reason.stabilizing,
             f"checks passed {self.streak} of {self.required} consecutive runs required before the node opens "

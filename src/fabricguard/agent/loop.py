@@ -20,8 +20,8 @@ from typing import Any
 from fabricguard import names
 from fabricguard.agent.checks import node_check_groups
 from fabricguard.agent.condition import (
+    Readiness,
     Reason,
-    Verdict,
     build_condition,
     judge,
     status_patch,
@@ -63,8 +63,8 @@ class AgentConfig:
 
 @dataclass
 class RunResult:
-    reported: Verdict
-    raw: Verdict
+    reported: Readiness
+    raw: Readiness
     pool: str | None
     seconds: float
     condition: dict[str, Any] | None = None
@@ -149,7 +149,7 @@ class Agent:
             slices_error=slices_error,
         )
 
-    async def evaluate(self, node: dict[str, Any] | None, node_error: str | None) -> tuple[Verdict, str | None]:
+    async def evaluate(self, node: dict[str, Any] | None, node_error: str | None) -> tuple[Readiness, str | None]:
         """Run every check once (on a worker that can be abandoned, with a deadline) and judge; never raises.
 
         A check group still running at ``check_timeout`` fails naming itself and its thread is left behind
@@ -165,7 +165,7 @@ class Agent:
                 if node is not None
                 else f"cannot tell the pool: {node_error}; pass --pool"
             )
-            return Verdict("False", Reason.unknown_pool, msg, []), None
+            return Readiness("False", Reason.unknown_pool, msg, []), None
         if self._stuck is not None:
             if not self._stuck.finished.is_set():
                 return judge(self._stuck.still_hung()), pool.name

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from fabricguard.agent.condition import Verdict
+from fabricguard.agent.condition import Readiness
 from fabricguard.probes.result import Status
 
 STATUSES = tuple(str(s) for s in Status)
@@ -78,7 +78,7 @@ class AgentMetrics:
             self.registry.register(FabricCollector(root))
             self._fabric = root
 
-    def observe(self, verdict: Verdict, seconds: float, finished_at: float) -> None:
+    def observe(self, verdict: Readiness, seconds: float, finished_at: float) -> None:
         names = {c.name: str(c.status) for c in verdict.checks}
         # A check that stopped being reported (another pool, a removed check) must not keep its old status.
         for gone in self._seen - set(names):

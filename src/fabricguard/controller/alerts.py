@@ -44,6 +44,12 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "The canary asked for the pool's fabric resources and stayed Pending past its timeout; the "
               "scheduler's reason is in the FabricValidation's latest run. A device plugin that does not "
               "advertise the resource is the usual cause. Training workloads on this pool are held."),
+        _rule("FabricguardCanaryNotCreated", 'fabricguard_canary_last_outcome{outcome="not-created"} == 1',
+              "1m", "critical", f"{pool}: no pod of the fabric canary was created",
+              "The canary's JobSet made no pod within its pending timeout: the JobSet controller is not running, "
+              "or pod creation was refused (Pod Security admission, a ResourceQuota, a webhook). Nothing reached "
+              "the scheduler, so the fabric itself is unproven; the refusal is quoted in the FabricValidation's "
+              "latest run. Training workloads on this pool are held."),
         _rule("FabricguardCanarySocketFallback", 'fabricguard_canary_last_outcome{outcome="fallback"} == 1',
               "1m", "critical", f"{pool}: the canary fell back to TCP sockets",
               "NCCL in the canary used NET/Socket instead of the pool's fabric: jobs here would run at a "

@@ -31,7 +31,7 @@ from fabricguard.controller.canary import (
     started_at,
 )
 from fabricguard.controller.lustre import CanaryFiles, LustreFacts
-from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, scheduler_reason
+from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, creation_reason, scheduler_reason
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -52,6 +52,10 @@ class PoolState:
     busbw: dict[str, float] = field(default_factory=dict)
     latest: str | None = None  # the newest run's outcome, `skipped` included (``outcome`` is the newest judged)
     inspector_busbw: dict[str, float] = field(default_factory=dict)  # the judged run's Inspector figures
+    # Set by the pass after the canary part (controller/rootcause.py): the pool's critical doctor findings, its
+    # nodes' FabricReady=False, and whether the pool is known broken (Retry) or only not yet proven (Pending).
+    root_cause: str = ""
+    broken: bool = False
 
 
 @dataclass
@@ -196,10 +200,14 @@ def _evaluate(
             return None  # over, but its files were not read this pass: judged by the next
         return run_from_files(name, files, times.format_time(started), times.format_time(when or now), nodes)
     age = (now - started).total_seconds()
+    if not pods and age >= canary.pending_timeout_s:
+        # Nothing reached the scheduler: its own outcome, not "unschedulable" (which blames the resources).
+        jobs_seen = bool((js.get("status") or {}).get("replicatedJobsStatus"))
+        return CanaryRun(name, Outcome.not_created, times.format_time(started), times.format_time(now),
+                         f"no pod of the canary was created in {int(age)} s (timeout {canary.pendingTimeout}): "
+                         + creation_reason(name, cfg_ns, inv.events, jobs_seen), nodes=nodes)
     if _pending_since(js, pods) and age >= canary.pending_timeout_s:
-        reason = scheduler_reason(pods, inv.events) if pods else (
-            "no pod of the canary exists: is the JobSet controller running, and may it create pods in "
-            f"{cfg_ns} (kubectl describe jobset -n {cfg_ns} {name})?")
+        reason = scheduler_reason(pods, inv.events)
         return CanaryRun(name, Outcome.unschedulable, times.format_time(started), times.format_time(now),
                          f"Pending for {int(age)} s (timeout {canary.pendingTimeout}): {reason}",
                          [f"Pod {cfg_ns}/{o.name_of(p)}: FailedScheduling" for p in pods[:2]], nodes=nodes)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fabricguard import names
 from fabricguard.controller.alerts import AGENT, NIC, lustre_latency_ms
 from fabricguard.profile.model import PlatformProfile
 
@@ -152,6 +153,6 @@ def configmap(profile: PlatformProfile, namespace: str = "fabricguard-system", *
 
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "fabricguard-dashboard", "namespace": namespace,
-                         "labels": {"app.kubernetes.io/part-of": "fabricguard", "grafana_dashboard": "1"}},
+                         "labels": {names.LABEL_APP_PART_OF: "fabricguard", "grafana_dashboard": "1"}},
             "data": {"fabricguard.json": json.dumps(for_gmp(dashboard(profile)) if gmp else dashboard(profile),
                                                     indent=1, sort_keys=True)}}

@@ -1,11 +1,13 @@
-"""The Kueue admission check ``fabricguard.io/fabric-validated``: hold workloads off a pool whose canary failed.
+"""The Kueue admission check ``fabricguard.io/fabric-validated``: hold workloads off a pool that is not validated.
 
 Kueue adds the check's entry (state ``Pending``) to a Workload's ``status.admissionChecks`` once quota is
 reserved on a flavor the ClusterQueue attaches the check to. For each such Workload not yet admitted, the
-check's state follows the pool of its flavor: ``Ready`` when the pool's latest canary passed within two
-intervals, else ``Pending`` with a message naming the pool, the outcome and its evidence, plus an Event,
-because ``kubectl get workloads`` never shows the message. An admitted Workload is left alone: turning its
-check back to Pending would evict a running job for a later canary's result.
+check's state follows the pool of its flavor: ``Ready`` when the pool is validated (controller/rootcause.py:
+a fresh canary pass, no critical infrastructure finding, nodes not FabricReady=False), ``Pending`` while it is
+only not yet proven, ``Retry`` (with ``requeueAfterSeconds``) when it is known broken, each with a message that
+starts ``held: pool P canary <outcome>; root cause: ...`` and an Event, because ``kubectl get workloads``
+never shows the message. An admitted Workload is left alone: turning its check back would evict a running job
+for a later canary's result.
 
 Only this check's entry is written (server-side apply; ``admissionChecks`` is a list keyed by name), and
 the AdmissionCheck object's ``Active`` condition is kept True, without which its ClusterQueues go inactive.
@@ -21,6 +23,7 @@ from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, ApplyStatus, event
 from fabricguard.controller.canaries import PoolState
+from fabricguard.controller.rootcause import held_message
 from fabricguard.profile.model import PlatformProfile
 
 MAX_MESSAGE = 1024  # Kueue allows 32768 characters; Events and `kubectl describe` read better short
@@ -62,8 +65,24 @@ def _flavors(wl: dict[str, Any]) -> set[str]:
     return out
 
 
+RETRY_AFTER_MIN_S, RETRY_AFTER_MAX_S = 60, 900
+
+
+def retry_after(states: list[PoolState]) -> int:
+    """Seconds Kueue waits before it requeues a Workload sent back with Retry: the pools' canary interval,
+    bounded (a new canary cannot answer sooner; a quarter of an hour is the longest a queue should wait)."""
+    interval = max((s.interval_s for s in states), default=0) or RETRY_AFTER_MAX_S
+    return max(RETRY_AFTER_MIN_S, min(RETRY_AFTER_MAX_S, interval))
+
+
 def decide(wl: dict[str, Any], flavor_pool: dict[str, str], states: dict[str, PoolState]) -> tuple[str, str, list[str]]:
-    """(state, message, pools) for one Workload's entry of this check."""
+    """(state, message, pools) for one Workload's entry of this check.
+
+    ``Pending`` keeps the Workload's quota reserved: right while the pool is only not yet proven (no canary has
+    finished, the last pass is stale), since it will be Ready within one canary. ``Retry`` releases the quota
+    and requeues after ``requeueAfterSeconds``: right when the pool is known broken (a canary failed, fell
+    back, was unschedulable or never created, a critical doctor finding, its nodes FabricReady=False), where
+    keeping the quota would also starve work that could run elsewhere (docs/controller.md)."""
     flavors = _flavors(wl)
     pools = sorted({flavor_pool[f] for f in flavors if f in flavor_pool})
     unknown = sorted(f for f in flavors if f not in flavor_pool)
@@ -75,7 +94,8 @@ def decide(wl: dict[str, Any], flavor_pool: dict[str, str], states: dict[str, Po
                 "pool's canary.flavors, or remove this check from those flavors (onFlavors)", [])
     bad = [states[p] for p in pools if p in states and not states[p].ready]
     if bad:
-        return "Pending", "fabricguard: " + " | ".join(s.message for s in bad), [s.pool for s in bad]
+        state = "Retry" if any(s.broken for s in bad) else "Pending"
+        return state, "fabricguard: " + " | ".join(held_message(s) for s in bad), [s.pool for s in bad]
     return "Ready", "fabricguard: " + " | ".join(states[p].message for p in pools if p in states), pools
 
 
@@ -99,20 +119,23 @@ def gate_workloads(
             continue
         state, message, pools = decide(wl, flavor_pool, states)
         message = message[:MAX_MESSAGE]
-        if state == "Pending":
+        if state != "Ready":
             for p in pools:
                 res.pending[p] = res.pending.get(p, 0) + 1
         if entry.get("state") == state and entry.get("message") == message:
             continue
         changed = entry.get("state") != state
+        want: dict[str, Any] = {
+            "name": entry["name"],
+            "state": state,
+            "message": message,
+            "lastTransitionTime": (times.format_time(now) if changed
+                                   else entry.get("lastTransitionTime") or times.format_time(now)),
+        }
+        if state == "Retry":
+            want["requeueAfterSeconds"] = retry_after([states[p] for p in pools if p in states])
         res.actions.append(ApplyStatus(names.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
-            "admissionChecks": [{
-                "name": entry["name"],
-                "state": state,
-                "message": message,
-                "lastTransitionTime": (times.format_time(now) if changed
-                                       else entry.get("lastTransitionTime") or times.format_time(now)),
-            }],
+            "admissionChecks": [want],
         }))
         res.actions.append(event(wl, names.KUEUE_API, "Workload",
                                  "FabricValidated" if state == "Ready" else "FabricNotValidated",

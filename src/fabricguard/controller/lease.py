@@ -14,6 +14,7 @@ from the request latency the client measured, so a slow server does not eat the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -99,10 +100,14 @@ class Elector:
         self.name = name
         self.held: dict[str, Any] | None = None  # the Lease as our last successful write left it
 
-    async def round(self, now: datetime, duration_s: int) -> bool:
-        """One election round: True when this replica holds the lease after it."""
+    async def round(self, now: datetime, duration_s: int | Callable[[], int]) -> bool:
+        """One election round: True when this replica holds the lease after it. ``duration_s`` may be a function,
+        asked just before the write (so a read that was slow already lengthens the lease it writes)."""
+        def duration() -> int:
+            return duration_s() if callable(duration_s) else duration_s
+
         if self.held is not None:
-            body = desired(self.held, self.identity, now, duration_s, Step.renew)
+            body = desired(self.held, self.identity, now, duration(), Step.renew)
             try:
                 self.held = await _write(self.kube, self.namespace, self.name, self.held, body, Step.renew) or body
                 return True
@@ -112,7 +117,7 @@ class Elector:
         step = decide(lease, self.identity, now)
         if step is Step.follow:
             return False
-        body = desired(lease, self.identity, now, duration_s, step)
+        body = desired(lease, self.identity, now, duration(), step)
         try:
             self.held = await _write(self.kube, self.namespace, self.name, lease, body, step) or body
         except Conflict:

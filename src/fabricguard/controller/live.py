@@ -31,7 +31,7 @@ ANN_TRANSPORT = names.ANN_TRANSPORT
 ANN_TRANSPORT_DETAIL = names.ANN_TRANSPORT_DETAIL
 KUEUE_QUEUE = names.KUEUE_QUEUE_NAME
 # Transports worth writing down: the others say the logs do not prove anything yet.
-_KNOWN = {Transport.ib, Transport.roce, Transport.efa, Transport.tcpx, Transport.socket}
+_KNOWN = {Transport.ib, Transport.roce, Transport.efa, Transport.tcpx, Transport.socket, Transport.mixed}
 
 
 @dataclass(frozen=True)
@@ -207,11 +207,13 @@ def live_actions(profile: PlatformProfile, obs: Observation, reported: str | Non
         return []
     pool = profile.pool(job.pool)
     expected = pool.fabric.expected_transports
-    fallback = transport == Transport.socket and Transport.socket not in expected
+    fallback = transport in (Transport.socket, Transport.mixed) and transport not in expected
     what = "final" if v.final else "so far"
     detail = f"transport {transport.value} ({what}) on pool {pool.name}, whose fabric is {pool.fabric.type}"
     if fallback:
-        detail = (f"inter-node traffic runs over TCP sockets on fabric pool {pool.name} "
+        ran = ("runs over TCP sockets" if transport == Transport.socket
+               else "is mixed (its nodes selected networks of different kinds, some not the fabric)")
+        detail = (f"inter-node traffic {ran} on fabric pool {pool.name} "
                   f"(expected {'/'.join(sorted(t.value for t in expected))}): {_evidence(v)}")
     actions: list[Action] = [
         Annotate(job.api_version, job.plural, job.namespace, job.name,

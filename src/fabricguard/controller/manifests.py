@@ -61,24 +61,8 @@ def _labels() -> dict[str, str]:
 
 
 def crd() -> dict[str, Any]:
-    run = {
-        "type": "object",
-        "required": ["name", "outcome", "started", "finished"],
-        "properties": {
-            "name": {"type": "string", "description": "The canary JobSet (or skipped-<time>)."},
-            "outcome": {"type": "string",
-                        "enum": ["passed", "degraded", "fallback", "failed", "unschedulable", "skipped"]},
-            "started": {"type": "string", "format": "date-time"},
-            "finished": {"type": "string", "format": "date-time"},
-            "message": {"type": "string"},
-            "evidence": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
-            "transport": {"type": "string"},
-            "busbwGBps": {"type": "object", "additionalProperties": {"type": "number"}},
-            "nodes": {"type": "array", "items": {"type": "string"}},
-            "inspectorBusbwGBps": {"type": "object", "additionalProperties": {"type": "number"},
-                                   "description": "Median busbw per collective from NCCL's Inspector in the canary."},
-        },
-    }
+    from fabricguard.controller.validation import status_schema
+
     schema = {
         "type": "object",
         "properties": {
@@ -87,15 +71,7 @@ def crd() -> dict[str, Any]:
             "metadata": {"type": "object"},
             "spec": {"type": "object", "required": ["pool"], "properties": {
                 "pool": {"type": "string"}, "interval": {"type": "string"}}},
-            "status": {"type": "object", "properties": {
-                "pool": {"type": "string"},
-                "lastOutcome": {"type": "string"},
-                "lastRun": {"type": "string", "format": "date-time"},
-                "lastSuccess": {"type": "string", "format": "date-time"},
-                "active": {"type": "object", "properties": {
-                    "jobSet": {"type": "string"}, "started": {"type": "string", "format": "date-time"}}},
-                "runs": {"type": "array", "maxItems": 50, "items": run},
-            }},
+            "status": status_schema(),  # generated from the typed status the controller writes
         },
     }
     return {
@@ -114,6 +90,8 @@ def crd() -> dict[str, Any]:
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
                     {"name": "Pool", "type": "string", "jsonPath": ".spec.pool"},
+                    {"name": "Validated", "type": "string",
+                     "jsonPath": ".status.conditions[?(@.type==\"Validated\")].status"},
                     {"name": "Last outcome", "type": "string", "jsonPath": ".status.lastOutcome"},
                     {"name": "Last success", "type": "date", "jsonPath": ".status.lastSuccess"},
                     {"name": "Running", "type": "string", "jsonPath": ".status.active.jobSet", "priority": 1},

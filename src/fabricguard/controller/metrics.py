@@ -236,7 +236,7 @@ class Metrics:
                 self.job_transport.remove(job.namespace, job.name, old[0], old[1])
             self.job_transport.labels(job.namespace, job.name, job.pool, transport.value).set(1)
             expected = profile.pool(job.pool).fabric.expected_transports
-            on_sockets = transport == Transport.socket and Transport.socket not in expected
+            on_sockets = transport in (Transport.socket, Transport.mixed) and transport not in expected
             self.job_on_sockets.labels(job.namespace, job.name, job.pool).set(1 if on_sockets else 0)
         for key, (pool, was) in self._live_series.items():
             if key not in now_series:

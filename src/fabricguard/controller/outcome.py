@@ -1,4 +1,4 @@
-"""A canary's outcome, with its evidence: passed, degraded, fallback, failed, unschedulable or skipped.
+"""A canary's outcome, with its evidence: passed, degraded, fallback, failed, unschedulable, not-created or skipped.
 
 Nothing here re-derives a transport or a bandwidth judgement. The ranks' NCCL logs and each node's mountinfo
 are judged by ``verify-job``'s rules (:func:`fabricguard.verdict.job.judge_job`, which reads the logs with the
@@ -17,6 +17,7 @@ from typing import Any
 
 from fabricguard import objects as o
 from fabricguard.probes.bw import Row, expectation_for, judge
+from fabricguard.probes.records import CollectiveRecord, RecordError, StorageRecord
 from fabricguard.probes.result import Status
 from fabricguard.profile.model import PlatformProfile, Pool
 from fabricguard.verdict import busbw as inspector_busbw
@@ -31,6 +32,9 @@ class Outcome(StrEnum):
     fallback = "fallback"
     failed = "failed"
     unschedulable = "unschedulable"
+    # No pod of the canary was ever created (no JobSet controller, pod creation refused by Pod Security, a
+    # quota or a webhook): nothing reached the scheduler, so nothing here blames the fabric's device plugin.
+    not_created = "not-created"
     skipped = "skipped"
 
 
@@ -110,8 +114,10 @@ def _ev_line(e: dict[str, Any], base: Path) -> str:
     return f"{where} {why}".strip()
 
 
-def _load_results(result_dir: Path, pattern: str) -> tuple[list[dict[str, Any]], list[str]]:
-    docs: list[dict[str, Any]] = []
+def _load_results(result_dir: Path, pattern: str, record: Any) -> tuple[list[Any], list[str]]:
+    """The probe result documents matching ``pattern``, read as ``record`` (``probes.records``); the files that
+    are not the probe's document, each with why."""
+    docs: list[Any] = []
     bad: list[str] = []
     for f in sorted(result_dir.glob(pattern)) if result_dir.is_dir() else ():
         text = f.read_text(encoding="utf-8", errors="replace").strip()
@@ -124,8 +130,10 @@ def _load_results(result_dir: Path, pattern: str) -> tuple[list[dict[str, Any]],
             bad.append(f"{f.name}: not the probe's JSON ({text[:120] or 'empty'})" + (f"; it said: {said}" if said
                                                                                          else ""))
             continue
-        if isinstance(doc, dict):
-            docs.append(doc)
+        try:
+            docs.append(record.from_dict(doc))
+        except RecordError as e:
+            bad.append(f"{f.name}: not the probe's result ({e})")
     return docs, bad
 
 
@@ -138,21 +146,23 @@ def _peaks(rows: list[Row]) -> dict[str, float]:
 
 def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: Path, result_dir: Path) -> Judged:
     """Judge a finished canary from what its pods left on Lustre."""
-    collective, bad = _load_results(result_dir, "collective.rank*.json")
-    storage, bad_storage = _load_results(result_dir, "storage.node*.json")
+    collective: list[CollectiveRecord]
+    storage: list[StorageRecord]
+    collective, bad = _load_results(result_dir, "collective.rank*.json", CollectiveRecord)
+    storage, bad_storage = _load_results(result_dir, "storage.node*.json", StorageRecord)
     failed: list[str] = list(bad)
     fallback: list[str] = []
     degraded: list[str] = [f"storage probe gave no result: {b}" for b in bad_storage]
     evidence: list[str] = []
     transport: str | None = None
 
-    rank0 = next((d for d in collective if int(d.get("world_size") or 0) and d.get("rows")), None)
-    rows = [Row(**r) for r in (rank0 or {}).get("rows") or ()]
+    rank0 = next((d for d in collective if d.world_size and d.rows), None)
+    rows = rank0.rows if rank0 is not None else []
     if not collective and not bad:
         failed.append(f"no collective probe result in {result_dir} (the pods did not get to run the probe)")
     for d in collective:
-        if d.get("failed"):
-            failed.append(f"collective probe failed: {d.get('error') or 'no error text'}")
+        if d.failed:
+            failed.append(f"collective probe failed: {d.error or 'no error text'}")
 
     logs_present = log_dir.is_dir() and any(
         p.is_file() and not p.name.startswith("mountinfo") for p in log_dir.rglob("*")
@@ -178,11 +188,11 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
                 elif r.level is Level.degraded:
                     degraded.append(r.message)
                     evidence += lines
-    elif rank0 is not None and rank0.get("backend") == "gloo":
+    elif rank0 is not None and rank0.backend == "gloo":
         # gloo writes no NCCL log; it moves tensors over TCP by construction (the probe says so).
-        transport = str(rank0.get("transport") or "socket")
+        transport = rank0.transport if rank0.transport != "unknown" else "socket"
         if pool.fabric.has_fabric:
-            fallback.append(f"the probe ran on gloo ({rank0.get('transport_why')}); pool {pool.name} has a fabric")
+            fallback.append(f"the probe ran on gloo ({rank0.transport_why}); pool {pool.name} has a fabric")
     elif collective:
         failed.append(f"no NCCL log in {log_dir}: NCCL_DEBUG_FILE was not written, so the transport is unproven")
 
@@ -193,15 +203,13 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
                 failed.append(f"collective results were wrong: {c.detail}")
             if c.name == "collective.busbw" and c.status is Status.degraded:
                 degraded.append(f"busbw below the floor: {c.detail}")
-    for d in storage:
-        status = str(d.get("status") or "").lower()
-        for c in d.get("checks") or ():
-            st = str(c.get("status") or "")
-            if st in ("failed", "degraded"):
-                msg = f"storage {c.get('name')}: {c.get('detail')}"
-                (failed if st == "failed" and c.get("name") != "storage.fstype" else degraded).append(msg)
-        if not d.get("checks") and status in ("failed", "degraded"):
-            degraded.append(f"storage probe {status}")
+    for sr in storage:
+        for c in sr.checks:
+            if c.status in (Status.failed, Status.degraded):
+                msg = f"storage {c.name}: {c.detail}"
+                (failed if c.status is Status.failed and c.name != "storage.fstype" else degraded).append(msg)
+        if not sr.checks and sr.status in (Status.failed, Status.degraded):
+            degraded.append(f"storage probe {sr.status}")
 
     busbw = _peaks(rows)
     ins = _inspector_figures(profile, log_dir)
@@ -237,3 +245,28 @@ def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -
         if c and c.get("status") == "False" and c.get("message"):
             return str(c["message"])
     return "no FailedScheduling event and no PodScheduled message (is a scheduler running for these pods?)"
+
+
+def creation_reason(jobset: str, namespace: str, events: list[dict[str, Any]], jobs_seen: bool) -> str:
+    """Why no pod of the canary JobSet ``jobset`` exists: the newest refusal its Jobs (or the JobSet) got
+    (``FailedCreate``: Pod Security, a quota, a webhook), else what the missing controller means."""
+    best: tuple[str, str, str] | None = None
+    for e in events:
+        inv = e.get("involvedObject") or e.get("regarding") or {}
+        name = str(inv.get("name") or "")
+        if inv.get("namespace", namespace) != namespace or not (name == jobset or name.startswith(jobset + "-")):
+            continue
+        if inv.get("kind") not in ("Job", "JobSet") or str(e.get("type", "Warning")) != "Warning":
+            continue
+        when = str(e.get("lastTimestamp") or e.get("eventTime")
+                   or (e.get("metadata") or {}).get("creationTimestamp") or "")
+        msg = f"{inv.get('kind')} {namespace}/{name}: {e.get('reason')}: {e.get('message') or e.get('note') or ''}"
+        if best is None or when >= best[0]:
+            best = (when, str(e.get("reason")), msg)
+    if best is not None:
+        return f"pod creation was refused: {best[2]}"
+    if not jobs_seen:
+        return (f"the JobSet made no Job: is the JobSet controller running (kubectl get jobset -n {namespace} "
+                f"{jobset} -o yaml shows no status)?")
+    return (f"its Jobs created no pod and no event says why (kubectl describe jobs -n {namespace} -l "
+            f"jobset.sigs.k8s.io/jobset-name={jobset})")

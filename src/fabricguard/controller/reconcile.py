@@ -13,15 +13,17 @@ from typing import Any
 
 from fabricguard import names, times
 from fabricguard import objects as o
-from fabricguard.controller.actions import Action, Counters
+from fabricguard.controller.actions import Action, Counters, MergeStatus
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
 from fabricguard.controller.lustre import LustreFacts
+from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions
+from fabricguard.controller.validation import FabricValidationStatus
 from fabricguard.doctor.diff import diff_snapshots, drift_scope
-from fabricguard.doctor.model import Finding, Severity
+from fabricguard.doctor.model import Finding
 from fabricguard.doctor.reference import Reference
 from fabricguard.doctor.rules import run_rules
 from fabricguard.doctor.snapshot import Snapshot
@@ -43,9 +45,10 @@ class PassResult:
 
     @property
     def unhealthy_pools(self) -> list[str]:
-        """Pools whose canary is not a fresh pass, or that a critical doctor finding names."""
+        """Pools that are not validated (controller/rootcause.py: one meaning for the exit code, the Kueue
+        check and fabricguard_pool_fabric_validated), and pools outside the profile a critical finding names."""
         bad = {p for p, s in self.pools.items() if not s.ready}
-        bad |= {p for f in self.findings if f.severity is Severity.critical for p in f.pools}
+        bad |= {p for p in critical_by_pool(self.findings) if p not in self.pools}
         return sorted(bad)
 
     @property
@@ -58,7 +61,7 @@ class PassResult:
             "now": times.format_time(self.now),
             "pools": {
                 p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "latest": s.latest,
-                    "message": s.message,
+                    "message": s.message, "rootCause": s.root_cause or None, "broken": s.broken,
                     "lastSuccess": s.last_success, "heldWorkloads": self.pending.get(p, 0)}
                 for p, s in self.pools.items()
             },
@@ -84,13 +87,28 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
         acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters, lustre)
         actions += acts
         states[pool.name] = state
+    # The doctor first: its critical findings and the nodes' FabricReady are part of the pool's one standing.
+    findings = run_rules(snapshot, profile, now)
+    apply_standing(profile, snapshot, states, findings)
+    root = fv_actions(profile, snapshot, states, findings, now)
+    for a in [a for a in root if isinstance(a, MergeStatus)]:
+        # One status write per FabricValidation and pass: the conditions ride on the run record when there is one.
+        record = next((b for b in actions if isinstance(b, MergeStatus) and b.plural == a.plural and b.name == a.name),
+                      None)
+        if record is not None:
+            record.status.update(a.status)
+        else:
+            actions.append(a)
+    for write in actions:  # every status write conforms to the typed status the CRD's schema is generated from
+        if isinstance(write, MergeStatus) and write.plural == names.FV_PLURAL:
+            FabricValidationStatus.model_validate({k: v for k, v in write.status.items() if v is not None})
     checks = snapshot.kind("AdmissionCheck")
     actions += keep_active(checks, now)
     gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
-    findings = run_rules(snapshot, profile, now)
+    actions += [a for a in root if not isinstance(a, MergeStatus)]  # Events on the objects at fault, last
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
     return PassResult(now, actions, states, findings, gate.pending, counters,

@@ -225,7 +225,6 @@ async def keep_lease(kube: Kube, cfg: RunConfig, identity: str, who: Leadership,
     """Renew (or try to take) the Lease every third of its duration until ``stop``; give it up when the passes
     stall. The duration grows with the slowest recent request, so a slow API server leaves time to act."""
     elector = Elector(kube, cfg.namespace, identity)
-    duration = cfg.lease_s
     while not stop.is_set():
         started = time.monotonic()
         stalled = health.check(who) if health is not None else ""
@@ -241,12 +240,18 @@ async def keep_lease(kube: Kube, cfg: RunConfig, identity: str, who: Leadership,
                     await elector.release(datetime.now(UTC))
             await _wait(stop, max(0.5, cfg.lease_s / 3))
             continue
-        duration = lease_duration(cfg.lease_s, kube.latency.worst)
+        written: list[int] = []
+
+        def sized(written: list[int] = written) -> int:  # asked just before the write: a slow read counts
+            written.append(lease_duration(cfg.lease_s, kube.latency.worst))
+            return written[-1]
+
         try:
-            won = await elector.round(datetime.now(UTC), duration)
+            won = await elector.round(datetime.now(UTC), sized)
         except Exception as exc:  # an unreachable or refusing API server (or a bug): lead nothing this round,
             log.warning("lease: %s: %s", type(exc).__name__, exc)  # but never let the election task die
             won = False
+        duration = written[-1] if written else lease_duration(cfg.lease_s, kube.latency.worst)
         if won and not who.leading:
             who.since = time.monotonic()
         who.leading = won

@@ -195,7 +195,8 @@ class LogFollower:
                   for k, why in sorted({**self._unlisted, **self._unread}.items())]
         report = conclude(self._st, sorted({*self._tails, *self._done}), unread)
         transport = report.inter_node_transport
-        return LiveVerdict(transport, transport == Transport.socket or report.failed, report)
+        # Sockets, or nodes that selected networks of different kinds: no later line can make the job RDMA.
+        return LiveVerdict(transport, transport in (Transport.socket, Transport.mixed) or report.failed, report)
 
     def close(self) -> None:
         for tail in self._tails.values():

@@ -271,7 +271,7 @@ def transition_status_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_po
                           kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
                           output_format: Format = FORMAT_OPT) -> None:
     """Where the transition stands: 0 completed, 1 in progress or waiting, 2 blocked or aborted, 3 none started."""
-    from fabricguard.placement.workflow import Outcome
+    from fabricguard.placement.workflow import TransitionRun
 
     fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
@@ -280,7 +280,7 @@ def transition_status_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_po
         fail(f"no transition {spec.name} in namespace {namespace}", hint="start one with: fabricguard pool "
                                                                           "transition apply --from ... --to ...")
     _show(state, fmt)
-    raise typer.Exit(Outcome(state).exit_code)
+    raise typer.Exit(TransitionRun(state).exit_code)
 
 
 @transition_app.command("abort")

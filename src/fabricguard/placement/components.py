@@ -22,7 +22,7 @@ from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
 from fabricguard.controller import manifests as controller_manifests
 from fabricguard.placement.install import ADMISSION, AGENT, CONTROLLER
-from fabricguard.placement.transition import TransitionSpec, Verdict
+from fabricguard.placement.transition import StepResult, TransitionSpec
 from fabricguard.profile import ProfileError, loads_profile
 
 # component -> (ConfigMap name, key, install directory)
@@ -35,7 +35,7 @@ NEEDED_AT = {"new-pool-ready": ("agent", "controller"), "switch-admissions": ("w
 
 
 def judge(step: str, spec: TransitionSpec, configmaps: dict[str, dict[str, Any] | None],
-          agent_daemonsets: list[str], namespace: str) -> Verdict | None:
+          agent_daemonsets: list[str], namespace: str) -> StepResult | None:
     """A blocking verdict when a component needed at ``step`` holds the wrong profile; None when all are right."""
     problems: list[str] = []
     for comp in NEEDED_AT.get(step, ()):
@@ -67,5 +67,5 @@ def judge(step: str, spec: TransitionSpec, configmaps: dict[str, dict[str, Any] 
             problems.append(f"no agent DaemonSet {namespace}/{ds} for the new pool; apply {AGENT} rendered from "
                             "the --to profile")
     if problems:
-        return Verdict("blocked", "; ".join(problems))
+        return StepResult("blocked", "; ".join(problems))
     return None

@@ -131,7 +131,7 @@ async def _namespace(kube: Kube, name: str) -> dict[str, Any] | None:
 
 async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricguard-system") -> list[Row]:
     rows: list[Row] = []
-    version = await kube.api.version()
+    version = await kube.version()
     minor = _minor(version if isinstance(version, dict) else {})
     git = version.get("gitVersion", "?") if isinstance(version, dict) else "?"
     if minor is None:

@@ -24,7 +24,7 @@ Mode = Literal["required", "preferred", "unconstrained"]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Placement:
     gang: int
     mode: Mode
     placed: dict[str, int] = field(default_factory=dict)
@@ -73,7 +73,7 @@ def place(
     size: dict[str, int] | None = None,
     baseline_gbps: float | None = None,
     cross_block_factor: float | None = None,
-) -> Outcome:
+) -> Placement:
     """One gang of ``gang`` nodes (one pod per node) on blocks with ``free`` nodes out of ``size`` (default: free)."""
     if gang < 1:
         raise ValueError("a gang has at least one node")
@@ -88,16 +88,16 @@ def place(
 
     block = _one_block(gang, free)
     if block is not None and mode != "unconstrained":
-        return Outcome(gang, mode, {block: gang}, busbw_gbps=bw(1))
+        return Placement(gang, mode, {block: gang}, busbw_gbps=bw(1))
     if mode == "required":
         waits: Literal["until-free", "forever"] = (
             "until-free" if any(n >= gang for n in size.values()) else "forever"
         )
-        return Outcome(gang, mode, waits=waits)
+        return Placement(gang, mode, waits=waits)
     placed = _spread(gang, free)
     if placed is None:
-        return Outcome(gang, mode, waits="until-free" if sum(size.values()) >= gang else "forever")
-    return Outcome(gang, mode, placed, busbw_gbps=bw(len(placed)))
+        return Placement(gang, mode, waits="until-free" if sum(size.values()) >= gang else "forever")
+    return Placement(gang, mode, placed, busbw_gbps=bw(len(placed)))
 
 
 def table(
@@ -108,7 +108,7 @@ def table(
     size: dict[str, int] | None = None,
     baseline_gbps: float | None = None,
     cross_block_factor: float | None = None,
-) -> list[Outcome]:
+) -> list[Placement]:
     """Every (gang, mode) pair, each placed on the same free capacity (independent what-ifs, not a queue)."""
     return [
         place(g, m, free, size=size, baseline_gbps=baseline_gbps, cross_block_factor=cross_block_factor)
@@ -117,7 +117,7 @@ def table(
     ]
 
 
-def verdict(outcomes: list[Outcome]) -> str:
+def verdict(outcomes: list[Placement]) -> str:
     """``failed`` when a gang can never run, ``degraded`` when one spans blocks or waits, else ``pass``."""
     if any(o.waits == "forever" for o in outcomes):
         return "failed"

@@ -134,7 +134,7 @@ def new_state(spec: TransitionSpec, now: datetime) -> TransitionState:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class StepResult:
     """A step's judgement: ``done``, ``waiting`` (time will do it), or ``blocked`` (an operator must act)."""
 
     status: Literal["done", "waiting", "blocked"]
@@ -153,11 +153,11 @@ def canary_outcome(fabric_validation: dict[str, Any]) -> str | None:
 
 
 def judge_new_pool(spec: TransitionSpec, nodes: list[dict[str, Any]], *, validation_served: bool,
-                   validation: dict[str, Any] | None, accepted: list[str]) -> Verdict:
+                   validation: dict[str, Any] | None, accepted: list[str]) -> StepResult:
     """Gate 1: the new pool's nodes proved their fabric and its canary passed, or the operator accepted not knowing."""
     members = pool_nodes(spec.new, nodes)
     if not members:
-        return Verdict("waiting", f"no node matches pool {spec.new.name}'s nodeSelector {spec.new.nodeSelector} yet")
+        return StepResult("waiting", f"no node matches pool {spec.new.name}'s nodeSelector {spec.new.nodeSelector} yet")
     waiting: list[str] = []
     unverified: list[str] = []
     found: list[str] = []
@@ -181,16 +181,16 @@ def judge_new_pool(spec: TransitionSpec, nodes: list[dict[str, Any]], *, validat
         else:
             found.append("canary passed")
     if waiting:
-        return Verdict("waiting", "; ".join(waiting))
+        return StepResult("waiting", "; ".join(waiting))
     refused = [g for g in unverified if g not in accepted]
     if refused:
         why = {"agent": f"no node reports {READY_CONDITION} (the fabricguard node agent is not deployed)",
                "canary": "FabricValidation is not served (the fabricguard controller is not installed)"}
-        return Verdict("blocked", "cannot tell whether the new pool is ready: " + "; ".join(why[g] for g in refused)
+        return StepResult("blocked", "cannot tell whether the new pool is ready: " + "; ".join(why[g] for g in refused)
                        + f"; deploy it, or accept not knowing with --accept-unverified {','.join(refused)}",
                        tuple(unverified))
     notes = found + [f"{g} unverified, accepted by the operator" for g in unverified]
-    return Verdict("done", "; ".join(notes), tuple(unverified))
+    return StepResult("done", "; ".join(notes), tuple(unverified))
 
 
 def _flavor_entry(cq: dict[str, Any], flavor: str) -> tuple[int, dict[str, Any]] | None:
@@ -260,13 +260,13 @@ def still_running(old_node_names: list[str], pods: list[dict[str, Any]]) -> dict
     return out
 
 
-def judge_drain(running: dict[str, int], now: datetime, deadline: datetime) -> Verdict:
+def judge_drain(running: dict[str, int], now: datetime, deadline: datetime) -> StepResult:
     if not running:
-        return Verdict("done", "no work left on the old pool")
+        return StepResult("done", "no work left on the old pool")
     listed = ", ".join(f"{w} ({n} pod{'s' if n > 1 else ''})" for w, n in sorted(running.items()))
     if now < deadline:
-        return Verdict("waiting", f"{len(running)} workload(s) still run on the old pool: {listed}; they finish on "
+        return StepResult("waiting", f"{len(running)} workload(s) still run on the old pool: {listed}; they finish on "
                                   f"their own (deadline {format_time(deadline)})")
-    return Verdict("blocked", f"drain deadline {format_time(deadline)} passed and {len(running)} workload(s) still "
+    return StepResult("blocked", f"drain deadline {format_time(deadline)} passed and {len(running)} workload(s) still "
                               f"run on the old pool: {listed}. Nothing was evicted: let them finish, or stop them "
                               "yourself, then run apply again")

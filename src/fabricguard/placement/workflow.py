@@ -24,9 +24,9 @@ from fabricguard.placement import kueue
 from fabricguard.placement.transition import (
     FABRIC_VALIDATION,
     STEPS,
+    StepResult,
     TransitionSpec,
     TransitionState,
-    Verdict,
     judge_drain,
     judge_new_pool,
     new_state,
@@ -47,7 +47,7 @@ STATE_LABEL = names.LABEL_TRANSITION
 TRANSITION_GRANTS: frozenset[Grant] = frozenset([
     *grants("v1", "configmaps", ["get", "create", "patch"], scope="namespace"),
     # components.py: the agent's DaemonSets in the same namespace, to tell an agent still on the old profile.
-    *grants("apps/v1", "daemonsets", ["list"], scope="namespace"),
+    *grants(names.APPS_API, "daemonsets", ["list"], scope="namespace"),
     *grants("v1", "nodes", ["list", "get", "patch"]),
     *grants("v1", "pods", ["list"]),
     *grants(KUEUE, "clusterqueues", ["get", "patch"]),
@@ -66,11 +66,11 @@ def transition_roles(namespace: str) -> list[dict[str, Any]]:
     from fabricguard.kube import rbac_rules
 
     name = "fabricguard-transition"
-    labels = {**kueue.MANAGED_BY, "app.kubernetes.io/component": "pool-transition"}
+    labels = {**kueue.MANAGED_BY, names.LABEL_APP_COMPONENT: "pool-transition"}
     return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
          "metadata": {"name": name, "labels": labels}, "rules": rbac_rules(TRANSITION_GRANTS, "cluster")},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        {"apiVersion": names.RBAC_API, "kind": "Role",
          "metadata": {"name": name, "namespace": namespace, "labels": labels},
          "rules": rbac_rules(TRANSITION_GRANTS, "namespace")},
     ]
@@ -86,9 +86,9 @@ class TransitionConflict(RuntimeError):
 
 
 @dataclass
-class Outcome:
+class TransitionRun:
     state: TransitionState
-    verdicts: list[tuple[str, Verdict]] = field(default_factory=list)
+    verdicts: list[tuple[str, StepResult]] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -162,7 +162,7 @@ class Workflow:
         dropped = {k: None for k in (current.get("spec") or {}) if k not in spec}
         await self.kube.update(KUEUE, "clusterqueues", {**current, "spec": {**spec, **dropped}}, fields=("spec",))
 
-    async def _components(self, step: str) -> Verdict | None:
+    async def _components(self, step: str) -> StepResult | None:
         """Blocked when a component this step needs still holds the wrong profile (``components.py``)."""
         from fabricguard.placement import components
 
@@ -172,10 +172,10 @@ class Workflow:
         agents: list[str] = []
         if step == "new-pool-ready" and cms.get("agent") is not None:
             agents = [str((d.get("metadata") or {}).get("name"))
-                      for d in await self.kube.list("apps/v1", "daemonsets", self.namespace)]
+                      for d in await self.kube.list(names.APPS_API, "daemonsets", self.namespace)]
         return components.judge(step, self.spec, cms, agents, self.namespace)
 
-    async def step_new_pool_ready(self, state: TransitionState, now: datetime) -> Verdict:
+    async def step_new_pool_ready(self, state: TransitionState, now: datetime) -> StepResult:
         del now
         wrong = await self._components("new-pool-ready")
         if wrong is not None:
@@ -185,13 +185,13 @@ class Workflow:
         return judge_new_pool(self.spec, await self._nodes(), validation_served=served, validation=validation,
                               accepted=state.acceptedUnverified)
 
-    async def step_switch_admissions(self, state: TransitionState, now: datetime) -> Verdict:
+    async def step_switch_admissions(self, state: TransitionState, now: datetime) -> StepResult:
         wrong = await self._components("switch-admissions")
         if wrong is not None:
             return wrong
         current = await self._queue()
         if current is None:
-            return Verdict("blocked", f"ClusterQueue {self.spec.queue.name} does not exist; apply `fabricguard "
+            return StepResult("blocked", f"ClusterQueue {self.spec.queue.name} does not exist; apply `fabricguard "
                                       "render kueue` of the --from profile first")
         if state.previousClusterQueueSpec is None:
             # Remembered before the first change, so that abort can put it back even after a crash.
@@ -204,10 +204,10 @@ class Workflow:
             if await self.kube.get(KUEUE, plural, obj["metadata"]["name"]) is None:
                 await self.kube.create(KUEUE, plural, obj)
         await self._set_queue(current, switched_queue(self.spec, current)["spec"])
-        return Verdict("done", f"ClusterQueue {self.spec.queue.name} admits to {self.spec.new.name} first; "
+        return StepResult("done", f"ClusterQueue {self.spec.queue.name} admits to {self.spec.new.name} first; "
                                f"{self.spec.old.name} stays last with zero quota for what already runs there")
 
-    async def step_drain_old_pool(self, state: TransitionState, now: datetime, deadline: datetime) -> Verdict:
+    async def step_drain_old_pool(self, state: TransitionState, now: datetime, deadline: datetime) -> StepResult:
         if state.drainDeadline is None:
             state.drainDeadline = format_time(deadline)
             await self.save(state, now)
@@ -230,7 +230,7 @@ class Workflow:
         drain_deadline = parse_time(state.drainDeadline) or deadline
         return judge_drain(still_running(old_names, list(pods.values())), now, drain_deadline)
 
-    async def step_retire(self, state: TransitionState, now: datetime) -> Verdict:
+    async def step_retire(self, state: TransitionState, now: datetime) -> StepResult:
         del state, now
         current = await self._queue()
         if current is not None:
@@ -252,18 +252,18 @@ class Workflow:
         if kept:
             msg += f"; left {', '.join(kept)}"
         selector = ",".join(f"{k}={v}" for k, v in self.spec.old.nodeSelector.items())
-        return Verdict("done", msg + f"; the old nodes ({selector}) stay cordoned: delete their node pool with "
+        return StepResult("done", msg + f"; the old nodes ({selector}) stay cordoned: delete their node pool with "
                                      "the provider")
 
     # --------------------------------------------------------------------------------------- driver
 
     async def apply(self, now: datetime, *, deadline: datetime, accept: tuple[str, ...] = (),
-                    one_step: bool = False) -> Outcome:
+                    one_step: bool = False) -> TransitionRun:
         state = await self.load()
         if state is None:
             state = new_state(self.spec, now)
             await self.save(state, now)
-        out = Outcome(state)
+        out = TransitionRun(state)
         if state.phase in ("Completed", "Aborted"):
             return out
         for gate in accept:
@@ -296,7 +296,7 @@ class Workflow:
                 break
         return out
 
-    async def abort(self, now: datetime) -> tuple[Outcome, list[str]]:
+    async def abort(self, now: datetime) -> tuple[TransitionRun, list[str]]:
         state = await self.load()
         if state is None:
             raise TransitionConflict(f"no transition {self.spec.name} in namespace {self.namespace}")
@@ -317,7 +317,7 @@ class Workflow:
         state.message = "aborted: " + ("; ".join(undone) or "nothing had changed") + (
             f"; ResourceFlavor {self.spec.new.name} is left in place (unused)")
         await self.save(state, now)
-        return Outcome(state), undone
+        return TransitionRun(state), undone
 
     # ------------------------------------------------------------------------------------------ plan
 

@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from fabricguard.exitcodes import exit_code
+from fabricguard.exitcodes import Verdict
 from fabricguard.nccl.inspector import is_inspector_file
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.nccl.scan import inspect_paths, is_text
@@ -23,16 +23,6 @@ from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_moun
 from fabricguard.userfiles import SourceError, input_dir, input_file, read_text, walk_files
 from fabricguard.verdict import busbw
 from fabricguard.verdict.steps import StepTimes, load_step_times
-
-
-class Verdict(StrEnum):
-    pass_ = "pass"
-    degraded = "degraded"
-    failed = "failed"
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code(self.value)
 
 
 class Level(StrEnum):
@@ -78,6 +68,8 @@ class JobVerdict:
             "nccl_failed": n.failed,
             "nodes": n.nodes,
             "ranks": n.ranks,
+            "scope": n.scope.value,  # single-node / multi-node / part (one worker of a larger job) / unknown
+            "transport_basis": n.transport_basis,
             "storage": self.storage,
             "steps": self.steps.to_dict(),
             "busbw": self.busbw,

@@ -1,0 +1,108 @@
+"""The FabricValidation status as a typed model: what the controller writes, and the CRD schema generated from it.
+
+One object per pool keeps the pool's canary history (``runs``, newest first), the latest outcome, the last
+success, the run in progress, and the ``Validated`` and ``RootCause`` conditions (``controller/rootcause.py``),
+each with the ``observedGeneration`` it was computed for (``lastTransitionTime`` moves only when its status
+changes, as apimachinery's ``SetStatusCondition``).
+``status_schema()`` turns the model into the CRD's structural OpenAPI schema, so the schema the API server
+enforces and the status the controller writes cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricguard.controller.outcome import Outcome
+
+MAX_RUNS = 50
+MAX_CONDITIONS = 8
+MAX_EVIDENCE = 10
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Run(_Model):
+    """One canary run (``controller.outcome.CanaryRun`` as stored)."""
+
+    name: str = Field(description="The canary JobSet (or skipped-<time>).")
+    outcome: Outcome
+    started: str = Field(json_schema_extra={"format": "date-time"})
+    finished: str = Field(json_schema_extra={"format": "date-time"})
+    message: str = ""
+    evidence: list[str] = Field(default_factory=list, max_length=MAX_EVIDENCE)
+    transport: str | None = None
+    busbwGBps: dict[str, float] = Field(default_factory=dict)
+    nodes: list[str] = Field(default_factory=list)
+    inspectorBusbwGBps: dict[str, float] = Field(
+        default_factory=dict, description="Median busbw per collective from NCCL's Inspector in the canary.")
+
+
+class ActiveRun(_Model):
+    jobSet: str
+    started: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+
+
+class Condition(_Model):
+    """A metav1.Condition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str = Field(max_length=32768)
+    lastTransitionTime: str = Field(json_schema_extra={"format": "date-time"})
+    observedGeneration: int | None = Field(default=None, ge=0)
+
+
+class FabricValidationStatus(_Model):
+    pool: str | None = None
+    lastOutcome: Outcome | None = None
+    lastRun: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    lastSuccess: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    active: ActiveRun | None = None
+    runs: list[Run] = Field(default_factory=list, max_length=MAX_RUNS)
+    conditions: list[Condition] = Field(default_factory=list, max_length=MAX_CONDITIONS,
+                                        description="Validated and RootCause (controller/rootcause.py).")
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> Any:
+    """Pydantic's JSON schema as a Kubernetes structural schema: references inlined, ``X | None`` as X
+    (an absent key), no titles, one ``type`` per node."""
+    if isinstance(node, list):
+        return [_structural(n, defs) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        return _structural(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    if "anyOf" in node:
+        kinds = [k for k in node["anyOf"] if k.get("type") != "null"]
+        if len(kinds) == 1:
+            merged = {**{k: v for k, v in node.items() if k not in ("anyOf", "default")}, **kinds[0]}
+            return _structural(merged, defs)
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if k in ("title", "$defs", "default", "additionalProperties") and not (
+                k == "additionalProperties" and isinstance(v, dict)):
+            continue
+        if k == "const":
+            out["enum"] = [v]
+            continue
+        out[k] = _structural(v, defs) if k in ("properties", "items", "additionalProperties") else v
+        if k == "properties":
+            out[k] = {name: _structural(p, defs) for name, p in v.items()}
+    if "enum" in out and "type" not in out:
+        out["type"] = "string"
+    return out
+
+
+def status_schema() -> dict[str, Any]:
+    """The ``status`` schema of the FabricValidation CRD, generated from :class:`FabricValidationStatus`."""
+    raw = FabricValidationStatus.model_json_schema()
+    schema: dict[str, Any] = _structural(raw, raw.get("$defs", {}))
+    for c in ("conditions",):
+        schema["properties"][c]["x-kubernetes-list-type"] = "map"
+        schema["properties"][c]["x-kubernetes-list-map-keys"] = ["type"]
+    return schema
