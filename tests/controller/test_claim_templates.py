@@ -95,16 +95,20 @@ def test_the_canary_namespace_gets_the_template_and_the_canary_claims_the_fabric
 
 async def test_the_actions_reach_the_api_server_as_namespaced_creates_and_deletes(tmp_path: Path) -> None:
     """Carried out by the controller's I/O edge over real HTTP (kmock)."""
-    from kmock import KubernetesEmulator, Server
+    from controller_support import CONTROLLER_USER, controller_rbac
+    from kmock import Server
 
-    from fabricguard.controller.kube import apply_actions
+    from fabricguard.controller.kube import apply_actions, controller_permissions
     from fabricguard.kube import Kube
-    from kube_support import kubeconfig
+    from kube_support import Emulator, kubeconfig
 
     plural = "resource.k8s.io/v1/resourceclaimtemplates"
-    async with KubernetesEmulator() as k8s, Server(k8s) as server:
+    # The rendered controller role enforced, as for every controller test.
+    async with Emulator(rbac=controller_rbac(), tokens={"c": {"username": CONTROLLER_USER}}) as k8s, \
+            Server(k8s) as server:
         k8s["get /version/"] << {"major": "1", "minor": "35", "gitVersion": "v1.35.0", "platform": "linux/amd64"}
-        kube = await Kube.connect(kubeconfig(tmp_path, str(server.url).rstrip("/")))
+        kube = await Kube.connect(kubeconfig(tmp_path, str(server.url).rstrip("/"), "c"),
+                                  permissions=controller_permissions("fabricguard-system"))
         create = claim_template_actions(DRANET, snap(namespace("ml-search", True)), "fabricguard-system")
         assert await apply_actions(kube, create, {}) == []
         keys = {(k[1], k[2]) for k in k8s.objects if k[0] == plural}

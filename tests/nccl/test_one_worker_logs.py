@@ -199,3 +199,21 @@ def test_a_followed_job_whose_nodes_selected_different_networks_is_final_at_once
     v = follower.verdict()
     assert v.transport is Transport.mixed and v.final  # no later line can make it RDMA
     follower.close()
+
+
+def test_libfabric_tcp_provider_printed_as_warn_is_sockets_not_a_failure(tmp_path: Path) -> None:
+    # The shape public notes quote from aws-ofi-nccl builds that print the provider choice as a WARN (no
+    # EFA/CXI device visible in the container): the job ran, over libfabric's tcp provider.
+    log = _write(tmp_path / "w0.log", [
+        "node-a:71:71 [0] NCCL INFO NET/Plugin: Loaded net plugin Libfabric (v10)",
+        "node-a:71:71 [0] nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI No eligible providers were found",
+        "node-a:71:71 [0] nccl_net_ofi_create_plugin:261 NCCL WARN NET/OFI Selected provider is tcp, fabric is "
+        "10.224.0.0/12 (found 8 nics)",
+        "node-a:71:71 [0] NCCL INFO Initialized NET plugin Libfabric",
+        "node-a:71:71 [0] NCCL INFO Assigned NET plugin Libfabric to comm",
+        "node-a:71:71 [0] NCCL INFO Using network Libfabric",
+    ])
+    r = inspect_paths([log])
+    assert not r.failed, r.failures
+    assert r.ofi_provider == ["tcp"]
+    assert (r.inter_node_transport, r.scope) == (Transport.socket, Scope.part), r.reasons

@@ -116,6 +116,7 @@ _BENIGN_WARN = re.compile(
     rb"NUMA auto balancing|Cannot get incoming CPU|Maximum retry reached|PFN functions not found"
     rb"|Could not find a path for pattern|falling back to simple order|using default"
     rb"|async event : (?:port active|GID table change|client reregist|LID change)"
+    rb"|NET/OFI No eligible providers were found"  # the provider line that follows says what it chose
 )
 # WARN text of errors that break communication, whatever plugin prints them.
 _FATAL_WARN = re.compile(
@@ -695,6 +696,13 @@ class FileScanner:
             return
         key = st.process(raw[:i])
         line = self.lineno(line_start)
+        prov = _OFI_PROVIDER.search(msg)
+        if prov:  # some builds print the provider as a WARN: "Selected provider is tcp" is a fact, not a failure
+            p = prov.group(1).decode("utf-8", "replace").rstrip(",")
+            if p not in st.ofi:
+                st.ofi[p] = None
+                st.note("ofi", self.fname, line, raw, f"libfabric provider {p}")
+            return
         m = _NET_NOT_FOUND.search(msg)
         if b"Failed to initialize any NET plugin" in msg:
             why = f"no network plugin could start, and NCCL refused to fall back: {_quote(msg)}"

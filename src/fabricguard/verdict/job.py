@@ -68,6 +68,8 @@ class JobVerdict:
             "nccl_failed": n.failed,
             "nodes": n.nodes,
             "ranks": n.ranks,
+            "scope": n.scope.value,  # single-node / multi-node / part (one worker of a larger job) / unknown
+            "transport_basis": n.transport_basis,
             "storage": self.storage,
             "steps": self.steps.to_dict(),
             "busbw": self.busbw,
