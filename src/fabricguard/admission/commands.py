@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from fabricguard import objects
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
 from fabricguard.options import check_namespace
 from fabricguard.profile.commands import profile_or_exit
@@ -51,7 +52,7 @@ def _templates(path: Path) -> Any:
                                           for i in items):
         fail(f"--claim-templates {path}: not a List of ResourceClaimTemplates",
              hint="save them with kubectl get resourceclaimtemplates -A -o json")
-    by = {((i.get("metadata") or {}).get("namespace", ""), (i.get("metadata") or {}).get("name", "")): i
+    by = {((i.get("metadata") or {}).get("namespace", ""), objects.name_of(i)): i
           for i in items}
 
     def resolve(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
