@@ -59,9 +59,16 @@ def test_render_webhook_digest_and_tag_warning() -> None:
     pol = next(d for d in docs if d["kind"] == "NetworkPolicy")
     assert pol["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "172.16.0.32/28"}},
                                                  {"ipBlock": {"cidr": "10.0.0.1/32"}}]
-    res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", "ghcr.io/acme/fabricguard:0.1"])
+    # By default the webhook port admits the API server only: without its CIDR, nothing is rendered.
+    res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", digest])
+    assert res.exit_code == 3 and res.stdout == ""
+    assert "no --apiserver-cidr" in res.stderr and "--any-source" in res.stderr
+    res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", "ghcr.io/acme/fabricguard:0.1",
+                              "--any-source"])
     assert res.exit_code == 0
-    assert "tag-only" in res.stderr and "no --apiserver-cidr" in res.stderr
+    assert "tag-only" in res.stderr and "--any-source: the NetworkPolicy admits the webhook port from any" in res.stderr
+    pol = next(d for d in yaml.safe_load_all(res.stdout) if d["kind"] == "NetworkPolicy")
+    assert "from" not in pol["spec"]["ingress"][0]  # open, as asked
     res = runner.invoke(app, ["render", "webhook", "--profile", GKE, "--image", digest, "--apiserver-cidr", "nope"])
     assert res.exit_code == 3 and "--apiserver-cidr 'nope' is not a CIDR" in res.stderr
 

@@ -158,10 +158,12 @@ def test_render_webhook_namespace_must_be_a_dns_label(namespace: str) -> None:
 
 
 def test_render_webhook_accepts_a_good_namespace() -> None:
-    r = run("render", "webhook", "-p", str(GKE), "--image", "registry.example.com/fg:v1", "-n", "fabricguard-system")
+    r = run("render", "webhook", "-p", str(GKE), "--image", "registry.example.com/fg:v1", "-n", "fabricguard-system",
+            "--apiserver-cidr", "172.16.0.0/28")
     assert r.exit_code == 0 and "namespace: fabricguard-system" in r.stdout
     # The embedded profile, asked for by name, renders like a file.
-    assert run("render", "webhook", "-p", "local", "--image", "registry.example.com/fg:v1").exit_code == 0
+    assert run("render", "webhook", "-p", "local", "--image", "registry.example.com/fg:v1",
+               "--any-source").exit_code == 0
 
 
 def test_tls_files_name_what_is_wrong(tmp_path: Path) -> None:

@@ -400,7 +400,8 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
     end = text.index("  pools:")
     no_volume.write_text(text[:start] + text[end:])
     r = CliRunner().invoke(app, ["render", "install", "-p", str(no_volume), "--image", IMAGE, "--agent-image",
-                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o")])
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o"),
+                                 "--apiserver-cidr", "172.16.0.0/28"])
     assert r.exit_code == 3 and "spec.storage.lustre.volume" in r.output
     r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", "acme/fg:latest",
                                  "--agent-image", AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o",
@@ -412,6 +413,10 @@ def test_refusals_name_what_to_change(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["render", "install", "-p", str(latest), "--image", IMAGE, "--agent-image",
                                  AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o3")])
     assert r.exit_code == 3 and "spec.pools[0].canary.image" in r.output and ":latest" in r.output
+    # Without --apiserver-cidr the webhook port would be open to every source: refused unless --any-source.
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o4")])
+    assert r.exit_code == 3 and "no --apiserver-cidr" in r.output and "--any-source" in r.output
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",

@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from fabricguard import objects
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
 from fabricguard.options import check_namespace
 from fabricguard.profile.commands import profile_or_exit
@@ -51,7 +52,7 @@ def _templates(path: Path) -> Any:
                                           for i in items):
         fail(f"--claim-templates {path}: not a List of ResourceClaimTemplates",
              hint="save them with kubectl get resourceclaimtemplates -A -o json")
-    by = {((i.get("metadata") or {}).get("namespace", ""), (i.get("metadata") or {}).get("name", "")): i
+    by = {((i.get("metadata") or {}).get("namespace", ""), objects.name_of(i)): i
           for i in items}
 
     def resolve(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -149,7 +150,10 @@ def render_webhook_cmd(
     apiserver_cidr: list[str] = typer.Option(
         [], "--apiserver-cidr",
         help="Where the API server's calls come from (repeatable); the NetworkPolicy admits only these to the "
-             "webhook port. See docs/admission.md for each provider."),
+             "webhook port. See docs/admission.md for each provider. Required unless --any-source."),
+    any_source: bool = typer.Option(
+        False, "--any-source", help="Render the NetworkPolicy without --apiserver-cidr: the webhook port is then "
+                                    "open to every pod and node, not only the API server."),
 ) -> None:
     """Print the webhook's Deployment, Service, PDB, NetworkPolicy, cert-manager objects and configurations."""
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
@@ -160,7 +164,7 @@ def render_webhook_cmd(
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
-    cidrs = _cidrs(apiserver_cidr)
+    cidrs = _cidrs(apiserver_cidr, any_source)
     for w in image_warnings(image):
         say(("warning:", "yellow"), f" {w}", err=True)
     from fabricguard.admission.daemonsets import webhook as daemonset_webhook
@@ -193,8 +197,9 @@ def tls_pair_problem(cert: Path, key: Path) -> str | None:
     return None
 
 
-def _cidrs(values: list[str]) -> list[str]:
-    """The --apiserver-cidr values as networks (exit 3 naming a bad one); a warning when there is none."""
+def _cidrs(values: list[str], any_source: bool = False) -> list[str]:
+    """The --apiserver-cidr values as networks (exit 3 naming a bad one). None given: exit 3, because the
+    NetworkPolicy would admit the webhook port from any source; with ``any_source`` a warning instead."""
     import ipaddress
 
     cidrs = []
@@ -203,8 +208,13 @@ def _cidrs(values: list[str]) -> list[str]:
             cidrs.append(str(ipaddress.ip_network(c.strip(), strict=False)))
         except ValueError:
             fail(f"--apiserver-cidr {c!r} is not a CIDR", hint="e.g. --apiserver-cidr 172.16.0.0/28")
+    if not cidrs and not any_source:
+        fail("no --apiserver-cidr: the NetworkPolicy admits the webhook port (8443) from the API server only, "
+             "so it must know where the API server's calls come from",
+             hint="docs/admission.md lists it per provider (e.g. --apiserver-cidr 172.16.0.0/28); "
+                  "--any-source renders it open to every source instead")
     if not cidrs:
-        say(("warning:", "yellow"), " no --apiserver-cidr: the NetworkPolicy admits the webhook port from any "
+        say(("warning:", "yellow"), " --any-source: the NetworkPolicy admits the webhook port from any "
             "source; docs/admission.md says where the API server's calls come from", err=True)
     return cidrs
 

@@ -5,8 +5,13 @@ makes sure that one client cannot take the webhook down for everyone (with ``fai
 block every create in the opted-in namespaces):
 
 * a body declared larger than ``max_body`` is answered 413 from its ``Content-Length`` at once, without reading
-  it; any body must arrive within ``body_timeout`` seconds (408 otherwise), and at most :data:`LARGE_READS`
-  bodies over :data:`INLINE_BODY` bytes are read at a time, so memory stays bounded;
+  it; any body must arrive within ``body_timeout`` seconds (408 otherwise);
+* the bytes of all bodies in flight together are bounded (:class:`ByteBudget`): a body that does not fit is
+  answered 503 with ``Retry-After`` from its header, before a byte of it is read, and part of the budget is
+  kept for bodies of at most :data:`INLINE_BODY` bytes, so normal reviews pass while large ones are shed;
+* a TLS handshake and a first request head must complete within ``header_timeout`` seconds; at most
+  ``max_connections`` connections are open (a silent one makes room for a new one); each connection's TLS
+  and HTTP buffers are small (``bench/admission/README.md``: 300 concurrent 2.9 MB reviews peak at 142 MiB);
 * a ``Content-Encoding`` other than identity is refused (415) before anything is read: the API server never
   compresses, and a small gzip body can inflate to gigabytes;
 * bodies over :data:`INLINE_BODY` bytes are decided on a worker thread, so ``/healthz`` and small reviews keep
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from fabricguard.admission import review as rv
@@ -50,7 +56,21 @@ log = logging.getLogger("fabricguard.admission")
 DEFAULT_MAX_BODY = 3 * 1024 * 1024  # etcd stores objects up to 1.5 MiB; a review carries object and oldObject.
 DEFAULT_BODY_TIMEOUT = 10.0  # the API server gives a webhook at most 30 s, and ours is configured with 5 s
 INLINE_BODY = 64 * 1024  # bodies up to this size are decided on the event loop (well under a millisecond)
-LARGE_READS = 2  # bodies over INLINE_BODY read and decided at once: bounds the peak memory (bench/admission)
+# Bytes of request bodies in flight at once, over every connection (bench/admission: 300 concurrent 2.9 MB
+# reviews took the server to 563 MiB when each waited its turn with its bytes buffered). A body reserves its
+# declared length (chunked: --max-body) before a byte of it is read; bodies over INLINE_BODY may use all but
+# SMALL_RESERVE of it, so normal reviews always find room. What does not fit is refused at once: 503 with
+# Retry-After, before memory grows.
+DEFAULT_BYTES_IN_FLIGHT = 16 * 1024 * 1024
+SMALL_RESERVE = 4 * 1024 * 1024
+# A connection must complete its TLS handshake and send a complete request head within this many seconds.
+DEFAULT_HEADER_TIMEOUT = 5.0
+# Connections open at once (after the handshake): each uploading one holds up to ~1 MiB of TLS and HTTP
+# buffers before any handler runs. Past it, a new connection closes the oldest one that has not sent a
+# complete request yet (a trickled head); when there is none, the new one is closed.
+DEFAULT_MAX_CONNECTIONS = 128
+RETRY_AFTER = "1"
+TLS_READ_BUFFER = 32 * 1024
 OUTCOMES = ("allowed", "patched", "denied", "skipped", "bad_request", "error", "too_large", "timeout",
             "unsupported_encoding", "busy")
 
@@ -72,6 +92,13 @@ class Metrics:
                                  "When the serving certificate was last loaded", registry=r)
         self.draining = Gauge("fabricguard_admission_draining", "1 after SIGTERM, while finishing requests",
                               registry=r)
+        self.bytes_in_flight = Gauge("fabricguard_admission_bytes_in_flight",
+                                     "Request-body bytes reserved by requests being read or decided", registry=r)
+        self.connections = Gauge("fabricguard_admission_connections", "Open connections to the webhook port",
+                                 registry=r)
+        self.dropped = Counter("fabricguard_admission_connections_closed",
+                               "Connections the server closed to protect itself, by why",
+                               ["why"], registry=r)
 
 
 # ---------------------------------------------------------------------------------------------- certificates
@@ -161,6 +188,139 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+# ---------------------------------------------------------------------------------------------- load limits
+
+
+class ByteBudget:
+    """Request-body bytes in flight over every connection; reservations never wait (a full budget sheds)."""
+
+    def __init__(self, total: int, small_reserve: int, metrics: Metrics | None = None) -> None:
+        self.total = total
+        self.small_reserve = min(small_reserve, total)
+        self.used = 0
+        self.metrics = metrics
+
+    def take(self, n: int, *, small: bool) -> bool:
+        """Reserve ``n`` bytes; False (nothing reserved) when they do not fit. A large body may not use the
+        part kept for small ones."""
+        limit = self.total if small else self.total - self.small_reserve
+        if self.used + n > limit:
+            return False
+        self.used += n
+        if self.metrics:
+            self.metrics.bytes_in_flight.set(self.used)
+        return True
+
+    def give(self, n: int) -> None:
+        self.used = max(self.used - n, 0)
+        if self.metrics:
+            self.metrics.bytes_in_flight.set(self.used)
+
+
+class _Guarded(RequestHandler):
+    """aiohttp's connection handler with a deadline for the first request head and a place in a bounded table.
+
+    aiohttp closes a connection that sends nothing at its keep-alive timeout (30 s here), which lets a client
+    that trickles its head hold a connection that long; this closes it at ``header_timeout`` unless a complete
+    request has arrived by then. Later requests on the connection are bounded by the keep-alive timeout.
+    """
+
+    __slots__ = ("_fg_opened", "_fg_table", "_fg_timer")
+
+    def __init__(self, table: _Connections, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fg_table = table
+        self._fg_timer: asyncio.TimerHandle | None = None
+        self._fg_opened = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # The TLS layer buffers up to 256 KiB of ciphertext per connection by default before it stops reading
+        # the socket; a review arrives in well under a second from the API server either way.
+        with contextlib.suppress(AttributeError, ValueError):
+            transport.set_read_buffer_limits(high=TLS_READ_BUFFER)  # type: ignore[attr-defined]
+        super().connection_made(transport)
+        self._fg_opened = time.monotonic()
+        self._fg_timer = asyncio.get_running_loop().call_later(self._fg_table.header_timeout, self._fg_deadline)
+        self._fg_table.add(self)
+
+    def _fg_deadline(self) -> None:
+        self._fg_timer = None
+        if not self.fg_started:
+            self._fg_table.closed("header_timeout")
+            self.force_close()
+
+    @property
+    def fg_started(self) -> bool:
+        """Whether a complete request head has arrived on this connection."""
+        return bool(getattr(self, "_request_count", 1))
+
+    @property
+    def fg_busy(self) -> bool:
+        return bool(getattr(self, "_request_in_progress", True))
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._fg_timer is not None:
+            self._fg_timer.cancel()
+            self._fg_timer = None
+        self._fg_table.discard(self)
+        super().connection_lost(exc)
+
+
+class _Connections:
+    """The webhook port's open connections, at most ``limit``."""
+
+    def __init__(self, limit: int, header_timeout: float, metrics: Metrics) -> None:
+        self.limit = limit
+        self.header_timeout = header_timeout
+        self.metrics = metrics
+        self.open: dict[_Guarded, None] = {}  # insertion order: the oldest first
+
+    def add(self, conn: _Guarded) -> None:
+        if len(self.open) >= self.limit:
+            # Only a connection that never sent a complete request is closed for a new one: an idle
+            # keep-alive connection may be the API server's, about to send a review on it.
+            silent = next((c for c in self.open if not c.fg_started), None)
+            if silent is None:
+                self.closed("too_many_connections")
+                conn.force_close()
+                return
+            self.discard(silent)
+            self.closed("evicted_silent")
+            silent.force_close()
+        self.open[conn] = None
+        self.metrics.connections.set(len(self.open))
+
+    def discard(self, conn: _Guarded) -> None:
+        if self.open.pop(conn, 0) is None:
+            self.metrics.connections.set(len(self.open))
+
+    def closed(self, why: str) -> None:
+        self.metrics.dropped.labels(why).inc()
+
+
+class _GuardedSite(web.TCPSite):
+    """``web.TCPSite`` whose connections are :class:`_Guarded` and whose TLS handshake has a deadline."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, *, table: _Connections,
+                 ssl_context: ssl.SSLContext, backlog: int) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context, backlog=backlog)
+        self._fg_table = table
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)
+        loop = asyncio.get_running_loop()
+        server = self._runner.server
+        assert server is not None
+        kwargs = getattr(server, "_kwargs", {})
+
+        def handler() -> RequestHandler:
+            return _Guarded(self._fg_table, server, loop=loop, **kwargs)
+
+        self._server = await loop.create_server(
+            handler, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog,
+            ssl_handshake_timeout=self._fg_table.header_timeout)
+
+
 # ---------------------------------------------------------------------------------------------- the app
 
 
@@ -179,8 +339,11 @@ class Lifecycle:
 _JSON = "application/json"
 
 
-def _reply(status: int, body: dict[str, Any], *, close: bool = False) -> web.Response:
+def _reply(status: int, body: dict[str, Any], *, close: bool = False,
+           retry_after: str | None = None) -> web.Response:
     resp = web.Response(status=status, body=json.dumps(body, separators=(",", ":")).encode(), content_type=_JSON)
+    if retry_after is not None:
+        resp.headers["Retry-After"] = retry_after
     if close:
         resp.force_close()
     return resp
@@ -217,20 +380,22 @@ def _health_routes(app: web.Application, state: Lifecycle, metrics: Metrics) -> 
 
 def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics: Metrics | None = None,
               reloader: CertReloader | None = None, reload_interval: float = 5.0,
-              body_timeout: float = DEFAULT_BODY_TIMEOUT, state: Lifecycle | None = None) -> web.Application:
+              body_timeout: float = DEFAULT_BODY_TIMEOUT, state: Lifecycle | None = None,
+              bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT) -> web.Application:
     metrics = metrics or Metrics()
     state = state or Lifecycle(reloader)
     app = web.Application(client_max_size=max_body)
     workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fabricguard-decide")
-    large_reads = asyncio.Semaphore(LARGE_READS)
+    # Never below one largest body plus the small reserve: a single review the limits allow is always read.
+    budget = ByteBudget(max(bytes_in_flight, max_body + SMALL_RESERVE), SMALL_RESERVE, metrics)
 
     def endpoint(name: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:
         counter = {o: metrics.requests.labels(name, o) for o in OUTCOMES}
         hist = metrics.latency.labels(name)
 
-        def refuse(outcome: str, status: int, error: str) -> web.Response:
+        def refuse(outcome: str, status: int, error: str, retry_after: str | None = None) -> web.Response:
             counter[outcome].inc()
-            return _reply(status, {"error": error}, close=True)
+            return _reply(status, {"error": error}, close=True, retry_after=retry_after)
 
         async def read(request: web.Request) -> bytes | web.Response:
             try:
@@ -252,28 +417,28 @@ def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics
             if length is not None and length > max_body:
                 return refuse("too_large", 413, f"Content-Length {length} is over {max_body} bytes; fabricguard "
                                                 f"reads at most {max_body} (flag --max-body)")
-            if length is not None and length <= INLINE_BODY:
+            small = length is not None and length <= INLINE_BODY
+            reserved = length if length is not None else max_body  # chunked: as much as it may be
+            if not budget.take(reserved, small=small):
+                resp = refuse("busy", 503, f"too many review bytes in flight ({budget.used} of {budget.total}); "
+                                           "retry", retry_after=RETRY_AFTER)
+                # Answer and close at once: aiohttp would otherwise read (and decrypt) the unwanted body for the
+                # lingering second, which under a flood is most of the event loop's time.
+                await resp.prepare(request)
+                await resp.write_eof()
+                request.protocol.force_close()
+                return resp
+            try:
                 body = await read(request)
                 if isinstance(body, web.Response):
                     return body
-                decision = _decide(admission, name, body)
-            else:
-                try:
-                    async with asyncio.timeout(body_timeout):
-                        await large_reads.acquire()
-                except TimeoutError:
-                    return refuse("busy", 503, "too many large reviews at once; retry")
-                try:
-                    body = await read(request)
-                    if isinstance(body, web.Response):
-                        return body
-                    if len(body) <= INLINE_BODY:  # chunked, but small after all
-                        decision = _decide(admission, name, body)
-                    else:
-                        loop = asyncio.get_running_loop()
-                        decision = await loop.run_in_executor(workers, _decide, admission, name, body)
-                finally:
-                    large_reads.release()
+                if len(body) <= INLINE_BODY:  # declared small, or chunked but small after all
+                    decision = _decide(admission, name, body)
+                else:
+                    loop = asyncio.get_running_loop()
+                    decision = await loop.run_in_executor(workers, _decide, admission, name, body)
+            finally:
+                budget.give(reserved)
             counter[decision.outcome].inc()
             hist.observe(time.perf_counter() - start)
             return _reply(decision.status, decision.body, close=state.draining)
@@ -412,20 +577,25 @@ def _bound_port(site: web.TCPSite, default: int) -> int:
 async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127.0.0.1", port: int = 8443,
                 max_body: int = DEFAULT_MAX_BODY, reload_interval: float = 5.0,
                 body_timeout: float = DEFAULT_BODY_TIMEOUT, health_port: int | None = None,
-                shutdown_timeout: float = 15.0, metrics: Metrics | None = None) -> Running:
+                shutdown_timeout: float = 15.0, metrics: Metrics | None = None,
+                header_timeout: float = DEFAULT_HEADER_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT) -> Running:
     """Start serving (and, with ``health_port``, the plain-HTTP health port); ``cleanup()`` stops."""
     metrics = metrics or Metrics()
     reloader = CertReloader(cert, key, metrics)
     state = Lifecycle(reloader)
     app = build_app(admission, max_body=max_body, metrics=metrics, reloader=reloader,
-                    reload_interval=reload_interval, body_timeout=body_timeout, state=state)
+                    reload_interval=reload_interval, body_timeout=body_timeout, state=state,
+                    bytes_in_flight=bytes_in_flight)
     # lingering_time: after refusing a body, discard what the client still sends for 1 s (so it can read the
     # answer), not aiohttp's default 10 s, which lets stalled clients hold connections. auto_decompress off:
     # aiohttp would otherwise inflate a compressed body as it arrives, before the handler can refuse it.
+    # read_bufsize: each connection buffers at most twice this much of a body the handler has not read yet.
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=30, shutdown_timeout=shutdown_timeout,
-                           lingering_time=1.0, auto_decompress=False)
+                           lingering_time=1.0, auto_decompress=False, read_bufsize=16 * 1024)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=reloader.context, backlog=1024)
+    table = _Connections(max_connections, header_timeout, metrics)
+    site = _GuardedSite(runner, host, port, table=table, ssl_context=reloader.context, backlog=1024)
     await site.start()
     running = Running(runner, _bound_port(site, port), reloader, state, metrics)
     if health_port is not None:
@@ -466,9 +636,10 @@ def serve(admission: Admission, cert: Path, key: Path, *, host: str, port: int, 
         await running.drain(shutdown_delay)
         log.info("stopped")
 
-    try:
-        import uvloop  # optional: a faster event loop, used when installed (it is in the image)
-    except ImportError:
-        asyncio.run(main())
-    else:
-        uvloop.run(main())
+    # The standard event loop, not uvloop: its TLS layer reads ciphertext in chunks of SSLProtocol.max_size
+    # (256 KiB by default, per connection), which can be made smaller; uvloop's cannot. Under 300 concurrent
+    # 2.9 MB reviews that is 141 MiB at the peak instead of 237 MiB (bench/admission/README.md).
+    import asyncio.sslproto
+
+    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
+    asyncio.run(main())

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fabricguard import objects
 from fabricguard.probes.host import CheckGroup, host_check_groups
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool
@@ -64,7 +65,7 @@ def _dra_check(pool: Pool, node: dict[str, Any], alloc: dict[str, Any], wanted: 
                slices: list[dict[str, Any]] | None, slices_error: str | None) -> Check:
     d = pool.fabric.dra
     assert d is not None
-    name = str((node.get("metadata") or {}).get("name", ""))
+    name = objects.name_of(node)
     if slices is None:
         return Check("fabric.allocatable", Status.failed,
                      f"cannot read this node's ResourceSlices ({slices_error or 'not listed'}): whether driver "

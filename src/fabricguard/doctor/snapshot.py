@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from fabricguard import names
+from fabricguard import names, objects
 from fabricguard.kube import Kube
 from fabricguard.profile.dra import SliceIndex
 from fabricguard.userfiles import input_file
@@ -75,7 +75,7 @@ class Snapshot:
     @cached_property
     def claims_by_name(self) -> dict[tuple[str, str], dict[str, Any]]:
         """ResourceClaims by ``(namespace, name)``."""
-        return {((c.get("metadata") or {}).get("namespace", ""), (c.get("metadata") or {}).get("name", "")): c
+        return {((c.get("metadata") or {}).get("namespace", ""), objects.name_of(c)): c
                 for c in self.kind("ResourceClaim")}
 
     @cached_property

@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fabricguard import names
+from fabricguard import names, objects
 from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
@@ -179,7 +179,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
     if own is None:
         rows.append(Row("Namespace", namespace, "warn", "does not exist yet (00-namespace creates it)"))
     else:
-        rows.append(pod_security_row(namespace, (own.get("metadata") or {}).get("labels") or {}, "privileged",
+        rows.append(pod_security_row(namespace, objects.labels_of(own), "privileged",
                                      "the agent's read-only hostPath mounts"))
     for ns in team_namespaces(profile):
         obj = await _namespace(kube, ns)
@@ -187,17 +187,17 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
             rows.append(Row("Namespace", ns, "fail", "a queue of the profile names it but it does not exist",
                             f"kubectl create namespace {ns}"))
             continue
-        rows.append(pod_security_row(ns, (obj.get("metadata") or {}).get("labels") or {}, needs, why))
+        rows.append(pod_security_row(ns, objects.labels_of(obj), needs, why))
 
     opted = [o for o in await kube.list("v1", "namespaces", label_selector=f"{admission_render.ENABLED_LABEL}=true")
              # re-checked here; and the webhook never touches kube-system or its own namespace
-             if ((o.get("metadata") or {}).get("labels") or {}).get(admission_render.ENABLED_LABEL) == "true"
+             if objects.labels_of(o).get(admission_render.ENABLED_LABEL) == "true"
              and (o.get("metadata") or {}).get("name") not in ("kube-system", namespace)]
     teams = team_namespaces(profile)
     for obj in opted:
-        ns = (obj.get("metadata") or {}).get("name", "")
+        ns = objects.name_of(obj)
         if ns not in teams:  # opted in, so injected, but no queue names it: its level matters just the same
-            rows.append(pod_security_row(ns, (obj.get("metadata") or {}).get("labels") or {}, needs, why))
+            rows.append(pod_security_row(ns, objects.labels_of(obj), needs, why))
         for q in queues_for(profile, ns):
             lq = await kube.get(names.KUEUE_API, "localqueues", q, ns)
             if lq is None:

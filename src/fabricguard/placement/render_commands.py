@@ -21,7 +21,9 @@ def render_install_cmd(
                                    help="prometheus-operator, gmp (GKE Managed Prometheus) or none."),
     release: str = typer.Option(None, "--release", help="kube-prometheus-stack's release label for the monitors."),
     apiserver_cidr: list[str] = typer.Option([], "--apiserver-cidr", help="Where the API server calls the webhook "
-                                             "from (repeatable; docs/admission.md)."),
+                                             "from (repeatable; docs/admission.md). Required unless --any-source."),
+    any_source: bool = typer.Option(False, "--any-source", help="No --apiserver-cidr: the webhook's NetworkPolicy "
+                                    "then admits its port from every source."),
     manage_taints: bool = typer.Option(False, "--manage-taints", help="No Node Readiness Controller: the agent "
                                        "keeps the taints itself."),
     nvml_access: str = typer.Option("auto", "--nvml-access", help="auto, runtime or privileged (render agent)."),
@@ -53,7 +55,7 @@ def render_install_cmd(
         fail(f"--output {output}: exists and is not an empty directory; choose a new one so no stale component "
              "survives from an earlier render")
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
-                   monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr)),
+                   monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr, any_source)),
                    manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform)
     try:
         comps = components(prof, profile.read_text(), opts)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from fabricguard import names
+from fabricguard import names, objects
 from fabricguard.exitcodes import exit_code
 from fabricguard.kube import Conflict, Grant, Kube, Permissions, grants
 from fabricguard.placement import kueue
@@ -240,7 +240,7 @@ class Workflow:
             obj = await self.kube.get(KUEUE, plural, self.spec.old.name)
             if obj is None:
                 continue
-            labels = (obj.get("metadata") or {}).get("labels") or {}
+            labels = objects.labels_of(obj)
             if labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY_VALUE:
                 kept.append(f"{kind} {self.spec.old.name} (not rendered by fabricguard)")
                 continue

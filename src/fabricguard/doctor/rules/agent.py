@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names
+from fabricguard import names, objects
 from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
@@ -46,7 +46,7 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
 
 
 def _why_not(node: dict[str, Any], pod_spec: dict[str, Any]) -> str:
-    labels = (node.get("metadata") or {}).get("labels") or {}
+    labels = objects.labels_of(node)
     selector = pod_spec.get("nodeSelector") or {}
     if not selector_matches(labels, selector):
         missing = {k: v for k, v in selector.items() if labels.get(k) != v}
@@ -69,7 +69,7 @@ def agent_daemonset_short(snapshot: Snapshot, profile: PlatformProfile | None, n
     members = pool_nodes(snapshot, profile)
     agents: dict[str, list[dict[str, Any]]] = {}
     for ds in snapshot.daemonsets:
-        labels = (ds.get("metadata") or {}).get("labels") or {}
+        labels = objects.labels_of(ds)
         if labels.get(names.LABEL_APP_NAME) == AGENT_NAME and labels.get(POOL_LABEL):
             agents.setdefault(labels[POOL_LABEL], []).append(ds)
     findings = []

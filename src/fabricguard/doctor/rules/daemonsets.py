@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names
+from fabricguard import names, objects
 from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age
 from fabricguard.doctor.rules._common import (
     MAX_EVIDENCE_ITEMS,
@@ -103,7 +103,7 @@ def template_since(snapshot: Snapshot, ds: dict[str, Any]) -> tuple[datetime | N
         times = [
             t
             for p in snapshot.pods_by_owner.get(("DaemonSet", ns, name), ())
-            if ((p.get("metadata") or {}).get("labels") or {}).get("pod-template-generation") == gen
+            if objects.labels_of(p).get("pod-template-generation") == gen
             and (t := parse_time(p["metadata"].get("creationTimestamp")))
         ]
         if times:
@@ -226,7 +226,7 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
     findings: list[Finding] = []
     members = pool_nodes(snapshot, profile)
     ds_by_key = {
-        ((d.get("metadata") or {}).get("namespace", ""), (d.get("metadata") or {}).get("name", "")): d
+        ((d.get("metadata") or {}).get("namespace", ""), objects.name_of(d)): d
         for d in snapshot.daemonsets
     }
     for pool in fabric_pools(profile):

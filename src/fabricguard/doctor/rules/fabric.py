@@ -14,6 +14,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from fabricguard import objects
 from fabricguard.doctor.model import Finding, ObjRef, Severity, quantity
 from fabricguard.doctor.rules._common import (
     MAX_EVIDENCE_ITEMS,
@@ -206,7 +207,7 @@ def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | Non
             continue
         by_value: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
         for n in members.get(pool.name, []):
-            value = ((n.get("metadata") or {}).get("labels") or {}).get(label)
+            value = objects.labels_of(n).get(label)
             if value not in mapping:
                 by_value[value].append(n)
         for value, nodes in sorted(by_value.items(), key=lambda kv: str(kv[0])):

@@ -18,7 +18,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names
+from fabricguard import names, objects
 from fabricguard.doctor.model import Finding, ObjRef, Severity, quantity
 from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
@@ -35,11 +35,11 @@ NAD_RESOURCE = names.NAD_RESOURCE
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
+    return objects.labels_of(obj)
 
 
 def _name(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
+    return objects.name_of(obj)
 
 
 def _names(nodes: list[dict[str, Any]]) -> list[str]:
@@ -80,7 +80,7 @@ def _network_ref(name: str) -> tuple[str | None, str]:
 
 
 def _nad_resource(nad: dict[str, Any]) -> str | None:
-    value = ((nad.get("metadata") or {}).get("annotations") or {}).get(NAD_RESOURCE)
+    value = objects.annotations_of(nad).get(NAD_RESOURCE)
     return str(value) if value else None
 
 
