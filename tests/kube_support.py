@@ -315,6 +315,8 @@ class Emulator(KubernetesEmulator):
         sel, fsel = params.get("labelSelector"), params.get("fieldSelector")
         async for ev in super()._serve_watch(request):
             if isinstance(ev, dict) and (sel or fsel) and not selected(ev.get("object") or {}, sel, fsel):
+                if ev.get("type") == "MODIFIED":  # as the API server does: an object that stops matching is
+                    yield {**ev, "type": "DELETED"}  # DELETED for this watch (here also one that never matched)
                 continue
             yield ev
 

@@ -424,7 +424,7 @@ class Kube:
 
     async def watch(self, api_version: str, plural: str, namespace: str | None = None, *,
                     resource_version: str = "", label_selector: str | None = None,
-                    timeout_s: int = 300) -> AsyncIterator[dict[str, Any]]:
+                    field_selector: str | None = None, timeout_s: int = 300) -> AsyncIterator[dict[str, Any]]:
         """The watch events (``{"type", "object"}``) from ``resource_version`` until the server ends the stream
         (after ``timeout_s``). A stream silent for longer than that plus the read timeout is ``TimedOut``; an
         ``ERROR`` event with 410 is ``Gone`` (list again)."""
@@ -432,6 +432,8 @@ class Kube:
         params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s}
         if label_selector:
             params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
         if resource_version and resource_version != "...":
             params["resourceVersion"] = resource_version
         path = _api_path(api_version, namespace, plural)

@@ -226,3 +226,41 @@ async def test_a_watch_that_is_forbidden_fails_the_pass_instead_of_serving_a_sta
     assert metrics.registry.get_sample_value("fabricguard_reconcile_pass_failures_total")
     assert "cannot watch pods" in metrics._last_failure and "403" in metrics._last_failure
     assert canaries(k8s) == [] and metrics.last_pass._value.get() == 0
+
+
+async def test_a_pod_that_succeeds_leaves_the_cache(cluster) -> None:
+    """The pods read is ``status.phase!=Succeeded``: a pod that finishes must not stay in the cache as running
+    (it would hold its GPUs in the free-node count for ever)."""
+    from controller_support import admin_kubeconfig
+
+    from fabricguard.controller.kube import Informer, Read, controller_permissions
+    from fabricguard.kube import Kube
+
+    k8s, kc = cluster
+    k8s.objects["v1/pods", "ml", "p1"] = {"metadata": {"name": "p1", "namespace": "ml"},
+                                         "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    kube = await Kube.connect(kc, permissions=controller_permissions(NS))
+    admin = await Kube.connect(admin_kubeconfig(kc))
+    informer = Informer(kube, Read("v1", "pods", "Pod", field_selector="status.phase!=Succeeded"))
+    wake, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(informer.run(wake, stop))
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if informer.synced:
+                break
+        assert ("ml", "p1") in informer.items
+        await asyncio.sleep(0.3)  # the watch is open
+        await admin.patch("v1", "pods", "p1", {"status": {"phase": "Succeeded"}}, namespace="ml",
+                          patch_type="merge")
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if ("ml", "p1") not in informer.items:
+                break
+        assert ("ml", "p1") not in informer.items and informer.lists == 1
+    finally:
+        stop.set()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
+        await admin.close()

@@ -259,18 +259,19 @@ class Informer:
     async def _watch(self, rv: str, wake: asyncio.Event, stop: asyncio.Event, timeout_s: int) -> str:
         r = self.read
         async for ev in self.kube.watch(r.api_version, r.plural, r.namespace, resource_version=rv,
-                                        label_selector=r.label_selector, timeout_s=timeout_s):
+                                        label_selector=r.label_selector, field_selector=r.field_selector,
+                                        timeout_s=timeout_s):
             if stop.is_set():
                 break
             obj = ev.get("object") or {}
             rv = str(o.meta(obj).get("resourceVersion") or rv)
             kind = ev.get("type")
-            if kind == "BOOKMARK" or not isinstance(obj, dict) or not _selected(r, obj):
+            if kind == "BOOKMARK" or not isinstance(obj, dict):
                 continue
             self.events += 1
             obj["kind"] = r.kind
             obj.setdefault("apiVersion", r.api_version)
-            if kind == "DELETED":
+            if kind == "DELETED" or not _selected(r, obj):  # gone, or no longer selected (a pod that Succeeded)
                 self.items.pop(_key(obj), None)
             else:
                 self.items[_key(obj)] = obj
@@ -279,7 +280,8 @@ class Informer:
 
 
 def _selected(r: Read, obj: dict[str, Any]) -> bool:
-    """The watch's field selector, checked here too (a watch carries only the label selector)."""
+    """The read's field selector, checked here too: an object that stops matching leaves the cache even where a
+    server sends it as MODIFIED."""
     if r.field_selector == "type=Warning":
         return obj.get("type") == "Warning"
     if r.field_selector == "status.phase!=Succeeded":
