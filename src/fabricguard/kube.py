@@ -286,6 +286,7 @@ class Kube:
     async def _once(self, method: str, api_version: str, rel: str, namespace: str | None, timeout: float,
                     **kwargs: Any) -> Any:
         import httpx
+        import kr8s
 
         path = str(kwargs.get("base") or _api_path(api_version, namespace, rel))
         t0 = time.monotonic()
@@ -295,18 +296,13 @@ class Kube:
                                               raise_for_status=False, **kwargs) as resp:
                     status = resp.status_code
                     body = resp.content
-        except TimeoutError:
-            raise self._error(method, path, None, f"no answer within {timeout:.3g} s", TimedOut) from None
-        except httpx.TimeoutException:
-            raise self._error(method, path, None, f"no answer within {self.timeouts.read:.3g} s", TimedOut) from None
-        except Exception as exc:  # kr8s wraps httpx's timeouts in its own; connection errors are httpx's or OSError
-            if type(exc).__name__ == "APITimeoutError":
-                raise self._error(method, path, None, f"no answer within {self.timeouts.read:.3g} s",
-                                  TimedOut) from None
-            if isinstance(exc, httpx.TransportError | OSError):
-                raise self._error(method, path, None, f"cannot connect ({type(exc).__name__}: {exc})",
-                                  Unreachable) from None
-            raise
+        except (TimeoutError, httpx.TimeoutException, kr8s.APITimeoutError):  # kr8s wraps httpx's in its own
+            self.latency.observe(time.monotonic() - t0)  # no answer is a measurement too: at least this slow
+            raise self._error(method, path, None, f"no answer within {time.monotonic() - t0:.3g} s",
+                              TimedOut) from None
+        except (httpx.TransportError, OSError) as exc:  # refused, reset, DNS, TLS
+            raise self._error(method, path, None, f"cannot connect ({type(exc).__name__}: {exc})",
+                              Unreachable) from None
         self.latency.observe(time.monotonic() - t0)
         if status >= 400:
             detail = ""

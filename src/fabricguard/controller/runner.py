@@ -197,7 +197,8 @@ class Leadership:
 
 @dataclass
 class Health:
-    """What ``/healthz`` answers: unhealthy once this replica's passes have stalled (it gave the Lease up)."""
+    """The stall watchdog's state: when a pass started, when one last finished; ``stalled`` says why once the
+    replica gave its Lease up (``Metrics.mark_stalled`` then fails ``/healthz``)."""
 
     stall_s: float = 300.0
     pass_started: float | None = None  # monotonic start of the pass running now
@@ -214,10 +215,6 @@ class Health:
             return (f"no pass has finished for {t - max(self.last_ok, who.since):.0f} s while leading "
                     f"(limit {self.stall_s:.0f} s)")
         return ""
-
-    @property
-    def healthy(self) -> bool:
-        return not self.stalled
 
 
 async def keep_lease(kube: Kube, cfg: RunConfig, identity: str, who: Leadership, metrics: Metrics,
