@@ -121,7 +121,8 @@ async def flood(args: argparse.Namespace) -> dict[str, object]:
         answered = [p for p in probes if p[1] == 200]
         return {
             "server_src": str(args.server_src or "this tree"),
-            "connections_opened": opened, "connections_refused": failed, "hold_s": args.hold,
+            "connections_opened": opened, "connections_refused": failed, "connections_still_open": still_open,
+            "hold_s": args.hold,
             "trickle": args.trickle,
             "threads_before": before["Threads"], "threads_peak": peak_threads, "threads_end": during["Threads"],
             "rss_before_MiB": round(before["VmRSS"] / 1024, 1), "rss_end_MiB": round(during["VmRSS"] / 1024, 1),
