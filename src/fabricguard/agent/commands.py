@@ -166,9 +166,10 @@ def agent_cmd(
         if saved is not None or client is None:
             res = await agent.report(saved, conn_error, [], time.monotonic(), dry_run=True, damp=False)
         else:
-            res = await agent.run_once(dry_run=dry_run, damp=False)
-            if agent.unreachable is not None and not dry_run:
-                fail(str(agent.unreachable))  # no API server answering: input unusable, one line naming it
+            try:
+                res = await agent.run_once(dry_run=dry_run, damp=False, give_up_unreachable=not dry_run)
+            except KubeError as e:  # no API server answering: input unusable, one line naming it
+                fail(str(e))
         out = res.to_dict(node)
         verdict = "failed" if out["errors"] else verdict_word(out["status"], out["reason"])
         return {"verdict": verdict, **out}

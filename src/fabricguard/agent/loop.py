@@ -183,7 +183,10 @@ class Agent:
             return judge([*run.checks, c]), pool.name
         return judge(run.checks), pool.name
 
-    async def run_once(self, *, dry_run: bool = False, damp: bool = True) -> RunResult:
+    async def run_once(self, *, dry_run: bool = False, damp: bool = True, give_up_unreachable: bool = False,
+                       ) -> RunResult:
+        """One run: read the Node, check, report. ``give_up_unreachable`` (``agent --once``): a Node read that got
+        no answer raises it, instead of waiting out the status write's timeout too."""
         t0 = time.monotonic()
         node: dict[str, Any] | None = None
         node_error: str | None = None
@@ -194,6 +197,8 @@ class Agent:
             except KubeError as e:
                 node_error = str(e)
                 self.unreachable = e if unreachable(e) else None
+                if give_up_unreachable and self.unreachable is not None:
+                    raise
         else:
             node_error = "no cluster connection (dry run without --node-json)"
         return await self.report(node, node_error, errors, t0, dry_run=dry_run, damp=damp)
