@@ -12,7 +12,8 @@ Every request fabricguard makes goes through :class:`Kube`:
   ``FABRICGUARD_API_TIMEOUT`` (seconds) sets the read timeout (and scales the others) for every command.
 * **Declared permissions.** A client built with ``grants`` (a table of :class:`Grant`: group, resource,
   subresource, verb, scope) refuses, before it is sent, a request that the table does not declare
-  (:class:`Undeclared`); ``render controller`` and ``render agent`` build their Roles from the same tables
+  (:class:`Undeclared`); ``render controller``, ``render agent``, ``render webhook``, ``render transition-rbac``
+  and ``render install`` (with the optional preflight ClusterRole) build their Roles from the same tables
   (:func:`rbac_rules`), so the code cannot make a call that its rendered role would refuse.
 
 An update carries the ``resourceVersion`` it read (a concurrent writer is a conflict, not a lost update), and every

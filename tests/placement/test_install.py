@@ -379,6 +379,33 @@ def test_manage_taints_renders_no_readiness_rules_and_still_builds(tmp_path: Pat
     assert "--manage-taints" in agent["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
+def test_webhook_and_preflight_roles_come_from_their_permission_tables(rendered) -> None:
+    """20-admission's ClusterRole is WEBHOOK_GRANTS (DRA claim pools only); the optional preflight ClusterRole is
+    PREFLIGHT_GRANTS, written beside the install but not applied by ``kubectl apply -k DIR``."""
+    from fabricguard.admission.templates import WEBHOOK_GRANTS
+    from fabricguard.kube import rbac_rules
+    from fabricguard.placement.preflight import PREFLIGHT_ROLE, preflight_role
+
+    profile, out, _comps, _built = rendered
+    admission = [d for d in yaml.safe_load_all((out / install.ADMISSION / "manifests.yaml").read_text()) if d]
+    roles = [d for d in admission if d["kind"] in ("ClusterRole", "Role")]
+    if any(p.claim_template_name for p in profile.spec.pools):
+        assert [(r["kind"], r["rules"]) for r in roles] == [("ClusterRole", rbac_rules(WEBHOOK_GRANTS, "cluster"))]
+        binding = next(d for d in admission if d["kind"] == "ClusterRoleBinding")
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fabricguard-admission",
+                                        "namespace": "fabricguard-system"}]
+    else:
+        assert roles == []
+    opt = out / install.OPTIONAL_PREFLIGHT
+    [role] = [d for d in yaml.safe_load_all((opt / "manifests.yaml").read_text()) if d]
+    assert role == preflight_role() and role["metadata"]["name"] == PREFLIGHT_ROLE
+    top = yaml.safe_load((out / "kustomization.yaml").read_text())
+    assert not any(r.startswith("optional") for r in top["resources"])
+    assert f"kubectl apply -k DIR/{install.OPTIONAL_PREFLIGHT}" in (out / "README.md").read_text()
+    if KUBECTL:
+        assert [key(x) for x in build(opt)] == [("ClusterRole", None, PREFLIGHT_ROLE)]
+
+
 def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
     profile, _out, comps, _built = rendered
     [storage] = [c for c in comps if c.name == install.STORAGE]

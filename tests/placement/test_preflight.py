@@ -166,6 +166,46 @@ async def test_each_way_to_hold_all_training_is_a_failed_row(cluster, tmp_path: 
     assert "IPC_LOCK" in failed(report)["Pod Security ml-search"]
 
 
+async def test_preflight_needs_only_its_rendered_role(tmp_path: Path) -> None:
+    """A person bound only to the ClusterRole fabricguard-preflight (rendered from PREFLIGHT_GRANTS) runs
+    preflight to a pass: the emulator refuses, with a 403, every call the role leaves out."""
+    from fabricguard.placement.preflight import preflight_role
+    from kube_support import Emulator, Rbac
+
+    role = preflight_role()
+    async with Emulator(rbac=Rbac().bind("alice", [role])) as k8s, Server(k8s) as server:
+        k8s.tokens = {"t": {"username": "alice"}}
+        k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.5-gke.1"}
+        seed(k8s, installed())
+        code, report = await preflight(k8s, str(server.url).rstrip("/"), tmp_path)
+        assert k8s.denied == [] and failed(report) == {} and code == 0, (k8s.denied, report)
+        # Without one of its rules, preflight does not pass: the role is enforced.
+        k8s.rbac = Rbac().bind("alice", [{**role, "rules": [r for r in role["rules"]
+                                                              if "localqueues" not in r["resources"]]}])
+        code, _report = await preflight(k8s, str(server.url).rstrip("/"), tmp_path)
+        assert code != 0 and any("localqueues" in d for d in k8s.denied)
+
+
+async def test_a_call_outside_the_preflight_table_is_refused_before_it_is_sent() -> None:
+    from fabricguard.kube import Kube, Undeclared
+    from fabricguard.placement.preflight import preflight_permissions
+
+    kube = Kube(None, permissions=preflight_permissions("fabricguard-system"))
+    with pytest.raises(Undeclared, match="preflight's permission table"):
+        await kube.list("v1", "secrets")
+    with pytest.raises(Undeclared):
+        await kube.get("v1", "nodes", "n1")
+
+
+def test_install_docs_list_every_read_preflight_makes() -> None:
+    from fabricguard.placement.preflight import PREFLIGHT_GRANTS
+
+    text = (ROOT / "docs" / "install.md").read_text()
+    section = text[text.index("### Who may run preflight"):]
+    for g in PREFLIGHT_GRANTS:
+        assert f"`{g.rbac_resource}`" in section, g
+
+
 async def test_missing_apis_and_an_old_control_plane_fail(tmp_path: Path) -> None:
     async with KubernetesEmulator() as k8s, Server(k8s) as server:
         k8s["get /version/"] << {"major": "1", "minor": "29", "gitVersion": "v1.29.9"}

@@ -1,17 +1,18 @@
 """Manifests that install the admission webhook: ``fabricguard render webhook --profile P --image REF``.
 
-Rendered: a ServiceAccount (no API token: the webhook reads nothing from the API server, so it is bound to no
-Role at all, which is the least privilege there is), a ConfigMap with the profile, a Deployment of 2 replicas
-spread over nodes (``system-cluster-critical``, health probes on a plain-HTTP port, memory sized from the
-measured peak under the request caps, a preStop delay and a grace period longer than the server's drain, a
-checksum annotation of the profile so that a profile change rolls the pods, a locked-down security context), a
-PodDisruptionBudget, a Service, a NetworkPolicy (only the API server reaches the webhook port, nothing leaves),
-cert-manager objects for a CA chain (a self-signed Issuer makes a long-lived CA, a CA Issuer signs the
+Rendered: a ServiceAccount (no API token: the webhook reads nothing from the API server, so it is bound to no Role
+at all, which is the least privilege there is; with DRA claim pools it lists ResourceClaimTemplates, and its
+ClusterRole is built from the webhook's permission table, ``admission/templates.py``), a ConfigMap with the profile,
+a Deployment of 2 replicas spread over nodes (``system-cluster-critical``, health probes on a plain-HTTP port,
+memory sized from the measured peak under the request caps, a preStop delay and a grace period longer than the
+server's drain, a checksum annotation of the profile so that a profile change rolls the pods, a locked-down security
+context), a PodDisruptionBudget, a Service, a NetworkPolicy (only the API server reaches the webhook port, nothing
+leaves), cert-manager objects for a CA chain (a self-signed Issuer makes a long-lived CA, a CA Issuer signs the
 short-lived serving certificate, so renewals of the serving certificate never change the CA bundle), and the
-Mutating and Validating webhook configurations (opt-in namespaces only; kube-system and the webhook's own
-namespace excluded by ``namespaceSelector`` on ``kubernetes.io/metadata.name`` and by ``matchConditions``;
-``failurePolicy: Fail``, ``timeoutSeconds: 5``, ``sideEffects: None``; the mutating one with
-``reinvocationPolicy: IfNeeded``), whose CA bundle cert-manager's cainjector fills in from the CA.
+Mutating and Validating webhook configurations (opt-in namespaces only; kube-system and the webhook's own namespace
+excluded by ``namespaceSelector`` on ``kubernetes.io/metadata.name`` and by ``matchConditions``; ``failurePolicy:
+Fail``, ``timeoutSeconds: 5``, ``sideEffects: None``; the mutating one with ``reinvocationPolicy: IfNeeded``), whose
+CA bundle cert-manager's cainjector fills in from the CA.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 import yaml
 
 from fabricguard import names
+from fabricguard.admission.templates import WEBHOOK_GRANTS
 from fabricguard.imageref import pinning_warnings
+from fabricguard.kube import rbac_rules
 
 NAME = "fabricguard-admission"
 ENABLED_LABEL = names.LABEL_ENABLED
@@ -192,17 +195,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
             },
         },
     }
-    rbac: list[dict[str, Any]] = []
-    if claim_templates:
-        cluster_meta = {"name": NAME, "labels": labels}
-        rbac = [
-            {"apiVersion": names.RBAC_API, "kind": "ClusterRole", "metadata": cluster_meta,
-             "rules": [{"apiGroups": [names.DRA_GROUP], "resources": ["resourceclaimtemplates"],
-                        "verbs": ["list"]}]},
-            {"apiVersion": names.RBAC_API, "kind": "ClusterRoleBinding", "metadata": cluster_meta,
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
-        ]
+    rbac = webhook_rbac(namespace) if claim_templates else []
     # No Namespace here: it has one owner, the install's namespace component (fabricguard render namespace).
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta,
@@ -243,6 +236,25 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("validate", namespace, "/validate")]},
     ]
+
+
+def webhook_rbac(namespace: str) -> list[dict[str, Any]]:
+    """The webhook's ClusterRole (and Role in ``namespace``, for namespaced rows) with their bindings to its
+    ServiceAccount, built from :data:`~fabricguard.admission.templates.WEBHOOK_GRANTS`: what its code calls."""
+    labels = _labels()
+    subjects = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+    out: list[dict[str, Any]] = []
+    for kind, rules, meta in (
+            ("ClusterRole", rbac_rules(WEBHOOK_GRANTS, "cluster"), {"name": NAME, "labels": labels}),
+            ("Role", rbac_rules(WEBHOOK_GRANTS, "namespace"),
+             {"name": NAME, "namespace": namespace, "labels": labels})):
+        if not rules:
+            continue
+        out += [{"apiVersion": names.RBAC_API, "kind": kind, "metadata": meta, "rules": rules},
+                {"apiVersion": names.RBAC_API, "kind": f"{kind}Binding", "metadata": meta,
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": NAME},
+                 "subjects": subjects}]
+    return out
 
 
 def to_yaml(objs: list[dict[str, Any]]) -> str:

@@ -6,6 +6,11 @@ every ``interval`` seconds. Before the first list, or when the last good list is
 ``ResolverUnavailable`` and the webhook refuses the DRA workload saying why (fail closed: a job admitted without
 its template would stay Pending). ResourceClaims are not cached: a pod naming its own claim is looked at by name
 only.
+
+:data:`WEBHOOK_GRANTS` is the webhook's permission table, next to the one call it makes (the list in
+:func:`kube_lister`): the client refuses a request outside it (``fabricguard.kube.Undeclared``), and
+``render webhook`` / ``render install`` build the webhook's ClusterRole (and a Role, should a namespaced row ever
+appear) from it (``fabricguard.kube.rbac_rules``), so the code cannot make a call its rendered role refuses.
 """
 
 from __future__ import annotations
@@ -18,11 +23,21 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard.admission.claims import TEMPLATE_KIND, ResolverUnavailable
+from fabricguard.kube import Grant, Permissions, grants
 
 log = logging.getLogger("fabricguard.admission")
 
 API = names.DRA_API
 PLURAL = "resourceclaimtemplates"
+
+# What the webhook's code calls, and nothing else: kube_lister's paged list of every ResourceClaimTemplate (all
+# namespaces, so a ClusterRole). No watch, no get: the cache relists every ``interval`` seconds.
+WEBHOOK_GRANTS: frozenset[Grant] = frozenset(grants(API, PLURAL, ["list"]))
+
+
+def webhook_permissions(namespace: str = "") -> Permissions:
+    """The webhook's table, as the client checks it (``namespace``: where a namespaced row would apply)."""
+    return Permissions(WEBHOOK_GRANTS, namespace, "admission webhook")
 
 
 class TemplateCache:
@@ -74,16 +89,18 @@ class TemplateCache:
                 continue
 
 
-def kube_lister(kubeconfig: str | None = None) -> Callable[[], Awaitable[list[dict[str, Any]]]]:
-    """A lister of every ResourceClaimTemplate through the Kubernetes edge (the pod's service account); it
-    connects on first use, inside the server's event loop."""
+def kube_lister(kubeconfig: str | None = None, *,
+                permissions: Permissions | None = None) -> Callable[[], Awaitable[list[dict[str, Any]]]]:
+    """A lister of every ResourceClaimTemplate through the Kubernetes edge (the pod's service account), checked
+    against :data:`WEBHOOK_GRANTS` (or ``permissions``); it connects on first use, inside the server's event loop."""
     from fabricguard.kube import Kube
 
     conn: list[Kube] = []
+    perms = permissions or webhook_permissions()
 
     async def lister() -> list[dict[str, Any]]:
         if not conn:
-            conn.append(await Kube.connect(kubeconfig))
+            conn.append(await Kube.connect(kubeconfig, permissions=perms))
         return await conn[0].list(API, PLURAL)
 
     return lister

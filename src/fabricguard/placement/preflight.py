@@ -14,6 +14,12 @@ something is weaker than it should be) or fail (the install would block training
 - the Pod Security level of the training namespaces against what the webhook injects (``IPC_LOCK`` is not in
   *baseline*; GKE's host mounts need *privileged*) and of fabricguard's own namespace (the agent's hostPath);
 - on GKE, the ResourceQuota scoped to the ``system-*-critical`` PriorityClasses in fabricguard's namespace.
+
+Preflight runs as the person installing (their kubeconfig), not as a service account of its own. Its calls are
+still declared: :data:`PREFLIGHT_GRANTS` is the table of every read it makes, the client refuses a call outside it
+(``fabricguard.kube.Undeclared``), and ``render install`` writes the same table as the optional ClusterRole
+``fabricguard-preflight`` (:func:`preflight_role`) for a person who may not read the whole cluster
+(docs/install.md, "Who may run preflight").
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from fabricguard import names, objects
 from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
-from fabricguard.kube import Kube, KubeError
+from fabricguard.kube import Grant, Kube, KubeError, Permissions, grants, rbac_rules
 from fabricguard.placement import install
 from fabricguard.profile.cluster import TAINT_KEYS, tolerates
 from fabricguard.profile.model import FabricType, PlatformProfile, UnknownPoolError
@@ -45,6 +51,38 @@ APIS: tuple[tuple[str, str, str, str, str], ...] = (
 )
 MONITORING_APIS = (("monitoring.coreos.com/v1", "servicemonitors", "Prometheus Operator"),
                    ("monitoring.googleapis.com/v1", "podmonitorings", "GKE Managed Prometheus"))
+PREFLIGHT_ROLE = "fabricguard-preflight"
+
+# What preflight's code calls, and nothing else (all reads; GET /version needs no grant). Every row is cluster
+# scope: the namespaces it reads are the profile's, the opted-in ones and the fabric DaemonSets', not one of ours.
+PREFLIGHT_GRANTS: frozenset[Grant] = frozenset([
+    # kube.served: a list of one item of each API the components need, and of the monitoring APIs.
+    *(g for _a, api, plural, _w, _s in APIS for g in grants(api, plural, ["list"])),
+    *(g for api, plural, _n in MONITORING_APIS for g in grants(api, plural, ["list"])),
+    # the fabric DaemonSets, by name in their own namespaces.
+    *grants(names.APPS_API, "daemonsets", ["get"]),
+    # the Lustre claims and the volumes they are bound to.
+    *grants("v1", "persistentvolumeclaims", ["get"]),
+    *grants("v1", "persistentvolumes", ["get"]),
+    # Pod Security labels (get by name) and the namespaces opted in to the webhook (list by label).
+    *grants("v1", "namespaces", ["get", "list"]),
+    # the LocalQueue the webhook labels each opted-in namespace's workloads with.
+    *grants(names.KUEUE_API, "localqueues", ["get"]),
+    # GKE: the critical-pod ResourceQuota in fabricguard's namespace.
+    *grants("v1", "resourcequotas", ["list"]),
+])
+
+
+def preflight_permissions(namespace: str = "") -> Permissions:
+    return Permissions(PREFLIGHT_GRANTS, namespace, "preflight")
+
+
+def preflight_role() -> dict[str, Any]:
+    """The optional ClusterRole that lets a person run preflight (bind it to them), from :data:`PREFLIGHT_GRANTS`."""
+    return {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
+            "metadata": {"name": PREFLIGHT_ROLE, "labels": {names.LABEL_APP_PART_OF: "fabricguard",
+                                                           names.LABEL_APP_COMPONENT: "preflight"}},
+            "rules": rbac_rules(PREFLIGHT_GRANTS, "cluster")}
 
 
 @dataclass
@@ -258,11 +296,12 @@ async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list
 
 async def run(profile: PlatformProfile, kubeconfig: str | None, context: str | None,
               namespace: str) -> list[Row]:
-    kube = await Kube.connect(kubeconfig, context)
+    kube = await Kube.connect(kubeconfig, context, permissions=preflight_permissions(namespace))
     try:
         return await check(kube, profile, namespace)
     finally:
         await kube.close()
 
 
-__all__ = ["KubeError", "Row", "check", "exit_code", "run"]
+__all__ = ["PREFLIGHT_GRANTS", "PREFLIGHT_ROLE", "KubeError", "Row", "check", "exit_code", "preflight_permissions",
+           "preflight_role", "run"]

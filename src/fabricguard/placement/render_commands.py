@@ -35,7 +35,8 @@ def render_install_cmd(
     from fabricguard.admission.commands import _cidrs
     from fabricguard.agent.render_commands import image_problem as agent_image_problem
     from fabricguard.controller.manifests import image_problem, profile_image_problems
-    from fabricguard.placement.install import InstallError, Options, components, write
+    from fabricguard.placement.install import OPTIONAL_PREFLIGHT, InstallError, Options, components, write
+    from fabricguard.placement.preflight import preflight_role
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
@@ -61,9 +62,11 @@ def render_install_cmd(
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:
         fail(f"{profile}: {exc}" if str(exc).startswith("spec.") else str(exc))
-    write(prof, comps, output)
+    write(prof, comps, output, {OPTIONAL_PREFLIGHT: [preflight_role()]})
     for c in comps:
         say((f"{c.name:<24}", "bold"), f" {len(c.objects):>3} objects  {c.title}")
+    say((f"{OPTIONAL_PREFLIGHT:<24}", "bold"), "   1 objects  optional: ClusterRole fabricguard-preflight "
+        "(what preflight reads; bind it to who runs it)")
     say(f"wrote {output}; build it with: kubectl kustomize {output}; apply in order: {output}/README.md")
 
 
