@@ -30,7 +30,8 @@ demo: venv
 test: deps venv
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy src
-	$(BIN)/pytest -q
+	# Three workers on two cores: most tests wait on subprocesses, servers and deadlines rather than compute.
+	$(BIN)/pytest -q -n 3
 
 lint: venv
 	$(BIN)/ruff check src tests bench

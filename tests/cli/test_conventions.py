@@ -70,7 +70,11 @@ def test_the_hidden_out_alias_still_works(tmp_path: Path) -> None:
     assert r.exit_code in (0, 1, 2) and (tmp_path / "rep" / "report.json").is_file()
 
 
-def test_quoted_log_lines_keep_their_brackets() -> None:
+def test_quoted_log_lines_keep_their_brackets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # rich reads COLUMNS once, when the shared console is made: pin the width here, not in the environment.
+    from fabricguard import console as fg_console
+
+    monkeypatch.setattr(fg_console.console, "_width", 250)
     r = CliRunner().invoke(app, ["nccl", "inspect", str(SYN / "socket-fallback-2x4")], env={"COLUMNS": "250"})
     assert "[receive] via NET/Socket" in r.stdout  # rich would have dropped "[receive]" as a markup tag
     console = Console(width=120, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
