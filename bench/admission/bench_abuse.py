@@ -7,7 +7,11 @@ trustme certificate, as in ``bench_webhook.py``), while a prober sends the reali
 * ``big``: ``--big`` clients at once, each on its own TLS connection, POST a 2.9 MB review (a bare Pod of
   ~37,000 GPU containers, under the 3 MiB body limit) as fast as the server takes it, ``--rounds`` times;
 * ``trickle``: ``--trickle`` TLS connections send a request line and then one header byte a second for
-  ``--seconds`` seconds; the connections the server still holds at the end are counted.
+  ``--seconds`` seconds; the connections the server still holds at the end are counted;
+* ``handshake``: ``--handshakes`` TCP connections each send a real ClientHello (made by a memory-BIO client)
+  and never answer the server's reply, for ``--seconds`` seconds, each reconnecting 0.1 s after the server
+  closes it; the connections the server holds are counted, and a fresh TLS connection with a review is tried
+  every 0.5 s (new clients are what a handshake flood starves).
 
 The prober is a process of its own. The server's VmHWM (peak resident memory) is read from /proc at the end of each flood, VmRSS every 0.5 s.
 ``--server-src DIR`` runs another source tree (an older commit's src/) to compare.
@@ -125,6 +129,74 @@ async def trickle_flood(port: int, ctx: ssl.SSLContext, n: int, seconds: float) 
             "still_held": {**held_at, "end": held}}
 
 
+def client_hello(ctx: ssl.SSLContext) -> bytes:
+    obj = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_hostname="127.0.0.1")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return out.read()
+
+
+async def handshake_flood(port: int, ctx: ssl.SSLContext, n: int, seconds: float) -> dict[str, Any]:
+    end = time.monotonic() + seconds
+    held = 0
+    opened = failed = 0
+    sem = asyncio.Semaphore(64)  # connects in progress at once, as in the trickle flood
+
+    async def slot() -> None:
+        nonlocal held, opened, failed
+        while time.monotonic() < end:
+            try:
+                async with sem:
+                    r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
+                w.write(client_hello(ctx))
+                opened += 1
+            except Exception:
+                failed += 1
+                await asyncio.sleep(0.1)
+                continue
+            held += 1
+            try:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(max(end - time.monotonic(), 0)):
+                        while await r.read(65536):
+                            pass
+            finally:
+                held -= 1
+                w.close()
+            await asyncio.sleep(0.1)
+
+    marks: dict[str, int] = {}
+    fresh = {"ok": 0, "failed": 0}
+    fresh_lat: list[float] = []
+
+    async def watch() -> None:
+        start = time.monotonic()
+        body = REVIEW.read_bytes()
+        while time.monotonic() < end:
+            await asyncio.sleep(0.5)
+            for mark in (5, 10, 15, 20, 30):
+                if time.monotonic() - start >= mark and f"{mark}s" not in marks:
+                    marks[f"{mark}s"] = held
+            t = time.monotonic()
+            try:
+                async with asyncio.timeout(5):
+                    r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+                    w.write(b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+                    ok = (await r.read(65536)).startswith(b"HTTP/1.1 200")
+                    w.close()
+            except Exception:
+                ok = False
+            fresh["ok" if ok else "failed"] += 1
+            if ok:
+                fresh_lat.append(time.monotonic() - t)
+
+    await asyncio.gather(watch(), *(slot() for _ in range(n)))
+    return {"connections": n, "seconds": seconds, "opened": opened, "failed_to_open": failed,
+            "held": marks, "fresh_review": fresh,
+            "fresh_review_p50_ms": round(pct(fresh_lat, 0.5) * 1e3, 1) if fresh_lat else None}
+
+
 async def phase(name: str, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         ca = make_tls(Path(tmp))
@@ -166,6 +238,8 @@ async def phase(name: str, args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(1.0)
             if name == "big":
                 flood = await big_flood(port, ctx, args.big, args.rounds)
+            elif name == "handshake":
+                flood = await handshake_flood(port, ctx, args.handshakes, args.seconds)
             else:
                 flood = await trickle_flood(port, ctx, args.trickle, args.seconds)
             await asyncio.sleep(1.0)
@@ -206,7 +280,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--trickle", type=int, default=3000)
     ap.add_argument("--seconds", type=float, default=40.0)
-    ap.add_argument("--only", choices=["big", "trickle"])
+    ap.add_argument("--handshakes", type=int, default=2000)
+    ap.add_argument("--only", choices=["big", "trickle", "handshake"])
     ap.add_argument("--server-src", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -214,9 +289,9 @@ def main() -> int:
         asyncio.run(probe_main(args.probe_port, args.probe_ca))
         return 0
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, args.trickle + args.big + 512)), hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, args.trickle + args.big + args.handshakes + 512)), hard))
     results = []
-    for name in ([args.only] if args.only else ["big", "trickle"]):
+    for name in ([args.only] if args.only else ["big", "trickle", "handshake"]):
         results.append(asyncio.run(phase(name, args)))
         print(json.dumps(results[-1], indent=2), flush=True)
     if args.json:

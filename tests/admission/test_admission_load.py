@@ -156,3 +156,111 @@ async def test_silent_connections_make_room_and_busy_ones_are_not_closed(server:
         w.close()
     assert server.metrics.registry.get_sample_value(
         "fabricguard_admission_connections_closed_total", {"why": "too_many_connections"}) == 1
+
+
+# ---------------------------------------------------------------------------------------------- issue 17 §3 gaps
+
+
+@pytest.fixture
+async def few_handshakes(tls: TlsFiles) -> AsyncIterator[Running]:
+    srv = await start(Admission(load_profile(GKE)), tls.cert, tls.key, port=0, health_port=0, max_body=MAX_BODY,
+                      header_timeout=1.0, max_connections=8, max_handshakes=4)
+    yield srv
+    await srv.cleanup()
+
+
+def sample(srv: Running, name: str, **labels: str) -> float:
+    return srv.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_a_handshake_flood_is_bounded_and_new_ones_are_closed_at_once(few_handshakes: Running,
+                                                                            tls: TlsFiles) -> None:
+    import urllib.request
+
+    srv = few_handshakes
+    assert srv.health_port is not None
+    # A keep-alive connection made before the flood.
+    body = json.dumps(load_review("job")).encode()
+    rk, wk = await asyncio.open_connection("127.0.0.1", srv.port, ssl=ctx(tls))
+    wk.write(head(len(body)) + body)
+    assert (await answer(rk))[0] == 200
+    # Four stalled handshakes (half a ClientHello) fill the handshake slots.
+    stalled = []
+    for _ in range(4):
+        r, w = await asyncio.open_connection("127.0.0.1", srv.port)
+        w.write(b"\x16\x03\x01\x02\x00")
+        stalled.append((r, w))
+    await asyncio.sleep(0.1)
+    assert srv.table is not None and srv.table.handshaking == 4
+    # Past the bound a new connection is closed at once, not held for the deadline.
+    for _ in range(3):
+        r, w = await asyncio.open_connection("127.0.0.1", srv.port)
+        t = time.monotonic()
+        async with asyncio.timeout(5):
+            assert await r.read() == b""
+        assert time.monotonic() - t < 0.5
+        w.close()
+    assert srv.table.handshaking == 4
+    assert sample(srv, "fabricguard_admission_connections_closed_total", why="too_many_handshakes") == 3
+    # The established connection and the health port are not affected.
+    wk.write(head(len(body)) + body)
+    assert (await answer(rk))[0] == 200
+    wk.close()
+    with urllib.request.urlopen(f"http://127.0.0.1:{srv.health_port}/healthz", timeout=2) as resp:
+        assert resp.status == 200
+    # The stalled ones are closed at the deadline, which frees their slots for real clients.
+    for r, _ in stalled:
+        async with asyncio.timeout(5):
+            assert await r.read() == b""
+    for _, w in stalled:
+        w.close()
+    await asyncio.sleep(0.05)
+    assert srv.table.handshaking == 0
+    assert sample(srv, "fabricguard_admission_connections_closed_total", why="handshake_failed") == 4
+    assert (await normal_review(srv.port, tls))[0] == 200
+
+
+async def test_later_heads_on_a_keep_alive_connection_have_the_deadline_and_idle_ones_stay(
+        server: Running, tls: TlsFiles) -> None:
+    body = json.dumps(load_review("job")).encode()
+    r, w = await asyncio.open_connection("127.0.0.1", server.port, ssl=ctx(tls))
+    for _ in range(2):
+        w.write(head(len(body)) + body)
+        assert (await answer(r))[0] == 200
+        await asyncio.sleep(1.0)  # idle for twice the header deadline (0.5 s): the connection stays open
+    # What is relied on in aiohttp: the middleware finds our wrapper through the TLS transport, and the
+    # wrapper's handler is the one aiohttp hands the request (request.protocol).
+    assert server.table is not None and [c.requests for c in server.table.open] == [2]
+    # A third request whose head trickles is cut at the deadline, like a first one.
+    t = time.monotonic()
+    closed_after = None
+    for ch in b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 60:
+        try:
+            w.write(bytes([ch]))
+            await w.drain()
+            if await asyncio.wait_for(r.read(1), 0.05) == b"":
+                closed_after = time.monotonic() - t
+                break
+        except TimeoutError:
+            continue
+        except (ConnectionError, ssl.SSLError):
+            closed_after = time.monotonic() - t
+            break
+    w.close()
+    assert closed_after is not None and 0.4 < closed_after < 1.5
+    assert sample(server, "fabricguard_admission_connections_closed_total", why="header_timeout") == 1
+
+
+async def test_the_aiohttp_api_the_guard_is_built_on() -> None:
+    """Pins what the guard takes from aiohttp: ``Server()`` makes a configured ``RequestHandler``."""
+    from aiohttp import web
+    from aiohttp.web_protocol import RequestHandler
+
+    async def nothing(_: web.BaseRequest) -> web.StreamResponse:
+        return web.Response()
+
+    server = web.Server(nothing, keepalive_timeout=7.0)
+    handler = server()
+    assert isinstance(handler, RequestHandler)
+    assert callable(handler.force_close) and callable(handler.data_received)
+    assert callable(handler.pause_writing) and callable(handler.resume_writing)

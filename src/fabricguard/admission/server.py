@@ -9,7 +9,9 @@ block every create in the opted-in namespaces):
 * the bytes of all bodies in flight together are bounded (:class:`ByteBudget`): a body that does not fit is
   answered 503 with ``Retry-After`` from its header, before a byte of it is read, and part of the budget is
   kept for bodies of at most :data:`INLINE_BODY` bytes, so normal reviews pass while large ones are shed;
-* a TLS handshake and a first request head must complete within ``header_timeout`` seconds; at most
+* at most ``max_handshakes`` connections are in the TLS handshake (past it a new one is closed at once); a TLS
+  handshake and a first request head must complete within ``header_timeout`` seconds, and so must every later
+  request head once its first byte arrives (an idle keep-alive connection stays open); at most
   ``max_connections`` connections are open (a silent one makes room for a new one); each connection's TLS
   and HTTP buffers are small (``bench/admission/README.md``: 300 concurrent 2.9 MB reviews peak at 142 MiB);
 * a ``Content-Encoding`` other than identity is refused (415) before anything is read: the API server never
@@ -65,6 +67,10 @@ DEFAULT_BYTES_IN_FLIGHT = 16 * 1024 * 1024
 SMALL_RESERVE = 4 * 1024 * 1024
 # A connection must complete its TLS handshake and send a complete request head within this many seconds.
 DEFAULT_HEADER_TIMEOUT = 5.0
+# Connections in the TLS handshake at once: each holds a TLS object and its buffers for up to the header
+# deadline. Past it a new connection is closed at once (the API server keeps its connections alive, so it
+# rarely needs a new handshake; bench/admission/README.md, handshake flood).
+DEFAULT_MAX_HANDSHAKES = 64
 # Connections open at once (after the handshake): each uploading one holds up to ~1 MiB of TLS and HTTP
 # buffers before any handler runs. Past it, a new connection closes the oldest one that has not sent a
 # complete request yet (a trickled head); when there is none, the new one is closed.
@@ -217,69 +223,137 @@ class ByteBudget:
             self.metrics.bytes_in_flight.set(self.used)
 
 
-class _Guarded(RequestHandler):
-    """aiohttp's connection handler with a deadline for the first request head and a place in a bounded table.
+class _Guarded(asyncio.Protocol):
+    """Our protocol between a connection's TLS transport and aiohttp's handler for it (:class:`RequestHandler`).
 
-    aiohttp closes a connection that sends nothing at its keep-alive timeout (30 s here), which lets a client
-    that trickles its head hold a connection that long; this closes it at ``header_timeout`` unless a complete
-    request has arrived by then. Later requests on the connection are bounded by the keep-alive timeout.
+    It forwards every call to aiohttp's handler and keeps, from public API only, what it needs: whether a
+    request head has begun (bytes arrived while no request was being handled, or after the current request's
+    body ended) and whether one completed (:func:`_track` marks it when aiohttp hands the request to the app).
+    A head that has begun must complete within ``header_timeout`` seconds, on the first request and on every
+    later one of a keep-alive connection; an idle connection between requests stays open (the API server
+    reuses them) until aiohttp's keep-alive timeout. The first deadline runs from the accept, so it also covers
+    the TLS handshake and a connection that never sends a byte.
+
+    It fails safe: should aiohttp stop handing :func:`_track` a transport whose ``get_protocol()`` is this
+    wrapper, no head would count as complete, so every connection would be closed at its first deadline and
+    evicted first (tests/admission/test_admission_load.py pins what is relied on), never kept.
     """
 
-    __slots__ = ("_fg_opened", "_fg_table", "_fg_timer")
+    __slots__ = ("_fg_armed", "_fg_inner", "_fg_request", "_fg_table", "_fg_timer", "requests")
 
-    def __init__(self, table: _Connections, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, table: _Connections, inner: RequestHandler) -> None:
         self._fg_table = table
+        self._fg_inner = inner
         self._fg_timer: asyncio.TimerHandle | None = None
-        self._fg_opened = 0.0
+        self._fg_request: web.BaseRequest | None = None  # the request aiohttp is handling, if any
+        self._fg_armed = False  # a head has begun and not completed yet
+        self.requests = 0  # complete request heads seen
+
+    @property
+    def handler(self) -> RequestHandler:
+        return self._fg_inner
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # The TLS layer buffers up to 256 KiB of ciphertext per connection by default before it stops reading
         # the socket; a review arrives in well under a second from the API server either way.
         with contextlib.suppress(AttributeError, ValueError):
             transport.set_read_buffer_limits(high=TLS_READ_BUFFER)  # type: ignore[attr-defined]
-        super().connection_made(transport)
-        self._fg_opened = time.monotonic()
-        self._fg_timer = asyncio.get_running_loop().call_later(self._fg_table.header_timeout, self._fg_deadline)
+        self._fg_inner.connection_made(transport)
         self._fg_table.add(self)
 
-    def _fg_deadline(self) -> None:
-        self._fg_timer = None
-        if not self.fg_started:
-            self._fg_table.closed("header_timeout")
-            self.force_close()
+    def arm(self, delay: float) -> None:
+        """Close the connection in ``delay`` seconds unless a complete request head arrives first."""
+        self._fg_armed = True
+        if self._fg_timer is None:
+            self._fg_timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._fg_deadline)
 
-    @property
-    def fg_started(self) -> bool:
-        """Whether a complete request head has arrived on this connection."""
-        return bool(getattr(self, "_request_count", 1))
-
-    @property
-    def fg_busy(self) -> bool:
-        return bool(getattr(self, "_request_in_progress", True))
-
-    def connection_lost(self, exc: BaseException | None) -> None:
+    def _disarm(self) -> None:
+        self._fg_armed = False
         if self._fg_timer is not None:
             self._fg_timer.cancel()
             self._fg_timer = None
+
+    def _fg_deadline(self) -> None:
+        self._fg_timer = None
+        if self._fg_request is None and self._fg_armed:
+            self._fg_table.closed("header_timeout")
+            self.force_close()
+        # else: a request is being handled; a head queued behind it gets its deadline when that one is done
+
+    def data_received(self, data: bytes) -> None:
+        request = self._fg_request
+        if request is None:
+            if not self._fg_armed:
+                self.arm(self._fg_table.header_timeout)
+        elif request.content.is_eof():  # the body is all in: these bytes are the next request's head
+            self._fg_armed = True
+        self._fg_inner.data_received(data)
+
+    def head_complete(self, request: web.BaseRequest) -> None:
+        """aiohttp is handing ``request`` to the app: its head is complete."""
+        self._disarm()
+        self.requests += 1
+        self._fg_request = request
+
+    def request_done(self) -> None:
+        self._fg_request = None
+        if self._fg_armed:  # the next head began while this request was handled
+            self._fg_armed = False
+            self.arm(self._fg_table.header_timeout)
+
+    def eof_received(self) -> None:
+        self._fg_inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._fg_inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._fg_inner.resume_writing()
+
+    def force_close(self) -> None:
+        self._fg_inner.force_close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        self._fg_request = None
         self._fg_table.discard(self)
-        super().connection_lost(exc)
+        self._fg_inner.connection_lost(exc)
+
+
+@web.middleware
+async def _track(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                 ) -> web.StreamResponse:
+    """Tell the connection's :class:`_Guarded` (when it has one) that a request head is complete, and when its
+    handling ended. The TLS transport's ``get_protocol()`` is our wrapper: aiohttp sees only the transport."""
+    transport = request.transport
+    proto = transport.get_protocol() if transport is not None else None
+    if not isinstance(proto, _Guarded):
+        return await handler(request)
+    proto.head_complete(request)
+    try:
+        return await handler(request)
+    finally:
+        proto.request_done()
 
 
 class _Connections:
-    """The webhook port's open connections, at most ``limit``."""
+    """The webhook port's connections: at most ``limit`` open after the handshake, and at most ``handshakes``
+    in the TLS handshake (past that, a new connection is closed at once, before any TLS state exists)."""
 
-    def __init__(self, limit: int, header_timeout: float, metrics: Metrics) -> None:
+    def __init__(self, limit: int, header_timeout: float, metrics: Metrics,
+                 handshakes: int = DEFAULT_MAX_HANDSHAKES) -> None:
         self.limit = limit
         self.header_timeout = header_timeout
         self.metrics = metrics
+        self.max_handshakes = handshakes
+        self.handshaking = 0
         self.open: dict[_Guarded, None] = {}  # insertion order: the oldest first
 
     def add(self, conn: _Guarded) -> None:
         if len(self.open) >= self.limit:
             # Only a connection that never sent a complete request is closed for a new one: an idle
             # keep-alive connection may be the API server's, about to send a review on it.
-            silent = next((c for c in self.open if not c.fg_started), None)
+            silent = next((c for c in self.open if not c.requests), None)
             if silent is None:
                 self.closed("too_many_connections")
                 conn.force_close()
@@ -298,27 +372,103 @@ class _Connections:
         self.metrics.dropped.labels(why).inc()
 
 
+class _Accept(asyncio.Protocol):
+    """A new TCP connection of the webhook port, until its TLS handshake completes (``loop.start_tls``).
+
+    Past ``max_handshakes`` connections in the handshake, a new one is aborted at once: no TLS object, no task.
+    A handshake that does not complete within ``header_timeout`` is closed. Once it completes, the connection
+    is handed to a :class:`_Guarded` around a fresh aiohttp handler, with what is left of the header deadline.
+    """
+
+    def __init__(self, site: _GuardedSite) -> None:
+        self.site = site
+        # What the TLS layer decrypts right after the handshake, before _upgrade resumes (a TLS 1.3 client
+        # sends its request with its Finished message): handed to the connection's handler, in order.
+        self.early: list[bytes] = []
+        self.eof = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        table = self.site.table
+        assert isinstance(transport, asyncio.Transport)
+        if table.handshaking >= table.max_handshakes:
+            table.closed("too_many_handshakes")
+            transport.abort()
+            return
+        transport.pause_reading()  # the ClientHello is for the TLS layer start_tls puts in place
+        table.handshaking += 1
+        task = asyncio.get_running_loop().create_task(self._upgrade(transport))
+        self.site.handshakes.add(task)
+        task.add_done_callback(self.site.handshakes.discard)
+
+    async def _upgrade(self, transport: asyncio.Transport) -> None:
+        site, table = self.site, self.site.table
+        opened = time.monotonic()
+        loop = asyncio.get_running_loop()
+        try:
+            tls = await loop.start_tls(transport, self, site.tls, server_side=True,
+                                       ssl_handshake_timeout=table.header_timeout)
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
+        except Exception:  # a timeout, a reset, a bad ClientHello: start_tls has closed the transport
+            table.closed("handshake_failed")
+            transport.abort()
+            return
+        finally:
+            table.handshaking -= 1
+        if tls is None or tls.is_closing():
+            return
+        guarded = _Guarded(table, site.runner_server())
+        tls.set_protocol(guarded)
+        guarded.connection_made(tls)
+        if tls.is_closing():
+            return
+        guarded.arm(table.header_timeout - (time.monotonic() - opened))
+        for data in self.early:
+            guarded.data_received(data)
+        self.early.clear()
+        if self.eof:
+            guarded.eof_received()
+
+    def data_received(self, data: bytes) -> None:
+        self.early.append(data)
+
+    def eof_received(self) -> bool | None:
+        self.eof = True
+        return None  # the TLS layer closes after an EOF either way
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        pass
+
+
 class _GuardedSite(web.TCPSite):
-    """``web.TCPSite`` whose connections are :class:`_Guarded` and whose TLS handshake has a deadline."""
+    """``web.TCPSite`` whose TLS handshakes are bounded (:class:`_Accept`) and whose connections are
+    :class:`_Guarded`. Only public API of aiohttp: ``Server()`` makes the handler a connection gets."""
 
     def __init__(self, runner: web.AppRunner, host: str, port: int, *, table: _Connections,
                  ssl_context: ssl.SSLContext, backlog: int) -> None:
-        super().__init__(runner, host, port, ssl_context=ssl_context, backlog=backlog)
-        self._fg_table = table
+        super().__init__(runner, host, port, backlog=backlog)  # TLS is ours (start_tls), not the listener's
+        self.table = table
+        self.tls = ssl_context
+        self.fg_runner = runner
+        self.fg_host, self.fg_port, self.fg_backlog = host, port, backlog
+        self.handshakes: set[asyncio.Task[None]] = set()
+
+    def runner_server(self) -> RequestHandler:
+        server = self.fg_runner.server
+        assert server is not None
+        return server()
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
         loop = asyncio.get_running_loop()
-        server = self._runner.server
-        assert server is not None
-        kwargs = getattr(server, "_kwargs", {})
+        self._server = await loop.create_server(lambda: _Accept(self), self.fg_host, self.fg_port,
+                                                backlog=self.fg_backlog)
 
-        def handler() -> RequestHandler:
-            return _Guarded(self._fg_table, server, loop=loop, **kwargs)
-
-        self._server = await loop.create_server(
-            handler, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog,
-            ssl_handshake_timeout=self._fg_table.header_timeout)
+    async def stop(self) -> None:
+        for task in list(self.handshakes):
+            task.cancel()
+        await super().stop()
 
 
 # ---------------------------------------------------------------------------------------------- the app
@@ -384,7 +534,7 @@ def build_app(admission: Admission, *, max_body: int = DEFAULT_MAX_BODY, metrics
               bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT) -> web.Application:
     metrics = metrics or Metrics()
     state = state or Lifecycle(reloader)
-    app = web.Application(client_max_size=max_body)
+    app = web.Application(client_max_size=max_body, middlewares=[_track])
     workers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fabricguard-decide")
     # Never below one largest body plus the small reserve: a single review the limits allow is always read.
     budget = ByteBudget(max(bytes_in_flight, max_body + SMALL_RESERVE), SMALL_RESERVE, metrics)
@@ -548,6 +698,7 @@ class Running:
     state: Lifecycle
     metrics: Metrics
     health: HealthServer | None = None
+    table: _Connections | None = None  # the webhook port's connections
 
     @property
     def health_port(self) -> int | None:
@@ -579,7 +730,8 @@ async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127
                 body_timeout: float = DEFAULT_BODY_TIMEOUT, health_port: int | None = None,
                 shutdown_timeout: float = 15.0, metrics: Metrics | None = None,
                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT) -> Running:
+                bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
+                max_handshakes: int = DEFAULT_MAX_HANDSHAKES) -> Running:
     """Start serving (and, with ``health_port``, the plain-HTTP health port); ``cleanup()`` stops."""
     metrics = metrics or Metrics()
     reloader = CertReloader(cert, key, metrics)
@@ -594,10 +746,10 @@ async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=30, shutdown_timeout=shutdown_timeout,
                            lingering_time=1.0, auto_decompress=False, read_bufsize=16 * 1024)
     await runner.setup()
-    table = _Connections(max_connections, header_timeout, metrics)
+    table = _Connections(max_connections, header_timeout, metrics, max_handshakes)
     site = _GuardedSite(runner, host, port, table=table, ssl_context=reloader.context, backlog=1024)
     await site.start()
-    running = Running(runner, _bound_port(site, port), reloader, state, metrics)
+    running = Running(runner, _bound_port(site, port), reloader, state, metrics, table=table)
     if health_port is not None:
         running.health = HealthServer(state, metrics, host, health_port)
         try:
