@@ -9,7 +9,15 @@ server behaviour the tests depend on, a server that never answers, and the examp
   only in their namespace, ``resourceNames``, subresources. A request outside the role gets the 403 a real
   server gives (its message names user, verb, resource, group and namespace), and is recorded in ``denied``.
 * **Selectors.** ``labelSelector`` and ``fieldSelector`` filter lists and watches (kmock returns everything).
-* **resourceVersion** (``versions=True``): bumped on every write; a merge patch carrying a stale one is a 409.
+* **resourceVersion** (``versions=True``): bumped on every write and delete; a merge patch carrying a stale one
+  is a 409. A list answers the current version; a watch from a version streams only what changed after it
+  (deletions included), not every object again.
+* **Compaction.** :meth:`Emulator.compact` forgets the history up to now (etcd's compaction): a watch from an
+  older version then gets 410 Gone with the API server's Status (reason ``Expired``), as an ``ERROR`` event
+  (``expire_as="event"``, what the API server sends) or as an HTTP 410 answer (``"http"``); so does a list that
+  asks for an exact older version. :meth:`Emulator.end_watches` ends the open watches (a server's
+  ``timeoutSeconds``, a restarted apiserver) and :meth:`Emulator.hold_watches` keeps new ones waiting: a test
+  makes changes in that gap, compacts, then :meth:`Emulator.release_watches`.
 * **Latency.** ``delay_s`` before every answer: a slow API server.
 """
 
@@ -188,6 +196,26 @@ class Conflict(KubernetesError):
     reason: str = "Conflict"
 
 
+@attrs.frozen
+class Expired(KubernetesError):
+    status: int = 410
+    reason: str = "Expired"
+    details: Any = attrs.field(factory=dict)
+
+
+def expired_status(rv: int, compacted: int) -> dict[str, Any]:
+    """The Status the API server sends for a resourceVersion older than its compacted history."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f"too old resource version: {rv} ({compacted})", "reason": "Expired", "code": 410}
+
+
+def _version(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
 # ------------------------------------------------------------------------------------------ selectors
 
 
@@ -249,11 +277,36 @@ class Emulator(KubernetesEmulator):
     delay_s: float = 0.0
     versions: bool = False
     rv: int = 1000
+    compacted: int = 0  # a watch from a version older than this is 410 Gone
+    expire_as: str = "event"  # how that 410 is sent: "event" (a watch ERROR event) or "http" (the answer's status)
+    expired: list[str] = attrs.field(factory=list)  # "PATH@VERSION" of each request answered 410
+    tombstones: list[tuple[Any, str | None, str, int]] = attrs.field(factory=list)  # (resource, ns, name, rv)
+    _gate: asyncio.Event = attrs.field(factory=asyncio.Event)
+    _ending: asyncio.Event = attrs.field(factory=asyncio.Event)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         for res in BUILTIN:  # a real API server serves its built-in kinds even while none exists
             self.resources[res].verbs = {"list", "watch", "get", "create", "patch", "update", "delete"}
+        self._gate.set()
+
+    def compact(self) -> int:
+        """Forget the history up to the current version (etcd's compaction); returns that version."""
+        self.compacted = self.rv
+        self.tombstones = [t for t in self.tombstones if t[3] > self.compacted]
+        return self.compacted
+
+    def end_watches(self) -> None:
+        """End every open watch stream cleanly, as the server does when a watch's ``timeoutSeconds`` is up."""
+        self._ending.set()
+        self._ending = asyncio.Event()
+
+    def hold_watches(self) -> None:
+        """New watches get their headers, then wait (nothing streamed) until :meth:`release_watches`."""
+        self._gate.clear()
+
+    def release_watches(self) -> None:
+        self._gate.set()
 
     def user_of(self, request: Any) -> dict[str, Any]:
         auth = request.headers.get("Authorization", "")
@@ -270,6 +323,11 @@ class Emulator(KubernetesEmulator):
                 msg = a.describe(name)
                 self.denied.append(msg)
                 raise Forbidden(message=msg)
+        if self.versions and a is not None and a.verb in ("list", "watch"):
+            self._expire(request, a)
+        if self.versions and a is not None and a.verb == "delete" and request.resource is not None:
+            self.rv += 1
+            self.tombstones.append((request.resource, a.namespace, a.name or "", self.rv))
         if self.versions and a is not None and a.verb in ("create", "patch", "update") and isinstance(
                 request.data, dict):
             if a.verb != "create":
@@ -281,6 +339,18 @@ class Emulator(KubernetesEmulator):
 
     async def _serve_k8s(self, request: Any) -> Any:
         return await super()._handle(request)
+
+    def _expire(self, request: Any, a: Attributes) -> None:
+        """410 as an HTTP answer: a list that asks for an exact compacted version, or (``expire_as="http"``) a
+        watch from one. A watch otherwise gets its 410 as an ``ERROR`` event (:meth:`_serve_watch`)."""
+        params = dict(request.params)
+        since = _version(params.get("resourceVersion"))
+        if since is None or since == 0 or since >= self.compacted:
+            return
+        exact = a.verb == "list" and params.get("resourceVersionMatch") == "Exact"
+        if exact or (a.verb == "watch" and self.expire_as == "http"):
+            self.expired.append(f"{request.url.path}@{since}")
+            raise Expired(message=expired_status(since, self.compacted)["message"])
 
     def _stored(self, request: Any, a: Attributes) -> Any:
         md = (request.data.get("metadata") or {}) if isinstance(request.data, dict) else {}
@@ -308,17 +378,64 @@ class Emulator(KubernetesEmulator):
         sel, fsel = params.get("labelSelector"), params.get("fieldSelector")
         if sel or fsel:
             out["items"] = [o for o in out["items"] if selected(o, sel, fsel)]
+        if self.versions:
+            out["metadata"]["resourceVersion"] = str(self.rv)
         return out
 
     async def _serve_watch(self, request: Any) -> Any:
         params = dict(request.params)
         sel, fsel = params.get("labelSelector"), params.get("fieldSelector")
-        async for ev in super()._serve_watch(request):
-            if isinstance(ev, dict) and (sel or fsel) and not selected(ev.get("object") or {}, sel, fsel):
-                if ev.get("type") == "MODIFIED":  # as the API server does: an object that stops matching is
-                    yield {**ev, "type": "DELETED"}  # DELETED for this watch (here also one that never matched)
-                continue
-            yield ev
+        since = _version(params.get("resourceVersion")) if self.versions else None
+        ending = self._ending
+        source = super()._serve_watch(request).__aiter__()
+        try:
+            yield await anext(source)  # the headers: the stream has started
+            await self._gate.wait()
+            if since and since < self.compacted:  # its history is gone: the client must list again
+                self.expired.append(f"{request.url.path}@{since}")
+                yield {"type": "ERROR", "object": expired_status(since, self.compacted)}
+                return
+            if since:  # what was deleted after the client's version (kmock replays only the living)
+                for res, ns, name, rv in self.tombstones:
+                    if res == request.resource and rv > since and request.namespace in (None, ns):
+                        yield {"type": "DELETED", "object": {"metadata": {"name": name, "namespace": ns,
+                                                                          "resourceVersion": str(rv)}}}
+            while True:
+                nxt = asyncio.ensure_future(anext(source))
+                end = asyncio.ensure_future(ending.wait())
+                done, _ = await asyncio.wait({nxt, end}, return_when=asyncio.FIRST_COMPLETED)
+                end.cancel()
+                if nxt not in done:  # the server ends the watch
+                    nxt.cancel()
+                    with contextlib.suppress(BaseException):
+                        await nxt
+                    return
+                try:
+                    ev = nxt.result()
+                except StopAsyncIteration:
+                    return
+                if not isinstance(ev, dict):
+                    yield ev
+                    continue
+                obj = ev.get("object") or {}
+                if ev.get("type") == "DELETED":  # kmock sends the last stored version; the deletion has its own
+                    md = obj.get("metadata") or {}
+                    rvs = [t[3] for t in self.tombstones
+                           if t[0] == request.resource and t[1:3] == (md.get("namespace"), md.get("name"))]
+                    if rvs:
+                        obj = {**obj, "metadata": {**md, "resourceVersion": str(max(rvs))}}
+                        ev = {**ev, "object": obj}
+                have = _version((obj.get("metadata") or {}).get("resourceVersion"))
+                if since and ev.get("type") != "DELETED" and have is not None and have <= since:
+                    continue  # the client's list already held this version
+                if (sel or fsel) and not selected(obj, sel, fsel):
+                    if ev.get("type") == "MODIFIED":  # as the API server does: an object that stops matching is
+                        yield {**ev, "type": "DELETED"}  # DELETED for this watch (here also one that never matched)
+                    continue
+                yield ev
+        finally:
+            with contextlib.suppress(BaseException):
+                await source.aclose()
 
 
 # ----------------------------------------------------------------------------------------- silent server

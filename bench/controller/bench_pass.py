@@ -40,9 +40,11 @@ SOCKET_LOGS = sorted((ROOT / "tests/fixtures/nccl/synthetic/socket-fallback-2x4"
 ROCE_LOGS = sorted((ROOT / "tests/fixtures/nccl/synthetic/roce-2x2-kubectl").iterdir())
 
 
-def build(nodes: int, workloads: int, lustre: Path) -> dict[str, dict]:
+def build(nodes: int, workloads: int, lustre: Path, pods: int | None = None) -> dict[str, dict]:
+    """The cluster's LIST bodies by plural; ``pods`` (default: a plugin pod per fabric node and the training
+    pods) sets how many pods the doctor benchmark's generator makes."""
     NOW = gen.NOW
-    lists = gen_snapshot.build(nodes, int(nodes * 0.8) + 2 * workloads)
+    lists = gen_snapshot.build(nodes, int(nodes * 0.8) + 2 * workloads if pods is None else pods)
     jobsets, wls = [], []
     for j in range(workloads):
         name, ns = f"job-{j:05d}", f"team-{j % 40}"
