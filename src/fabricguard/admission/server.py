@@ -346,7 +346,7 @@ class _Connections:
         self.limit = limit
         self.header_timeout = header_timeout
         self.metrics = metrics
-        self.max_handshakes = handshakes
+        self.max_handshakes = max(handshakes, 1)
         self.handshaking: dict[_Accept, str] = {}  # in the TLS handshake, with the peer's address; oldest first
         self.per_peer: dict[str, int] = {}
         self.open: dict[_Guarded, None] = {}  # insertion order: the oldest first
