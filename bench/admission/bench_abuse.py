@@ -11,7 +11,8 @@ trustme certificate, as in ``bench_webhook.py``), while a prober sends the reali
 * ``handshake``: ``--handshakes`` TCP connections each send a real ClientHello (made by a memory-BIO client)
   and never answer the server's reply, for ``--seconds`` seconds, each reconnecting 0.1 s after the server
   closes it; the connections the server holds are counted, and a fresh TLS connection with a review is tried
-  every 0.5 s (new clients are what a handshake flood starves).
+  every 0.5 s from 127.0.0.2 (new clients are what a handshake flood starves; the API server's address is
+  not the flood's).
 
 The prober is a process of its own. The server's VmHWM (peak resident memory) is read from /proc at the end of each flood, VmRSS every 0.5 s.
 ``--server-src DIR`` runs another source tree (an older commit's src/) to compare.
@@ -129,6 +130,9 @@ async def trickle_flood(port: int, ctx: ssl.SSLContext, n: int, seconds: float) 
             "still_held": {**held_at, "end": held}}
 
 
+FRESH_FROM = "127.0.0.2"  # the fresh reviews come from another address than the flood, as the API server would
+
+
 def client_hello(ctx: ssl.SSLContext) -> bytes:
     obj = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_hostname="127.0.0.1")
     with contextlib.suppress(ssl.SSLWantReadError):
@@ -180,7 +184,7 @@ async def handshake_flood(port: int, ctx: ssl.SSLContext, n: int, seconds: float
             t = time.monotonic()
             try:
                 async with asyncio.timeout(5):
-                    r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+                    r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, local_addr=(FRESH_FROM, 0))
                     w.write(b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                             b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
                     ok = (await r.read(65536)).startswith(b"HTTP/1.1 200")

@@ -173,7 +173,7 @@ def sample(srv: Running, name: str, **labels: str) -> float:
     return srv.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
-async def test_a_handshake_flood_is_bounded_and_new_ones_are_closed_at_once(few_handshakes: Running,
+async def test_a_handshake_flood_is_bounded_and_another_address_still_gets_in(few_handshakes: Running,
                                                                             tls: TlsFiles) -> None:
     import urllib.request
 
@@ -191,7 +191,7 @@ async def test_a_handshake_flood_is_bounded_and_new_ones_are_closed_at_once(few_
         w.write(b"\x16\x03\x01\x02\x00")
         stalled.append((r, w))
     await asyncio.sleep(0.1)
-    assert srv.table is not None and srv.table.handshaking == 4
+    assert srv.table is not None and len(srv.table.handshaking) == 4
     # Past the bound a new connection is closed at once, not held for the deadline.
     for _ in range(3):
         r, w = await asyncio.open_connection("127.0.0.1", srv.port)
@@ -200,8 +200,20 @@ async def test_a_handshake_flood_is_bounded_and_new_ones_are_closed_at_once(few_
             assert await r.read() == b""
         assert time.monotonic() - t < 0.5
         w.close()
-    assert srv.table.handshaking == 4
+    assert len(srv.table.handshaking) == 4
     assert sample(srv, "fabricguard_admission_connections_closed_total", why="too_many_handshakes") == 3
+    # A client from another address (the API server's, not the flood's) takes the flood's oldest slot, and
+    # its handshake and review complete.
+    body2 = json.dumps(load_review("job")).encode()
+    r2, w2 = await asyncio.open_connection("127.0.0.1", srv.port, ssl=ctx(tls), local_addr=("127.0.0.2", 0))
+    w2.write(head(len(body2)) + body2)
+    assert (await answer(r2))[0] == 200
+    w2.close()
+    async with asyncio.timeout(5):
+        assert await stalled[0][0].read() == b""
+    assert sample(srv, "fabricguard_admission_connections_closed_total", why="evicted_handshake") == 1
+    stalled[0][1].close()
+    stalled = stalled[1:]
     # The established connection and the health port are not affected.
     wk.write(head(len(body)) + body)
     assert (await answer(rk))[0] == 200
@@ -215,8 +227,8 @@ async def test_a_handshake_flood_is_bounded_and_new_ones_are_closed_at_once(few_
     for _, w in stalled:
         w.close()
     await asyncio.sleep(0.05)
-    assert srv.table.handshaking == 0
-    assert sample(srv, "fabricguard_admission_connections_closed_total", why="handshake_failed") == 4
+    assert not srv.table.handshaking and not srv.table.per_peer
+    assert sample(srv, "fabricguard_admission_connections_closed_total", why="handshake_failed") == 3
     assert (await normal_review(srv.port, tls))[0] == 200
 
 

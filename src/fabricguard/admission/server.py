@@ -9,7 +9,8 @@ block every create in the opted-in namespaces):
 * the bytes of all bodies in flight together are bounded (:class:`ByteBudget`): a body that does not fit is
   answered 503 with ``Retry-After`` from its header, before a byte of it is read, and part of the budget is
   kept for bodies of at most :data:`INLINE_BODY` bytes, so normal reviews pass while large ones are shed;
-* at most ``max_handshakes`` connections are in the TLS handshake (past it a new one is closed at once); a TLS
+* at most ``max_handshakes`` connections are in the TLS handshake (past it a new one from the busiest address
+  is closed at once, and one from another address takes the busiest one's oldest slot); a TLS
   handshake and a first request head must complete within ``header_timeout`` seconds, and so must every later
   request head once its first byte arrives (an idle keep-alive connection stays open); at most
   ``max_connections`` connections are open (a silent one makes room for a new one); each connection's TLS
@@ -338,7 +339,7 @@ async def _track(request: web.Request, handler: Callable[[web.Request], Awaitabl
 
 class _Connections:
     """The webhook port's connections: at most ``limit`` open after the handshake, and at most ``handshakes``
-    in the TLS handshake (past that, a new connection is closed at once, before any TLS state exists)."""
+    in the TLS handshake (see :meth:`admit`)."""
 
     def __init__(self, limit: int, header_timeout: float, metrics: Metrics,
                  handshakes: int = DEFAULT_MAX_HANDSHAKES) -> None:
@@ -346,8 +347,40 @@ class _Connections:
         self.header_timeout = header_timeout
         self.metrics = metrics
         self.max_handshakes = handshakes
-        self.handshaking = 0
+        self.handshaking: dict[_Accept, str] = {}  # in the TLS handshake, with the peer's address; oldest first
+        self.per_peer: dict[str, int] = {}
         self.open: dict[_Guarded, None] = {}  # insertion order: the oldest first
+
+    def admit(self, new: _Accept, peer: str) -> bool:
+        """Whether a new connection from ``peer`` may start its TLS handshake.
+
+        Under the bound, yes. At the bound, a peer that would then hold as many handshakes as the busiest one
+        is refused (closed at once, before any TLS state exists: a flood from one address costs an accept);
+        any other peer's connection closes the oldest handshake of the busiest peer, so a flood from some
+        addresses does not lock out the API server's new connections from another.
+        """
+        if len(self.handshaking) >= self.max_handshakes:
+            busiest = max(self.per_peer, key=self.per_peer.__getitem__)
+            if self.per_peer.get(peer, 0) + 1 >= self.per_peer[busiest]:
+                self.closed("too_many_handshakes")
+                return False
+            victim = next(a for a, p in self.handshaking.items() if p == busiest)
+            self.closed("evicted_handshake")
+            self.handshake_done(victim)
+            victim.abort()
+        self.handshaking[new] = peer
+        self.per_peer[peer] = self.per_peer.get(peer, 0) + 1
+        return True
+
+    def handshake_done(self, conn: _Accept) -> bool:
+        """Forget ``conn``'s handshake; False when it was already forgotten (pushed out by another)."""
+        peer = self.handshaking.pop(conn, None)
+        if peer is None:
+            return False
+        left = self.per_peer.pop(peer) - 1
+        if left:
+            self.per_peer[peer] = left
+        return True
 
     def add(self, conn: _Guarded) -> None:
         if len(self.open) >= self.limit:
@@ -375,7 +408,9 @@ class _Connections:
 class _Accept(asyncio.Protocol):
     """A new TCP connection of the webhook port, until its TLS handshake completes (``loop.start_tls``).
 
-    Past ``max_handshakes`` connections in the handshake, a new one is aborted at once: no TLS object, no task.
+    Past ``max_handshakes`` connections in the handshake, :meth:`_Connections.admit` decides: a new one from
+    the busiest address is aborted at once (no TLS object, no task), one from elsewhere takes that address's
+    oldest slot.
     A handshake that does not complete within ``header_timeout`` is closed. Once it completes, the connection
     is handed to a :class:`_Guarded` around a fresh aiohttp handler, with what is left of the header deadline.
     """
@@ -386,16 +421,21 @@ class _Accept(asyncio.Protocol):
         # sends its request with its Finished message): handed to the connection's handler, in order.
         self.early: list[bytes] = []
         self.eof = False
+        self.transport: asyncio.Transport | None = None
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()  # its start_tls fails and its task ends
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         table = self.site.table
         assert isinstance(transport, asyncio.Transport)
-        if table.handshaking >= table.max_handshakes:
-            table.closed("too_many_handshakes")
+        peer = transport.get_extra_info("peername")
+        if not table.admit(self, str(peer[0]) if isinstance(peer, tuple) and peer else "?"):
             transport.abort()
             return
+        self.transport = transport
         transport.pause_reading()  # the ClientHello is for the TLS layer start_tls puts in place
-        table.handshaking += 1
         task = asyncio.get_running_loop().create_task(self._upgrade(transport))
         self.site.handshakes.add(task)
         task.add_done_callback(self.site.handshakes.discard)
@@ -411,11 +451,12 @@ class _Accept(asyncio.Protocol):
             transport.abort()
             raise
         except Exception:  # a timeout, a reset, a bad ClientHello: start_tls has closed the transport
-            table.closed("handshake_failed")
+            if table.handshake_done(self):  # not pushed out by another peer's connection
+                table.closed("handshake_failed")
             transport.abort()
             return
         finally:
-            table.handshaking -= 1
+            table.handshake_done(self)
         if tls is None or tls.is_closing():
             return
         guarded = _Guarded(table, site.runner_server())
