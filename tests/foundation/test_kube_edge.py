@@ -4,6 +4,7 @@ and the emulator's RBAC and selectors behaving as an API server's do."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from kmock import Server
 from fabricguard.kube import (
     Conflict,
     Forbidden,
+    Gone,
     Kube,
     NotFound,
     Permissions,
@@ -165,3 +167,57 @@ async def test_the_emulator_filters_by_label_and_field_selectors(server) -> None
     assert [n["metadata"]["name"] for n in await kube.list("v1", "nodes", field_selector="metadata.name!=n2")] == [
         "n1"]
     await kube.close()
+
+
+@pytest.mark.parametrize("expire_as", ["event", "http"])
+async def test_a_watch_from_a_compacted_version_is_gone_as_the_api_server_says_it(tmp_path: Path, expire_as) -> None:
+    """The test API server's compaction answers what a real one does (a Status with reason Expired, code 410, as a
+    watch ERROR event or an HTTP 410), and the edge reads either as ``Gone``; an uncompacted version streams
+    only what changed after it, a deletion included."""
+    k8s = Emulator(versions=True, expire_as=expire_as, rbac=Rbac(admins={"admin"}), tokens={"admin": {"username": "admin"}})
+    async with k8s, Server(k8s) as srv:
+        url = str(srv.url).rstrip("/")
+        kube = await _kube(url, tmp_path, "admin")
+        await kube.create("v1", "configmaps", {"metadata": {"name": "old", "namespace": "a"}})
+        await kube.create("v1", "configmaps", {"metadata": {"name": "gone", "namespace": "a"}})
+        _items, rv = await kube.list_page("v1", "configmaps", "a")
+        await kube.create("v1", "configmaps", {"metadata": {"name": "new", "namespace": "a"}})
+        await kube.delete("v1", "configmaps", "gone", "a")
+        seen: list[tuple[str, str]] = []
+        async def first_two() -> None:
+            async for ev in kube.watch("v1", "configmaps", "a", resource_version=rv, timeout_s=5):
+                seen.append((ev["type"], ev["object"]["metadata"]["name"]))
+                if len(seen) == 2:
+                    return
+        await first_two()
+        assert sorted(seen) == [("ADDED", "new"), ("DELETED", "gone")]  # not "old": the list already had it
+        k8s.compact()
+        with pytest.raises(Gone):
+            async for _ev in kube.watch("v1", "configmaps", "a", resource_version=rv, timeout_s=5):
+                pass
+        status = await _raw_watch_status(url, rv, expire_as)
+        assert (status["kind"], status["status"], status["reason"], status["code"]) == ("Status", "Failure", "Expired", 410)
+        assert k8s.expired and all(e.endswith(f"@{rv}") for e in k8s.expired)
+        await kube.close()
+
+
+async def _raw_watch_status(url: str, rv: str, expire_as: str) -> dict[str, Any]:
+    """The Status a raw watch request from ``rv`` gets: the HTTP 410's body, or the ERROR event's object."""
+    import httpx
+
+    http = httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer admin"})
+    try:
+        async with http.stream("GET", "/api/v1/namespaces/a/configmaps",
+                               params={"watch": "true", "resourceVersion": rv}) as resp:
+            if expire_as == "http":
+                assert resp.status_code == 410
+                return dict(json.loads(await resp.aread()))
+            assert resp.status_code == 200
+            async for line in resp.aiter_lines():
+                if line.strip():
+                    ev = json.loads(line)
+                    assert ev["type"] == "ERROR"
+                    return dict(ev["object"])
+        raise AssertionError("the watch ended without an event")
+    finally:
+        await http.aclose()
