@@ -30,8 +30,9 @@ demo: venv
 test: deps venv
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy src
-	# Three workers on two cores: most tests wait on subprocesses, servers and deadlines rather than compute.
-	$(BIN)/pytest -q -n 3
+	# Four workers on two cores: most tests wait on subprocesses, servers and deadlines rather than compute;
+	# worksteal keeps the long tests (canary interleavings, netns ranks) from leaving workers idle at the end.
+	$(BIN)/pytest -q -n 4 --dist worksteal
 
 lint: venv
 	$(BIN)/ruff check src tests bench
