@@ -22,7 +22,8 @@ import celpy
 import jsonpatch
 from kmock._internal.k8s import KubernetesError
 
-from kube_support import Emulator, Rbac
+from kube_support import Conflict, Emulator, Rbac
+from kube_support import Forbidden as Denied
 from kube_support import kubeconfig as shared_kubeconfig
 
 HERE = Path(__file__).resolve().parent
@@ -159,18 +160,6 @@ def strategic_merge(old: dict[str, Any], patch: dict[str, Any], path: tuple[str,
         else:
             out[k] = copy.deepcopy(v)
     return out
-
-
-@attrs.frozen
-class Denied(KubernetesError):
-    status: int = 403
-    reason: str = "Forbidden"
-
-
-@attrs.frozen
-class Conflict(KubernetesError):
-    status: int = 409
-    reason: str = "Conflict"
 
 
 @attrs.frozen
