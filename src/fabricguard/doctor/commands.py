@@ -9,10 +9,11 @@ get plain data.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
@@ -27,6 +28,8 @@ from fabricguard.options import JSON_ALIAS, now_value, output_option, profile_op
 from fabricguard.profile import PlatformProfile
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.userfiles import SourceError, output_file, write_text
+
+T = TypeVar("T")
 
 
 class Format(StrEnum):
@@ -98,10 +101,9 @@ def _live(kubeconfig: str | None, context: str | None) -> Snapshot:
     return snapshot_from_lists(_collect(kubeconfig, context), source=f"live ({context or 'current context'})")
 
 
-def _collect(kubeconfig: str | None, context: str | None) -> dict[str, dict[str, Any]]:
-    """Read the cluster; a kubeconfig problem names the file, a server that refuses or never answers the server
-    (one line, exit 3, within the request timeouts of ``fabricguard.kube``)."""
-    from fabricguard.doctor.snapshot import collect_live
+def _read_cluster(read: Callable[[Any], Awaitable[T]], kubeconfig: str | None, context: str | None, hint: str) -> T:
+    """Run ``read(kube)`` against the cluster; a kubeconfig problem names the file, a server that refuses or never
+    answers names the server (one line, exit 3, within the request timeouts of ``fabricguard.kube``)."""
     from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
 
     path = kubeconfig_path(kubeconfig)
@@ -109,22 +111,30 @@ def _collect(kubeconfig: str | None, context: str | None) -> dict[str, dict[str,
         try:
             check_kubeconfig(path, context)
         except SourceError as exc:
-            fail(f"--kubeconfig {exc}", hint="pass --snapshot DIR, or a kubeconfig with the cluster's context")
+            fail(f"--kubeconfig {exc}", hint=hint)
     where = str(path) if path is not None else "the pod's service account"
 
-    async def read() -> dict[str, dict[str, Any]]:
+    async def run() -> T:
         kube = await Kube.connect(str(path) if path else None, context)
         try:
-            return await collect_live(kube=kube)
+            return await read(kube)
         finally:
             await kube.close()
 
     try:
-        return asyncio.run(read())
+        return asyncio.run(run())
     except KubeError as exc:
         fail(f"cannot read the cluster (from {where}): {exc}")
     except SourceError as exc:
         fail(str(exc))
+
+
+def _collect(kubeconfig: str | None, context: str | None) -> dict[str, dict[str, Any]]:
+    """The live cluster as the doctor reads it (``_read_cluster``'s one-line refusals)."""
+    from fabricguard.doctor.snapshot import collect_live
+
+    return _read_cluster(lambda kube: collect_live(kube=kube), kubeconfig, context,
+                         "pass --snapshot DIR, or a kubeconfig with the cluster's context")
 
 
 def _registry_rule(snap: Snapshot, prof: PlatformProfile | None, registry: list[str]) -> RuleFn:
@@ -320,31 +330,11 @@ def snapshot_command(
 
 
 def _collect_into(writer: Any, kubeconfig: str | None, context: str | None) -> list[str]:
-    """``stream_live`` into ``writer``, with ``_collect``'s one-line refusals (the server named, exit 3)."""
+    """``stream_live`` into ``writer``, with ``_read_cluster``'s one-line refusals (the server named, exit 3)."""
     from fabricguard.doctor.snapshot import stream_live
-    from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
 
-    path = kubeconfig_path(kubeconfig)
-    if path is not None:
-        try:
-            check_kubeconfig(path, context)
-        except SourceError as exc:
-            fail(f"--kubeconfig {exc}", hint="pass a kubeconfig with the cluster's context")
-    where = str(path) if path is not None else "the pod's service account"
-
-    async def read() -> list[str]:
-        kube = await Kube.connect(str(path) if path else None, context)
-        try:
-            return await stream_live(writer, kube=kube)
-        finally:
-            await kube.close()
-
-    try:
-        return asyncio.run(read())
-    except SourceError as exc:
-        fail(str(exc))
-    except KubeError as exc:
-        fail(f"cannot read the cluster (from {where}): {exc}")
+    return _read_cluster(lambda kube: stream_live(writer, kube=kube), kubeconfig, context,
+                         "pass a kubeconfig with the cluster's context")
 
 
 def _publish(objects: list[dict[str, Any]], target: tuple[str, str], environment: str,
