@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import socket
@@ -31,6 +30,8 @@ sys.path[:0] = [str(REPO / "tests" / "agent"), str(REPO / "tests")]
 
 from agent_support import GKE, HEALTHY, NODE_NAME, ApiServer, healthy_node  # noqa: E402
 from kmock import Server  # noqa: E402
+
+from kube_support import kubeconfig  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -72,11 +73,7 @@ async def measure(label: str, root: Path, nvml: Path | None, seconds: float, int
         k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.5"}
         k8s.put_node(healthy_node())
         tmp = Path(tempfile.mkdtemp())
-        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "b",
-               "clusters": [{"name": "b", "cluster": {"server": str(server.url).rstrip("/")}}],
-               "users": [{"name": "b", "user": {"token": "bench"}}],
-               "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}]}
-        (tmp / "kubeconfig").write_text(json.dumps(cfg))
+        kubeconfig(tmp, str(server.url).rstrip("/"), "bench")
         port = free_port()
         cmd = [sys.executable, "-m", "fabricguard.agent", "--node", NODE_NAME, "--profile", str(GKE),
                "--root", str(root), "--interval", str(interval), "--passes", "1", "--listen", f"127.0.0.1:{port}",

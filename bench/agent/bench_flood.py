@@ -30,6 +30,8 @@ from agent_support import GKE, HEALTHY, NODE_NAME, ApiServer, healthy_node  # no
 from bench_agent import free_port  # noqa: E402
 from kmock import Server  # noqa: E402
 
+from kube_support import kubeconfig  # noqa: E402
+
 
 def status(pid: int) -> dict[str, int]:
     out = {}
@@ -62,11 +64,7 @@ async def flood(args: argparse.Namespace) -> dict[str, object]:
         k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.5"}
         k8s.put_node(healthy_node())
         tmp = Path(tempfile.mkdtemp())
-        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "b",
-               "clusters": [{"name": "b", "cluster": {"server": str(server.url).rstrip("/")}}],
-               "users": [{"name": "b", "user": {"token": "bench"}}],
-               "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}]}
-        (tmp / "kubeconfig").write_text(json.dumps(cfg))
+        kubeconfig(tmp, str(server.url).rstrip("/"), "bench")
         port = free_port()
         root = tmp / "root"
         shutil.copytree(HEALTHY / "root", root)
