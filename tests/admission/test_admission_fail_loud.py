@@ -53,9 +53,10 @@ def test_fabric_pools_inject_net_mismatch_fails_init(path: Path) -> None:
     pool = profile.pool(None)
     review = load_review("job")
     review["request"]["object"]["metadata"].setdefault("labels", {})["fabricguard.io/pool"] = pool.name
-    body = _body(profile, review)
-    if not pool.fabric.has_fabric or not rv.decode_patch(body):
+    if not pool.fabric.has_fabric:
         pytest.skip("no fabric pool to inject")
+    body = _body(profile, review)
+    assert rv.decode_patch(body), "a fabric pool's job got no patch at all"
     obj = jsonpatch.apply_patch(review["request"]["object"], rv.decode_patch(body))
     assert _gpu_env(obj)["NCCL_IGNORE_NET_MISMATCH"] == "0"
     again = _body(profile, with_object(review, obj))
