@@ -73,8 +73,8 @@ def test_gke_workloads_get_the_gib_userspace_and_the_pod_additions(kind: str) ->
         env = {e["name"]: e.get("value") for e in c["env"]}
         mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
         vols = {v["name"]: v for v in spec["volumes"]}
-        assert mounts["/usr/local/gib"] == runtime.GIB_VOLUME and mounts["/usr/local/nvidia"] == runtime.NVIDIA_VOLUME
-        assert vols[runtime.GIB_VOLUME]["hostPath"]["path"] == "/home/kubernetes/bin/gib"
+        assert mounts["/usr/local/gib"] == "fabricguard-gib" and mounts["/usr/local/nvidia"] == "fabricguard-nvidia"
+        assert vols["fabricguard-gib"]["hostPath"]["path"] == "/home/kubernetes/bin/gib"
         assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64:/usr/local/gib/lib64"
         assert env["NCCL_NET"] == "gIB" and env["NCCL_CROSS_NIC"] == "0"
         assert env["HTTPS_PROXY"] == ADDITIONS["env"]["HTTPS_PROXY"] and mounts["/etc/ssl/site"] == "site-ca"
@@ -96,7 +96,7 @@ def test_a_trainjob_gets_them_through_trainer_env_and_its_runtime_patch() -> Non
     [entry] = [p for p in obj["spec"]["runtimePatches"] if p["manager"] == "fabricguard.io/admission"]
     pod = entry["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     names = {v["name"] for v in pod["spec"]["volumes"]}
-    assert {runtime.GIB_VOLUME, runtime.NVIDIA_VOLUME, "site-ca"} <= names
+    assert {"fabricguard-gib", "fabricguard-nvidia", "site-ca"} <= names
     assert {"name": "registry-creds"} in pod["spec"]["imagePullSecrets"]
 
 

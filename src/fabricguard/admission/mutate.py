@@ -27,13 +27,13 @@ from typing import Any
 
 from jsonpointer import escape as _escape
 
-from fabricguard import names, objects, quantity
+from fabricguard import fabrics, names, objects, quantity
 from fabricguard.admission import claims as dra_claims
 from fabricguard.admission import inspector as insp
 from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
-from fabricguard.profile.model import FabricType, PlatformProfile, Pool
+from fabricguard.profile.model import PlatformProfile, Pool
 
 MANAGER = names.ADMISSION_MANAGER
 SHM_VOLUME = "fabricguard-shm"
@@ -167,22 +167,22 @@ class Plan:
     inspector: insp.InspectorPlan | None = None
 
 
-# EKS Pod Identity gives every pod a link-local interface (pod-id-link0, 169.254.170.x). NCCL's socket
-# transport must never pick it: an EFA init failure falling back to sockets over it hangs instead of failing.
-EKS_POD_IDENTITY_IF = "pod-id-link"
-
-
-def socket_ifname(fabric: FabricType, configured: str | None) -> str | None:
-    """NCCL_SOCKET_IFNAME for a fabric: the profile's value, on EFA never matching the Pod Identity link."""
-    if fabric is not FabricType.efa:
+def socket_ifname(fabric: str, configured: str | None) -> str | None:
+    """NCCL_SOCKET_IFNAME for a fabric: the profile's value, never matching an interface the fabric excludes
+    (``FabricSpec.socket_ifname_exclude``: on EFA, EKS Pod Identity's link-local pod-id-link0, over which an EFA
+    init failure falling back to sockets hangs instead of failing)."""
+    excluded = fabrics.spec_of(fabric).socket_ifname_exclude
+    if not excluded:
         return configured
     if configured is None:
-        return f"^lo,docker,{EKS_POD_IDENTITY_IF}"  # NCCL's own default exclusions, plus the link
+        return "^lo,docker," + ",".join(excluded)  # NCCL's own default exclusions, plus the fabric's
     if configured.startswith("^"):
         parts = [p for p in configured[1:].lstrip("=").split(",") if p]
-        if not any(f"{EKS_POD_IDENTITY_IF}0".startswith(p) for p in parts):
-            return configured + ("," if parts else "") + EKS_POD_IDENTITY_IF
-    return configured  # an include list; the profile refuses one that matches pod-id-link0
+        for ex in excluded:
+            if not any(f"{ex}0".startswith(p) for p in parts):
+                configured += ("," if parts else "") + ex
+                parts.append(ex)
+    return configured  # an include list; the profile refuses one that matches an excluded interface
 
 
 def _subpath_expr(template: str) -> str:

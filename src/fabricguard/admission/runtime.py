@@ -24,34 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fabricguard.profile.model import FabricType, PlatformProfile, Pool
+from fabricguard import fabrics
+from fabricguard.profile.model import PlatformProfile, Pool
 
-GKE_NVIDIA_HOST = "/home/kubernetes/bin/nvidia"
-GKE_GIB_HOST = "/home/kubernetes/bin/gib"
-GKE_NVIDIA_MOUNT = "/usr/local/nvidia"
-GKE_GIB_MOUNT = "/usr/local/gib"
-NVIDIA_VOLUME = "fabricguard-nvidia"
-GIB_VOLUME = "fabricguard-gib"
-# The gIB plugin's NCCL settings as public job scripts mirror set_nccl_env.sh (k8s-injection.md §2.1, [U]).
-GIB_ENV: tuple[tuple[str, str], ...] = (
-    ("NCCL_CROSS_NIC", "0"),
-    ("NCCL_NET_GDR_LEVEL", "PIX"),
-    ("NCCL_P2P_NET_CHUNKSIZE", "131072"),
-    ("NCCL_NVLS_CHUNKSIZE", "524288"),
-    ("NCCL_IB_ADAPTIVE_ROUTING", "1"),
-    ("NCCL_IB_QPS_PER_CONNECTION", "4"),
-    ("NCCL_IB_TC", "52"),
-    ("NCCL_IB_FIFO_TC", "84"),
-)
 # What the image must carry on fabrics whose userspace is not taken from the host (docs/install.md).
-IMAGE_NEEDS: dict[FabricType, str] = {
-    FabricType.efa: "libfabric with the EFA provider and aws-ofi-nccl (libnccl-net-ofi.so, NCCL_NET=Libfabric)",
-    FabricType.infiniband: "rdma-core: libibverbs and the mlx5 provider (libmlx5)",
-    FabricType.roce: "rdma-core: libibverbs and the mlx5 provider (libmlx5)",
-    FabricType.gke_rdma: "nothing fabric-specific: the gIB plugin and NCCL come from the host (/usr/local/gib)",
-    FabricType.tcpx: "the GPUDirect-TCPX NCCL plugin and its rxdm sidecar (GKE's TCPX guide)",
-    FabricType.none: "nothing",
-}
+IMAGE_NEEDS: dict[str, str] = {t: spec.image_needs for t, spec in fabrics.SPECS.items()}
 
 
 def _host(name: str, path: str) -> dict[str, Any]:
@@ -77,24 +54,18 @@ NO_EXTRAS = PodExtras()
 
 
 def fabric_userspace(pool: Pool) -> PodExtras:
-    """The host directories and variables the pool's fabric needs in every GPU container (nothing off GKE)."""
+    """The host directories and variables the pool's fabric needs in every GPU container (a fabric whose plugin
+    comes from the host, such as GKE's gIB: ``FabricSpec.host_userspace``); nothing elsewhere."""
     f = pool.fabric
-    if f.type is FabricType.gke_rdma and f.has_fabric:
-        mine = set(f.env)
-        return PodExtras(
-            volumes=(_host(NVIDIA_VOLUME, GKE_NVIDIA_HOST), _host(GIB_VOLUME, GKE_GIB_HOST)),
-            mounts=({"name": NVIDIA_VOLUME, "mountPath": GKE_NVIDIA_MOUNT, "readOnly": True},
-                    {"name": GIB_VOLUME, "mountPath": GKE_GIB_MOUNT, "readOnly": True}),
-            env=(("LD_LIBRARY_PATH", f"{GKE_NVIDIA_MOUNT}/lib64:{GKE_GIB_MOUNT}/lib64"),
-                 *((k, v) for k, v in GIB_ENV if k not in mine)),
-        )
-    if f.type is FabricType.tcpx and f.has_fabric:
-        return PodExtras(
-            volumes=(_host(NVIDIA_VOLUME, GKE_NVIDIA_HOST),),
-            mounts=({"name": NVIDIA_VOLUME, "mountPath": GKE_NVIDIA_MOUNT, "readOnly": True},),
-            env=(("LD_LIBRARY_PATH", f"{GKE_NVIDIA_MOUNT}/lib64"),),
-        )
-    return PodExtras()
+    host = f.spec.host_userspace
+    if host is None or not f.has_fabric:
+        return PodExtras()
+    mine = set(f.env)
+    return PodExtras(
+        volumes=tuple(_host(m.volume, m.host_path) for m in host.mounts),
+        mounts=tuple({"name": m.volume, "mountPath": m.mount_path, "readOnly": True} for m in host.mounts),
+        env=(("LD_LIBRARY_PATH", ":".join(host.ld_library_path)), *((k, v) for k, v in host.env if k not in mine)),
+    )
 
 
 def extras(profile: PlatformProfile, pool: Pool, *, fabric: bool) -> PodExtras:

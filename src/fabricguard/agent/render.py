@@ -31,12 +31,12 @@ from typing import Any
 
 import yaml
 
-from fabricguard import names
+from fabricguard import fabrics, names
 from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
 from fabricguard.kube import rbac_rules
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
 from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
-from fabricguard.profile import FabricType, PlatformProfile, Pool
+from fabricguard.profile import PlatformProfile, Pool
 
 NRR_API = names.NRR_API
 NAME = names.AGENT_NAME
@@ -56,11 +56,7 @@ SPEC_FIELDS = ("podCIDR", "podCIDRs", "providerID", "unschedulable", "configSour
 META_FIELDS = ("labels", "annotations", "ownerReferences", "finalizers")
 # Host directories the checks read (all read-only); extra ones per fabric for plugins outside /usr.
 HOST_DIRS = ("/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d")
-FABRIC_DIRS = {
-    FabricType.gke_rdma: ("/home/kubernetes/bin",),
-    FabricType.tcpx: ("/home/kubernetes/bin",),
-    FabricType.efa: ("/opt/amazon",),
-}
+FABRIC_DIRS = {t: spec.host_dirs for t, spec in fabrics.SPECS.items() if spec.host_dirs}
 
 
 def _labels(pool: str | None = None) -> dict[str, str]:
@@ -103,7 +99,7 @@ def agent_tolerations(pool: Pool) -> list[dict[str, Any]]:
 
 
 def _host_dirs(pool: Pool) -> list[str]:
-    return list(HOST_DIRS) + list(FABRIC_DIRS.get(pool.fabric.type, ()))
+    return list(HOST_DIRS) + list(pool.fabric.spec.host_dirs)
 
 
 def _volume_name(path: str) -> str:
@@ -112,8 +108,8 @@ def _volume_name(path: str) -> str:
 
 # Platforms that install the NVIDIA driver on the host without the NVIDIA container toolkit: a pod sees the GPU
 # device nodes only when it requests GPUs (which the agent must not: training keeps them) or runs privileged.
-GKE_DRIVER = "/home/kubernetes/bin/nvidia"
-DRIVER_WITHOUT_TOOLKIT = {FabricType.gke_rdma: GKE_DRIVER, FabricType.tcpx: GKE_DRIVER}
+DRIVER_WITHOUT_TOOLKIT = {t: spec.driver_without_toolkit for t, spec in fabrics.SPECS.items()
+                          if spec.driver_without_toolkit}
 NVML_ACCESS = ("auto", "runtime", "privileged")
 
 
@@ -127,7 +123,7 @@ def nvml_privileged(pool: Pool, nvml_access: str) -> bool:
     if nvml_access not in NVML_ACCESS:
         raise ValueError(f"nvml access {nvml_access!r}: use one of {', '.join(NVML_ACCESS)}")
     if nvml_access == "auto":
-        return pool.fabric.type in DRIVER_WITHOUT_TOOLKIT
+        return pool.fabric.spec.driver_without_toolkit is not None
     return nvml_access == "privileged"
 
 
@@ -150,7 +146,7 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
     ]
-    driver = DRIVER_WITHOUT_TOOLKIT.get(pool.fabric.type)
+    driver = pool.fabric.spec.driver_without_toolkit
     if privileged and driver:
         # libnvidia-ml.so.1 of the host's driver, read through the read-only host mount of its directory.
         env.append({"name": "LD_LIBRARY_PATH", "value": f"{HOST_ROOT}{driver}/lib64"})

@@ -26,7 +26,7 @@ from fabricguard.profile.model import Inspector, PlatformProfile
 from fabricguard.verdict.busbw import INSPECTOR_NAME
 
 if TYPE_CHECKING:
-    from fabricguard.controller.live import RunningJob
+    from fabricguard.controller.facts import RunningJob
 
 ANN_BUSBW = "fabricguard.io/busbw"
 ANN_BUSBW_STATE = "fabricguard.io/busbw-state"  # below | ok: what was last told

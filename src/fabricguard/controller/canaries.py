@@ -30,7 +30,7 @@ from fabricguard.controller.canary import (
     spec_for,
     started_at,
 )
-from fabricguard.controller.lustre import CanaryFiles, LustreFacts
+from fabricguard.controller.facts import CanaryFiles, LustreFacts
 from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, creation_reason, scheduler_reason
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 

@@ -18,7 +18,7 @@ from typing import Any
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
-from fabricguard.controller.lustre import LustreFacts
+from fabricguard.controller.facts import LustreFacts
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 from fabricguard.verdict.job import JobInputError, Level
 

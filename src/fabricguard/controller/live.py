@@ -17,11 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard import names
+from fabricguard import fabrics, names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import job_dir, log_dir
+from fabricguard.controller.facts import RunningJob
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
@@ -31,22 +32,7 @@ ANN_TRANSPORT = names.ANN_TRANSPORT
 ANN_TRANSPORT_DETAIL = names.ANN_TRANSPORT_DETAIL
 KUEUE_QUEUE = names.KUEUE_QUEUE_NAME
 # Transports worth writing down: the others say the logs do not prove anything yet.
-_KNOWN = {Transport.ib, Transport.roce, Transport.efa, Transport.tcpx, Transport.socket, Transport.mixed}
-
-
-@dataclass(frozen=True)
-class RunningJob:
-    kind: str
-    api_version: str
-    plural: str
-    namespace: str
-    name: str
-    pool: str
-    obj: dict[str, Any] = field(compare=False, hash=False)
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return self.kind, self.namespace, self.name
+_KNOWN = fabrics.wire_transports() | {Transport.socket, Transport.mixed}  # every proven answer
 
 
 def _suspended(obj: dict[str, Any]) -> bool:

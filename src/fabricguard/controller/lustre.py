@@ -10,6 +10,7 @@ module read, and returns actions. This module reads, from the controller's read-
 - for every finished workload the webhook managed that has no verdict yet, ``verify-job``'s judgement of its
   NCCL logs (``verdict.job.judge_job``), or the error its files gave.
 
+What it read is handed over as values (``controller/facts.py``), so the pure pass imports nothing of this module.
 What a tenant wrote is judged in isolation: a file that cannot be read is recorded as that run's or job's
 error, and the pass goes on.
 """
@@ -18,48 +19,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
+from fabricguard.controller.canaries import run_is_over
 from fabricguard.controller.canary import RESULT_SUBDIR, job_dir, log_dir, runs_on_lustre
-from fabricguard.controller.outcome import CanaryRun, Judged, judge_canary
+from fabricguard.controller.facts import CanaryFiles, JobFiles, LustreFacts
+from fabricguard.controller.jobs import verdict_pool
+from fabricguard.controller.outcome import CanaryRun, judge_canary
+from fabricguard.controller.reconcile import reconcile
 from fabricguard.doctor.reference import Reference
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile, Pool
-from fabricguard.verdict.job import JobVerdict, judge_job
-
-
-@dataclass(frozen=True)
-class CanaryFiles:
-    """What one canary run left on Lustre: its judgement, or why its files could not be judged."""
-
-    run_dir: str
-    judged: Judged | None = None
-    error: str | None = None  # "TypeName: message" of what reading the files raised
-    results_written: datetime | None = None  # newest mtime in the run's result directory
-
-
-@dataclass(frozen=True)
-class JobFiles:
-    """What a finished job's NCCL logs say (``verdict``), or the error reading them raised."""
-
-    log_dir: str
-    verdict: JobVerdict | None = None
-    error: Exception | None = None
-
-
-@dataclass
-class LustreFacts:
-    """Everything a pass read from Lustre, by key; a key that is absent was not read (the pass waits)."""
-
-    root: Path | None = None
-    runs: dict[str, list[str]] = field(default_factory=dict)  # pool -> run names on Lustre, newest first
-    canaries: dict[tuple[str, str], CanaryFiles] = field(default_factory=dict)  # (namespace, run) -> files
-    jobs: dict[tuple[str, str], JobFiles] = field(default_factory=dict)  # (namespace, job) -> its logs
+from fabricguard.verdict.job import judge_job
 
 
 def newest_mtime(d: Path, limit: int = 256) -> datetime | None:
@@ -98,8 +73,6 @@ def read_job(profile: PlatformProfile, pool: Pool, namespace: str, name: str, ro
 def load_canaries(facts: LustreFacts, snapshot: Snapshot, profile: PlatformProfile, namespace: str,
                   history: int) -> None:
     """Read every canary run the pass may judge (a superset of what ``canaries.reconcile_pool`` asks for)."""
-    from fabricguard.controller.canaries import run_is_over
-
     root = facts.root
     if root is None:
         return
@@ -132,8 +105,6 @@ def load_canaries(facts: LustreFacts, snapshot: Snapshot, profile: PlatformProfi
 
 def load_jobs(facts: LustreFacts, profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> None:
     """Read the NCCL logs of every finished managed workload that has no verdict yet."""
-    from fabricguard.controller.jobs import verdict_pool
-
     root = facts.root
     if root is None:
         return
@@ -156,7 +127,5 @@ def load(snapshot: Snapshot, profile: PlatformProfile, lustre_root: Path | None,
 def reconcile_reading_lustre(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: Any,
                              reference: Reference | None = None) -> Any:
     """One pass at the edge: read what it needs from Lustre, then run the pure pass on those values."""
-    from fabricguard.controller.reconcile import reconcile
-
     facts = load(snapshot, profile, cfg.lustre_root, cfg.namespace, cfg.history)
     return reconcile(snapshot, profile, now, cfg, reference, lustre=facts)

@@ -16,10 +16,10 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters, MergeStatus
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
+from fabricguard.controller.facts import LustreFacts
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
-from fabricguard.controller.lustre import LustreFacts
 from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions
 from fabricguard.controller.validation import FabricValidationStatus
 from fabricguard.doctor.diff import diff_snapshots, drift_scope

@@ -8,20 +8,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from fabricguard import fabrics
 from fabricguard.console import console, fail, print_json, row, say
 from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT
+from fabricguard.fabrics import Transport
 from fabricguard.nccl.report import NcclReport, NcclTestsRow
 from fabricguard.nccl.scan import LogInputError, inspect_paths
 from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
-from fabricguard.profile.model import Transport
 
 app = typer.Typer(help="Read NCCL logs and nccl-tests output.", no_args_is_help=True)
 
-_STYLE = {
-    Transport.ib: "green",
-    Transport.roce: "green",
-    Transport.efa: "green",
-    Transport.tcpx: "green",
+# Every fabric's wire is green; the rest are verdicts about the job.
+_STYLE = {t: "green" for t in fabrics.wire_transports()} | {
     Transport.socket: "bold red",
     Transport.mixed: "bold red",
     Transport.none: "cyan",

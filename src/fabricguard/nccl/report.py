@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from fabricguard.profile.model import Transport
+from fabricguard import fabrics
+from fabricguard.fabrics import Transport
 
 
 @dataclass(frozen=True)
@@ -410,8 +411,7 @@ def _inferred_from_selection(
         else:
             t = Transport.ib
     elif fam == "libfabric":
-        provs = {p.lower() for p in ofi_providers}
-        t = Transport.efa if provs and provs <= {"efa", "efa-direct"} else None
+        t = fabrics.provider_transport(set(ofi_providers))
     elif fam == "tcpx":
         t = Transport.tcpx
     elif fam == "socket":
@@ -465,18 +465,19 @@ def _from_connections(
         return Transport.ib, reasons
     if fam == "libfabric":
         provs = {p.lower() for p in ofi_providers}
-        if provs and provs <= {"efa", "efa-direct"}:
-            reasons.append(f"connections via NET/{'/'.join(names)} with libfabric provider efa")
-            return Transport.efa, reasons
+        proven = fabrics.provider_transport(provs)
+        if proven is not None:
+            reasons.append(f"connections via NET/{'/'.join(names)} with libfabric provider {'/'.join(sorted(provs))}")
+            return proven, reasons
         if provs & {"tcp", "sockets", "tcp;ofi_rxm", "udp"}:
             reasons.append(
                 f"connections via NET/{'/'.join(names)} but the libfabric provider is {sorted(provs)}: "
-                "that is TCP, not EFA"
+                "that is TCP, not a fabric"
             )
             return Transport.socket, reasons
         reasons.append(
             f"connections via NET/{'/'.join(names)} but no 'Selected Provider' line shows the libfabric "
-            "provider; cannot confirm EFA"
+            f"provider; cannot confirm a fabric ({', '.join(sorted(fabrics.libfabric_providers()))})"
         )
         return Transport.unknown, reasons
     if fam == "tcpx":

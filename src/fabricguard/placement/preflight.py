@@ -35,11 +35,10 @@ from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
 from fabricguard.kube import Grant, Kube, KubeError, Permissions, grants, rbac_rules
 from fabricguard.placement import install
 from fabricguard.profile.cluster import TAINT_KEYS, tolerates
-from fabricguard.profile.model import FabricType, PlatformProfile, UnknownPoolError
+from fabricguard.profile.model import PlatformProfile, UnknownPoolError
 
 MIN_MINOR = 30
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
-GKE_FABRICS = (FabricType.gke_rdma, FabricType.tcpx)
 # (area, apiVersion, plural, needed by, severity when absent)
 APIS: tuple[tuple[str, str, str, str, str], ...] = (
     ("Kueue", names.KUEUE_API, "clusterqueues", "queues, the fabric-validated check", "fail"),
@@ -246,7 +245,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
                 target_cq = (lq.get("spec") or {}).get("clusterQueue")
                 rows.append(Row("LocalQueue", f"{ns}/{q}", "pass", f"points at {target_cq}"))
 
-    if any(p.fabric.type in GKE_FABRICS for p in profile.spec.pools):
+    if any(p.fabric.spec.platform == "gke" for p in profile.spec.pools):
         quotas = await kube.list("v1", "resourcequotas", namespace)
         covered = {v for q in quotas for e in ((q.get("spec") or {}).get("scopeSelector") or {}).get(
             "matchExpressions", []) if e.get("scopeName") == "PriorityClass" for v in e.get("values", [])}

@@ -22,17 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fabricguard import fabrics
 from fabricguard.probes.result import Check, Status, overall
-from fabricguard.profile import FabricType, PlatformProfile, Pool
+from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.userfiles import SourceError, read_bytes, read_json
 
-RDMA_FABRICS = {FabricType.infiniband, FabricType.roce, FabricType.gke_rdma, FabricType.efa}
-LINK_LAYER = {
-    FabricType.infiniband: "InfiniBand",
-    FabricType.roce: "Ethernet",
-    FabricType.gke_rdma: "Ethernet",
-}
-# Where node images put shared libraries and the NCCL net plugins (relative to the root).
+# Where node images put shared libraries and the NCCL net plugins (relative to the root): the usual places, then
+# each fabric's own (fabricguard/fabrics/<type>.py lib_dirs).
 LIB_DIRS = [
     "lib",
     "lib64",
@@ -45,19 +41,8 @@ LIB_DIRS = [
     "usr/local/lib",
     "usr/local/lib64",
     "usr/local/nvidia/lib64",
-    "usr/local/gib/lib64",
-    "home/kubernetes/bin/gib/lib64",
-    "opt/amazon/ofi-nccl/lib",
-    "opt/amazon/efa/lib",
-    "usr/local/tcpx/lib64",
+    *fabrics.lib_dirs(),
 ]
-# Library globs that carry each fabric's NCCL net plugin when the pool names none (infiniband and roce use
-# NCCL's built-in IB transport). aws-ofi-nccl ships libnccl-net-ofi.so and libnccl-net.so.
-DEFAULT_NET_PLUGIN = {
-    FabricType.efa: ["libnccl-net-ofi.so*", "libnccl-net.so*"],
-    FabricType.gke_rdma: ["libnccl-net*.so*"],
-    FabricType.tcpx: ["libnccl-net*.so*"],
-}
 
 
 @dataclass
@@ -356,8 +341,11 @@ def gpu_checks(pool: Pool, data: dict[str, Any] | None, source: str, require: bo
 
 def rdma_checks(pool: Pool, root: Path) -> list[Check]:
     f = pool.fabric
-    if f.type not in RDMA_FABRICS:
-        why = "no RDMA" if f.type is FabricType.none else f"{f.type} does not use RDMA verbs"
+    spec = f.spec
+    if not spec.rdma_verbs:
+        if spec.device_class is not None:
+            return [device_class_check(spec.type, spec.device_class, root)]
+        why = "no RDMA" if not spec.has_fabric else f"{f.type} does not use RDMA verbs"
         return [Check("rdma.devices", Status.skipped, f"fabric {f.type}: {why}")]
     exists, ports = read_rdma(root)
     if not exists:
@@ -383,7 +371,7 @@ def rdma_checks(pool: Pool, root: Path) -> list[Check]:
         )
     )
     problems = []
-    want_ll = LINK_LAYER.get(f.type)
+    want_ll = spec.link_layer
     for p in ports:
         if p.device not in wanted:
             continue
@@ -411,7 +399,7 @@ def rdma_checks(pool: Pool, root: Path) -> list[Check]:
             {"ports": [p.__dict__ for p in ports if p.device in wanted]},
         )
     )
-    if f.type in (FabricType.roce, FabricType.gke_rdma):
+    if spec.netdevs_required:
         down = []
         for p in ports:
             if p.device not in wanted:
@@ -430,17 +418,25 @@ def rdma_checks(pool: Pool, root: Path) -> list[Check]:
     return checks
 
 
+def device_class_check(fabric: str, device_class: str, root: Path) -> Check:
+    """A fabric whose NICs are not verbs devices (Slingshot's cxi): its sysfs class must list at least one."""
+    d = root / "sys/class" / device_class
+    entries, why = list_dir(d)
+    if why:
+        return Check("fabric.devices", Status.failed, f"{why}: no {fabric} device (driver not loaded or no NIC)")
+    devices = [e.name for e in entries]
+    if not devices:
+        return Check("fabric.devices", Status.failed, f"{d} is empty: no {fabric} device on this node")
+    return Check("fabric.devices", Status.passed, f"{devices}", {"devices": devices})
+
+
 def module_checks(profile: PlatformProfile | None, pool: Pool, root: Path) -> list[Check]:
     f = pool.fabric
-    required: dict[str, str] = {}
-    if f.type in (FabricType.infiniband, FabricType.roce, FabricType.gke_rdma):
-        required |= {"ib_core": "RDMA core", "ib_uverbs": "verbs for userspace", "mlx5_ib": "ConnectX driver"}
-    if f.type is FabricType.efa:
-        required |= {"ib_core": "RDMA core", "efa": "EFA driver"}
+    required: dict[str, str] = dict(f.spec.kernel_modules)
     lustre = _lustre_required(profile, pool)
     if lustre:
         required |= {"lnet": "Lustre networking", "lustre": "Lustre client"}
-    gdr = f.type in (FabricType.infiniband, FabricType.roce, FabricType.gke_rdma)
+    gdr = f.spec.peermem_module
     if not required and not gdr:
         return [Check("modules", Status.skipped, f"fabric {f.type} and no Lustre: no kernel module required")]
     text, why = read_small_why(root / "proc/modules", MAX_TABLE)
@@ -473,7 +469,7 @@ def module_checks(profile: PlatformProfile | None, pool: Pool, root: Path) -> li
 def library_checks(pool: Pool, root: Path) -> list[Check]:
     f = pool.fabric
     checks = []
-    if f.type in RDMA_FABRICS:
+    if f.spec.rdma_verbs:
         hits = find_library(root, ["libibverbs.so.1*"])
         checks.append(
             Check(
@@ -482,7 +478,7 @@ def library_checks(pool: Pool, root: Path) -> list[Check]:
                 hits[0] if hits else "libibverbs.so.1 not found (rdma-core): NCCL cannot open any RDMA device",
             )
         )
-    patterns = [f"{f.netPlugin}*"] if f.netPlugin else DEFAULT_NET_PLUGIN.get(f.type)
+    patterns = [f"{f.netPlugin}*"] if f.netPlugin else list(f.spec.net_plugin_globs)
     if patterns:
         hits = find_library(root, patterns)
         checks.append(

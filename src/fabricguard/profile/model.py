@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fabricguard import names, quantity
+from fabricguard import fabrics, names, quantity
+from fabricguard.fabrics import FabricSpec, FabricType, Transport
 from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
 from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
@@ -41,52 +42,16 @@ class Environment(StrEnum):
     dev = "dev"
 
 
-class FabricType(StrEnum):
-    infiniband = "infiniband"
-    roce = "roce"
-    efa = "efa"
-    gke_rdma = "gke-rdma"
-    tcpx = "tcpx"
-    none = "none"
-
-
 class Architecture(StrEnum):
     amd64 = "amd64"
     arm64 = "arm64"
 
 
-class Transport(StrEnum):
-    """Inter-node transport as the NCCL classifier reports it."""
-
-    ib = "ib"
-    roce = "roce"
-    efa = "efa"
-    tcpx = "tcpx"
-    socket = "socket"
-    mixed = "mixed"  # nodes selected networks of different kinds: bound by the slowest, never RDMA
-    none = "none"
-    unknown = "unknown"
-
-
-# What NCCL_NET must be so that NCCL fails at init instead of falling back to sockets.
-DEFAULT_NCCL_NET: dict[FabricType, str | None] = {
-    FabricType.infiniband: "IB",
-    FabricType.roce: "IB",
-    FabricType.efa: "Libfabric",
-    FabricType.gke_rdma: "gIB",
-    FabricType.tcpx: "GPUDirectTCPX",
-    FabricType.none: None,
-}
-
-# Transports a job on this fabric may legitimately report. IB and RoCE both ride IB verbs and an INFO
-# log does not always show the link layer, so an RDMA fabric accepts either; sockets are never accepted.
+# What NCCL_NET must be so that NCCL fails at init instead of falling back to sockets, and the transports a job
+# on each fabric may legitimately report: both read from the fabric's module (fabricguard/fabrics/).
+DEFAULT_NCCL_NET: dict[FabricType, str | None] = {FabricType(t): s.nccl_net for t, s in fabrics.SPECS.items()}
 EXPECTED_TRANSPORTS: dict[FabricType, frozenset[Transport]] = {
-    FabricType.infiniband: frozenset({Transport.ib}),
-    FabricType.roce: frozenset({Transport.roce, Transport.ib}),
-    FabricType.gke_rdma: frozenset({Transport.roce, Transport.ib}),
-    FabricType.efa: frozenset({Transport.efa}),
-    FabricType.tcpx: frozenset({Transport.tcpx}),
-    FabricType.none: frozenset({Transport.socket, Transport.none}),
+    FabricType(t): s.transports for t, s in fabrics.SPECS.items()
 }
 
 
@@ -264,27 +229,31 @@ class Fabric(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _efa_socket_ifname(self) -> Fabric:
+    def _socket_ifname_avoids_excluded(self) -> Fabric:
         s = self.socketIfname
-        if self.type is FabricType.efa and s and not s.startswith("^"):
-            names = [p for p in s.lstrip("=").split(",") if p]
-            exact = s.startswith("=")
-            if any((p == "pod-id-link0") if exact else "pod-id-link0".startswith(p) for p in names):
+        if not s or s.startswith("^"):
+            return self
+        names = [p for p in s.lstrip("=").split(",") if p]
+        exact = s.startswith("=")
+        for ex in self.spec.socket_ifname_exclude:
+            iface = f"{ex}0"
+            if any((p == iface) if exact else iface.startswith(p) for p in names):
+                what = "EKS Pod Identity's link-local" if self.type == "efa" else f"fabric {self.type}'s excluded"
                 raise ValueError(
-                    f"socketIfname {s!r} matches EKS Pod Identity's link-local pod-id-link0; name the node "
-                    "interfaces (for example eth0) or exclude it (^lo,docker,pod-id-link)"
+                    f"socketIfname {s!r} matches {what} {iface}; name the node "
+                    f"interfaces (for example eth0) or exclude it (^lo,docker,{ex})"
                 )
         return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Fabric:
-        if self.type is FabricType.none and (self.resources or self.networks or self.hcas or self.ncclNet):
+        if not self.spec.has_fabric and (self.resources or self.networks or self.hcas or self.ncclNet):
             raise ValueError("fabric type 'none' cannot carry resources, networks, hcas or ncclNet")
         if self.networkMapping and not self.topologyLabel:
             raise ValueError("networkMapping needs topologyLabel (the node label whose values it maps)")
         d = self.dra
         if d is not None:
-            if self.type is FabricType.none:
+            if not self.spec.has_fabric:
                 raise ValueError("fabric type 'none' cannot be offered through dra")
             if self.devicePlugin is not None:
                 raise ValueError("set fabric.devicePlugin or fabric.dra, not both: a node may not offer one fabric "
@@ -325,22 +294,27 @@ class Fabric(_Strict):
         return d.count
 
     @property
+    def spec(self) -> FabricSpec:
+        """Everything that follows from the fabric's type (fabricguard/fabrics/<type>.py)."""
+        return fabrics.spec_of(self.type)
+
+    @property
     def effective_nccl_net(self) -> str | None:
-        return self.ncclNet if self.ncclNet is not None else DEFAULT_NCCL_NET[self.type]
+        return self.ncclNet if self.ncclNet is not None else self.spec.nccl_net
 
     @property
     def expected_transports(self) -> frozenset[Transport]:
-        return EXPECTED_TRANSPORTS[self.type]
+        return self.spec.transports
 
     @property
     def has_fabric(self) -> bool:
-        return self.type is not FabricType.none
+        return self.spec.has_fabric
 
     @property
     def network_annotation_style(self) -> Literal["gke", "multus", "none"]:
         if not self.networks or self.dra is not None:
             return "none"  # DRANET moves the NICs into the pod itself: no multi-network annotation
-        return "gke" if self.type in (FabricType.gke_rdma, FabricType.tcpx) else "multus"
+        return self.spec.network_annotation
 
 
 class Baseline(_Strict):
@@ -923,7 +897,7 @@ class PlatformProfile(_Strict):
         for i, p in enumerate(self.spec.pools):
             where = f"spec.pools[{i}] ({p.name})"
             f = p.fabric
-            if f.has_fabric and not f.resources and f.type is not FabricType.gke_rdma and f.dra is None:
+            if f.has_fabric and not f.resources and f.spec.needs_resources and f.dra is None:
                 out.append(
                     f"{where}: fabric {f.type} requests no extended resources; a pod that asks for nothing "
                     "is never refused, so a broken device plugin goes unnoticed"

@@ -14,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from fabricguard import fabrics
 from fabricguard.exitcodes import Verdict
 from fabricguard.nccl.inspector import is_inspector_file
 from fabricguard.nccl.report import Evidence, NcclReport
@@ -256,7 +257,7 @@ def _transport_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
                     ev,
                 )
             )
-        if n.gpudirect_rdma is False and t in (Transport.ib, Transport.roce, Transport.efa):
+        if n.gpudirect_rdma is False and t in fabrics.gpudirect_transports():
             out.append(
                 Reason(
                     Level.warning,

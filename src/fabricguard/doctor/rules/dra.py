@@ -19,7 +19,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names
+from fabricguard import fabrics, names
 from fabricguard.doctor.model import Finding, ObjRef, Severity, human_age, quantity
 from fabricguard.doctor.rules._common import MAX_EVIDENCE_ITEMS, fabric_pools, pool_nodes
 from fabricguard.doctor.snapshot import Snapshot
@@ -272,10 +272,8 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
     return out
 
 
-# Extended resources that fabric device plugins advertise (k8s-injection.md): RDMA shared/SR-IOV plugins, GKE
-# multi-networking, the EFA plugin.
-DEVICE_PLUGIN_FABRIC_PREFIXES = ("rdma/", "networking.gke.io.networks/", "vpc.amazonaws.com/efa", "nvidia.com/rdma",
-                                 "mellanox.com/", "openshift.io/")
+# Extended resources that fabric device plugins advertise: every fabric module's device_plugin_prefixes.
+DEVICE_PLUGIN_FABRIC_PREFIXES = fabrics.device_plugin_prefixes()
 
 
 def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None) -> list[Finding]:
