@@ -128,8 +128,17 @@ JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINJOB_API = f"{TRAINER_GROUP}/v1alpha1"
 TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
-PYTORCHJOB_NAME = "training.kubeflow.org/job-name"
+PYTORCHJOB_NAME = "training.kubeflow.org/job-name"  # Kubeflow Training Operator v1 and mpi-operator v2 pods
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_API = f"{LWS_GROUP}/v1"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+KUBEFLOW_GROUP = "kubeflow.org"
+PYTORCHJOB_API = f"{KUBEFLOW_GROUP}/v1"
+MPIJOB_API = f"{KUBEFLOW_GROUP}/v2beta1"
+RAY_GROUP = "ray.io"
+RAY_API = f"{RAY_GROUP}/v1"
+RAY_CLUSTER = "ray.io/cluster"  # KubeRay sets it on every pod of a RayCluster (a RayJob's too): the cluster's name
 
 # ------------------------------------------------------------------------------------------ networks
 NAD_API = "k8s.cni.cncf.io/v1"
@@ -144,10 +153,3 @@ GPU_RESOURCE = "nvidia.com/gpu"
 DRA_GROUP = "resource.k8s.io"
 DRA_API = f"{DRA_GROUP}/v1"
 
-# Managed workload kinds whose completion gets a verdict and whose logs the controller follows:
-# (apiVersion, plural, kind).
-MANAGED_KINDS: tuple[tuple[str, str, str], ...] = (
-    (JOBSET_API, "jobsets", "JobSet"),
-    (BATCH_API, "jobs", "Job"),
-    (TRAINJOB_API, "trainjobs", "TrainJob"),
-)

@@ -21,6 +21,7 @@ JOB_LABELS: tuple[tuple[str, str], ...] = (
     (names.TRAINJOB_NAME, "TrainJob"),
     (names.PYTORCHJOB_NAME, "PyTorchJob"),
     (names.LWS_NAME, "LeaderWorkerSet"),
+    (names.RAY_CLUSTER, "RayCluster"),  # a RayJob's pods too: they run in the RayCluster it made
     (names.KUEUE_POD_GROUP, "Workload"),
     (names.LABEL_JOB_NAME, "Job"),
     ("job-name", "Job"),  # before Kubernetes 1.27 the Job controller set only this one

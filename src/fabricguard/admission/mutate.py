@@ -53,6 +53,8 @@ GKE_INTERFACES = names.GKE_INTERFACES
 MULTUS_NETWORKS = names.MULTUS_NETWORKS
 ENV_NS = "FG_NAMESPACE"
 ENV_JOB = "FG_JOB"
+ENV_WORKLOAD = "FG_WORKLOAD"  # a grouped kind's name, before its group index makes FG_JOB
+ENV_GROUP = "FG_GROUP"
 
 
 # ---------------------------------------------------------------------------------------------- JSON Patch
@@ -406,12 +408,22 @@ def shm_volume(pool: Pool) -> dict[str, Any]:
     return {"name": SHM_VOLUME, "emptyDir": empty_dir}
 
 
-def env_entries(plan: Plan, job_label: str, with_storage: bool) -> list[dict[str, Any]]:
-    """The env a GPU container gets: downward-API FG_* first, so later values can use $(FG_JOB)."""
+def env_entries(plan: Plan, job_label: str, with_storage: bool, group_label: str | None = None) -> list[dict[str, Any]]:
+    """The env a GPU container gets: downward-API FG_* first, so later values can use $(FG_JOB). For a kind of
+    replica groups (LeaderWorkerSet) each group is a job of its own: FG_JOB is ``<name>/<group index>``, made by
+    the kubelet from the two labels (a value may name variables defined before it)."""
     out: list[dict[str, Any]] = []
     if with_storage and plan.lustre_claim:
         out.append({"name": ENV_NS, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
-        out.append({"name": ENV_JOB, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
+        if group_label:
+            out.append({"name": ENV_WORKLOAD,
+                        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
+            out.append({"name": ENV_GROUP,
+                        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{group_label}']"}}})
+            out.append({"name": ENV_JOB, "value": f"$({ENV_WORKLOAD})/$({ENV_GROUP})"})
+        else:
+            out.append({"name": ENV_JOB,
+                        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
     out += [{"name": k, "value": v} for k, v in plan.env]
     if with_storage and plan.debug_file:
         out.append({"name": "NCCL_DEBUG_FILE", "value": plan.debug_file})
@@ -427,13 +439,13 @@ def lustre_parts(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]] | None:
 
 
 def inject_container(inj: Injector, plan: Plan, spec: dict[str, Any], c: dict[str, Any], job_label: str,
-                     where: str, *, resources: bool = True) -> None:
+                     where: str, *, resources: bool = True, group_label: str | None = None) -> None:
     cwhere = f"{wl.container_label(spec, c)} of {where}"
     if resources and plan.resources:
         res = _map(c, "resources")
         for name, qty in plan.resources.items():
             inj.put_resource(res, name, qty, cwhere)
-    for e in env_entries(plan, job_label, True):
+    for e in env_entries(plan, job_label, True, group_label):
         inj.put_env(c, e, cwhere)
     if plan.fabric:
         caps = _map(_map(c, "securityContext"), "capabilities")
@@ -527,7 +539,7 @@ def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Work
     inject_pod_level(inj, plan, template, w, where, tas=tas)
     gpu = objects.gpu_containers(spec, gpu_resource)
     for c in gpu:
-        inject_container(inj, plan, spec, c, job_label, where)
+        inject_container(inj, plan, spec, c, job_label, where, group_label=w.group_label)
     if plan.fabric:  # a DRA pool's claim (admission/claims.py); nothing for device-plugin pools
         dra_claims.inject(inj, plan.pool, spec, gpu, where, w.namespace, resolve)
     insp.inject(plan.inspector, spec, gpu, where, inj.warnings)  # admission/inspector.py

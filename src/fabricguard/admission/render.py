@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from fabricguard import names
+from fabricguard import kinds, names
 from fabricguard.admission.templates import WEBHOOK_GRANTS
 from fabricguard.imageref import pinning_warnings
 from fabricguard.kube import rbac_rules
@@ -44,12 +44,9 @@ SHUTDOWN_DELAY = 5  # after SIGTERM: not ready, still answering
 SHUTDOWN_TIMEOUT = 15  # then in-flight requests finish
 
 
-RULES = [
-    {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"]},
-    {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["trainjobs"]},
-    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]},
-    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]},
-]
+# Every workload kind fabricguard admits (fabricguard.kinds), pods last.
+RULES = [{"apiGroups": [k.group], "apiVersions": [k.version], "resources": [k.plural]}
+         for k in sorted(kinds.KINDS, key=lambda k: k.kind == "Pod")]
 
 
 def image_warnings(image: str) -> list[str]:

@@ -1,10 +1,11 @@
 """Where the pods of a training workload are described, how many there are, and what the job is called.
 
-Four kinds are understood: JobSet (``jobset.x-k8s.io``), Kubeflow TrainJob (``trainer.kubeflow.org``),
-batch/v1 Job and plain Pod. For each, :func:`locate` returns a :class:`Workload` with the JSON paths of its
-pod templates, how many pods each template runs at once and the job name ``{job}`` that names its directory on
-Lustre: the JobSet or TrainJob name, or the batch Job name; for a pod, the name of the workload that owns it,
-read from the labels its controller set (never the pod's own name).
+The kinds understood are those of ``fabricguard.kinds`` (JobSet, TrainJob, Job, LeaderWorkerSet, RayJob,
+RayCluster, MPIJob, PyTorchJob, Pod). For each, :func:`locate` returns a :class:`Workload` with the JSON paths
+of its pod templates (the kind's ``templates`` reader), how many pods each template runs at once and the job name
+``{job}`` that names its directory on Lustre: the workload's name; for a kind of replica groups (LeaderWorkerSet),
+``<name>/<group index>``, one directory per group; for a pod, the name of the workload that owns it, read from
+the labels its controller set (never the pod's own name).
 
 Multi-node rule (documented in docs/admission.md): a workload is multi-node when its GPU pods together ask for
 more GPUs than one node of the pool has, when more than one GPU pod runs at once, or when a GPU container's
@@ -24,32 +25,26 @@ import functools
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from fabricguard import names, objects
+from fabricguard import kinds, names, objects
 from fabricguard import workload_identity as wid
 
 # Bounds on one object: far above any real training workload, far below what costs seconds to patch.
-MAX_TEMPLATES = 64
+MAX_TEMPLATES = kinds.MAX_TEMPLATES
 MAX_CONTAINERS = 256
 
 # The Trainer runtimes' replicated job and container that run the training processes.
 TRAINER_REPLICATED_JOB = "node"
 TRAINER_CONTAINER = "node"
 
-Kind = Literal["JobSet", "TrainJob", "Job", "Pod"]
-KINDS: dict[tuple[str, str], Kind] = {
-    ("jobset.x-k8s.io", "JobSet"): "JobSet",
-    ("trainer.kubeflow.org", "TrainJob"): "TrainJob",
-    ("batch", "Job"): "Job",
-    ("", "Pod"): "Pod",
-}
+Kind = str  # a kind of fabricguard.kinds.KINDS
+KINDS: dict[tuple[str, str], Kind] = {(k.group, k.kind): k.kind for k in kinds.KINDS}
 
 Path = tuple[str | int, ...]
 
 
-class WorkloadError(ValueError):
-    """The object cannot be read as the kind it claims to be; the message names the field."""
+WorkloadError = kinds.TemplateError  # the object cannot be read as its kind; the message names the field
 
 
 class WorkloadTooLarge(WorkloadError):
@@ -104,6 +99,8 @@ class Workload:
     owned: bool = False
     # TrainJob only: nodes and GPUs per node as the TrainJob states them.
     num_nodes: int = 1
+    # A kind of replica groups (LeaderWorkerSet): the pod label whose value tells the groups apart.
+    group_label: str | None = None
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -255,37 +252,7 @@ def declared_nodes(container: dict[str, Any]) -> int:
     return nodes
 
 
-def _dict_at(obj: dict[str, Any], path: Path, where: str) -> dict[str, Any]:
-    cur: Any = obj
-    for p in path:
-        if isinstance(p, int):
-            if not isinstance(cur, list) or p >= len(cur):
-                raise WorkloadError(f"{where}: missing")
-            cur = cur[p]
-        else:
-            if not isinstance(cur, dict):
-                raise WorkloadError(f"{where}: expected an object")
-            cur = cur.get(p)
-    if not isinstance(cur, dict):
-        raise WorkloadError(f"{where}: missing or not an object")
-    return cur
-
-
-def _int(value: Any, default: int, where: str) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise WorkloadError(f"{where} must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _concurrent(job_spec: dict[str, Any], where: str) -> int:
-    """Pods a batch Job runs at once: parallelism (default 1), capped by completions when set."""
-    par = _int(job_spec.get("parallelism"), 1, f"{where}.parallelism")
-    comp = job_spec.get("completions")
-    if comp is not None:
-        par = min(par, _int(comp, 1, f"{where}.completions"))
-    return par
+_OWNER_KINDS = frozenset(k.kind for k in kinds.KINDS if k.kind != "Pod")
 
 
 def pod_job(meta: dict[str, Any]) -> tuple[str | None, str]:
@@ -294,7 +261,7 @@ def pod_job(meta: dict[str, Any]) -> tuple[str | None, str]:
     if found:
         return found[1], found[0]
     for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("kind") in ("Job", "JobSet", "TrainJob") and ref.get("name"):
+        if isinstance(ref, dict) and ref.get("kind") in _OWNER_KINDS and ref.get("name"):
             return str(ref["name"]), names.LABEL_JOB
     return None, names.LABEL_JOB
 
@@ -332,42 +299,20 @@ def _locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wo
     spec = obj.get("spec") or {}
     if not isinstance(spec, dict):
         raise WorkloadError("spec is not an object")
-
-    if kind == "JobSet":
-        rjobs = spec.get("replicatedJobs")
-        if not isinstance(rjobs, list):
-            raise WorkloadError("spec.replicatedJobs must be a list")
-        if len(rjobs) > MAX_TEMPLATES:
-            raise WorkloadTooLarge(f"{len(rjobs)} replicated jobs is more than the {MAX_TEMPLATES} fabricguard "
-                                   "reviews in one object; split the workload")
-        templates = []
-        for i, rj in enumerate(rjobs):
-            w = f"spec.replicatedJobs[{i}]"
-            if not isinstance(rj, dict):
-                raise WorkloadError(f"{w} is not an object")
-            job_spec = _dict_at(rj, ("template", "spec"), f"{w}.template.spec")
-            tpl = _dict_at(job_spec, ("template",), f"{w}.template.spec.template")
-            replicas = _int(rj.get("replicas"), 1, f"{w}.replicas")
-            templates.append(PodTemplate(
-                ("spec", "replicatedJobs", i, "template", "spec", "template"),
-                f"replicatedJob {rj.get('name', i)!s}", tpl, replicas * _concurrent(job_spec, w)))
-        return Workload("JobSet", obj, ns, name, names.JOBSET_NAME, templates)
-
-    if kind == "Job":
-        tpl = _dict_at(spec, ("template",), "spec.template")
-        return Workload("Job", obj, ns, name, names.LABEL_JOB_NAME,
-                        [PodTemplate(("spec", "template"), "the pod template", tpl, _concurrent(spec, "spec"))])
+    k = kinds.BY_KIND.get(kind)
+    if k is None:
+        raise WorkloadError(f"kind {kind!r} is not one fabricguard admits ({', '.join(kinds.BY_KIND)})")
+    try:
+        refs = k.templates(obj)
+    except kinds.TooManyTemplates as exc:
+        raise WorkloadTooLarge(str(exc)) from None
+    templates = [PodTemplate(r.path, r.where, r.template, r.pods) for r in refs]
 
     if kind == "TrainJob":
-        trainer = spec.get("trainer") or {}
-        if not isinstance(trainer, dict):
-            raise WorkloadError("spec.trainer is not an object")
-        nodes = _int(trainer.get("numNodes"), 1, "spec.trainer.numNodes")
-        patches = spec.get("runtimePatches")
-        if isinstance(patches, list) and len(patches) > MAX_TEMPLATES:
-            raise WorkloadTooLarge(f"{len(patches)} runtimePatches is more than the {MAX_TEMPLATES} fabricguard "
-                                   "reviews in one object")
-        return Workload("TrainJob", obj, ns, name, names.JOBSET_NAME, [], num_nodes=nodes)
+        nodes = kinds.count((spec.get("trainer") or {}).get("numNodes"), 1, "spec.trainer.numNodes")
+        return Workload("TrainJob", obj, ns, name, k.job_label, [], num_nodes=nodes)
+    if kind != "Pod":
+        return Workload(kind, obj, ns, name, k.job_label, templates, group_label=k.group_label)
 
     # Pod
     job, label = pod_job(meta)
@@ -376,7 +321,7 @@ def _locate(obj: dict[str, Any], kind: Kind, namespace: str | None = None) -> Wo
     if not owned:
         # A bare pod carries fabricguard.io/job once patched; FG_JOB reads that label whatever named the group.
         label = names.LABEL_JOB
-    return Workload("Pod", obj, ns, job, label, [PodTemplate((), "the pod", obj, 1)], owned=owned)
+    return Workload("Pod", obj, ns, job, label, templates, owned=owned)
 
 
 def trainjob_gpus_per_node(obj: dict[str, Any], gpu_resource: str) -> int:

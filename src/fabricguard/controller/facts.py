@@ -55,7 +55,15 @@ class RunningJob:
     name: str
     pool: str
     obj: dict[str, Any] = field(compare=False, hash=False)
+    # The {job} of its Lustre directory when it is not the object's name: ``<name>/<group index>`` for one
+    # replica group of a LeaderWorkerSet, the RayCluster's name for a RayJob (fabricguard.kinds).
+    log_name: str = ""
+
+    @property
+    def job(self) -> str:
+        """The job name its logs are under (``canary.log_dir(profile, namespace, job)``)."""
+        return self.log_name or self.name
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return self.kind, self.namespace, self.name
+        return self.kind, self.namespace, self.job

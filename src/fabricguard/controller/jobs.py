@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names
+from fabricguard import kinds, names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
 from fabricguard.controller.facts import LustreFacts
@@ -24,12 +24,10 @@ from fabricguard.verdict.job import JobInputError, Level
 
 MISSING = "missing-logs"
 UNUSABLE = "input-unusable"
-FINISHED_CONDITIONS = {"JobSet": ("Completed", "Failed"), "Job": ("Complete", "Failed"),
-                       "TrainJob": ("Complete", "Failed")}
-
-
 def finished(obj: dict[str, Any], kind: str) -> bool:
-    return any(o.condition_true(obj, c) for c in FINISHED_CONDITIONS.get(kind, ()))
+    """The kind's own finished predicate (fabricguard.kinds); a kind that never finishes (LeaderWorkerSet,
+    RayCluster) gets no final verdict, only live ones."""
+    return kinds.finished(obj, kind)
 
 
 def _awaits_verdict(obj: dict[str, Any], kind: str) -> bool:
@@ -114,7 +112,7 @@ def judge_jobs(
     if lustre.root is None:
         return []
     out: list[Action] = []
-    for api_version, plural, kind in names.MANAGED_KINDS:
-        for obj in by_kind.get(kind, ()):
-            out += judge_finished(profile, kind, api_version, plural, obj, lustre, now, counters)
+    for k in kinds.MANAGED:
+        for obj in by_kind.get(k.kind, ()):
+            out += judge_finished(profile, k.kind, k.api_version, k.plural, obj, lustre, now, counters)
     return out

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricguard import names
+from fabricguard import kinds, names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
 from fabricguard.doctor.diff import drift_scope
@@ -53,9 +53,7 @@ LEASE_API = names.LEASE_API
 CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     (names.FV_API, names.FV_PLURAL, names.FV_KIND),
     (names.KUEUE_API, "admissionchecks", "AdmissionCheck"),
-    (names.JOBSET_API, "jobsets", "JobSet"),
-    (names.BATCH_API, "jobs", "Job"),
-    (names.TRAINJOB_API, "trainjobs", "TrainJob"),
+    *((k.api_version, k.plural, k.kind) for k in kinds.MANAGED),  # every kind it follows and judges
 )
 # Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
 CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
@@ -84,7 +82,7 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     # live.py, onFallback stop: spec.active=false on the running job's Workload (a merge patch of the object).
     *grants(names.KUEUE_API, "workloads", ["patch"]),
     # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
-    *(g for v, plural, _k in names.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
+    *(g for k in kinds.MANAGED for g in grants(k.api_version, k.plural, ["patch"])),
     # actions.Emit: Events on the objects the controller judges.
     *grants("v1", "events", ["create"]),
     # canaries.py: canaries run in the controller's namespace only.

@@ -17,13 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard import fabrics, names
+from fabricguard import fabrics, kinds, names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import job_dir, log_dir
 from fabricguard.controller.facts import RunningJob
-from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
@@ -35,19 +34,17 @@ KUEUE_QUEUE = names.KUEUE_QUEUE_NAME
 _KNOWN = fabrics.wire_transports() | {Transport.socket, Transport.mixed}  # every proven answer
 
 
-def _suspended(obj: dict[str, Any]) -> bool:
-    return bool((obj.get("spec") or {}).get("suspend"))
-
-
 def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> list[RunningJob]:
-    """Managed jobs that run now on a fabric pool whose logs land on Lustre (canaries have their own judge)."""
+    """Managed jobs that run now on a fabric pool whose logs land on Lustre (canaries have their own judge): one
+    per object, or one per replica group for a kind made of groups (a LeaderWorkerSet's groups each write their
+    own directory, ``<name>/<group index>``)."""
     out: list[RunningJob] = []
-    for api_version, plural, kind in names.MANAGED_KINDS:
-        for obj in by_kind.get(kind, ()):
+    for k in kinds.MANAGED:
+        for obj in by_kind.get(k.kind, ()):
             labels = o.labels_of(obj)
             if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
                 continue
-            if finished(obj, kind) or _suspended(obj):
+            if k.finished(obj) or k.suspended(obj):
                 continue
             try:
                 pool = profile.pool(labels.get(names.LABEL_POOL))
@@ -55,8 +52,15 @@ def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any
                 continue
             if not pool.fabric.has_fabric or profile.spec.storage.lustre is None or not pool.lustre:
                 continue
-            out.append(RunningJob(kind, api_version, plural, o.namespace_of(obj) or "default", o.name_of(obj),
-                                  pool.name, obj))
+            ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
+            if k.group_label:
+                groups = (obj.get("spec") or {}).get("replicas", 1)
+                logs = [f"{name}/{i}" for i in range(groups if isinstance(groups, int) and groups > 0 else 0)]
+            else:
+                log = k.log_name(obj)
+                logs = [log] if log else []  # a RayJob before its RayCluster exists has no logs yet
+            out += [RunningJob(k.kind, k.api_version, k.plural, ns, name, pool.name, obj,
+                               "" if log == name else log) for log in logs]
     return out
 
 
@@ -104,12 +108,12 @@ class LiveJobs:
             if k in self._followers:
                 self._followers[k] = (job, self._followers[k][1])
             else:
-                path = self.lustre_root / log_dir(self.profile, job.namespace, job.name)
+                path = self.lustre_root / log_dir(self.profile, job.namespace, job.job)
                 self._followers[k] = (job, LogFollower(path))
                 ins = self.profile.inspector_for(self.profile.pool(job.pool))
                 if ins is not None:
-                    where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.name)
-                    root = self.lustre_root / job_dir(self.profile, job.namespace, job.name)
+                    where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.job)
+                    root = self.lustre_root / job_dir(self.profile, job.namespace, job.job)
                     self._busbw[k] = JobBusbw(where, ins, root)
         return gone
 
@@ -214,9 +218,13 @@ def live_actions(profile: PlatformProfile, obs: Observation, reported: str | Non
                                       {"spec": {"active": False}}))
             how = f"Workload {o.name_of(w)} deactivated (Kueue suspends the job; resubmit when the fabric is fixed)"
         else:
-            actions.append(MergePatch(job.api_version, job.plural, job.namespace, job.name,
-                                      {"spec": {"suspend": True}}))
-            how = f"{job.kind} suspended (resume or resubmit when the fabric is fixed)"
+            kind = kinds.BY_KIND[job.kind]
+            patch = kind.stop_patch()
+            if patch is not None:
+                actions.append(MergePatch(job.api_version, job.plural, job.namespace, job.name, patch))
+            how = {"scale-to-zero": f"{job.kind} scaled to zero replicas (scale it back when the fabric is fixed)",
+                   "none": f"{job.kind} cannot be stopped by fabricguard: stop it yourself"}.get(
+                kind.stop, f"{job.kind} suspended (resume or resubmit when the fabric is fixed)")
         actions.append(event(job.obj, job.api_version, job.kind, "FabricFallbackStopped",
                              f"stopped by pool {pool.name}'s onFallback: stop: {how}", now, warning=True))
     return actions

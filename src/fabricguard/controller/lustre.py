@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard import names
+from fabricguard import kinds, names
 from fabricguard import objects as o
 from fabricguard.controller.canaries import run_is_over
 from fabricguard.controller.canary import RESULT_SUBDIR, job_dir, log_dir, runs_on_lustre
@@ -108,12 +108,12 @@ def load_jobs(facts: LustreFacts, profile: PlatformProfile, by_kind: dict[str, l
     root = facts.root
     if root is None:
         return
-    for _api, _plural, kind in names.MANAGED_KINDS:
-        for obj in by_kind.get(kind, ()):
-            pool = verdict_pool(profile, obj, kind)
+    for k in kinds.MANAGED:
+        for obj in by_kind.get(k.kind, ()):
+            pool = verdict_pool(profile, obj, k.kind)
             if pool is not None:
                 ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
-                facts.jobs[(ns, name)] = read_job(profile, pool, ns, name, root)
+                facts.jobs[(ns, name)] = read_job(profile, pool, ns, k.log_name(obj) or name, root)
 
 
 def load(snapshot: Snapshot, profile: PlatformProfile, lustre_root: Path | None, namespace: str,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names
+from fabricguard import kinds, names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, MergeStatus, event
 from fabricguard.controller.canaries import PoolState
@@ -43,7 +43,8 @@ _API = {"DaemonSet": names.APPS_API, "Deployment": names.APPS_API, "Node": "v1",
 
 # A finding about one workload (a job that asks for no fabric) says nothing about the pool's fabric: it is
 # the job's to fix and must not hold every other job.
-WORKLOAD_KINDS = frozenset({"JobSet", "Job", "Pod", "TrainJob", "Workload", "PyTorchJob", "MPIJob", "RayJob"})
+# The kinds are fabricguard.kinds' (a kind missing here held the whole pool for one tenant's LeaderWorkerSet).
+WORKLOAD_KINDS = kinds.WORKLOAD_KINDS
 
 
 def critical_by_pool(findings: list[Finding]) -> dict[str, list[Finding]]:

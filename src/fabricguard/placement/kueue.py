@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricguard import names, quantity
+from fabricguard import kinds, names, quantity
 from fabricguard.objects import fabric_admission_check
 from fabricguard.profile.model import PlatformProfile, Pool, Queue
 
 MANAGED_BY = {names.LABEL_MANAGED_BY: names.MANAGED_BY_VALUE}
 
 # The frameworks whose workloads the webhook injects; Kueue must manage the same ones.
-FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob", "pod")
+FRAMEWORKS = tuple(kinds.kueue_frameworks())
 
 
 class KueueRenderError(ValueError):
