@@ -469,9 +469,11 @@ class Quarantine(_Strict):
     maxPercent: float = Field(default=10.0, ge=0, le=100,
                               description="At most this share of the pool's nodes quarantined at once (the "
                               "smaller of this and maxNodes applies; never below the largest admitted gang).")
-    breakerPercent: float = Field(default=50.0, gt=0, le=100,
-                                  description="Convictions within breakerWindow above this share of the pool open "
-                                  "the breaker: nothing more is quarantined, an alert fires, a person resets it.")
+    breakerPercent: float = Field(default=20.0, gt=0, le=100,
+                                  description="Nodes newly failing pair tests (suspects and convictions) within "
+                                  "breakerWindow above this share of the pool open the breaker (EKS repair stops "
+                                  "above 20% unhealthy): nothing more is quarantined, an alert fires, a person "
+                                  "resets it.")
     breakerWindow: str = Field(default="1h", description="The breaker's sliding window.")
     retestAfter: str = Field(default="1h", description="A quarantined node is re-tested this long after its "
                              "conviction; a pass with a known-good node releases it.")
