@@ -33,13 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabricguard.nccl.report import (
+    MAX_HOSTS_LISTED,
     Evidence,
     NcclReport,
     NcclTestsRow,
     NcclTestsTable,
     NetDevice,
-    Scope,
-    Span,
     decide_transport,
     job_span,
     net_family,
@@ -61,6 +60,8 @@ QUOTE_CHARS = 240
 # WARN lines name the source between the device and NCCL: "[0] file.cc:42 NCCL WARN", and aws-ofi-nccl
 # 1.1x its function: "[0] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):259 NCCL WARN".
 _PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\](?: [^\[\]\n]{0,200}?:\d+)?\s*$")
+# What ends a prefix glued onto the next line's: "host:pid:" right before where the regex found a host.
+_GLUED = re.compile(rb"[A-Za-z0-9_.\-]:\d+:$")
 _VERSION = re.compile(rb"NCCL version (\S+)")
 _NET_USING = re.compile(rb"NET/(\S+?) ?: Using (.*?)(?:; OOB|\s*$)")
 # "[0]mlx5_0:1/IB" and, inside the merged form "[0]={[0] mlx5_2:1/RoCE, ...}", "[0] mlx5_2:1/RoCE".
@@ -83,8 +84,9 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+(\d+) .*?\bon\s+(\S+)\s+device\b")
 # error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
-    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFP])(?:"  # the lookahead rejects per-collective trace lines in one step
-    rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded|PROFILER/Plugin: Loaded|Assigned NET plugin"
+    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFPB])(?:"  # the lookahead rejects per-collective trace lines in one step
+    rb"((?:Using (?:internal |external )?[Nn]etwork|Bootstrap ?: Using|NET/|NCCL version|GPU Direct|Selected|Loaded"
+    rb"|PROFILER/Plugin: Loaded|Assigned NET plugin"
     rb"|Initialized NET plugin|Failed to initialize NET plugin)[^\n]*)"
     rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?"
     rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
@@ -103,6 +105,14 @@ _RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught coll
 # In a chunk dense with facts (the init of a very large job), hosts are read from the line each process
 # prints once per communicator, and only when no "nNodes" line already gave the node count.
 _USING_NETWORK_LINE = re.compile(rb"NCCL INFO Using network ")
+# The out-of-band (bootstrap) address each process uses: two addresses under one hostname are two nodes
+# (VMs or containers that share a hostname such as "localhost" or "ubuntu").
+_BOOTSTRAP_LINE = re.compile(rb"NCCL INFO Bootstrap ?: Using \[?\d*\]?\s*[^\s:]+:([^\s<]+)<")
+# NCCL 2.3 names the network it chose "internal" (IB, Socket) or "external" (a plugin).
+_OLD_NETWORK = re.compile(rb"^Using (?:internal|external) Network ")
+# A chunk this small (a pasted log, a follower's appended lines) has the prefix of every NCCL line read for
+# hosts; a larger one only up to its last fact line (past it, per-collective lines of the same processes).
+SMALL_CHUNK_BYTES = 256 * 1024
 _NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN) ")
 # What a process used: the network it selected, or (older NCCL) the net whose devices it listed.
 _PROCESS_NETS = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|NET/(\S+?) ?: Using \[)")
@@ -205,6 +215,7 @@ class ScanState:
     local_by_size: dict[int, int] = field(default_factory=dict)
     test_ranks: dict[int, str] = field(default_factory=dict)  # nccl-tests "# Rank N ... on HOST device"
     host_nets: dict[str, set[str]] = field(default_factory=dict)  # host -> networks its processes selected
+    oob: dict[str, set[str]] = field(default_factory=dict)  # host -> bootstrap addresses seen under that name
     init_failed: dict[str, Evidence] = field(default_factory=dict)  # "Failed to initialize NET plugin X"
     assigned: dict[str, None] = field(default_factory=dict)  # "Assigned NET plugin X to comm" (2.27+)
     unread: list[Evidence] = field(default_factory=list)  # files or lines not read, with why
@@ -227,12 +238,19 @@ class ScanState:
             return self.prefix_cache[prefix]
         except KeyError:
             m = _PREFIX.search(prefix)
-            key = (m.group(1).decode("ascii", "replace"), m.group(2).decode()) if m else None
+            # Two lines glued by the paste ("g183:161258:16169g183:161258:16169 [0]"): the host the regex finds
+            # starts inside the first line's thread id, so it names no real host.
+            key = (m.group(1).decode("ascii", "replace"), m.group(2).decode()) if m and not _GLUED.search(
+                prefix, 0, m.start()) else None
             if len(self.prefix_cache) < 1_000_000:
                 self.prefix_cache[prefix] = key
             if key:
                 self.hosts.add(key[0])
             return key
+
+    def node_floor(self) -> int:
+        """Nodes the lines prove at least: distinct hosts, and distinct bootstrap addresses under one name."""
+        return len(self.hosts) + sum(max(0, len(a) - 1) for h, a in self.oob.items() if h in self.hosts)
 
     def fail(self, file: str, line: int, raw: bytes, why: str) -> None:
         self.failure_count += 1
@@ -367,6 +385,7 @@ class FileScanner:
         self.cur_line = 1
         self.chunk = b""
         self.procs_read = False
+        self.bootstrap = False
 
     def lineno(self, pos: int) -> int:
         # Positions arrive in increasing order within a chunk, so counting is one pass at most.
@@ -389,6 +408,7 @@ class FileScanner:
         self.cur_pos = 0
         self.cur_line = self.base_line
         self.procs_read = False
+        self.bootstrap = False
         st = self.st
         rare = False
         conn_lines = 0
@@ -424,8 +444,12 @@ class FileScanner:
                 rare = True
         if fact_lines or conn_lines or rare or b"NCCL INFO" in chunk:
             st.nccl_output = True
-        if fact_lines or conn_lines:
+        if len(chunk) <= SMALL_CHUNK_BYTES and st.nccl_output:
+            self.hosts(0, 0, len(chunk))  # every line's host: a paste may hold another host's lines after the facts
+        elif fact_lines or conn_lines:
             self.hosts(fact_lines, conn_lines, via_end if conn_lines else 0)
+        if self.bootstrap:
+            self.oob_addresses()
         # Which host selected what matters only while no connection line decides the transport.
         if selections and not st.net_conns:
             self.host_selections()
@@ -455,6 +479,16 @@ class FileScanner:
         # Past the last fact only per-collective trace lines remain, printed by the same processes.
         for m in _NCCL_LINE.finditer(chunk, 0, end):
             st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+
+    def oob_addresses(self) -> None:
+        """The bootstrap address of each process, by host name."""
+        st, chunk = self.st, self.chunk
+        for m in _BOOTSTRAP_LINE.finditer(chunk):
+            key = st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+            if key:
+                addrs = st.oob.setdefault(key[0], set())
+                if len(addrs) < 1024:
+                    addrs.add(m.group(1).decode("ascii", "replace"))
 
     def communicator(self, size: int, nnodes: bytes, local: bytes) -> None:
         """One communicator line: its size, and where given its node count and local rank count."""
@@ -535,6 +569,9 @@ class FileScanner:
                     st.note(f"gdr:{state}", self.fname, line, raw, f"GPUDirect RDMA {state.lower()}")
                 st.gdr_lines[state] += n
             return
+        if msg.startswith(b"Bootstrap"):
+            self.bootstrap = True
+            return
         if msg in st.facts_seen:
             return
         if len(st.facts_seen) < 100_000:
@@ -557,8 +594,9 @@ class FileScanner:
                 why = f"NCCL could not initialize NET plugin {name}"
                 st.init_failed[name] = Evidence(self.fname, line, _text(raw), why)
             return
-        if msg.startswith(b"Using network"):
-            net = msg[len(b"Using network") :].decode("utf-8", "replace").strip()
+        old = _OLD_NETWORK.match(msg)
+        if msg.startswith(b"Using network") or old:
+            net = msg[old.end() if old else len(b"Using network") :].decode("utf-8", "replace").strip()
             if net and net not in st.networks:
                 st.networks[net] = None
                 line, raw = self.line_of(self.chunk.find(msg))
@@ -987,11 +1025,10 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
     ``unread``: files the caller could not read, named in the report besides those ``st`` holds."""
     all_unread = [*st.unread, *unread]
     span = job_span(
-        st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts
+        st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts,
+        st.node_floor(),
     )
-    if not st.nnodes_by_size and st.max_nnodes:  # nNodes from a line the communicator parser did not key
-        span = Span(Scope.multi_node if st.max_nnodes > 1 else Scope.single_node, st.max_nnodes, "nNodes", span.hosts)
-    nodes = span.nodes
+    nodes = span.nodes if span.exact else None
     networks = dict(st.networks)
     for name in st.assigned:  # a communicator's network, also where the "Using network" line was cut off
         networks.setdefault(name, None)
@@ -1048,6 +1085,7 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         intra_node=sorted(st.intra),
         failed=failed,
         nodes=nodes,
+        nodes_at_least=span.nodes,
         ranks=st.max_nranks or None,
         net_devices=list(st.devices.values()),
         connections=conns,
@@ -1063,7 +1101,9 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         unread=all_unread[:MAX_FAILURES],
         unread_count=len(all_unread),
         scope=span.scope,
-        # The host a one-host log shows; a big job's hosts are not all read (the bulk path skips them).
-        hosts=list(span.hosts) if span.scope is not Scope.multi_node else [],
+        # The hosts seen; a big job's are not all read (the bulk path reads hosts only where no nNodes line
+        # gave the count), so ``hosts_count`` is a floor like ``nodes_at_least``.
+        hosts=list(span.hosts[:MAX_HOSTS_LISTED]),
+        hosts_count=len(span.hosts),
         transport_basis=basis,
     )
