@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fabricguard.exitcodes import Verdict
 from fabricguard.profile.model import Transport
 
 
@@ -285,6 +286,10 @@ class NcclReport:
     reasons: list[str] = field(default_factory=list)
     failures: list[Evidence] = field(default_factory=list)
     fallbacks: list[Evidence] = field(default_factory=list)  # a net plugin failed to start; NCCL used another
+    # WARN lines that are not failures (notices, CollNet unavailable, RAS port taken, teardown after the run
+    # completed), each quoted with what it means; ``warning_count`` counts them all.
+    warnings: list[Evidence] = field(default_factory=list)
+    warning_count: int = 0
     nccl_tests: list[NcclTestsTable] = field(default_factory=list)
     profiler_plugins: list[str] = field(default_factory=list)  # "PROFILER/Plugin: Loaded X": the one NCCL loaded
     nccl_output: bool = False  # False when no line of the input is NCCL or nccl-tests output
@@ -338,6 +343,8 @@ class NcclReport:
             "reasons": self.reasons,
             "failures": [e.to_dict() for e in self.failures],
             "fallbacks": [e.to_dict() for e in self.fallbacks],
+            "warnings": [e.to_dict() for e in self.warnings],
+            "warning_count": self.warning_count,
             "evidence": [e.to_dict() for e in self.evidence],
             "nccl_tests": [t.to_dict() for t in self.nccl_tests],
             "profiler_plugins": self.profiler_plugins,
@@ -547,3 +554,40 @@ def _tcp_under_another_name(networks: list[str], plugins: list[str], ofi_provide
     if not networks and plugins and all(net_family(p) == "socket" for p in plugins):
         return f"the only net plugin that started is {'/'.join(plugins)} (TCP sockets)"
     return None
+
+
+# What ``--expect`` accepts besides a transport name: ``rdma`` is any kernel-bypass fabric transport.
+EXPECT_SETS: dict[str, frozenset[Transport]] = {
+    "rdma": frozenset({Transport.ib, Transport.roce, Transport.efa}),
+    **{t.value: frozenset({t}) for t in Transport if t not in (Transport.unknown, Transport.mixed)},
+}
+
+
+def judge_expectation(report: NcclReport, expect: str) -> tuple[Verdict, list[str]]:
+    """``nccl inspect --expect``: pass only when the logs prove the expected transport.
+
+    ``failed`` when the run failed; ``degraded`` when the transport is another one, ``unknown`` (not proven)
+    or ``mixed``; ``pass`` when it is in the expected set. A transport inferred from the selection alone
+    (no connection line) passes, with the reason saying so."""
+    want = EXPECT_SETS[expect]
+    names = "/".join(sorted(t.value for t in want))
+    t = report.inter_node_transport
+    if report.failed:
+        first = report.failures[0].why if report.failures else "see failures"
+        return Verdict.failed, [f"the run failed: {first}"]
+    if report.unread_count:
+        return Verdict.degraded, [f"{report.unread_count} file(s) or line(s) not read: the logs cannot prove "
+                                  f"what every rank did (expected {names})"]
+    if t in want:
+        why = f"inter-node transport {t.value}, as expected ({expect})"
+        if report.transport_basis == "selection":
+            why += "; inferred from the network every node selected, not proven from connection lines"
+        return Verdict.pass_, [why]
+    if t is Transport.unknown:
+        return Verdict.degraded, [f"expected {names}, but the logs do not prove the transport: "
+                                  + "; ".join(report.reasons)]
+    if t is Transport.none:
+        return Verdict.degraded, [f"expected {names}, but the job ran on one node ({report.scope.value}): no "
+                                  "inter-node transport was used to check"]
+    return Verdict.degraded, [f"expected {names}, but the inter-node transport is {t.value}: "
+                              + "; ".join(report.reasons)]

@@ -121,13 +121,25 @@ _SELECTED_LINE = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|Assigned NET 
 _SELECTION_FACT = (b"Using network", b"Assigned NET plugin")
 DENSE_FACT_LINES = 4096
 
-# WARN text that NCCL and its plugins print without anything having failed.
-_BENIGN_WARN = re.compile(
-    rb"NUMA auto balancing|Cannot get incoming CPU|Maximum retry reached|PFN functions not found"
-    rb"|Could not find a path for pattern|falling back to simple order|using default"
-    rb"|async event : (?:port active|GID table change|client reregist|LID change)"
-    rb"|NET/OFI No eligible providers were found"  # the provider line that follows says what it chose
+# WARN text that NCCL and its plugins print without anything having failed, and what each means: a warning
+# that quotes the line, never a failure.
+_NOTICES: tuple[tuple[bytes, str], ...] = (
+    (rb"NUMA auto balancing", "NUMA auto balancing is on (a performance notice)"),
+    (rb"Cannot get incoming CPU|Maximum retry reached", "a FastSocket notice; the run continues"),
+    (rb"PFN functions not found", "a CUDA driver notice; the run continues"),
+    (rb"Could not find a path for pattern|falling back to simple order", "a topology search notice"),
+    (rb"using default", "a setting fell back to its default"),
+    (rb"async event : (?:port active|GID table change|client reregist|LID change)", "an InfiniBand port event"),
+    # The provider line that follows says what libfabric chose.
+    (rb"NET/OFI No eligible providers were found", "aws-ofi-nccl found no provider of its first choice"),
+    (rb"Cannot initialize CollNet|CollNet is not supported or fails to initialize",
+     "CollNet (in-network reduction, e.g. SHARP) is not available: NCCL used the point-to-point network"),
 )
+_BENIGN_WARN = re.compile(b"|".join(b"(" + pat + b")" for pat, _why in _NOTICES))
+# RAS (NCCL 2.24+) listens on one client port per host: a second process on the host cannot bind it, warns,
+# and runs on ("RAS failed to establish a client listening socket").
+_RAS_BIND = re.compile(rb"Call to bind failed")
+_RAS_NOTE = b"RAS failed to establish a client listening socket"
 # WARN text of errors that break communication, whatever plugin prints them.
 _FATAL_WARN = re.compile(
     rb"Got completion|wrong type|Connection closed|Connection reset|Error encountered progressing"
@@ -197,6 +209,8 @@ class ScanState:
     ofi: dict[str, None] = field(default_factory=dict)
     failures: list[Evidence] = field(default_factory=list)
     failure_count: int = 0
+    warnings: list[Evidence] = field(default_factory=list)  # benign WARN lines, quoted, with what they mean
+    warning_count: int = 0
     pending: list[_PendingWarn] = field(default_factory=list)
     selected: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> networks
     listed: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> device lists
@@ -251,6 +265,13 @@ class ScanState:
     def node_floor(self) -> int:
         """Nodes the lines prove at least: distinct hosts, and distinct bootstrap addresses under one name."""
         return len(self.hosts) + sum(max(0, len(a) - 1) for h, a in self.oob.items() if h in self.hosts)
+
+    def warning(self, file: str, line: int, raw: bytes, why: str) -> None:
+        """A WARN line that is not a failure: kept (a few of each kind) so a person sees it, with its meaning."""
+        self.warning_count += 1
+        same = sum(1 for w in self.warnings if w.why == why)
+        if len(self.warnings) < MAX_FAILURES and same < MAX_EVIDENCE_PER_KIND:
+            self.warnings.append(Evidence(file, line, _text(raw), why))
 
     def fail(self, file: str, line: int, raw: bytes, why: str) -> None:
         self.failure_count += 1
@@ -386,6 +407,10 @@ class FileScanner:
         self.chunk = b""
         self.procs_read = False
         self.bootstrap = False
+        # nccl-tests' own footer ("Out of bounds values : 0 OK", "Collective test concluded"): the run this
+        # file shows completed, so a WARN after it (sockets closing at teardown) is not a failure. A new
+        # test's header opens a new run.
+        self.completed: str | None = None
 
     def lineno(self, pos: int) -> int:
         # Positions arrive in increasing order within a chunk, so counting is one pass at most.
@@ -730,10 +755,22 @@ class FileScanner:
     def warn(self, raw: bytes, i: int, line_start: int) -> None:
         st = self.st
         msg = raw[i + 10 :]
-        if _BENIGN_WARN.search(msg):
+        notice = _BENIGN_WARN.search(msg)
+        if notice:
+            why = _NOTICES[(notice.lastindex or 1) - 1][1]
+            st.warning(self.fname, self.lineno(line_start), raw, f"warning: {why}: {_quote(msg)}")
             return
         key = st.process(raw[:i])
         line = self.lineno(line_start)
+        if _RAS_BIND.search(msg) and (b"ras/" in raw[:i] or b"client_support" in raw[:i]
+                                      or self.chunk.find(_RAS_NOTE, line_start, line_start + 4096) >= 0):
+            st.warning(self.fname, line, raw, "warning: NCCL's RAS could not take its client port (another "
+                       f"process on the host holds it); collectives are not affected: {_quote(msg)}")
+            return
+        if self.completed is not None:
+            st.warning(self.fname, line, raw, f"warning: after the run completed ({self.completed}), at "
+                       f"teardown: {_quote(msg)}")
+            return
         prov = _OFI_PROVIDER.search(msg)
         if prov:  # some builds print the provider as a WARN: "Selected provider is tcp" is a fact, not a failure
             p = prov.group(1).decode("utf-8", "replace").rstrip(",")
@@ -821,8 +858,14 @@ class FileScanner:
     def hash_line(self, raw: bytes, pos: int, chunk: bytes) -> bool:
         """An nccl-tests ``#`` line; True when it opened a table."""
         st = self.st
+        if b"Collective test concluded" in raw:
+            self.completed = "nccl-tests: " + _quote(raw.split(b"#", 1)[-1])
+            return False
+        if b"nThread" in raw or b"Collective test starting" in raw:
+            self.completed = None  # a new test run
         cols = _header_columns(raw)
         if cols is not None:
+            self.completed = None
             if self.perf_name is None:
                 i = chunk.rfind(b"_perf", max(0, pos - 65536), pos)
                 if i >= 0:
@@ -843,6 +886,8 @@ class FileScanner:
             st.nccl_output = True
             if bad or m.group(2) == b"FAILED":
                 st.fail(self.fname, self.lineno(pos), raw, f"nccl-tests found wrong results: {_quote(raw)}")
+            else:
+                self.completed = "nccl-tests: " + _quote(raw.split(b"#", 1)[-1])
             return False
         m = _AVG_BUSBW.search(raw)
         if m and self.table is not None:
@@ -1094,6 +1139,8 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         reasons=reasons,
         failures=failures,
         fallbacks=fallbacks,
+        warnings=list(st.warnings),
+        warning_count=st.warning_count,
         nccl_tests=st.tables,
         profiler_plugins=list(st.profilers),
         nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
