@@ -39,6 +39,8 @@ from fabricguard.nccl.report import (
     NcclTestsRow,
     NcclTestsTable,
     NetDevice,
+    Scope,
+    Span,
     decide_transport,
     job_span,
     net_family,
@@ -140,6 +142,13 @@ _BENIGN_WARN = re.compile(b"|".join(b"(" + pat + b")" for pat, _why in _NOTICES)
 # and runs on ("RAS failed to establish a client listening socket").
 _RAS_BIND = re.compile(rb"Call to bind failed")
 _RAS_NOTE = b"RAS failed to establish a client listening socket"
+_READ_ALREADY = re.compile(rb"(?m)^(?:[ \t]*#|.*(?:NCCL|Watchdog|DistBackendError|Test CUDA failure)).*$")
+# nccl-tests lines that keep their shape when a markdown renderer eats the leading "#".
+_MANGLED = re.compile(
+    rb"(?m)^(?=[ \t]*(?:nThread \d+ nGpus \d+|Rank\s+\d+ (?:Group\s+\d+ )?Pid\s+\d+ on\s+\S+\s+device\b"
+    rb"|Out of bounds values\s*:|Avg bus bandwidth\s*:|size\s+count\s+type\b|Using devices\s*$"
+    rb"|Collective test (?:starting|concluded)))"
+)
 # WARN text of errors that break communication, whatever plugin prints them.
 _FATAL_WARN = re.compile(
     rb"Got completion|wrong type|Connection closed|Connection reset|Error encountered progressing"
@@ -233,6 +242,7 @@ class ScanState:
     init_failed: dict[str, Evidence] = field(default_factory=dict)  # "Failed to initialize NET plugin X"
     assigned: dict[str, None] = field(default_factory=dict)  # "Assigned NET plugin X to comm" (2.27+)
     unread: list[Evidence] = field(default_factory=list)  # files or lines not read, with why
+    mangled: Evidence | None = None  # the first nccl-tests line read without its "#" marker
 
     def unread_line(self, file: str, line: int, count: int) -> None:
         self.unread.append(Evidence(file, line, "", f"{count} line(s) longer than {MAX_LINE_BYTES:,} bytes "
@@ -481,8 +491,39 @@ class FileScanner:
         if rank_lines and len(st.hosts) <= 1 and not st.nnodes_by_size:
             self.ranks_seen()
         self.rare_lines(rare)
+        if not st.tables and len(chunk) <= SMALL_CHUNK_BYTES:
+            self.mangled()
         if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
             self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
+
+    def mangled(self) -> None:
+        """nccl-tests output whose ``#`` markers a markdown renderer ate (`` nThread 1 nGpus 1 ...``,
+        `` Rank  0 Group 0 Pid ... on host device 0``): read again with the markers put back, and say so."""
+        st, chunk = self.st, self.chunk
+        first = _MANGLED.search(chunk)
+        if first is None:
+            return
+        line, raw = self.line_of(first.start())
+        st.mangled = Evidence(self.fname, line, _text(raw), "nccl-tests output without its '#' markers (a "
+                              "markdown renderer eats them): read with the markers put back")
+        st.nccl_output = True
+        failures = len(st.failures)
+        original = chunk.split(b"\n")
+        base, pos, line0 = self.base_line, self.cur_pos, self.cur_line
+        # Read again only the nccl-tests lines: what the first pass read (NCCL lines, lines that kept their
+        # "#") is blanked, keeping the line numbers, so nothing is counted twice.
+        self.chunk = _MANGLED.sub(rb"#\g<0>", _READ_ALREADY.sub(b"", chunk))
+        self.cur_pos, self.cur_line = 0, base
+        try:
+            self.rare_lines(False)
+        finally:
+            self.chunk, self.cur_pos, self.cur_line = chunk, pos, line0
+        # Quote the lines as they are in the file, not as repaired.
+        for k in range(failures, len(st.failures)):
+            e = st.failures[k]
+            i = e.line - base
+            if 0 <= i < len(original):
+                st.failures[k] = Evidence(e.file, e.line, _text(original[i]), e.why)
 
     def hosts(self, fact_lines: int, conn_lines: int, via_end: int) -> None:
         """Hosts named by the prefix of every NCCL line up to the chunk's last fact line."""
@@ -1073,6 +1114,9 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts,
         st.node_floor(),
     )
+    if st.mangled is not None and span.scope is Scope.single_node:
+        # What else the renderer dropped is unknown: a mangled paste proves no single node.
+        span = Span(Scope.part, 1, f"{span.why}, but the paste is mangled", span.hosts, exact=False)
     nodes = span.nodes if span.exact else None
     networks = dict(st.networks)
     for name in st.assigned:  # a communicator's network, also where the "Using network" line was cut off
@@ -1094,6 +1138,10 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         span=span,
         host_nets=st.host_nets,
     )
+    if st.mangled is not None:
+        where = f"{Path(st.mangled.file).name}:{st.mangled.line}"
+        reasons.append(f"{where}: the paste lost nccl-tests' '#' markers (a markdown renderer eats them), so it "
+                       "proves no single node; paste the output as a code block")
     if fallbacks:
         reasons.append(
             f"a net plugin failed to start and NCCL fell back ({fallback_count} line(s)); first: "
@@ -1114,6 +1162,8 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
     evidence: list[Evidence] = []
     for kind in sorted(st.evidence):
         evidence.extend(st.evidence[kind])
+    if st.mangled is not None:
+        evidence.append(st.mangled)
     evidence.extend(fallbacks[:MAX_EVIDENCE_PER_KIND])
     evidence.extend(failures[:MAX_EVIDENCE_PER_KIND])
     conns: dict[str, int] = {}
