@@ -45,6 +45,12 @@ def assert_evidence_points_at_its_line(r: NcclReport) -> None:
         ("nccl-229", False, Transport.unknown, "≥ 2"),
         ("llamafactory-7396", True, Transport.unknown, "?"),
         ("pytorch-118369", True, Transport.unknown, "?"),
+        ("nccl-tests-133", False, Transport.roce, "≥ 2"),
+        ("ompi-13317", False, Transport.unknown, "≥ 2"),
+        ("nccl-983", False, Transport.unknown, "≥ 2"),
+        ("nccl-tests-107", False, Transport.unknown, "≥ 2"),
+        ("nccl-293", True, Transport.unknown, "1"),
+        ("nvfuser-3055", False, Transport.unknown, "≥ 1"),
     ],
 )
 def test_every_public_log(case: str, failed: bool, transport: Transport, nodes: str) -> None:
