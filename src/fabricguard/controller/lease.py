@@ -1,9 +1,13 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, so that two replicas never both act.
 
-The rules are client-go's: the holder renews ``renewTime`` well within ``leaseDurationSeconds``; another
-replica takes over only when the lease has expired, and every write carries the ``resourceVersion`` it read
-(a merge patch with that precondition), so of two replicas racing for an expired lease the API server accepts
-one write and answers 409 to the other.
+The rules are client-go's: the holder renews well within ``leaseDurationSeconds``; another replica takes over
+only when the lease has expired **by its own clock**: it remembers when it *observed* the Lease record change
+(holder, renewTime, resourceVersion) on its monotonic clock, and takes over only once a full lease duration has
+passed since without a change. The ``renewTime`` the holder wrote is never compared with the follower's wall
+clock, so a follower whose clock runs minutes ahead does not take over from a live holder (client-go
+``leaderelection.go``: ``observedTime``, ``observedRecord``). Every write carries the ``resourceVersion`` it
+read (a merge patch with that precondition), so of two replicas racing for an expired lease the API server
+accepts one write and answers 409 to the other.
 
 A holder renews with **one request**: a merge patch carrying the resourceVersion of the Lease its last write
 returned (client-go reads first, which doubles the time a renewal takes on a slow API server). A 409 means
@@ -14,6 +18,7 @@ from the request latency the client measured, so a slow server does not eat the 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -24,8 +29,8 @@ from fabricguard.controller.kube import LEASE_API
 from fabricguard.kube import Conflict, Kube, NotFound
 from fabricguard.times import format_micro
 
-__all__ = ["LEASE_API", "Step", "decide", "desired", "holder", "lease_duration", "micro", "read_lease", "release",
-           "try_lead"]
+__all__ = ["LEASE_API", "Elector", "Step", "decide", "decide_observed", "desired", "holder", "lease_duration", "micro",
+           "read_lease", "release"]
 
 # A renewal is due every third of the duration; the lease is long enough when a renewal that takes the slowest
 # recent request time, twice (a retry), still leaves most of the window to act in.
@@ -46,6 +51,8 @@ def micro(t: datetime) -> str:
 
 
 def decide(lease: dict[str, Any] | None, identity: str, now: datetime) -> Step:
+    """A one-shot reader's guess from the holder's written renewTime (``--once`` asks whether a controller is
+    running); an elector decides with :func:`decide_observed` instead, on its own clock."""
     if lease is None:
         return Step.create
     spec = lease.get("spec") or {}
@@ -54,6 +61,27 @@ def decide(lease: dict[str, Any] | None, identity: str, now: datetime) -> Step:
     renewed = times.parse_time(spec.get("renewTime")) or times.parse_time(spec.get("acquireTime"))
     duration = int(spec.get("leaseDurationSeconds") or 15)
     if not spec.get("holderIdentity") or renewed is None or now > renewed + timedelta(seconds=duration):
+        return Step.takeover
+    return Step.follow
+
+
+def _record(lease: dict[str, Any] | None) -> tuple[Any, ...]:
+    """What a change of the Lease is seen by: its holder, renewal and version."""
+    spec = (lease or {}).get("spec") or {}
+    return (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"),
+            ((lease or {}).get("metadata") or {}).get("resourceVersion"))
+
+
+def decide_observed(lease: dict[str, Any] | None, identity: str, observed_at: float, mono_now: float) -> Step:
+    """client-go's rule: take over a held lease only when a full ``leaseDurationSeconds`` has passed, on this
+    replica's monotonic clock, since it observed the record change; the holder's written times are not read."""
+    if lease is None:
+        return Step.create
+    spec = lease.get("spec") or {}
+    if spec.get("holderIdentity") == identity:
+        return Step.renew
+    duration = int(spec.get("leaseDurationSeconds") or 15)
+    if not spec.get("holderIdentity") or mono_now > observed_at + duration:
         return Step.takeover
     return Step.follow
 
@@ -99,22 +127,35 @@ class Elector:
         self.identity = identity
         self.name = name
         self.held: dict[str, Any] | None = None  # the Lease as our last successful write left it
+        # client-go's observedRecord/observedTime: the record as last read, and when (monotonic) it changed.
+        self.observed: tuple[Any, ...] | None = None
+        self.observed_at = 0.0
 
-    async def round(self, now: datetime, duration_s: int | Callable[[], int]) -> bool:
+    def observe(self, lease: dict[str, Any] | None, mono_now: float) -> None:
+        record = _record(lease)
+        if record != self.observed:
+            self.observed, self.observed_at = record, mono_now
+
+    async def round(self, now: datetime, duration_s: int | Callable[[], int], mono: float | None = None) -> bool:
         """One election round: True when this replica holds the lease after it. ``duration_s`` may be a function,
-        asked just before the write (so a read that was slow already lengthens the lease it writes)."""
+        asked just before the write (so a read that was slow already lengthens the lease it writes). ``now``
+        is only written (renewTime, acquireTime); expiry is judged on ``mono`` (default: ``time.monotonic()``)."""
         def duration() -> int:
             return duration_s() if callable(duration_s) else duration_s
+
+        mono_now = time.monotonic() if mono is None else mono
 
         if self.held is not None:
             body = desired(self.held, self.identity, now, duration(), Step.renew)
             try:
                 self.held = await _write(self.kube, self.namespace, self.name, self.held, body, Step.renew) or body
+                self.observe(self.held, mono_now)
                 return True
             except (Conflict, NotFound):
                 self.held = None  # someone else wrote it (or deleted it): read it again below
         lease = await read_lease(self.kube, self.namespace, self.name)
-        step = decide(lease, self.identity, now)
+        self.observe(lease, mono_now)
+        step = decide_observed(lease, self.identity, self.observed_at, mono_now)
         if step is Step.follow:
             return False
         body = desired(lease, self.identity, now, duration(), step)
@@ -122,6 +163,7 @@ class Elector:
             self.held = await _write(self.kube, self.namespace, self.name, lease, body, step) or body
         except Conflict:
             return False  # the other replica won this round
+        self.observe(self.held, mono_now)
         return True
 
     async def release(self, now: datetime) -> bool:
@@ -138,12 +180,6 @@ class Elector:
         except (Conflict, NotFound):
             return False
         return True
-
-
-async def try_lead(kube: Kube, namespace: str, identity: str, now: datetime, *, duration_s: int = 15,
-                   name: str = names.CONTROLLER_LEASE) -> bool:
-    """One stateless election round (read, then write): True when ``identity`` holds the lease after it."""
-    return await Elector(kube, namespace, identity, name=name).round(now, duration_s)
 
 
 async def release(kube: Kube, namespace: str, identity: str, now: datetime, name: str = names.CONTROLLER_LEASE) -> bool:

@@ -300,6 +300,11 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
         while not stop.is_set():
             if who.active() and not cache.tasks:
                 cache.start(wake, stop, watch_timeout_s=cfg.watch_timeout_s)
+            elif not who.active() and cache.tasks:
+                # Leadership lost (or its window passed): stop watching, and forget what was seen. A later
+                # leadership lists afresh instead of acting on what the cache held when another replica led.
+                await cache.close()
+                cache = Cache(kube, cfg.profile, cfg.namespace)
             since = time.monotonic() - last_pass
             due = (wake.is_set() and since >= cfg.min_gap_s) or since >= cfg.resync_s
             if who.active() and due and (cache.synced or cache.failed):
