@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import typer
 
+from fabricguard import dnsnames
 from fabricguard.console import fail
 from fabricguard.times import parse_time
 
@@ -72,12 +72,9 @@ def now_value(value: str | None) -> datetime:
     return t
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
 def namespace_problem(value: str) -> str | None:
     """Why ``value`` is not a namespace name (an RFC 1123 label), or None."""
-    if _DNS_LABEL.match(value) and len(value) <= 63:
+    if dnsnames.is_label(value):
         return None
     return (
         f"{value!r} is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending "

@@ -6,6 +6,7 @@ Workload's is applied to ``status.admissionChecks`` only, all that the controlle
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ import yaml
 from controller_support import PROFILE, kueue_validate
 from typer.testing import CliRunner
 
-from fabricguard import names
+from fabricguard import kinds, names
 from fabricguard.cli import app
-from fabricguard.controller.actions import ApplyStatus, Create, Delete, MergeStatus
+from fabricguard.controller import actions
+from fabricguard.controller.actions import Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
 from fabricguard.controller.manifests import (
     clusterqueue_fragment,
     crd,
@@ -113,9 +115,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
         ("kueue.x-k8s.io", "workloads", "patch"),  # onFallback: stop (spec.active=false)
         ("", "configmaps", "get"),  # --reference
-        ("jobset.x-k8s.io", "jobsets", "patch"),
-        ("batch", "jobs", "patch"),
-        ("trainer.kubeflow.org", "trainjobs", "patch"),
+        # the verdict and transport annotations (and onFallback: stop) on every kind it follows (fabricguard.kinds)
+        *((k.group, k.plural, "patch") for k in kinds.MANAGED),
         ("", "events", "create"),
         ("jobset.x-k8s.io", "jobsets", "create"),
         ("jobset.x-k8s.io", "jobsets", "delete"),
@@ -127,8 +128,22 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
     # onFallback: stop patches the Workload itself (spec.active); the old hand-written role granted only /status.
     assert _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")
     assert _allowed(cluster, "", "pods", "watch") and _allowed(cluster, "", "nodes", "list")
-    # Each kind of action the reconcile core emits maps onto one of those grants.
-    assert {Create, Delete, ApplyStatus, MergeStatus}
+    # Each kind of action the reconcile core emits maps onto one of those grants: a new action type fails here
+    # until it is mapped, and each is granted on every resource the code writes with it.
+    verb_of = {Create: ("create", ""), Delete: ("delete", ""), ApplyStatus: ("patch", "/status"),
+               MergeStatus: ("patch", "/status"), Annotate: ("patch", ""), MergePatch: ("patch", ""),
+               Emit: ("create", "")}
+    emitted = {c for _n, c in inspect.getmembers(actions, inspect.isclass)
+               if c.__module__ == actions.__name__ and c is not actions.Counters}
+    assert emitted == set(verb_of)
+    uses = [(Create, "fabricguard.io", "fabricvalidations"), (Create, "jobset.x-k8s.io", "jobsets"),
+            (Delete, "jobset.x-k8s.io", "jobsets"), (ApplyStatus, "kueue.x-k8s.io", "workloads"),
+            (ApplyStatus, "kueue.x-k8s.io", "admissionchecks"), (MergeStatus, "fabricguard.io", "fabricvalidations"),
+            (MergePatch, "kueue.x-k8s.io", "workloads"), (Emit, "", "events"),
+            *((a, k.group, k.plural) for k in kinds.MANAGED for a in (Annotate, MergePatch))]
+    for cls, group, resource in uses:
+        verb, sub = verb_of[cls]
+        assert _allowed(cluster + ns, group, resource + sub, verb), (cls.__name__, group, resource)
 
 
 def test_crd_status_accepts_what_the_controller_writes() -> None:

@@ -14,19 +14,16 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import re
 import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fabricguard import names
+from fabricguard import dnsnames, names
 from fabricguard.doctor.diff import Scope, normalize, select_objects
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.options import namespace_problem
 from fabricguard.times import format_time
-
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 DATA_KEY = "reference.json.gz"
 LABEL = names.LABEL_REFERENCE
@@ -122,7 +119,7 @@ def parse_target(text: str) -> tuple[str, str]:
     problem = namespace_problem(ns)
     if problem:
         raise ReferenceError(f"{text!r}: the namespace {problem}")
-    if len(name) > 253 or not _SUBDOMAIN.match(name):
+    if not dnsnames.is_subdomain(name):
         raise ReferenceError(
             f"{text!r}: {name!r} is not a ConfigMap name: lowercase letters, digits, '-' and '.', starting and "
             "ending with a letter or digit (RFC 1123 subdomain), e.g. staging-reference"

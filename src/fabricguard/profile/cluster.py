@@ -23,10 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fabricguard import dnsnames
 from fabricguard.names import TAINT_KEYS
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
@@ -50,7 +49,7 @@ class PodAdditions(_Strict):
     def _volumes(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
         names = [vol.get("name") for vol in v]
         for n in names:
-            if not isinstance(n, str) or not _DNS_LABEL.match(n):
+            if not isinstance(n, str) or not dnsnames.is_label(n):
                 raise ValueError(f"volume name {n!r} is not a DNS label")
             if n.startswith("fabricguard-"):
                 raise ValueError(f"volume name {n!r}: the fabricguard- prefix is reserved for injected volumes")
@@ -83,7 +82,7 @@ class PodAdditions(_Strict):
     @field_validator("imagePullSecrets")
     @classmethod
     def _secrets(cls, v: list[str]) -> list[str]:
-        bad = [s for s in v if not _DNS_SUBDOMAIN.match(s)]
+        bad = [s for s in v if not dnsnames.is_subdomain(s)]
         if bad:
             raise ValueError(f"{bad} are not Secret names")
         return v
@@ -182,7 +181,7 @@ class FabricDaemonSet(_Strict):
     @field_validator("namespace", "name")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not _DNS_SUBDOMAIN.match(v):
+        if not dnsnames.is_subdomain(v):
             raise ValueError(f"{v!r} is not a Kubernetes name")
         return v
 

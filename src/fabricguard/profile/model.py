@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fabricguard import fabrics, names, quantity
+from fabricguard import dnsnames, fabrics, names, quantity
 from fabricguard.fabrics import FabricSpec, FabricType, Transport
 from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
@@ -25,7 +25,6 @@ KIND = "PlatformProfile"
 
 HOSTNAME_LABEL = names.LABEL_HOSTNAME
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = quantity.GRAMMAR  # the one Kubernetes quantity grammar (fabricguard.quantity)
 _BYTES = re.compile(r"^[0-9]+[KMG]?$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -84,7 +83,6 @@ class DevicePlugin(_Strict):
 DRA_API = names.DRA_API
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 DRANET_DRIVER = "dra.net"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ATTRIBUTE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_]*[A-Za-z0-9])?$")
 
 
@@ -127,7 +125,7 @@ class Dra(_Strict):
     @field_validator("deviceClassName", "driver", "alignWithGpus", "claimTemplateName")
     @classmethod
     def _subdomain(cls, v: str | None) -> str | None:
-        if v is not None and (len(v) > 253 or not _DNS_SUBDOMAIN.match(v)):
+        if v is not None and not dnsnames.is_subdomain(v):
             raise ValueError(f"{v!r} is not a DNS subdomain (lowercase letters, digits, '-' and '.')")
         return v
 
@@ -211,7 +209,7 @@ class Fabric(_Strict):
     def _network_names(cls, v: list[str]) -> list[str]:
         for n in v:
             parts = n.split("/")
-            if len(parts) > 2 or not all(_DNS_LABEL.match(p) for p in parts):
+            if len(parts) > 2 or not all(dnsnames.is_label(p) for p in parts):
                 raise ValueError(f"{n!r} is not a network name; use 'name' or 'namespace/name'")
         return v
 
@@ -410,7 +408,7 @@ class Canary(_Strict):
     @field_validator("queue", "priorityClassName")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        if v is not None and not _DNS_LABEL.match(v):
+        if v is not None and not dnsnames.is_label(v):
             raise ValueError(f"{v!r} is not a valid name (lowercase letters, digits and '-')")
         return v
 
@@ -509,7 +507,7 @@ class Proof(_Strict):
     @field_validator("priorityClassName", "queue")
     @classmethod
     def _name(cls, v: str | None) -> str | None:
-        if v is not None and not _DNS_LABEL.match(v):
+        if v is not None and not dnsnames.is_label(v):
             raise ValueError(f"{v!r} is not a valid name (lowercase letters, digits and '-')")
         return v
 
@@ -573,7 +571,7 @@ class Queue(_Strict):
     @field_validator("namespaces")
     @classmethod
     def _namespaces(cls, v: list[str]) -> list[str]:
-        bad = [n for n in v if not _DNS_LABEL.match(n)]
+        bad = [n for n in v if not dnsnames.is_label(n)]
         if bad:
             raise ValueError(f"{bad} are not valid namespace names (lowercase DNS labels)")
         if len(set(v)) != len(v):
@@ -583,8 +581,9 @@ class Queue(_Strict):
     @field_validator("name")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v):
-            raise ValueError(f"{v!r} is not a valid LocalQueue name (lowercase DNS label)")
+        problem = dnsnames.label_problem(v, "LocalQueue name")
+        if problem:
+            raise ValueError(problem)
         return v
 
 
@@ -681,8 +680,13 @@ class Pool(_Strict):
     @field_validator("name")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v):
-            raise ValueError(f"{v!r} is not a valid pool name (lowercase letters, digits and '-')")
+        # The pool's name is written as the value of label fabricguard.io/pool on nodes' workloads and as a
+        # ResourceFlavor's name: both limits hold (63 characters, an RFC 1123 label).
+        problem = dnsnames.label_problem(v, "pool name")
+        if problem is None and not dnsnames.is_label_value(v):
+            problem = f"{v!r} cannot be a label value"
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("shmSize")
@@ -879,8 +883,9 @@ class Metadata(_Strict):
     @field_validator("name")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not _DNS_LABEL.match(v):
-            raise ValueError(f"{v!r} is not a valid profile name (lowercase letters, digits and '-')")
+        problem = dnsnames.label_problem(v, "profile name")
+        if problem:
+            raise ValueError(problem)
         return v
 
 
