@@ -151,7 +151,7 @@ class LiveJobs:
                 if got is not None:
                     self.cost.inspector_bytes_total += got.bytes
                     self.cost.inspector_records_total += got.records
-                    view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
+                    view = view_of(jb, self.profile.pool(job.pool))
             out.append(Observation(job, verdict, view))
         self.cost.jobs = len(self._followers)
         self.cost.files = sum(f.total.files for _, f in self._followers.values())
