@@ -48,6 +48,11 @@ def controller_cmd(
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
     lease: int = typer.Option(15, "--lease", min=2, max=120,
                               help="Lease duration in seconds (longer by itself when API requests are slow)."),
+    live_interval: float = typer.Option(10.0, "--live-interval", min=1.0,
+                                        help="Seconds between two reads of each running job's NCCL logs."),
+    live_workers: int = typer.Option(4, "--live-workers", min=1, max=256,
+                                     help="Running jobs' logs read at once (each a round trip per file on Lustre; "
+                                          "one file descriptor each at most)."),
     stall: float = typer.Option(300.0, "--stall", min=10.0,
                                 help="A leader with no finished pass for this many seconds gives the Lease up "
                                      "and fails /healthz."),
@@ -101,7 +106,8 @@ def controller_cmd(
     if problem:
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
-                    lease_s=lease, reference=target, stall_s=stall)
+                    lease_s=lease, reference=target, stall_s=stall, live_interval_s=live_interval,
+                    live_workers=live_workers)
     if once:
         from fabricguard.kube import KubeError, unreachable
 

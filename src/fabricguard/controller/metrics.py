@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
+from fabricguard.descriptors import Limit
 from fabricguard.profile.model import PlatformProfile
 
 FAILED_PASSES_UNHEALTHY = 3
@@ -98,7 +99,21 @@ class Metrics:
                                     ["namespace", "job", "pool"], registry=r)
         self.live_jobs = Gauge("fabricguard_live_jobs_followed", "Running managed jobs whose logs are followed.",
                                registry=r)
+        self.live_unfollowed = Gauge("fabricguard_live_jobs_unfollowed",
+                                     "Running managed jobs whose logs were not read within their bound (twice the "
+                                     "live interval): the followers cannot keep up.", registry=r)
+        self.live_lag = Gauge("fabricguard_live_follow_lag_seconds",
+                              "Age of the least recently read running job's latest read.", registry=r)
         self.live_files = Gauge("fabricguard_live_log_files_followed", "NCCL log files followed.", registry=r)
+        self.fd_limit = Gauge("fabricguard_controller_fd_limit",
+                              "The controller's soft file descriptor limit (raised to the hard limit at start).",
+                              registry=r)
+        self.fd_open = Gauge("fabricguard_controller_open_fds", "File descriptors the controller holds open.",
+                             registry=r)
+        self.fd_short = Counter("fabricguard_descriptor_shortages",
+                                "Opens refused for want of a file descriptor (EMFILE/ENFILE); the file is read "
+                                "on a later poll.", registry=r)
+        self._fd_short_seen = 0
         self.live_bytes = Counter("fabricguard_live_log_bytes_read", "Bytes of running jobs' NCCL logs read.",
                                   registry=r)
         self.live_poll_seconds = Gauge("fabricguard_live_poll_duration_seconds",
@@ -142,6 +157,10 @@ class Metrics:
         self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
+
+    def observe_descriptor_limit(self, limit: Limit) -> None:
+        """The descriptor limit the controller runs with (after raising the soft limit at start)."""
+        self.fd_limit.set(limit.soft)
 
     def pass_failed(self, why: str) -> None:
         """A pass that raised instead of completing."""
@@ -281,7 +300,15 @@ class Metrics:
         if cost.inspector_bytes_total > self._inspector_bytes_seen:
             self.live_inspector_bytes.inc(cost.inspector_bytes_total - self._inspector_bytes_seen)
             self._inspector_bytes_seen = cost.inspector_bytes_total
-        self.live_jobs.set(cost.jobs)
+        self.live_jobs.set(cost.followed)
+        self.live_unfollowed.set(cost.unfollowed)
+        self.live_lag.set(round(cost.lag_s, 3))
+        if cost.descriptor_shortages > self._fd_short_seen:
+            self.fd_short.inc(cost.descriptor_shortages - self._fd_short_seen)
+            self._fd_short_seen = cost.descriptor_shortages
+        from fabricguard.descriptors import open_count
+
+        self.fd_open.set(open_count())
         self.live_files.set(cost.files)
         if cost.bytes_total > self._live_bytes_seen:
             self.live_bytes.inc(cost.bytes_total - self._live_bytes_seen)
