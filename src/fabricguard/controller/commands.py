@@ -48,6 +48,11 @@ def controller_cmd(
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
     lease: int = typer.Option(15, "--lease", min=2, max=120,
                               help="Lease duration in seconds (longer by itself when API requests are slow)."),
+    live_interval: float = typer.Option(10.0, "--live-interval", min=1.0,
+                                        help="Seconds between two reads of each running job's NCCL logs."),
+    live_workers: int = typer.Option(4, "--live-workers", min=1, max=256,
+                                     help="Running jobs' logs read at once (each a round trip per file on Lustre; "
+                                          "one file descriptor each at most)."),
     stall: float = typer.Option(300.0, "--stall", min=10.0,
                                 help="A leader with no finished pass for this many seconds gives the Lease up "
                                      "and fails /healthz."),
@@ -106,8 +111,8 @@ def controller_cmd(
     if problem:
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
-                    lease_s=lease, reference=target, stall_s=stall, stale_s=stale_after,
-                    watch_idle_s=stale_after * 0.6)
+                    lease_s=lease, reference=target, stall_s=stall, live_interval_s=live_interval,
+                    live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6)
     if once:
         from fabricguard.kube import KubeError, unreachable
 
@@ -284,16 +289,24 @@ def render_alerts_cmd(
     profile: Path = PROFILE_OPT,
     plain: bool = typer.Option(False, "--plain", help="A Prometheus rules file instead of a PrometheusRule."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    runbook_base_url: str = typer.Option(
+        None, "--runbook-base-url", metavar="URL",
+        help="Where docs/runbooks/ is served (an internal mirror); each rule's runbook_url is URL/<alert>.md."),
 ) -> None:
     """Print the alerting rules (PrometheusRule, or --plain a rules file for promtool/Prometheus)."""
     import yaml
 
-    from fabricguard.controller.alerts import prometheus_rule, rule_groups
+    from fabricguard.controller.alerts import prometheus_rule, rule_groups, with_runbook_base
     from fabricguard.profile.commands import profile_or_exit
 
     check_namespace("--namespace", namespace)
+    if runbook_base_url is not None and not runbook_base_url.startswith(("https://", "http://")):
+        fail(f"--runbook-base-url {runbook_base_url!r}: give an http(s) URL, e.g. "
+             "https://git.example.com/fabricguard/blob/main/docs/runbooks")
     prof = profile_or_exit(profile)
     doc = rule_groups(prof) if plain else prometheus_rule(prof, namespace)
+    if runbook_base_url is not None:
+        with_runbook_base(doc if plain else doc["spec"], runbook_base_url)
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
 
 

@@ -24,9 +24,13 @@ from prometheus_client.registry import Collector
 from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
+from fabricguard.descriptors import Limit
 from fabricguard.profile.model import PlatformProfile
 
 FAILED_PASSES_UNHEALTHY = 3
+# Per-object series (a finding's object, a held workload) so an alert can name what to look at; bounded, and
+# what the bound left out is counted in fabricguard_metrics_series_dropped{metric}.
+MAX_OBJECT_SERIES = 500
 
 Ages = Callable[[], dict[str, float | None]]
 
@@ -90,6 +94,17 @@ class Metrics:
                                 ["pool", "verdict", "transport"], registry=r)
         self.findings = Gauge("fabricguard_doctor_findings", "Doctor findings on the latest pass.",
                               ["rule", "severity"], registry=r)
+        self.finding_objects = Gauge("fabricguard_doctor_finding",
+                                     "1 for each object a critical or warning doctor finding names (its first "
+                                     "object), on the latest pass.",
+                                     ["rule", "severity", "kind", "namespace", "name"], registry=r)
+        self.held = Gauge("fabricguard_admission_check_held_workload",
+                          "1 for each Workload the fabric-validated check holds off its pool now.",
+                          ["namespace", "workload", "pool"], registry=r)
+        self.series_dropped = Gauge("fabricguard_metrics_series_dropped",
+                                    f"Per-object series left out on the latest pass (over {MAX_OBJECT_SERIES}).",
+                                    ["metric"], registry=r)
+        self._object_series: dict[str, set[tuple[str, ...]]] = {}
         self.pending = Gauge("fabricguard_admission_check_pending_workloads",
                              "Workloads the fabric-validated check holds in Pending.", ["pool"], registry=r)
         self.pass_seconds = Gauge("fabricguard_reconcile_duration_seconds", "Duration of the latest pass.",
@@ -123,7 +138,21 @@ class Metrics:
                                     ["namespace", "job", "pool"], registry=r)
         self.live_jobs = Gauge("fabricguard_live_jobs_followed", "Running managed jobs whose logs are followed.",
                                registry=r)
+        self.live_unfollowed = Gauge("fabricguard_live_jobs_unfollowed",
+                                     "Running managed jobs whose logs were not read within their bound (twice the "
+                                     "live interval): the followers cannot keep up.", registry=r)
+        self.live_lag = Gauge("fabricguard_live_follow_lag_seconds",
+                              "Age of the least recently read running job's latest read.", registry=r)
         self.live_files = Gauge("fabricguard_live_log_files_followed", "NCCL log files followed.", registry=r)
+        self.fd_limit = Gauge("fabricguard_controller_fd_limit",
+                              "The controller's soft file descriptor limit (raised to the hard limit at start).",
+                              registry=r)
+        self.fd_open = Gauge("fabricguard_controller_open_fds", "File descriptors the controller holds open.",
+                             registry=r)
+        self.fd_short = Counter("fabricguard_descriptor_shortages",
+                                "Opens refused for want of a file descriptor (EMFILE/ENFILE); the file is read "
+                                "on a later poll.", registry=r)
+        self._fd_short_seen = 0
         self.live_bytes = Counter("fabricguard_live_log_bytes_read", "Bytes of running jobs' NCCL logs read.",
                                   registry=r)
         self.live_poll_seconds = Gauge("fabricguard_live_poll_duration_seconds",
@@ -164,6 +193,10 @@ class Metrics:
         self._busbw_series: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (ns, job) -> (pool, collectives)
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
+
+    def observe_descriptor_limit(self, limit: Limit) -> None:
+        """The descriptor limit the controller runs with (after raising the soft limit at start)."""
+        self.fd_limit.set(limit.soft)
 
     def pass_failed(self, why: str) -> None:
         """A pass that raised instead of completing."""
@@ -238,6 +271,11 @@ class Metrics:
         for key, n in counts.items():
             self.findings.labels(*key).set(n)
         self._finding_keys |= set(counts)
+        self._set_objects("fabricguard_doctor_finding", self.finding_objects, sorted(
+            {(f.rule, str(f.severity), f.objects[0].kind, f.objects[0].namespace or "", f.objects[0].name)
+             for f in result.findings if f.objects and str(f.severity) in ("critical", "warning")},
+            key=lambda k: (k[1] != "critical", k)))
+        self._set_objects("fabricguard_admission_check_held_workload", self.held, sorted(set(result.held)))
         self.pass_seconds.set(seconds)
         self.last_pass.set(result.now.timestamp())
         if errors:
@@ -264,6 +302,17 @@ class Metrics:
             t = parse_time(ref.published)
             if t is not None:
                 self.reference_published.labels(ref.environment).set(t.timestamp())
+
+    def _set_objects(self, metric: str, gauge: Gauge, keys: list[tuple[str, ...]]) -> None:
+        """One series per object, at most MAX_OBJECT_SERIES (the rest counted); gone objects' series removed."""
+        kept = set(keys[:MAX_OBJECT_SERIES])
+        self.series_dropped.labels(metric).set(max(0, len(keys) - MAX_OBJECT_SERIES))
+        for key in self._object_series.get(metric, set()) - kept:
+            with contextlib.suppress(KeyError):
+                gauge.remove(*key)
+        for key in kept:
+            gauge.labels(*key).set(1)
+        self._object_series[metric] = kept
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -297,7 +346,15 @@ class Metrics:
         if cost.inspector_bytes_total > self._inspector_bytes_seen:
             self.live_inspector_bytes.inc(cost.inspector_bytes_total - self._inspector_bytes_seen)
             self._inspector_bytes_seen = cost.inspector_bytes_total
-        self.live_jobs.set(cost.jobs)
+        self.live_jobs.set(cost.followed)
+        self.live_unfollowed.set(cost.unfollowed)
+        self.live_lag.set(round(cost.lag_s, 3))
+        if cost.descriptor_shortages > self._fd_short_seen:
+            self.fd_short.inc(cost.descriptor_shortages - self._fd_short_seen)
+            self._fd_short_seen = cost.descriptor_shortages
+        from fabricguard.descriptors import open_count
+
+        self.fd_open.set(open_count())
         self.live_files.set(cost.files)
         if cost.bytes_total > self._live_bytes_seen:
             self.live_bytes.inc(cost.bytes_total - self._live_bytes_seen)

@@ -771,8 +771,29 @@ class Pool(_Strict):
                 f"ResourceClaimTemplate {self.claim_template_name}{align}")
 
 
+class LustreClientHealth(_Strict):
+    """The Lustre client's own health in ``FabricReady`` (probes/lustre_client.py): health_check, imports
+    FULL, no recent eviction, LNet NI and peer health."""
+
+    enabled: bool = Field(default=True, description="Check the client's health on every node that mounts it.")
+    evictionWindow: str = Field(default="1h", description="An eviction this recent fails the node's check.")
+    minLnetHealth: int = Field(default=1000, ge=0, le=1000, description="LNet NI/peer health below this fails "
+                               "(1000, LNet's maximum: any failure LNet recorded).")
+
+    @field_validator("evictionWindow")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @property
+    def eviction_window_seconds(self) -> int:
+        return duration_seconds(self.evictionWindow)
+
+
 class Lustre(_Strict):
     claimName: str
+    clientHealth: LustreClientHealth = Field(default_factory=LustreClientHealth)
     mountPath: str = "/mnt/lustre"
     subPath: str = "{namespace}/{job}"
     logDir: str = ".fabricguard/nccl"
