@@ -202,13 +202,14 @@ def job_busbw_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
     return [_rule(
         "FabricguardJobBusBwBelowFloor",
         f"fabricguard_job_busbw_gbps{{{JUDGED_COLLECTIVES}}}"
-        " < on(namespace, job) group_left(pool) fabricguard_job_busbw_floor_gbps",
+        " < on(namespace, job, ranks_per_node) group_left(pool) fabricguard_job_busbw_floor_gbps",
         ins.belowFloorFor, "warning",
         "{{ $labels.namespace }}/{{ $labels.job }}: {{ $labels.collective }} busbw below pool {{ $labels.pool }}'s "
         "floor",
         "NCCL's Inspector in the running job measures {{ $value | printf \"%.1f\" }} GB/s bus bandwidth for its "
-        "large {{ $labels.collective }} collectives across nodes, below the pool's floor (floorFraction x "
-        f"baseline) for {ins.belowFloorFor}: the job runs, slowly, with no error. Its fabricguard.io/busbw "
+        "large {{ $labels.collective }} collectives across nodes on communicators with {{ $labels.ranks_per_node }} "
+        "rank(s) per node, below the floor of that shape (floorFraction x baseline, x k/G for k of G GPUs per "
+        f"node) for {ins.belowFloorFor}: the job runs, slowly, with no error. Its fabricguard.io/busbw "
         "annotation and Event have the figures; the dashboard's job view shows them beside step time, GPU "
         "utilization and RDMA traffic.")]
 

@@ -155,8 +155,9 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
                 "transport": ob.verdict.transport.value, "final": ob.verdict.final} for ob in live]
     for r, ob in zip(running, live, strict=True):
         if ob.busbw is not None and ob.busbw.figures:  # the pool's jobs run NCCL's Inspector
-            r["busbw"] = {c: {"gbps": round(f.busbw_gbps, 3), "below_minutes": f.below_minutes}
-                          for c, f in ob.busbw.figures.items()}
+            r["busbw"] = [{"collective": c, "ranks_per_node": k, "gbps": round(f.busbw_gbps, 3),
+                           "floor_gbps": f.floor_gbps, "below_minutes": f.below_minutes}
+                          for (c, k), f in ob.busbw.figures.items()]
             r["busbw_floor_gbps"] = ob.busbw.floor_gbps
     if as_json:
         print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})

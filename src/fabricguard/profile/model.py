@@ -355,6 +355,8 @@ class Baseline(_Strict):
         default=None, gt=0, description="Expected checkpoint write rate of the storage probe (all ranks, fsync in)."
     )
     storageReadMBps: float | None = Field(default=None, gt=0, description="Expected read-back rate, all ranks.")
+    ioShareLimit: float = Field(default=0.25, gt=0, lt=1, description="A job spending more than this share of its "
+                                "time in I/O phases slower than the storage floor is storage-bound (verify-job).")
     lustreRpcLatencyMs: float | None = Field(
         default=None,
         gt=0,
