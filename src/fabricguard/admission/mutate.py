@@ -34,6 +34,7 @@ from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.socket_ifname import IfnameList
 
 MANAGER = names.ADMISSION_MANAGER
 SHM_VOLUME = "fabricguard-shm"
@@ -178,13 +179,13 @@ def socket_ifname(fabric: str, configured: str | None) -> str | None:
         return configured
     if configured is None:
         return "^lo,docker," + ",".join(excluded)  # NCCL's own default exclusions, plus the fabric's
-    if configured.startswith("^"):
-        parts = [p for p in configured[1:].lstrip("=").split(",") if p]
-        for ex in excluded:
-            if not any(f"{ex}0".startswith(p) for p in parts):
-                configured += ("," if parts else "") + ex
-                parts.append(ex)
-    return configured  # an include list; the profile refuses one that matches an excluded interface
+    ifs = IfnameList.parse(configured)
+    if not ifs.exclude:
+        return configured  # an include list (the profile refuses one that picks an excluded interface)
+    for ex in excluded:
+        if not ifs.excludes(f"{ex}0"):
+            ifs = ifs.excluding(f"{ex}0", ex)
+    return str(ifs)
 
 
 def _subpath_expr(template: str) -> str:

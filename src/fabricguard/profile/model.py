@@ -18,6 +18,7 @@ from fabricguard.fabrics import FabricSpec, FabricType, Transport
 from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
 from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
+from fabricguard.socket_ifname import IfnameList
 from fabricguard.times import duration_seconds as duration_seconds
 
 API_VERSION = names.API_VERSION
@@ -229,13 +230,12 @@ class Fabric(_Strict):
     @model_validator(mode="after")
     def _socket_ifname_avoids_excluded(self) -> Fabric:
         s = self.socketIfname
-        if not s or s.startswith("^"):
+        if not s:
             return self
-        names = [p for p in s.lstrip("=").split(",") if p]
-        exact = s.startswith("=")
+        ifs = IfnameList.parse(s)
         for ex in self.spec.socket_ifname_exclude:
             iface = f"{ex}0"
-            if any((p == iface) if exact else iface.startswith(p) for p in names):
+            if not ifs.exclude and not ifs.excludes(iface):
                 what = "EKS Pod Identity's link-local" if self.type == "efa" else f"fabric {self.type}'s excluded"
                 raise ValueError(
                     f"socketIfname {s!r} matches {what} {iface}; name the node "
@@ -327,6 +327,8 @@ class Baseline(_Strict):
         default=None, gt=0, description="Expected checkpoint write rate of the storage probe (all ranks, fsync in)."
     )
     storageReadMBps: float | None = Field(default=None, gt=0, description="Expected read-back rate, all ranks.")
+    ioShareLimit: float = Field(default=0.25, gt=0, lt=1, description="A job spending more than this share of its "
+                                "time in I/O phases slower than the storage floor is storage-bound (verify-job).")
     lustreRpcLatencyMs: float | None = Field(
         default=None,
         gt=0,
