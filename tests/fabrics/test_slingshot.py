@@ -29,6 +29,8 @@ MODULES = """\
 cxi_user 106496 4 - Live 0xffff80007a0e0000 (OE)
 cxi_ss1 1146880 3 cxi_user,cxi_eth, Live 0xffff800079e00000 (OE)
 cxi_eth 98304 0 - Live 0xffff80007a0c0000 (OE)
+lustre 1064960 1 - Live 0xffff80007a400000 (OE)
+lnet 761856 6 lustre,lmv,mdc,osc,ptlrpc,kkfilnd, Live 0xffff80007a200000 (OE)
 nvidia 14299136 2 nvidia_uvm, Live 0xffff800078400000 (O)
 """
 
@@ -43,7 +45,9 @@ def node_root(base: Path, *, devices: int = 4, modules: str = MODULES, plugin: b
     (root / "proc").mkdir(parents=True)
     (root / "proc/modules").write_text(modules)
     (root / "proc/self").mkdir()
-    (root / "proc/self/mountinfo").write_text("22 1 0:21 / / rw,relatime - overlay overlay rw\n")
+    (root / "proc/self/mountinfo").write_text(  # the profile's EXAScaler file system at /lustre
+        "22 1 0:21 / / rw,relatime - overlay overlay rw\n"
+        "30 22 0:88 / /lustre rw,relatime - lustre 10.0.0.10@tcp:/lfs rw,flock,lazystatfs\n")
     (root / "sys/class/cxi").mkdir(parents=True)
     for i in range(devices):
         (root / "sys/class/cxi" / f"cxi{i}").mkdir()

@@ -113,6 +113,9 @@ def agent_cmd(
     interval: float = typer.Option(60.0, "--interval", min=1.0, help="Seconds between runs."),
     passes: int = typer.Option(3, "--passes", min=1, help="Consecutive passing runs before True."),
     stale_intervals: int = typer.Option(3, "--stale-intervals", min=1, help="Heartbeat age (in intervals) = stale."),
+    heartbeat: float = typer.Option(300.0, "--heartbeat", min=1.0, help="Seconds between writes of an unchanged "
+                                    "condition; a change is written at once. Stale after this plus "
+                                    "--stale-intervals runs."),
     check_timeout: float = typer.Option(30.0, "--check-timeout", min=1.0, help="Deadline of one run's checks."),
     manage_taints: bool = typer.Option(False, "--manage-taints", help="Keep the readiness taints on this Node "
                                        "(where the Node Readiness Controller is not installed)."),
@@ -149,6 +152,7 @@ def agent_cmd(
     cfg = AgentConfig(
         node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings, lnetctl=lnetctl,
         interval=interval, passes=passes, stale_intervals=stale_intervals, manage_taints=manage_taints,
+        heartbeat=heartbeat,
         check_timeout=check_timeout,
     )
     saved = _node_json(node_json, node) if node_json is not None else None
@@ -232,7 +236,7 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
     agent = Agent(cfg, None)
     started = time.time()
     app = make_app(agent.metrics, lambda: agent.last_finished, started,
-                   cfg.max_age.total_seconds() + cfg.check_timeout)
+                   cfg.run_max_age.total_seconds() + cfg.check_timeout)
     server = start(app, host, port)  # /healthz answers (503 once stale) while the API is still unreachable
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

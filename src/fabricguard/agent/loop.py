@@ -30,7 +30,7 @@ from fabricguard.agent.damping import Damper
 from fabricguard.agent.deadline import CheckRun
 from fabricguard.agent.kube import KubeError, NodeClient
 from fabricguard.agent.metrics import AgentMetrics
-from fabricguard.agent.staleness import is_stale
+from fabricguard.agent.staleness import heartbeat_age, is_stale
 from fabricguard.agent.taints import taint_patch, wanted_taints
 from fabricguard.kube import Conflict, Invalid, unreachable
 from fabricguard.objects import find_condition
@@ -40,6 +40,18 @@ from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool, UnknownPoolError
 
 log = logging.getLogger("fabricguard.agent")
+HEARTBEAT_S = 300.0
+_SAME = ("status", "reason", "message")
+
+
+def needs_write(previous: dict[str, Any] | None, condition: dict[str, Any], now: datetime, heartbeat_s: float,
+                interval_s: float) -> bool:
+    """Whether this run writes the condition: it changed (status, reason or message), or the stored heartbeat is
+    due (the next run would find it older than ``heartbeat_s``), absent, unreadable or from the future."""
+    if previous is None or any(previous.get(k) != condition.get(k) for k in _SAME):
+        return True
+    age = heartbeat_age(previous, now)
+    return age is None or age < 0 or age + interval_s > heartbeat_s
 
 
 @dataclass
@@ -56,10 +68,19 @@ class AgentConfig:
     stale_intervals: int = 3
     manage_taints: bool = False
     check_timeout: float = 30.0
+    # Seconds between writes of a condition that has not changed (its heartbeat). A run whose condition is what
+    # the Node holds writes nothing until then: 12 writes per node per hour instead of 60 (bench/agent/README.md).
+    heartbeat: float = HEARTBEAT_S
 
     @property
     def max_age(self) -> timedelta:
-        """How old a heartbeat may be before the condition is stale (also the ``/healthz`` limit)."""
+        """How old a heartbeat may be before the condition is stale: the heartbeat period plus
+        ``stale_intervals`` runs (a write is at most one heartbeat apart while the agent lives)."""
+        return timedelta(seconds=max(self.heartbeat, self.interval) + self.interval * self.stale_intervals)
+
+    @property
+    def run_max_age(self) -> timedelta:
+        """How long without a finished run before ``/healthz`` fails (runs, not writes, are every interval)."""
         return timedelta(seconds=self.interval * self.stale_intervals)
 
 
@@ -228,10 +249,16 @@ class Agent:
             # Bootstrap or not is decided on the Node as it was before this report (a first report creates
             # the condition, which would otherwise end the bootstrap at once).
             wanted = wanted_taints(node, reported.status) if node is not None else None
-            try:
-                node = await self.client.patch_status(self.cfg.node, status_patch(condition))
-            except KubeError as e:
-                errors.append(str(e))
+            if node is not None and previous is not None and not needs_write(
+                    previous, condition, now, self.cfg.heartbeat, self.cfg.interval):
+                condition = dict(previous)  # what the Node holds: nothing changed and the heartbeat is not due
+                self.metrics.status_writes.labels("skipped").inc()
+            else:
+                try:
+                    node = await self.client.patch_status(self.cfg.node, status_patch(condition))
+                    self.metrics.status_writes.labels("written").inc()
+                except KubeError as e:
+                    errors.append(str(e))
             if self.cfg.manage_taints and node is not None and wanted is not None:
                 err = await self._taints(node, wanted)
                 if err:

@@ -5,6 +5,8 @@
 - ``fabricguard_node_fabric_ready``: 1 when the last report was ``True``;
 - ``fabricguard_agent_last_run_timestamp_seconds`` and ``fabricguard_agent_run_duration_seconds``;
 - ``fabricguard_agent_report_errors_total``: reports the API server refused or never received;
+- ``fabricguard_agent_status_writes_total{result="written"|"skipped"}``: condition writes, and runs that wrote
+  nothing because nothing changed and the heartbeat was not due;
 - ``fabricguard_agent_checks_abandoned_total``: runs whose checks passed ``--check-timeout`` (left behind);
 - the RDMA port and Lustre client metrics of ``agent.fabric_metrics``, read at scrape time.
 """
@@ -47,6 +49,13 @@ class AgentMetrics:
         self.report_errors = Counter(
             "fabricguard_agent_report_errors_total",
             "Condition or taint writes that failed.",
+            registry=self.registry,
+        )
+        self.status_writes = Counter(
+            "fabricguard_agent_status_writes_total",
+            "Runs that wrote the FabricReady condition (written) or found it unchanged with its heartbeat not due "
+            "(skipped).",
+            ["result"],
             registry=self.registry,
         )
         self.abandoned = Counter(

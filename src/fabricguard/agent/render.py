@@ -33,6 +33,7 @@ import yaml
 
 from fabricguard import fabrics, names
 from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
+from fabricguard.agent.loop import HEARTBEAT_S
 from fabricguard.kube import rbac_rules
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
 from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
@@ -319,7 +320,8 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
         "containers": [{
             "name": "sweep",
             "image": image,
-            "args": ["agent-sweep", "--max-age", str(interval * STALE_INTERVALS)],
+            # the agent's own max_age with its default heartbeat: an unchanged condition is rewritten only then
+            "args": ["agent-sweep", "--max-age", str(int(HEARTBEAT_S) + interval * STALE_INTERVALS)],
             "resources": {"requests": {"cpu": "10m", "memory": "96Mi"}, "limits": {"memory": "192Mi"}},
             "securityContext": {"privileged": False, "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
