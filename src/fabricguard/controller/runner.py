@@ -60,9 +60,10 @@ class RunConfig:
     reference: tuple[str, str] | None = None  # NAMESPACE, NAME of the reference environment's ConfigMap
     stall_s: float = 300.0  # a leader with no finished pass for this long gives the Lease up (and is unhealthy)
     watch_timeout_s: int = 300  # the server ends each watch after this; the cache re-watches from its version
+    mode: str = "enforce"  # --mode: observe reports what the check would hold and holds nothing
 
     def canary_config(self) -> CanaryConfig:
-        return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
+        return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history, self.mode)
 
 
 @dataclass
