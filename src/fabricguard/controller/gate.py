@@ -38,6 +38,7 @@ class GateResult:
     actions: list[Action] = field(default_factory=list)
     pending: dict[str, int] = field(default_factory=dict)  # pool -> workloads held by the check
     would_hold: dict[str, int] = field(default_factory=dict)  # observe: pool -> workloads enforce would hold
+    held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) held now
 
 
 def our_checks(admission_checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -137,6 +138,7 @@ def gate_workloads(
         if state != "Ready":
             for p in pools:
                 res.pending[p] = res.pending.get(p, 0) + 1
+                res.held.append((o.namespace_of(wl) or "", o.name_of(wl), p))
         if entry.get("state") == state and entry.get("message") == message:
             continue
         changed = entry.get("state") != state

@@ -43,6 +43,7 @@ class PassResult:
     workloads: list[dict[str, Any]] = field(default_factory=list)
     drift: list[Finding] = field(default_factory=list)  # against the reference environment, when one is given
     reference: Reference | None = None
+    held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) the check holds
     breakers: dict[str, PoolBreakers] = field(default_factory=dict)  # pool -> its checks' breakers
     would_hold: dict[str, int] = field(default_factory=dict)  # observe mode: pool -> workloads enforce would hold
     observing: frozenset[str] = frozenset()  # pools in observe mode this pass
@@ -130,6 +131,6 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
                             "this cluster") if reference is not None else [])
     return PassResult(now, actions, states, findings, gate.pending, counters,
                       running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference,
-                      breakers=blast.pools, would_hold=gate.would_hold,
+                      gate.held, breakers=blast.pools, would_hold=gate.would_hold,
                       observing=frozenset(p.name for p in profile.spec.pools
                                           if profile.mode_of(p, cfg.mode) == "observe"))

@@ -459,6 +459,114 @@ class Canary(_Strict):
         return duration_seconds(self.runTimeout)
 
 
+_BUDGET = re.compile(r"^(?P<n>[0-9]+(\.[0-9]+)?)(?P<unit>%|h)$")
+
+
+class Quarantine(_Strict):
+    """How many of a pool's nodes proof may take out of service at once, and the breaker behind that budget."""
+
+    maxNodes: int | None = Field(default=None, ge=0, description="At most this many nodes quarantined at once.")
+    maxPercent: float = Field(default=10.0, ge=0, le=100,
+                              description="At most this share of the pool's nodes quarantined at once (the "
+                              "smaller of this and maxNodes applies; never below the largest admitted gang).")
+    breakerPercent: float = Field(default=20.0, gt=0, le=100,
+                                  description="Nodes newly failing pair tests (suspects and convictions) within "
+                                  "breakerWindow above this share of the pool open the breaker (EKS repair stops "
+                                  "above 20% unhealthy): nothing more is quarantined, an alert fires, a person "
+                                  "resets it.")
+    breakerWindow: str = Field(default="1h", description="The breaker's sliding window.")
+    retestAfter: str = Field(default="1h", description="A quarantined node is re-tested this long after its "
+                             "conviction; a pass with a known-good node releases it.")
+
+    @field_validator("breakerWindow", "retestAfter")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        if duration_seconds(v) <= 0:
+            raise ValueError(f"{v!r} must be longer than zero")
+        return v
+
+
+class Proof(_Strict):
+    """Every node of the pool proven by a pair test within ``every`` (controller/proof.py)."""
+
+    every: str = Field(default="24h", description="Each node's fabric data path is proven by a pair test this "
+                       "often.")
+    pairs: Literal["topology", "random"] = Field(
+        default="topology", description="topology: alternate intra-block and cross-block partners by the pool's "
+        "coarsest topology label; random: any idle partner.")
+    budget: str = Field(default="0.5%", description="GPU-hours per pool per UTC day the pair tests may spend: "
+                        "a share of the pool's GPU-hours (0.5%) or an amount (40h).")
+    pairDuration: str = Field(default="10m", description="GPU time a pair test is charged before it finishes "
+                              "(its real run time once it has).")
+    gpusPerPod: int | None = Field(default=None, ge=1, description="GPUs per pair pod (default: gpusPerNode, so "
+                                   "every GPU's NIC, every rail, is in the test).")
+    maxConcurrent: int = Field(default=8, ge=1, description="Pair tests of the pool running at once, at most.")
+    priorityClassName: str = Field(default="fabricguard-scavenger", description="A PriorityClass below every "
+                                   "workload's, preemptionPolicy Never: pair tests never take work's place.")
+    queue: str | None = Field(default=None, description="LocalQueue the pair tests go through (Kueue, at the "
+                              "scavenger WorkloadPriorityClass); none: they bypass Kueue.")
+    lifecycle: bool = Field(default=True, description="A new node is proven before its readiness taint lifts: "
+                            "the bootstrap NodeReadinessRule also requires FabricProven=True.")
+    lifecycleTimeout: str = Field(default="2h", description="A new node not proven this long after it joined "
+                                  "gets FabricProven=False (ProofTimedOut), a Warning Event and an alert.")
+    reproveOnLabels: list[str] = Field(
+        default_factory=lambda: ["nvidia.com/cuda.driver-version.full"],
+        description="Node labels whose change (driver, device plugin version) makes a proven node due again.")
+    quarantine: Quarantine = Field(default_factory=Quarantine)
+
+    @field_validator("every", "pairDuration", "lifecycleTimeout")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        if duration_seconds(v) <= 0:
+            raise ValueError(f"{v!r} must be longer than zero")
+        return v
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, v: str) -> str:
+        m = _BUDGET.match(str(v).strip())
+        if m is None or float(m.group("n")) <= 0:
+            raise ValueError(f"{v!r} is not a budget; write a share of the pool's GPU-hours (0.5%) or GPU-hours "
+                             "per day (40h)")
+        if m.group("unit") == "%" and float(m.group("n")) > 100:
+            raise ValueError(f"{v!r}: a share cannot exceed 100%")
+        return v.strip()
+
+    @field_validator("priorityClassName", "queue")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a valid name (lowercase letters, digits and '-')")
+        return v
+
+    @field_validator("reproveOnLabels")
+    @classmethod
+    def _labels(cls, v: list[str]) -> list[str]:
+        bad = [k for k in v if not _RESOURCE_NAME.match(k)]
+        if bad:
+            raise ValueError(f"{bad} are not label keys")
+        return v
+
+    @property
+    def every_s(self) -> int:
+        return duration_seconds(self.every)
+
+    @property
+    def pair_s(self) -> int:
+        return duration_seconds(self.pairDuration)
+
+    @property
+    def lifecycle_timeout_s(self) -> int:
+        return duration_seconds(self.lifecycleTimeout)
+
+    def budget_gpu_hours(self, nodes: int, gpus_per_node: int) -> float:
+        """The pool's daily GPU-hour budget for pair tests."""
+        m = _BUDGET.match(self.budget)
+        assert m is not None  # validated
+        n = float(m.group("n"))
+        return n if m.group("unit") == "h" else nodes * gpus_per_node * 24 * n / 100
+
+
 class QueueTopology(_Strict):
     level: str
     mode: Literal["required", "preferred", "unconstrained"] = "preferred"
@@ -615,6 +723,10 @@ class Pool(_Strict):
     canary: Canary | None = Field(
         default=None, description="The pool's canary (default: on for fabric pools with Lustre, else off)."
     )
+    proof: Proof | None = Field(
+        default=None, description="Coverage goal: every node proven by a pair test within proof.every, the bad one "
+        "found by bisection and quarantined within a budget (controller/proof.py). Needs the pool's canary."
+    )
     onFallback: Literal["warn", "stop"] = Field(
         default="warn",
         description="When a running managed job's logs show sockets on this fabric pool: warn (annotation, "
@@ -655,6 +767,8 @@ class Pool(_Strict):
             raise ValueError(
                 f"canary.gpusPerPod {self.canary.gpusPerPod} exceeds gpusPerNode {self.gpusPerNode}"
             )
+        if self.proof is not None and self.proof.gpusPerPod is not None and self.proof.gpusPerPod > self.gpusPerNode:
+            raise ValueError(f"proof.gpusPerPod {self.proof.gpusPerPod} exceeds gpusPerNode {self.gpusPerNode}")
         d = self.fabric.dra
         if (self.canary is not None and d is not None and d.countPer == "node"
                 and self.canary.gpusPerPod != self.gpusPerNode):
@@ -892,6 +1006,14 @@ class PlatformProfile(_Strict):
     kind: Literal["PlatformProfile"]
     metadata: Metadata
     spec: Spec
+
+    @model_validator(mode="after")
+    def _proof_needs_canary(self) -> PlatformProfile:
+        for i, p in enumerate(self.spec.pools):
+            if p.proof is not None and self.canary(p) is None:
+                raise ValueError(f"spec.pools[{i}] ({p.name}): proof runs pair tests with the canary's image, probe "
+                                 "and Lustre: enable the pool's canary (and spec.storage.lustre) or remove proof")
+        return self
 
     def pool(self, name: str | None = None) -> Pool:
         """The named pool, or the default pool; ``UnknownPoolError`` lists the known ones."""

@@ -1,0 +1,189 @@
+"""Pair planning, bisection and quarantine (controller/proof.py) on a simulated fleet, pass by pass.
+
+The fleet simulator plays the world between two passes: every pair the decision started finishes by the next
+pass, passing unless one of its nodes is bad (then degraded: a fraction of the floor, as a rail down does) or a
+platform fault fails every pair. The decisions are the controller's own, unmodified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fabricguard.controller import proof as pf
+from fabricguard.profile.model import Proof, Quarantine
+
+T0 = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
+
+
+def fleet(n: int = 32, blocks: int = 4) -> dict[str, pf.NodeFacts]:
+    return {f"gpu-{i:02d}": pf.NodeFacts(f"gpu-{i:02d}", block=f"b{i * blocks // n}", joined=T0 - timedelta(days=30))
+            for i in range(n)}
+
+
+def run(facts: dict[str, pf.NodeFacts], passes: int, *, bad: set[str] = frozenset(), fault_after: int | None = None,
+        step: timedelta = timedelta(minutes=20), proof: Proof | None = None, start: datetime = T0,
+        state: pf.ProofState | None = None, gang: int = 0, hooks: dict[int, object] | None = None
+        ) -> tuple[pf.ProofState, list[pf.Decision], dict[str, pf.NodeFacts]]:
+    proof = proof or Proof(maxConcurrent=16)
+    state = state or pf.ProofState()
+    decisions: list[pf.Decision] = []
+    running: list[pf.ActivePair] = []
+    for k in range(passes):
+        now = start + k * step
+        if hooks and k in hooks:
+            facts = hooks[k](facts)  # type: ignore[operator]
+        results = []
+        for a in running:
+            fail = bool(set(a.nodes) & bad) or (fault_after is not None and k >= fault_after)
+            results.append(pf.PairResult(a.name, a.nodes, "degraded" if fail else "passed", now - timedelta(minutes=5),
+                                         a.purpose, busbw=60.0 if fail else 180.0, message="busbw below floor"
+                                         if fail else "", gpu_hours=a.gpuHours / 2))
+        d = pf.decide(state, facts, results, proof, gpus_per_node=8, largest_gang=gang, now=now,
+                      name_of=lambda i, k=k: f"fgp-p-{k}-{i}")
+        for n in d.taint:
+            facts[n] = replace(facts[n], quarantined=True)
+        for n in d.untaint:
+            facts[n] = replace(facts[n], quarantined=False)
+        state = d.state
+        running = [a for a in state.active if a.name in {p.name for p in d.start}]
+        decisions.append(d)
+    return state, decisions, facts
+
+
+def test_every_node_proven_and_the_bad_one_convicted_by_bisection_alone() -> None:
+    facts = fleet()
+    state, decisions, facts = run(facts, 12, bad={"gpu-13"})
+    rows = state.nodes
+    assert rows["gpu-13"].state == "quarantined"
+    assert facts["gpu-13"].quarantined
+    assert [n for n, f in facts.items() if f.quarantined] == ["gpu-13"]  # no good node convicted
+    assert all(r.state == "proven" for n, r in rows.items() if n != "gpu-13"), {
+        n: r.state for n, r in rows.items() if r.state != "proven"}
+    # Conviction needed two failed pairs, the second with a known-good partner.
+    assert len(rows["gpu-13"].failures) >= 2
+    taints = [n for d in decisions for n in d.taint]
+    assert taints == ["gpu-13"]
+    # Both links covered: intra-block and cross-block pairs proved nodes.
+    assert {r.link for r in rows.values() if r.link} == {"intra", "cross"}
+    assert all(not d.broken for d in decisions)
+    # Within the GPU-hour budget of the day (0.5% of 32 x 8 x 24 GPU-h).
+    assert state.spentGpuHours + sum(a.gpuHours for a in state.active) <= 0.005 * 32 * 8 * 24 + 1e-6
+
+
+def test_one_failed_pair_of_two_unproven_nodes_convicts_neither() -> None:
+    facts = fleet(4, 2)
+    state = pf.ProofState(active=[pf.ActivePair("fgp-x", ("gpu-00", "gpu-02"), "coverage", "", 1.0)])
+    d = pf.decide(state, facts, [pf.PairResult("fgp-x", ("gpu-00", "gpu-02"), "failed", T0, busbw=None)],
+                  Proof(), gpus_per_node=8, largest_gang=0, now=T0, name_of=lambda i: f"p{i}")
+    assert d.state.nodes["gpu-00"].state == d.state.nodes["gpu-02"].state == "suspect"
+    assert not d.taint
+
+
+def test_the_breaker_stops_quarantine_when_every_pair_fails_and_the_pool_is_broken() -> None:
+    facts = fleet()
+    state, _decisions, facts = run(facts, 8, bad={"gpu-13"})
+    assert [n for n, f in facts.items() if f.quarantined] == ["gpu-13"]
+    later = T0 + timedelta(days=1, hours=2)  # every node due again: a platform fault fails every pair from now on
+    state2, decisions2, facts2 = run(facts, 8, fault_after=1, state=state, start=later,
+                                     proof=Proof(maxConcurrent=16, every="1d"))
+    assert state2.breaker.open
+    assert [n for n, f in facts2.items() if f.quarantined] == ["gpu-13"]  # nothing more quarantined
+    assert any(e[1] == "FabricQuarantineBreakerOpen" for d in decisions2 for e in d.events)
+    assert decisions2[-1].broken  # the pool itself is broken: the Kueue check holds it
+    assert decisions2[-1].withheld or all(r.state != "convicted" for r in state2.nodes.values())
+
+
+def test_quarantine_never_leaves_fewer_healthy_nodes_than_the_largest_gang() -> None:
+    facts = fleet(8, 2)
+    state, decisions, facts = run(facts, 10, bad={"gpu-03"}, gang=8)
+    assert not any(f.quarantined for f in facts.values())
+    assert state.nodes["gpu-03"].state == "convicted"
+    assert "largest admitted gang" in state.nodes["gpu-03"].message
+    assert decisions[-1].broken  # 7 healthy < the gang of 8: the pool is broken, so the check holds
+
+
+def test_quarantined_node_is_released_after_a_passing_retest() -> None:
+    facts = fleet(8, 2)
+    state, _d, facts = run(facts, 8, bad={"gpu-03"}, proof=Proof(maxConcurrent=16, budget="40h"))
+    assert facts["gpu-03"].quarantined
+    # Repaired: the re-test after retestAfter passes with a known-good node and our taint goes.
+    state2, d2, facts2 = run(facts, 6, state=state, start=T0 + timedelta(hours=3),
+                             proof=Proof(maxConcurrent=16, budget="40h"))
+    assert not facts2["gpu-03"].quarantined
+    assert state2.nodes["gpu-03"].state == "proven"
+    assert any(e[1] == "FabricReleased" for d in d2 for e in d.events)
+
+
+def test_new_node_is_proven_with_a_known_good_partner_and_timeout_is_loud() -> None:
+    facts = fleet(8, 2)
+    state, _d, facts = run(facts, 4)
+    joined = T0 + timedelta(hours=1)
+    facts["gpu-new"] = pf.NodeFacts("gpu-new", block="b0", bootstrapping=True, fabric_ready=True, joined=joined)
+    state2, d2, _f = run(facts, 3, state=state, start=joined + timedelta(minutes=1))
+    first = d2[0].start
+    assert first[0].purpose == "lifecycle" and first[0].nodes[0] == "gpu-new" and first[0].tolerate_bootstrap
+    assert pf.known_good(state.nodes[first[0].nodes[1]], Proof(), joined)
+    assert state2.nodes["gpu-new"].lastProven is not None
+    # A new node that never gets an idle partner: past lifecycleTimeout it is timed-out, with a Warning Event.
+    lonely = {"gpu-a": pf.NodeFacts("gpu-a", bootstrapping=True, fabric_ready=True, joined=T0)}
+    d = pf.decide(pf.ProofState(), lonely, [], Proof(lifecycleTimeout="1h"), gpus_per_node=8, largest_gang=0,
+                  now=T0 + timedelta(hours=2), name_of=str)
+    assert d.state.nodes["gpu-a"].state == "timed-out"
+    assert any(e[1] == "FabricProofTimedOut" and e[3] for e in d.events)
+
+
+def test_held_elsewhere_nodes_are_neither_tested_nor_blamed() -> None:
+    nvs = {"metadata": {"name": "n"}, "spec": {"taints": [
+        {"key": "nvsentinel.dgxc.nvidia.com/nvcre-cert-failed", "value": "true", "effect": "NoSchedule"}]}}
+    assert "nvsentinel" in (pf.held_elsewhere(nvs, ()) or "")
+    eks = {"metadata": {"name": "n"}, "status": {"conditions": [
+        {"type": "AcceleratedHardwareReady", "status": "False", "reason": "NvidiaXID79Error"}]}}
+    assert "AcceleratedHardwareReady" in (pf.held_elsewhere(eks, ()) or "")
+    gke = {"metadata": {"name": "n", "labels": {"cloud.google.com/scheduled-maintenance-time": "1767225600"}}}
+    assert pf.held_elsewhere(gke, ()) is not None
+    ours = {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "fabricguard.io/quarantined", "effect": "NoSchedule"}]}}
+    assert pf.held_elsewhere(ours, ("fabricguard.io/quarantined",)) is None
+    facts = fleet(4, 2)
+    facts["gpu-01"] = replace(facts["gpu-01"], held="cordoned")
+    d = pf.decide(pf.ProofState(), facts, [], Proof(), gpus_per_node=8, largest_gang=0, now=T0, name_of=str)
+    assert all("gpu-01" not in p.nodes for p in d.start)
+    assert d.state.nodes["gpu-01"].state == "held"
+
+
+def test_budget_bounds_the_pairs_started_and_says_so() -> None:
+    facts = fleet(32, 4)
+    p = Proof(budget="3h", pairDuration="10m", maxConcurrent=16)  # 8 GPUs x 2 x 10 min = 2.67 GPU-h a pair
+    d = pf.decide(pf.ProofState(), facts, [], p, gpus_per_node=8, largest_gang=0, now=T0, name_of=str)
+    assert len(d.start) == 1
+    assert any("budget spent" in n for n in d.notes)
+    assert d.budget_gpu_hours == 3.0
+
+
+def test_busy_nodes_are_not_tested() -> None:
+    facts = {n: replace(f, idle=(i % 2 == 0)) for i, (n, f) in enumerate(fleet(8, 2).items())}
+    d = pf.decide(pf.ProofState(), facts, [], Proof(), gpus_per_node=8, largest_gang=0, now=T0, name_of=str)
+    assert d.start and all(facts[n].idle for p in d.start for n in p.nodes)
+
+
+def test_state_round_trips_through_the_status() -> None:
+    facts = fleet(8, 2)
+    state, _d, _f = run(facts, 6, bad={"gpu-03"})
+    doc = state.to_dict(12.0)
+    back = pf.ProofState.from_dict(doc)
+    assert back.to_dict(12.0) == doc
+
+
+@pytest.mark.parametrize("budget", ["0%", "-1h", "abc", "101%"])
+def test_bad_budget_is_refused(budget: str) -> None:
+    with pytest.raises(ValueError, match="budget"):
+        Proof(budget=budget)
+
+
+def test_quarantine_cap_is_the_smaller_of_count_and_percent() -> None:
+    assert pf.largest_fit(32, None, 10) == 3
+    assert pf.largest_fit(32, 1, 10) == 1
+    assert pf.largest_fit(4, None, 10) == 1
+    assert Quarantine().breakerPercent == 20
