@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
+from fabricguard.descriptors import Limit
 from fabricguard.profile.model import PlatformProfile
 
 FAILED_PASSES_UNHEALTHY = 3
@@ -98,7 +99,21 @@ class Metrics:
                                     ["namespace", "job", "pool"], registry=r)
         self.live_jobs = Gauge("fabricguard_live_jobs_followed", "Running managed jobs whose logs are followed.",
                                registry=r)
+        self.live_unfollowed = Gauge("fabricguard_live_jobs_unfollowed",
+                                     "Running managed jobs whose logs were not read within their bound (twice the "
+                                     "live interval): the followers cannot keep up.", registry=r)
+        self.live_lag = Gauge("fabricguard_live_follow_lag_seconds",
+                              "Age of the least recently read running job's latest read.", registry=r)
         self.live_files = Gauge("fabricguard_live_log_files_followed", "NCCL log files followed.", registry=r)
+        self.fd_limit = Gauge("fabricguard_controller_fd_limit",
+                              "The controller's soft file descriptor limit (raised to the hard limit at start).",
+                              registry=r)
+        self.fd_open = Gauge("fabricguard_controller_open_fds", "File descriptors the controller holds open.",
+                             registry=r)
+        self.fd_short = Counter("fabricguard_descriptor_shortages",
+                                "Opens refused for want of a file descriptor (EMFILE/ENFILE); the file is read "
+                                "on a later poll.", registry=r)
+        self._fd_short_seen = 0
         self.live_bytes = Counter("fabricguard_live_log_bytes_read", "Bytes of running jobs' NCCL logs read.",
                                   registry=r)
         self.live_poll_seconds = Gauge("fabricguard_live_poll_duration_seconds",
@@ -121,13 +136,16 @@ class Metrics:
         self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
         self.job_busbw = Gauge("fabricguard_job_busbw_gbps",
                                "Bus bandwidth of a running job's large collectives across nodes (NCCL Inspector, "
-                               "median over the latest 5 minutes).", ["namespace", "job", "collective"], registry=r)
+                               "median over the latest 5 minutes), per communicator shape (ranks per node; 0: "
+                               "uneven).", ["namespace", "job", "collective", "ranks_per_node"], registry=r)
         self.job_busbw_floor = Gauge("fabricguard_job_busbw_floor_gbps",
-                                     "The busbw floor of the pool a running job (with NCCL's Inspector) runs on.",
-                                     ["namespace", "job", "pool"], registry=r)
+                                     "The busbw floor a running job's communicators of this shape are held to (the "
+                                     "pool's floor for whole nodes, x k/G for k of G GPUs per node).",
+                                     ["namespace", "job", "pool", "ranks_per_node"], registry=r)
         self.job_busbw_below = Gauge("fabricguard_job_busbw_below_floor_minutes",
                                      "Minutes (by the records' dump times) a running job's collective has been "
-                                     "below its pool's floor.", ["namespace", "job", "collective"], registry=r)
+                                     "below its shape's floor.", ["namespace", "job", "collective", "ranks_per_node"],
+                                     registry=r)
         self.canary_inspector_busbw = Gauge("fabricguard_canary_inspector_busbw_gbps",
                                             "Busbw per collective of the pool's latest judged canary, from NCCL's "
                                             "Inspector (the instrument running jobs are measured with).",
@@ -152,9 +170,13 @@ class Metrics:
                                 "Observe mode: workloads the Kueue check would hold under enforce.", ["pool"],
                                 registry=r)
         self._breaker_keys: set[tuple[str, str]] = set()
-        self._busbw_series: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (ns, job) -> (pool, collectives)
+        self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
+
+    def observe_descriptor_limit(self, limit: Limit) -> None:
+        """The descriptor limit the controller runs with (after raising the soft limit at start)."""
+        self.fd_limit.set(limit.soft)
 
     def pass_failed(self, why: str) -> None:
         """A pass that raised instead of completing."""
@@ -315,7 +337,15 @@ class Metrics:
         if cost.inspector_bytes_total > self._inspector_bytes_seen:
             self.live_inspector_bytes.inc(cost.inspector_bytes_total - self._inspector_bytes_seen)
             self._inspector_bytes_seen = cost.inspector_bytes_total
-        self.live_jobs.set(cost.jobs)
+        self.live_jobs.set(cost.followed)
+        self.live_unfollowed.set(cost.unfollowed)
+        self.live_lag.set(round(cost.lag_s, 3))
+        if cost.descriptor_shortages > self._fd_short_seen:
+            self.fd_short.inc(cost.descriptor_shortages - self._fd_short_seen)
+            self._fd_short_seen = cost.descriptor_shortages
+        from fabricguard.descriptors import open_count
+
+        self.fd_open.set(open_count())
         self.live_files.set(cost.files)
         if cost.bytes_total > self._live_bytes_seen:
             self.live_bytes.inc(cost.bytes_total - self._live_bytes_seen)
@@ -324,27 +354,32 @@ class Metrics:
         self.live_last_poll.set(time.time())
 
     def _observe_busbw(self, observations: list[Observation]) -> None:
-        """Per job and collective, the Inspector's busbw; series of jobs or collectives gone are removed."""
-        now: dict[tuple[str, str], tuple[str, set[str]]] = {}
+        """Per job, collective and communicator shape, the Inspector's busbw and the shape's floor; series of jobs,
+        collectives or shapes gone are removed."""
+        now: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         for ob in observations:
             v = ob.busbw
             if v is None or not v.figures:
                 continue
             key = (ob.job.namespace, ob.job.name)
-            now[key] = (ob.job.pool, set(v.figures))
-            for c, f in v.figures.items():
-                self.job_busbw.labels(key[0], key[1], c).set(round(f.busbw_gbps, 3))
-                self.job_busbw_below.labels(key[0], key[1], c).set(f.below_minutes)
-            if v.floor_gbps is not None:
-                self.job_busbw_floor.labels(key[0], key[1], ob.job.pool).set(v.floor_gbps)
-        for key, (pool, colls) in self._busbw_series.items():
-            kept = now.get(key, (pool, set()))[1]
-            for c in colls - kept:
-                self.job_busbw.remove(key[0], key[1], c)
-                self.job_busbw_below.remove(key[0], key[1], c)
-            if key not in now:
+            colls: set[tuple[str, str]] = set()
+            floors: set[str] = set()
+            for (c, k), f in v.figures.items():
+                colls.add((c, str(k)))
+                self.job_busbw.labels(key[0], key[1], c, str(k)).set(round(f.busbw_gbps, 3))
+                self.job_busbw_below.labels(key[0], key[1], c, str(k)).set(f.below_minutes)
+                if f.floor_gbps is not None:
+                    floors.add(str(k))
+                    self.job_busbw_floor.labels(key[0], key[1], ob.job.pool, str(k)).set(round(f.floor_gbps, 3))
+            now[key] = (ob.job.pool, colls, floors)
+        for key, (pool, colls, floors) in self._busbw_series.items():
+            _, kept, kept_floors = now.get(key, (pool, set(), set()))
+            for c, shape in colls - kept:
+                self.job_busbw.remove(key[0], key[1], c, shape)
+                self.job_busbw_below.remove(key[0], key[1], c, shape)
+            for shape in floors - kept_floors:
                 with contextlib.suppress(KeyError):
-                    self.job_busbw_floor.remove(key[0], key[1], pool)
+                    self.job_busbw_floor.remove(key[0], key[1], pool, shape)
         self._busbw_series = now
 
 def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard import names
+from fabricguard import descriptors, names
 from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
@@ -57,6 +57,7 @@ class RunConfig:
     lease_s: int = 15
     history: int = 10
     live_interval_s: float = 10.0  # how often running jobs' logs are read between passes
+    live_workers: int = 4  # jobs read at once (each a round trip per stat on Lustre; one descriptor each at most)
     reference: tuple[str, str] | None = None  # NAMESPACE, NAME of the reference environment's ConfigMap
     stall_s: float = 300.0  # a leader with no finished pass for this long gives the Lease up (and is unhealthy)
     watch_timeout_s: int = 300  # the server ends each watch after this; the cache re-watches from its version
@@ -152,6 +153,7 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         errors += await apply_actions(k, result.actions, known, leading) if act else []
         observations: list[Observation] = []
         if cfg.lustre_root is not None:
+            # Without kept followers (--once) every running job is read in full, whatever it takes.
             followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
             followers.sync(result.running)
             observations, live_errors = await follow_live(k, followers, cfg.profile, result.workloads, at,
@@ -287,7 +289,12 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
     # The cache starts once this replica first leads: a follower neither lists nor watches (one replica's
     # watches on the API server, not two), and the first election round is not queued behind the first lists.
     cache = Cache(kube, cfg.profile, cfg.namespace)
-    live = LiveJobs(cfg.profile, cfg.lustre_root) if cfg.lustre_root is not None else None
+    live = (LiveJobs(cfg.profile, cfg.lustre_root, interval_s=cfg.live_interval_s, workers=cfg.live_workers)
+            if cfg.lustre_root is not None else None)
+    limit = descriptors.raise_soft_limit()  # containers start at a soft 1,024; the hard limit is what we may use
+    metrics.observe_descriptor_limit(limit)
+    log.info("file descriptors: soft limit %d%s, hard %d", limit.soft,
+             f" (raised from {limit.raised_from})" if limit.raised_from is not None else "", limit.hard)
     workloads: list[dict[str, Any]] = []
     last_pass = last_live = 0.0
     try:
