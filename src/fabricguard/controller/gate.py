@@ -111,11 +111,16 @@ def gate_workloads(
     admission_checks: list[dict[str, Any]],
     states: dict[str, PoolState],
     now: datetime,
+    stale: str = "",
     mode: str = "enforce",
 ) -> GateResult:
-    """Each gated Workload's entry. Observe mode (the install's ``mode``, or the pool's own field): the entry is
-    ``Ready`` with a message that says exactly what enforce would have done (``... enforce would hold: held: pool
-    P ...``), an Event ``FabricWouldHold``, and the count in ``would_hold``: nothing is held."""
+    """Each waiting Workload's entry of the check. ``stale`` (why the pass's view of the cluster is too old,
+    ``Cache.stale``) turns every would-be Ready into Pending with that reason: a pool may have broken in what
+    the controller has not heard, so it admits nothing until its watches catch up (fail closed).
+
+    Observe mode (the install's ``mode``, or the pool's own field): the entry is ``Ready`` with a message that
+    says exactly what enforce would have done (``... enforce would hold: held: pool P ...``), an Event
+    ``FabricWouldHold``, and the count in ``would_hold``: nothing is held."""
     res = GateResult()
     observing = {p.name for p in profile.spec.pools if profile.mode_of(p, mode) == "observe"}
     check_names = {o.name_of(ac) for ac in our_checks(admission_checks)} or {names.CHECK_NAME}
@@ -129,6 +134,8 @@ def gate_workloads(
         if o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
             continue
         state, message, pools = decide(wl, flavor_pool, states)
+        if state == "Ready" and stale:
+            state, message = "Pending", f"fabricguard: held: {stale}; Ready once the controller hears the API server"
         observed = state != "Ready" and bool(pools) and all(p in observing for p in pools)
         if observed:
             state, message = "Ready", OBSERVE_PREFIX + message.removeprefix("fabricguard: ")
