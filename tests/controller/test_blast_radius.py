@@ -284,8 +284,8 @@ def test_a_pool_field_moves_one_pool_to_enforce() -> None:
     states = {pool.name: _pool_state(pool.name)}
     wl = _workload(flavor)
     ac = [{"metadata": {"name": names.CHECK_NAME}, "spec": {"controllerName": names.CHECK_CONTROLLER}}]
-    obs = gate_workloads(prof, [wl], ac, states, T0, "observe")
-    enf = gate_workloads(enforced, [wl], ac, states, T0, "observe")
+    obs = gate_workloads(prof, [wl], ac, states, T0, mode="observe")
+    enf = gate_workloads(enforced, [wl], ac, states, T0, mode="observe")
     if prof.canary_flavors(pool):
         assert obs.would_hold == {pool.name: 1} and obs.pending == {}
         assert enf.pending == {pool.name: 1} and enf.would_hold == {}
