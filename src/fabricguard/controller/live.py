@@ -185,7 +185,7 @@ class LiveJobs:
             if got is not None:
                 self.cost.inspector_bytes_total += got.bytes
                 self.cost.inspector_records_total += got.records
-                view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
+                view = view_of(jb, self.profile.pool(job.pool))
         fol.latest = Observation(job, verdict, view)
         fol.read_at = time.monotonic()
         return read
