@@ -71,6 +71,7 @@ class AgentConfig:
     # Seconds between writes of a condition that has not changed (its heartbeat). A run whose condition is what
     # the Node holds writes nothing until then: 12 writes per node per hour instead of 60 (bench/agent/README.md).
     heartbeat: float = HEARTBEAT_S
+    mode: str = "enforce"  # observe: with --manage-taints, the taints it would set are logged, never written
 
     @property
     def max_age(self) -> timedelta:
@@ -259,7 +260,12 @@ class Agent:
                     self.metrics.status_writes.labels("written").inc()
                 except KubeError as e:
                     errors.append(str(e))
-            if self.cfg.manage_taints and node is not None and wanted is not None:
+            observing = pool is not None and self.cfg.profile.mode_of(
+                self.cfg.profile.pool(pool), self.cfg.mode) == "observe"
+            if self.cfg.manage_taints and node is not None and wanted is not None and observing:
+                if wanted:
+                    log.info("observe mode: enforce would taint this node %s", ", ".join(sorted(wanted)))
+            elif self.cfg.manage_taints and node is not None and wanted is not None:
                 err = await self._taints(node, wanted)
                 if err:
                     errors.append(err)
