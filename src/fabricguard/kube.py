@@ -50,15 +50,43 @@ ATTEMPTS = 3  # of an idempotent read, within its deadline
 # --------------------------------------------------------------------------------------------- errors
 
 
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (the API server sends delta-seconds); None when absent or a date."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _status_body(body: bytes) -> tuple[str, str, tuple[dict[str, str], ...]]:
+    """(message, reason, causes) of a ``Status`` the API server answered a refusal with."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body[:200].decode("utf-8", "replace"), "", ()
+    if not isinstance(doc, dict):
+        return "", "", ()
+    details = doc.get("details") if isinstance(doc.get("details"), dict) else {}
+    causes = tuple({k: str(c[k]) for k in ("reason", "message", "field") if k in c}
+                   for c in (details or {}).get("causes") or () if isinstance(c, dict))
+    return str(doc.get("message", "") or ""), str(doc.get("reason", "") or ""), causes
+
+
 class KubeError(RuntimeError):
     """A request that did not succeed. ``status`` is the HTTP status (None when no answer came), ``server`` the
-    API server's URL, ``what`` the request (method, path) and ``detail`` the server's message."""
+    API server's URL, ``what`` the request (method, path); from the server's ``Status`` body, ``reason``
+    (``AlreadyExists``, ``Invalid``, ``Forbidden``...) and ``causes`` (``details.causes``: each a dict with
+    ``reason``, ``message`` and ``field``), and ``retry_after`` (seconds, from a 429/503's ``Retry-After``)."""
 
-    def __init__(self, status: int | None, message: str, *, server: str = "", what: str = "") -> None:
+    def __init__(self, status: int | None, message: str, *, server: str = "", what: str = "", reason: str = "",
+                 causes: tuple[dict[str, str], ...] = (), retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.server = server
         self.what = what
+        self.reason = reason
+        self.causes = causes
+        self.retry_after = retry_after
 
 
 class Conflict(KubeError):
@@ -214,6 +242,7 @@ class Kube:
     def __init__(self, api: Any, *, timeouts: Timeouts | None = None, permissions: Permissions | None = None,
                  server: str = "") -> None:
         self._api = api
+        self._bearer: str | None = None  # the Authorization header after a re-authentication (a 401)
         self.timeouts = timeouts or Timeouts.from_env()
         self.permissions = permissions
         self.server = server or str(getattr(getattr(api, "auth", None), "server", "") or "the API server")
@@ -240,7 +269,7 @@ class Kube:
         call's timeouts apply to the first contact.
         """
         import httpx
-        from kr8s._api import Api
+        from kr8s.asyncio import Api  # public (kr8s' own Api class); the range is pinned in pyproject.toml
 
         problem = kubeconfig_problem(kubeconfig, context)
         if problem:
@@ -279,17 +308,34 @@ class Kube:
                 "permission table (add it there: its rendered role grants only that table)",
                 server=self.server, what=f"{method} {rel}")
 
-    def _error(self, method: str, path: str, status: int | None, detail: str, kind: type[KubeError]) -> KubeError:
+    def _error(self, method: str, path: str, status: int | None, detail: str, kind: type[KubeError], *,
+               reason: str = "", causes: tuple[dict[str, str], ...] = (),
+               retry_after: float | None = None) -> KubeError:
         what = f"{method} {path}"
         code = f"HTTP {status}: " if status else ""
-        return kind(status, f"{what} at {self.server}: {code}{detail}", server=self.server, what=what)
+        return kind(status, f"{what} at {self.server}: {code}{detail}", server=self.server, what=what,
+                    reason=reason, causes=causes, retry_after=retry_after)
+
+    async def _reauthenticate(self) -> None:
+        """Load the credentials again (a rotated service-account token, an expired exec-plugin token), as kr8s
+        and kopf do on a 401."""
+        t = self.timeouts
+        try:
+            await asyncio.wait_for(self._api.reauthenticate(), timeout=t.call)
+        except Exception:  # the retry that follows says what the server thinks of the credentials
+            return
+        # kr8s' session keeps the header it was made with: from now on every request names the fresh token.
+        token = getattr(self._api.auth, "token", None)
+        self._bearer = f"Bearer {token}" if token else None
 
     async def _once(self, method: str, api_version: str, rel: str, namespace: str | None, timeout: float,
-                    **kwargs: Any) -> Any:
+                    reauthenticated: bool = False, **kwargs: Any) -> Any:
         import httpx
         import kr8s
 
         path = str(kwargs.get("base") or _api_path(api_version, namespace, rel))
+        if self._bearer is not None:
+            kwargs["headers"] = {**(kwargs.get("headers") or {}), "Authorization": self._bearer}
         t0 = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
@@ -297,6 +343,7 @@ class Kube:
                                               raise_for_status=False, **kwargs) as resp:
                     status = resp.status_code
                     body = resp.content
+                    retry_after = _retry_after(resp.headers.get("Retry-After")) if status in (429, 503) else None
         except (TimeoutError, httpx.TimeoutException, kr8s.APITimeoutError):  # kr8s wraps httpx's in its own
             self.latency.observe(time.monotonic() - t0)  # no answer is a measurement too: at least this slow
             raise self._error(method, path, None, f"no answer within {time.monotonic() - t0:.3g} s",
@@ -308,14 +355,15 @@ class Kube:
             raise self._error(method, path, None, f"request failed ({type(exc).__name__}: {exc})",
                               KubeError) from None
         self.latency.observe(time.monotonic() - t0)
+        if status == 401 and not reauthenticated:
+            # A 401 is not processed: load the credentials again and send it once more (any verb).
+            await self._reauthenticate()
+            return await self._once(method, api_version, rel, namespace, max(0.05, timeout - (time.monotonic() - t0)),
+                                    True, **kwargs)
         if status >= 400:
-            detail = ""
-            try:
-                doc = json.loads(body)
-                detail = doc.get("message", "") if isinstance(doc, dict) else ""
-            except ValueError:
-                detail = body[:200].decode("utf-8", "replace")
-            raise self._error(method, path, status, detail or "refused", _BY_STATUS.get(status, KubeError))
+            detail, reason, causes = _status_body(body)
+            raise self._error(method, path, status, detail or "refused", _BY_STATUS.get(status, KubeError),
+                              reason=reason, causes=causes, retry_after=retry_after)
         try:
             return json.loads(body) if body else None
         except ValueError:
@@ -342,7 +390,10 @@ class Kube:
                                           f"no answer within {deadline or self.timeouts.call:.3g} s",
                                           TimedOut) from None
                     raise
-            await asyncio.sleep(backoff)
+                wait = max(backoff, exc.retry_after or 0.0)
+                if wait >= end - time.monotonic():  # the server asks for longer than the deadline leaves
+                    raise
+            await asyncio.sleep(wait)
             backoff = min(backoff * 2, 2.0)
         raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
 
@@ -460,16 +511,14 @@ class Kube:
                 # httpx's own read timeout only backs ours up: the deadlines above say which one ended it.
                 async with self._api.call_api("GET", version=api_version, namespace=namespace, url=plural,
                                               params=params, stream=True, raise_for_status=False,
-                                              timeout=httpx.Timeout(idle + 5.0, connect=self.timeouts.connect)
-                                              ) as resp:
+                                              timeout=httpx.Timeout(idle + 5.0, connect=self.timeouts.connect),
+                                              **({"headers": {"Authorization": self._bearer}} if self._bearer
+                                                 else {})) as resp:
                     if resp.status_code >= 400:
                         body = await resp.aread()
-                        try:
-                            detail = json.loads(body).get("message", "")
-                        except (ValueError, AttributeError):
-                            detail = ""
+                        detail, reason, causes = _status_body(body)
                         raise self._error("GET", path, resp.status_code, detail or "refused",
-                                          _BY_STATUS.get(resp.status_code, KubeError))
+                                          _BY_STATUS.get(resp.status_code, KubeError), reason=reason, causes=causes)
                     started = True
                     end = loop.time() + whole
                     cm.reschedule(min(loop.time() + idle, end))

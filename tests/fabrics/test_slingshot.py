@@ -15,6 +15,7 @@ from fabricguard.probes.host import probe_host
 from fabricguard.profile import load_profile
 from fabricguard.verdict import Verdict, judge_job
 from nccl_logs import Fabric, Job, write_per_rank
+from probes.conftest import FakeNode
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "examples" / "profiles" / "hpe-slingshot.yaml"
@@ -41,8 +42,9 @@ def profile():
 
 
 def node_root(base: Path, *, devices: int = 4, modules: str = MODULES, plugin: bool = True) -> Path:
-    root = base / "root"
-    (root / "proc").mkdir(parents=True)
+    # a connected Lustre client of the profile's file system (lfs), as tests/probes writes one
+    root = FakeNode(base).lustre_client("lfs", server="10.0.0.10@tcp").root
+    (root / "proc").mkdir(parents=True, exist_ok=True)
     (root / "proc/modules").write_text(modules)
     (root / "proc/self").mkdir()
     (root / "proc/self/mountinfo").write_text(  # the profile's EXAScaler file system at /lustre
