@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inspector_jobs import hsdp, megatron
-
 from fabricguard.nccl.inspector import InspectorFollower
 from fabricguard.nccl.ranks import Attribution
+from inspector_jobs import hsdp, megatron
 
 
 def _replay(job, tmp: Path, rounds: int, **kw):  # type: ignore[no-untyped-def]

@@ -43,6 +43,7 @@ class PassResult:
     drift: list[Finding] = field(default_factory=list)  # against the reference environment, when one is given
     reference: Reference | None = None
     held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) the check holds
+    pods: list[dict[str, Any]] = field(default_factory=list)  # running managed jobs' pods (rank -> pod -> node)
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -112,6 +113,8 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     actions += [a for a in root if not isinstance(a, MergeStatus)]  # Events on the objects at fault, last
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
-    return PassResult(now, actions, states, findings, gate.pending, counters,
-                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference,
-                      gate.held)
+    running = running_jobs(profile, snapshot.by_kind)
+    namespaces = {j.namespace for j in running}
+    pods = [p for p in snapshot.kind("Pod") if o.namespace_of(p) in namespaces] if namespaces else []
+    return PassResult(now, actions, states, findings, gate.pending, counters, running, snapshot.kind("Workload"),
+                      drift, reference, gate.held, pods=pods)
