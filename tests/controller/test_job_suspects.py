@@ -92,5 +92,5 @@ async def test_one_late_rank_is_named_with_its_pod_and_node(cluster, tmp_path) -
                                           {"namespace": NS, "job": job.name, "node": job.host(9),
                                            "rank": str(late["rank"])})
     assert v is not None and 0.035 < v < 0.045
-    anns = [j for j in live(k8s, JOBSETS) if j["metadata"]["name"] == job.name][0]["metadata"]["annotations"]
+    anns = next(j for j in live(k8s, JOBSETS) if j["metadata"]["name"] == job.name)["metadata"]["annotations"]
     assert len(anns[ANN_SUSPECTS]) <= 1000 and json.loads(anns[ANN_SUSPECTS])["round"] == 3

@@ -162,6 +162,16 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "fabricguard controller has not finished a pass for 5 minutes",
               "No replica holds the Lease or the API server refuses the controller; canaries and the Kueue "
               "check are frozen."),
+        _rule("FabricguardControllerCacheStale",
+              "max without (read) (fabricguard_controller_cache_age_seconds)"
+              " > 0.5 * fabricguard_controller_cache_stale_bound_seconds",
+              "30s", "critical", "fabricguard controller has not heard from the API server for "
+              "{{ $value | printf \"%.0f\" }} s",
+              "A read of the controller's watch-fed cache has had no list, event or bookmark for more than half "
+              "its bound (a watch stalled behind a load balancer, an API server that stopped answering). Past the "
+              "bound the Kueue check admits nothing and the controller's liveness fails; this fires before that. "
+              "fabricguard_controller_cache_age_seconds says which read; the controller's log says why its "
+              "watches end."),
         _rule("FabricguardJobsNotFollowed", "max(fabricguard_live_jobs_unfollowed) > 0", "5m", "warning",
               "{{ $value }} running managed job(s) not followed within their interval",
               "The controller could not read every running job's NCCL logs within twice its live interval: a "

@@ -56,6 +56,11 @@ def controller_cmd(
     stall: float = typer.Option(300.0, "--stall", min=10.0,
                                 help="A leader with no finished pass for this many seconds gives the Lease up "
                                      "and fails /healthz."),
+    stale_after: float = typer.Option(
+        150.0, "--stale-after", min=30.0, max=3600.0,
+        help="Admit nothing (hold would-be Ready Workloads Pending) and fail /healthz while a watched kind has "
+             "not been heard from (list, event or bookmark) for this many seconds; a watch silent for 60% of "
+             "it is listed again."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
     from fabricguard.controller.runner import RunConfig, run_once
@@ -107,7 +112,7 @@ def controller_cmd(
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
                     lease_s=lease, reference=target, stall_s=stall, live_interval_s=live_interval,
-                    live_workers=live_workers)
+                    live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6)
     if once:
         from fabricguard.kube import KubeError, unreachable
 

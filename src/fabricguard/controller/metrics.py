@@ -5,7 +5,9 @@ controller itself recorded (a canary run written to a FabricValidation, a verdic
 
 :func:`serve` answers ``/metrics`` and the liveness probe's ``/healthz``, which turns 503 once
 ``FAILED_PASSES_UNHEALTHY`` passes in a row have failed (the kubelet then restarts the controller, and the
-reason is in the probe's answer and in ``fabricguard_reconcile_consecutive_failures``).
+reason is in the probe's answer and in ``fabricguard_reconcile_consecutive_failures``), once the passes stalled,
+and while the watch-fed cache is stale: a read the API server has not spoken for (list, event or bookmark)
+within the bound (``fabricguard_controller_cache_age_seconds`` per read, computed when scraped).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, make_wsgi_app
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
@@ -27,6 +31,39 @@ FAILED_PASSES_UNHEALTHY = 3
 # Per-object series (a finding's object, a held workload) so an alert can name what to look at; bounded, and
 # what the bound left out is counted in fabricguard_metrics_series_dropped{metric}.
 MAX_OBJECT_SERIES = 500
+
+Ages = Callable[[], dict[str, float | None]]
+
+
+class CacheAges(Collector):
+    """The watch-fed cache's age per read, and its bound, read when scraped (so a frozen loop still shows it)."""
+
+    def __init__(self) -> None:
+        self.ages: Ages | None = None
+        self.bound_s = 0.0
+
+    def stale(self) -> list[tuple[str, float]]:
+        """(read, age) of every read older than the bound, oldest first."""
+        if self.ages is None:
+            return []
+        return sorted(((k, a) for k, a in self.ages().items() if a is not None and a > self.bound_s),
+                      key=lambda ka: -ka[1])
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        if self.ages is None:
+            return
+        age = GaugeMetricFamily("fabricguard_controller_cache_age_seconds",
+                                "Seconds since the API server last spoke (a list, an event, a bookmark) for each "
+                                "read of the controller's watch-fed cache.", labels=["read"])
+        for key, a in sorted(self.ages().items()):
+            if a is not None:
+                age.add_metric([key], round(a, 3))
+        yield age
+        yield GaugeMetricFamily("fabricguard_controller_cache_stale_bound_seconds",
+                                "Age past which the controller admits nothing (the Kueue check holds) and its "
+                                "liveness fails.", value=self.bound_s)
+        yield GaugeMetricFamily("fabricguard_controller_cache_stale_reads",
+                                "Reads of the cache older than the bound.", value=len(self.stale()))
 
 
 class Metrics:
@@ -90,6 +127,8 @@ class Metrics:
         self.stalled = Gauge("fabricguard_controller_stalled",
                              "1 when this replica gave up the Lease because its passes stalled (liveness fails).",
                              registry=r)
+        self.cache = CacheAges()
+        r.register(self.cache)
         self._finding_keys: set[tuple[str, str]] = set()
         self.job_transport = Gauge("fabricguard_job_transport",
                                    "1 for the transport a running managed job's NCCL logs prove so far.",
@@ -190,10 +229,20 @@ class Metrics:
         self._stalled = why
         self.stalled.set(1)
 
+    def watch_cache(self, ages: Ages, bound_s: float) -> None:
+        """Export the cache's ages (``Cache.ages``) from now on, and fail liveness while one is past ``bound_s``."""
+        self.cache.ages, self.cache.bound_s = ages, bound_s
+
     def health(self) -> tuple[bool, str]:
-        """(alive, why) for the liveness probe: not alive once passes keep failing, or once they stalled."""
+        """(alive, why) for the liveness probe: not alive once passes keep failing, once they stalled, or while
+        the cache is stale."""
         if getattr(self, "_stalled", ""):
             return False, f"passes stalled: {self._stalled}; gave up the Lease\n"
+        stale = self.cache.stale()
+        if stale:
+            shown = ", ".join(f"{k} {a:.0f} s" for k, a in stale[:3])
+            return False, (f"the watch-fed cache is stale: last heard from the API server for {shown} ago (bound "
+                           f"{self.cache.bound_s:.0f} s); the Kueue check admits nothing\n")
         n = self._failed_in_a_row
         if n >= FAILED_PASSES_UNHEALTHY:
             return False, f"the last {n} reconcile passes failed; latest: {self._last_failure}\n"

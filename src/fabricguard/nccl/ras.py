@@ -40,20 +40,20 @@ QUERY = f"CLIENT PROTOCOL {PROTOCOL}\nSET FORMAT json\nSTATUS\n"
 MAX_REPORT = 16 << 20  # a 4,096-rank job's report is a few MB
 
 # Run as ``python3 -c CLIENT`` inside the job's container: speaks the protocol above, prints the report. Waits at
-# most 30 s (RAS's own collective gives up after 5 + 5 s); exits 3 when nothing listens.
+# most 30 s (RAS's own collective gives up after 5 + 5 s); exits non-zero when nothing listens.
 CLIENT = (
     "import socket,sys\n"
-    "s=socket.create_connection(('localhost',%d),timeout=5)\n"
+    f"s=socket.create_connection(('localhost',{PORT}),timeout=5)\n"
     "f=s.makefile('rwb')\n"
-    "f.write(b'CLIENT PROTOCOL %d\\n');f.flush();f.readline()\n"
+    f"f.write(b'CLIENT PROTOCOL {PROTOCOL}\\n');f.flush();f.readline()\n"
     "f.write(b'SET FORMAT json\\n');f.flush();ok=f.readline()\n"
     "s.settimeout(30);f.write(b'STATUS\\n');f.flush()\n"
     "n=0\n"
-    "while n<%d:\n"
+    f"while n<{MAX_REPORT}:\n"
     " b=f.read1(65536)\n"
     " if not b:break\n"
     " n+=len(b);sys.stdout.buffer.write(b)\n"
-) % (PORT, PROTOCOL, MAX_REPORT)
+)
 
 _NO_COMMA = re.compile(rb'("nvml_dev": -?\d+)\n(\s*"status": \{)')
 
@@ -139,7 +139,7 @@ def parse_status(text: bytes | str) -> RasStatus:
                               bool((m.get("status") or {}).get("considered_dead")))
                    for m in c.get("missing_ranks") or () if isinstance(m, dict)]
         comms.append(RasComm(str(c.get("hash") or ""), _i(c.get("size")), ranks, missing))
-    ras = doc.get("ras") if isinstance(doc.get("ras"), dict) else {}
+    ras: dict[str, Any] = doc["ras"] if isinstance(doc.get("ras"), dict) else {}
     return RasStatus(str(doc.get("nccl_version") or ""), str(doc.get("timestamp") or ""), comms,
                      _i(ras.get("timeouts_count")), repaired=n > 0)
 

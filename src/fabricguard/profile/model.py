@@ -17,6 +17,7 @@ from fabricguard import names, quantity
 from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
 from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
+from fabricguard.socket_ifname import IfnameList
 from fabricguard.times import duration_seconds as duration_seconds
 
 API_VERSION = names.API_VERSION
@@ -266,10 +267,9 @@ class Fabric(_Strict):
     @model_validator(mode="after")
     def _efa_socket_ifname(self) -> Fabric:
         s = self.socketIfname
-        if self.type is FabricType.efa and s and not s.startswith("^"):
-            names = [p for p in s.lstrip("=").split(",") if p]
-            exact = s.startswith("=")
-            if any((p == "pod-id-link0") if exact else "pod-id-link0".startswith(p) for p in names):
+        if self.type is FabricType.efa and s:
+            ifs = IfnameList.parse(s)
+            if not ifs.exclude and not ifs.excludes("pod-id-link0"):
                 raise ValueError(
                     f"socketIfname {s!r} matches EKS Pod Identity's link-local pod-id-link0; name the node "
                     "interfaces (for example eth0) or exclude it (^lo,docker,pod-id-link)"
