@@ -153,3 +153,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 DRA_GROUP = "resource.k8s.io"
 DRA_API = f"{DRA_GROUP}/v1"
 
+# The environment variable the webhook sets to "<namespace>.<job>" in every container that mounts the profile's
+# Lustre, and that the nodes' Lustre client names in jobid_var so each request is tagged with its job (server
+# job_stats). Lustre takes at most 20 characters here (JOBSTATS_JOBID_VAR_MAX_LEN) and keeps 31 of the value.
+LUSTRE_JOBID_ENV = "FG_LUSTRE_JOBID"
