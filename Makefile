@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 APT_PACKAGES := fio iproute2 docker-registry chromium prometheus
 
-.PHONY: demo test deps venv lint bench clean
+.PHONY: demo test check deps venv lint bench clean
 
 $(BIN)/fabricguard: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,16 @@ test: deps venv
 
 lint: venv
 	$(BIN)/ruff check src tests bench
+
+# The fast loop (under a minute; `make test` stays the full suite): lint, strict types, the floors (when the shared
+# layer tool sits beside the checkout, as in CI), and the unit tests of the vocabulary, fabrics and kinds, without
+# the slow, external, root and GPU ones.
+CHECK_TESTS ?= tests/foundation tests/fabrics tests/test_quantity.py tests/test_workload_identity.py
+check: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src
+	@if [ -f ../shared/tools/layers.py ]; then $(PY) ../shared/tools/layers.py src; else echo "layers.py not found beside the checkout: floors not checked"; fi
+	$(BIN)/pytest -q -n 4 -p no:cacheprovider -m "not slow and not external and not root and not gpu" $(CHECK_TESTS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -66,7 +66,8 @@ def metrics(port: int) -> dict[str, float]:
     return out
 
 
-async def measure(label: str, root: Path, nvml: Path | None, seconds: float, interval: float) -> dict[str, object]:
+async def measure(label: str, root: Path, nvml: Path | None, seconds: float, interval: float,
+                  heartbeat: float | None = None) -> dict[str, object]:
     k8s = ApiServer()
     k8s.tokens = {"bench": {"username": "system:serviceaccount:fabricguard-system:fabricguard-agent"}}
     async with k8s, Server(k8s) as server:
@@ -78,6 +79,8 @@ async def measure(label: str, root: Path, nvml: Path | None, seconds: float, int
         cmd = [sys.executable, "-m", "fabricguard.agent", "--node", NODE_NAME, "--profile", str(GKE),
                "--root", str(root), "--interval", str(interval), "--passes", "1", "--listen", f"127.0.0.1:{port}",
                "--kubeconfig", str(tmp / "kubeconfig")]
+        if heartbeat is not None:
+            cmd += ["--heartbeat", str(heartbeat)]
         if nvml:
             cmd += ["--nvml-json", str(nvml)]
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
@@ -96,6 +99,7 @@ async def measure(label: str, root: Path, nvml: Path | None, seconds: float, int
                     raise RuntimeError((tmp / "agent.log").read_text())
             startup = time.monotonic() - t_start
             m0, c0 = metrics(port), cpu_seconds(proc.pid)
+            w0 = len([p for p in k8s.patches if p[0] == "status"])
             rss0 = proc_status(proc.pid)["VmRSS"]
             await asyncio.sleep(seconds)
             m1, c1, st = metrics(port), cpu_seconds(proc.pid), proc_status(proc.pid)
@@ -107,6 +111,7 @@ async def measure(label: str, root: Path, nvml: Path | None, seconds: float, int
             log.close()
             shutil.rmtree(tmp)
         runs = m1["count"] - m0["count"]
+        writes = len([p for p in k8s.patches if p[0] == "status"]) - w0
         cond = next(c for c in k8s.node(NODE_NAME)["status"]["conditions"] if c["type"] == "FabricReady")
         return {
             "label": label,
@@ -118,6 +123,9 @@ async def measure(label: str, root: Path, nvml: Path | None, seconds: float, int
             "cpu_per_interval_ms": (c1 - c0) / runs * 1000 if runs else float("nan"),
             "run_mean_ms": (m1["sum"] - m0["sum"]) / runs * 1000 if runs else float("nan"),
             "condition": f"{cond['status']} ({cond['reason']})",
+            "status_writes": writes,
+            # the same ratio of writes to runs at the DaemonSet's 60 s interval: runs per hour x writes per run
+            "writes_per_hour_at_60s": writes / runs * 60 if runs else float("nan"),
             "stop_s": stop_s,
         }
 
@@ -126,13 +134,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=40)
     ap.add_argument("--interval", type=float, default=2)
+    ap.add_argument("--heartbeat", type=float, default=None,
+                    help="the agent's --heartbeat; scale it with --interval (5 runs: 300 s at the real 60 s)")
+    ap.add_argument("--writes-only", action="store_true", help="only the fixture row, with its write counts")
     a = ap.parse_args()
     rows = [
         asyncio.run(measure("healthy A3 Ultra fixture, recorded NVML", HEALTHY / "root", HEALTHY / "nvml.json",
-                            a.seconds, a.interval)),
-        asyncio.run(measure("this machine's real / (no RDMA, no GPU: live NVML absent)", Path("/"), None,
-                            a.seconds, a.interval)),
+                            a.seconds, a.interval, a.heartbeat)),
     ]
+    if a.writes_only:
+        r = rows[0]
+        print(f"{r['runs']} runs, {r['status_writes']} FabricReady writes: {r['writes_per_hour_at_60s']:.1f} "
+              "writes per node per hour at the 60 s interval")
+        return
+    rows.append(asyncio.run(measure("this machine's real / (no RDMA, no GPU: live NVML absent)", Path("/"), None,
+                                    a.seconds, a.interval, a.heartbeat)))
     print(f"interval {a.interval:g} s, measured over {a.seconds:g} s after the first run; Python "
           f"{sys.version.split()[0]}, {os.cpu_count()} CPUs\n")
     print("| root | runs | start to first report s | RSS after first run MiB | RSS end MiB | peak RSS MiB "

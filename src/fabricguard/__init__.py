@@ -5,4 +5,6 @@ injects the fabric at admission, gates nodes on a positive readiness check, and 
 capabilities that nothing ever asked for.
 """
 
-__version__ = "0.1.0"
+# The one version source: pyproject.toml reads it (dynamic version), `fabricguard --version` prints it, `render
+# install` labels every object with it (app.kubernetes.io/version). Bump it with each release (CHANGELOG.md).
+__version__ = "0.2.0"

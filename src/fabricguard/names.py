@@ -86,6 +86,7 @@ LABEL_NAMESPACE_NAME = "kubernetes.io/metadata.name"
 LABEL_APP_NAME = "app.kubernetes.io/name"
 LABEL_APP_COMPONENT = "app.kubernetes.io/component"
 LABEL_APP_PART_OF = "app.kubernetes.io/part-of"
+LABEL_APP_VERSION = "app.kubernetes.io/version"  # the release that rendered an object (fabricguard.__version__)
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
 ANN_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

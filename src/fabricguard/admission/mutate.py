@@ -356,7 +356,7 @@ def _same(key: str, cur: Any, value: Any) -> bool:
         return True
     if key == GKE_INTERFACES and isinstance(cur, str):
         try:
-            return json.loads(cur) == json.loads(value)
+            return bool(json.loads(cur) == json.loads(value))
         except ValueError:
             return False
     return False

@@ -160,4 +160,5 @@ def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
     resp = response.get("response") or {}
     if not resp.get("patch"):
         return []
-    return json.loads(base64.b64decode(resp["patch"]))
+    patch: list[dict[str, Any]] = json.loads(base64.b64decode(resp["patch"]))
+    return patch

@@ -114,14 +114,16 @@ class Workload:
     def label(self, key: str) -> str | None:
         """A label from the workload's metadata, else from its first template that has it."""
         for m in self._meta_maps("labels"):
-            if isinstance(m.get(key), str):
-                return m[key]
+            value = m.get(key)
+            if isinstance(value, str):
+                return value
         return None
 
     def annotation(self, key: str) -> str | None:
         for m in self._meta_maps("annotations"):
-            if isinstance(m.get(key), str):
-                return m[key]
+            value = m.get(key)
+            if isinstance(value, str):
+                return value
         return None
 
     @property

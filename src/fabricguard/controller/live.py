@@ -22,7 +22,7 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import job_dir, log_dir
-from fabricguard.controller.facts import RunningJob
+from fabricguard.controller.facts import RunningJob as RunningJob  # re-exported: live.RunningJob
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError

@@ -488,7 +488,8 @@ def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
             start_response("200 OK" if ok else "503 Service Unavailable",
                            [("Content-Type", "text/plain; charset=utf-8")])
             return [why.encode()]
-        return exposition(environ, start_response)
+        out: Iterable[bytes] = exposition(environ, start_response)
+        return out
 
     return app
 

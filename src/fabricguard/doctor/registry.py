@@ -114,7 +114,7 @@ class RegistryClient:
         if not token:
             raise RegistryError(f"token endpoint {realm} returned no token")
         self._tokens[key] = token
-        return token
+        return str(token)
 
     def get(self, ref: ImageRef, path: str, accept: str | None) -> tuple[dict[str, str], bytes]:
         """GET ``/v2/<repo>/<path>`` with the token flow; returns headers and body."""

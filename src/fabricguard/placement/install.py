@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from fabricguard import names
+from fabricguard import __version__, names
 from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
@@ -268,7 +268,18 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     for c in out:
         if c.name in (NAMESPACE, STORAGE):
             c.remove = []  # only with the whole install
+        for o in [*c.objects, *(x for objs in c.overlay_objects.values() for x in objs)]:
+            stamp_version(o)
     return out
+
+
+def stamp_version(obj: dict[str, Any]) -> dict[str, Any]:
+    """The release that rendered an object, on the object's own labels (never a selector's: a Deployment's or a
+    DaemonSet's selector is immutable, and a new release must roll its pods, not orphan them)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.setdefault("labels", {})[names.LABEL_APP_VERSION] = __version__
+    return obj
 
 
 def uninstall(comps: list[Component]) -> list[Step]:

@@ -33,8 +33,9 @@ from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
 from fabricguard.kube import Grant, Kube, KubeError, Permissions, grants, rbac_rules
+from fabricguard.names import TAINT_KEYS
 from fabricguard.placement import install
-from fabricguard.profile.cluster import TAINT_KEYS, tolerates
+from fabricguard.profile.cluster import tolerates
 from fabricguard.profile.model import PlatformProfile, UnknownPoolError
 
 MIN_MINOR = 30

@@ -77,7 +77,7 @@ def _time_cuda(torch: Any, fn: Any, iters: int, warmup: int = 3) -> float:
         fn()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
+    return float(start.elapsed_time(end)) / 1e3 / iters
 
 
 def _matmul_seconds(torch: Any, dev: Any, n: int) -> float:

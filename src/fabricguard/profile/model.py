@@ -14,7 +14,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fabricguard import dnsnames, fabrics, names, quantity
-from fabricguard.fabrics import FabricSpec, FabricType, Transport
+from fabricguard.fabrics import FabricSpec
+from fabricguard.fabrics import FabricType as FabricType  # re-exported: profile.FabricType
+from fabricguard.fabrics import Transport as Transport  # re-exported: profile.Transport
 from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
 from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions

@@ -157,7 +157,8 @@ def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path], list[E
 
 
 def _ev(e: Any) -> dict[str, Any]:
-    return e.to_dict()
+    out: dict[str, Any] = e.to_dict()
+    return out
 
 
 def _unread_reasons(n: NcclReport) -> list[Reason]:
