@@ -115,6 +115,13 @@ def test_a_module_without_spec_is_refused(tmp_path: Path, monkeypatch: pytest.Mo
         fabrics._discover()
 
 
+def test_sockets_are_no_fabrics_wire() -> None:
+    wire = fabrics.wire_transports()
+    assert Transport.socket not in wire and not (wire & fabrics.VERDICT_ONLY)
+    assert {Transport.ib, Transport.roce, Transport.efa, Transport.cxi, Transport.tcpx} == wire
+    assert fabrics.gpudirect_transports() == {Transport.ib, Transport.roce, Transport.efa, Transport.cxi}
+
+
 def test_unknown_type_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="slingshot"):
         fabrics.spec_of("omnipath")

@@ -52,8 +52,8 @@ def spec_of(fabric_type: str) -> FabricSpec:
 
 
 def wire_transports() -> frozenset[Transport]:
-    """Every transport some fabric carries traffic over (what a live verdict can prove)."""
-    return frozenset(t for s in SPECS.values() for t in s.transports) - VERDICT_ONLY
+    """Every transport some fabric carries traffic over (sockets are no fabric's: the "none" type accepts them)."""
+    return frozenset(t for s in SPECS.values() if s.has_fabric for t in s.transports) - VERDICT_ONLY
 
 
 def gpudirect_transports() -> frozenset[Transport]:
