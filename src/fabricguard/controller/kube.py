@@ -112,6 +112,8 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.KUEUE_API, "workloads", ["patch"]),
     # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
     *(g for v, plural, _k in names.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
+    # hang.py: NCCL's RAS asked from inside one pod of a job whose collectives stalled (python3 -c nccl.ras.CLIENT).
+    *grants("v1", "pods", ["create"], subresource="exec"),
     # actions.Emit: Events on the objects the controller judges.
     *grants("v1", "events", ["create"]),
     # canaries.py: canaries run in the controller's namespace only.
