@@ -486,11 +486,11 @@ class Metrics:
         for ob in observations:
             for w in (ob.hang or {}).get("waited_for") or ():
                 hung.add((ob.job.namespace, ob.job.name, str(w.get("node") or w.get("ip") or ""), str(w.get("rank"))))
-        for labels in hung:
-            self.job_hung.labels(*labels).set(1)
-        for labels in self._hung_series - hung:
+        for h in hung:
+            self.job_hung.labels(*h).set(1)
+        for h in self._hung_series - hung:
             with contextlib.suppress(KeyError):
-                self.job_hung.remove(*labels)
+                self.job_hung.remove(*h)
         self._hung_series = hung
 
 def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
