@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from fabricguard.console import console, fail, print_json, row, say
+from fabricguard.console import Block, blocks, console, fail, paragraph, print_json, row, say, verdict_line
 from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT
-from fabricguard.nccl.report import NcclReport, NcclTestsRow
+from fabricguard.nccl.report import NcclReport, NcclTestsRow, NcclTestsTable
 from fabricguard.nccl.scan import LogInputError, inspect_paths
 from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
 from fabricguard.profile.model import Transport
@@ -29,60 +28,67 @@ _STYLE = {
 }
 
 
+def inspect_verdict(report: NcclReport) -> str:
+    """The one verdict word of ``nccl inspect`` (JSON and text): what the logs prove, not how it is shown."""
+    return "failed" if report.failed else "pass"
+
+
+_FULL = ("size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "ip busbw")
+_NARROW = ("size", "time(us)", "algbw", "busbw", "#wrong", "ip busbw")  # what fits 80 columns
+
+
+def _tests_table(tbl: NcclTestsTable) -> None:
+    """nccl-tests rows as nccl-tests prints them, never a number cut: every column as wide as its widest cell;
+    on a narrow console, the columns a reader needs (size, time, bandwidths, errors) without count/type/redop."""
+    magnitude = all(r.oop_wrong is None for r in tbl.rows) and any(r.oop_max_error is not None for r in tbl.rows)
+    cells = {r.size: {"size": str(r.size), "count": str(r.count), "type": r.type, "redop": r.redop,
+                      "time(us)": _f(r.oop_time_us), "algbw": _f(r.oop_algbw), "busbw": _f(r.oop_busbw),
+                      "#wrong": _wrong(r), "ip busbw": _f(r.ip_busbw)} for r in tbl.rows}
+    rows = list(cells.values())
+
+    def width(cols: tuple[str, ...]) -> int:
+        return 1 + sum(3 + max([len(c)] + [len(r[c]) for r in rows]) for c in cols)
+
+    cols = _FULL if width(_FULL) <= console.width else _NARROW
+    title = f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})"
+    tt = Table(title=title, expand=False, title_justify="left", box=None)  # aligned columns, as nccl-tests prints
+    for c in cols:
+        tt.add_column("max err" if c == "#wrong" and magnitude else c, justify="right", no_wrap=True)
+    for r in rows:
+        row(tt, *[r[c] for c in cols])
+    console.print(tt)
+    oob = "" if tbl.out_of_bounds is None else f" · out of bounds {tbl.out_of_bounds}"
+    paragraph(f"peak busbw {_f(tbl.peak_busbw_gbps)} GB/s · avg bus bandwidth {_f(tbl.avg_busbw_gbps)} GB/s · "
+              f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}{oob}", indent="  ")
+
+
 def render_report(report: NcclReport) -> None:
+    """The verdict first, the transport and where it was proven, then evidence lines (whole) and nccl-tests."""
     t = report.inter_node_transport
-    console.print(
-        f"inter-node transport: [{_STYLE[t]}]{t.value}[/]   network: {escape(report.network or '-')}   "
-        f"GPUDirect RDMA: {_tri(report.gpudirect_rdma)}   failed: " + ("[bold red]yes[/]" if report.failed else "no")
-    )
-    console.print(
-        f"NCCL {escape(', '.join(report.nccl_version) or '?')}   scope: {report.scope.value}   "
-        f"nodes: {report.nodes or '?'}   "
-        f"ranks: {report.ranks or '?'}   intra-node: {', '.join(report.intra_node) or '-'}   "
-        f"files: {len(report.files)}   read: {report.bytes_read / 1e6:,.1f} MB"
-    )
+    verdict_line(inspect_verdict(report), f"nccl inspect: inter-node transport {t.value}",
+                 "NCCL failed" if report.failed else "")
+    paragraph(
+        f"network {report.network or '-'} · GPUDirect RDMA {_tri(report.gpudirect_rdma)} · NCCL "
+        f"{', '.join(report.nccl_version) or '?'} · scope {report.scope.value} · nodes {report.nodes or '?'} · "
+        f"ranks {report.ranks or '?'} · intra-node {', '.join(report.intra_node) or '-'} · files "
+        f"{len(report.files)} · read {report.bytes_read / 1e6:,.1f} MB", indent="  ", first="  ")
+    if report.connections:
+        paragraph("connections " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()), indent="  ",
+                  first="  ")
     for reason in report.reasons:
-        say(f"  • {reason}")
+        paragraph(reason, indent="    ", first="  • ")
     for e in report.unread:
-        say(("not read", "yellow"), f" {e.file}" + (f":{e.line}" if e.line else "") + f": {e.why}")
+        paragraph(f"{e.file}" + (f":{e.line}" if e.line else "") + f": {e.why}", indent="    ", first="  not read: ",
+                  style="yellow")
     if report.unread_count > len(report.unread):
         say(f"  … and {report.unread_count - len(report.unread)} more not read")
-    if report.connections:
-        say("connections: " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()))
     if report.evidence:
-        et = Table(title="evidence", show_lines=False, expand=False)
-        et.add_column("where", no_wrap=True)
-        et.add_column("why")
-        et.add_column("line", overflow="fold")
-        for e in report.evidence:
-            row(et, f"{Path(e.file).name}:{e.line}", e.why, e.text.strip()[:160])
-        console.print(et)
+        console.print()
+        blocks(Block(head=[("evidence", "bold"), " ", f"{Path(e.file).name}:{e.line}"],
+                     fields=[("why", e.why), ("line", f"`{e.text.strip()}`")]) for e in report.evidence)
     for tbl in report.nccl_tests:
-        title = escape(f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})")
-        tt = Table(title=title, expand=False)
-        # Older nccl-tests print the largest numeric error per row, not a count of wrong elements.
-        magnitude = all(r.oop_wrong is None for r in tbl.rows) and any(r.oop_max_error is not None for r in tbl.rows)
-        for c in (
-            "size",
-            "count",
-            "type",
-            "redop",
-            "time(us)",
-            "algbw",
-            "busbw",
-            "max err" if magnitude else "#wrong",
-            "ip busbw",
-        ):
-            tt.add_column(c, justify="right")
-        for r in tbl.rows:
-            row(tt, str(r.size), str(r.count), r.type, r.redop, _f(r.oop_time_us), _f(r.oop_algbw),
-                _f(r.oop_busbw), _wrong(r), _f(r.ip_busbw))
-        console.print(tt)
-        oob = "" if tbl.out_of_bounds is None else f"   out of bounds {tbl.out_of_bounds}"
-        console.print(
-            f"peak busbw {_f(tbl.peak_busbw_gbps)} GB/s   avg bus bandwidth {_f(tbl.avg_busbw_gbps)} GB/s   "
-            f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}{oob}"
-        )
+        console.print()
+        _tests_table(tbl)
 
 
 def _wrong(r: NcclTestsRow) -> str:
@@ -99,7 +105,7 @@ def _f(v: float | None) -> str:
 
 
 def _tri(v: bool | None) -> str:
-    return "unknown" if v is None else ("yes" if v else "[yellow]no[/]")
+    return "unknown" if v is None else ("yes" if v else "no")
 
 
 @app.command("inspect")
@@ -125,7 +131,7 @@ def inspect(
             code=EXIT_INPUT,
         )
     if wants_json(fmt, as_json):
-        print_json({"verdict": "failed" if report.failed else "pass", **report.to_dict()})
+        print_json({"verdict": inspect_verdict(report), **report.to_dict()})
     else:
         render_report(report)
     if report.failed:

@@ -22,6 +22,7 @@ from fabricguard.profile.model import PlatformProfile, Pool, Transport
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
 from fabricguard.userfiles import SourceError, input_dir, input_file, read_text, walk_files
 from fabricguard.verdict import busbw
+from fabricguard.verdict.fixes import fix_for
 from fabricguard.verdict.steps import StepTimes, load_step_times
 
 
@@ -32,15 +33,20 @@ class Level(StrEnum):
     failed = "failed"
 
 
+_LEVEL_ORDER = {Level.failed: 0, Level.degraded: 1, Level.warning: 2, Level.info: 3}
+
+
 @dataclass
 class Reason:
     level: Level
     check: str
     message: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    fix: str = ""  # what to change; every reason above info has one (verdict/fixes.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level.value, "check": self.check, "message": self.message, "evidence": self.evidence}
+        return {"level": self.level.value, "check": self.check, "message": self.message, "fix": self.fix or None,
+                "evidence": self.evidence}
 
 
 @dataclass
@@ -433,6 +439,10 @@ def judge_job(
     storage_reasons, storage = _storage_reasons(profile, pool, mountinfo)
     reasons += storage_reasons
     reasons += _step_reasons(pool, steps)
+    for r in reasons:
+        if r.level is not Level.info and not r.fix:
+            r.fix = fix_for(r.check, pool, profile, r.message)
+    reasons.sort(key=lambda r: _LEVEL_ORDER[r.level])  # failures first, as read
     if any(r.level is Level.failed for r in reasons):
         verdict = Verdict.failed
     elif any(r.level is Level.degraded for r in reasons):
