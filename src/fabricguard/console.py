@@ -103,6 +103,7 @@ VERDICT_STYLE: dict[str, str] = {
     "failed": "bold red",
     "skipped": "bold cyan",
     "invalid": "bold magenta",
+    "unjudged": "bold cyan",  # nccl inspect without --expect or -p: reported, not judged
 }
 # Below this width (and whenever stdout is not a terminal) items are blocks, not table rows.
 TABLE_MIN_WIDTH = 120

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
 
 from fabricguard.console import Block, blocks, console, fail, paragraph, print_json, row, say, verdict_line
-from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT
-from fabricguard.nccl.report import NcclReport, NcclTestsRow, NcclTestsTable
+from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT, Verdict
+from fabricguard.nccl.report import EXPECT_SETS, NcclReport, NcclTestsRow, NcclTestsTable, judge_expectation
 from fabricguard.nccl.scan import LogInputError, inspect_paths
-from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
+from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+from fabricguard.profile import UnknownPoolError
+from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.model import Transport
+from fabricguard.verdict.fixes import fix_for
+from fabricguard.verdict.job import Level, nccl_reasons, verdict_of
 
 app = typer.Typer(help="Read NCCL logs and nccl-tests output.", no_args_is_help=True)
 
@@ -28,9 +34,64 @@ _STYLE = {
 }
 
 
-def inspect_verdict(report: NcclReport) -> str:
-    """The one verdict word of ``nccl inspect`` (JSON and text): what the logs prove, not how it is shown."""
-    return "failed" if report.failed else "pass"
+def _wrong(r: NcclTestsRow) -> str:
+    """The row's wrong-element count, or for older nccl-tests its largest numeric error."""
+    if r.oop_wrong is not None:
+        return str(r.oop_wrong)
+    if r.oop_max_error is not None:
+        return f"{r.oop_max_error:g}"
+    return "N/A"
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _tri(v: bool | None) -> str:
+    return "unknown" if v is None else ("yes" if v else "no")
+
+
+# Without an expectation the command reports and does not judge: its JSON "verdict" is this word (or
+# "failed" when the run failed), never "pass", so a CI gate keyed on it cannot pass a socket fallback.
+UNJUDGED = "unjudged"
+EXPECT_HELP = ("Judge the logs against this inter-node transport: rdma (ib, roce or efa), " + ", ".join(
+    k for k in EXPECT_SETS if k != "rdma") + ". Exit 0 pass, 1 degraded (another transport, or not proven), "
+    "2 failed.")
+
+
+@dataclass
+class Judgement:
+    """What the logs were judged against, the verdict and why (absent: reported, not judged)."""
+
+    expected: str
+    verdict: Verdict
+    reasons: list[str]
+    levels: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"expected": self.expected, "verdict_reasons": self.reasons, "findings": self.levels}
+
+
+def judge(report: NcclReport, expect: str | None, profile: str | None, pool: str | None) -> Judgement | None:
+    """Judge against ``--expect`` or the pool of ``-p``; None when neither was given."""
+    if expect is not None:
+        verdict, reasons = judge_expectation(report, expect)
+        return Judgement(expect, verdict, reasons, [])
+    if profile is None:
+        return None
+    prof = profile_or_exit(profile)
+    try:
+        p = prof.pool(pool)
+    except UnknownPoolError as exc:
+        fail(str(exc), hint="pass --pool NAME")
+    found = nccl_reasons(p, report)
+    for r in found:
+        if r.level is not Level.info and not r.fix:
+            r.fix = fix_for(r.check, p, prof, r.message)
+    verdict = verdict_of(found)
+    shown = [r for r in found if r.level is not Level.info] or found
+    return Judgement(f"pool {p.name} (fabric {p.fabric.type.value})", verdict, [r.message for r in shown],
+                     [r.to_dict() for r in found])
 
 
 _FULL = ("size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "ip busbw")
@@ -62,14 +123,24 @@ def _tests_table(tbl: NcclTestsTable) -> None:
               f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}{oob}", indent="  ")
 
 
-def render_report(report: NcclReport) -> None:
-    """The verdict first, the transport and where it was proven, then evidence lines (whole) and nccl-tests."""
+def render_report(report: NcclReport, word: str = UNJUDGED, judgement: Judgement | None = None) -> None:
+    """The verdict first (``unjudged`` without --expect or -p), why, then the transport and where it was proven,
+    evidence lines (whole) and nccl-tests tables."""
     t = report.inter_node_transport
-    verdict_line(inspect_verdict(report), f"nccl inspect: inter-node transport {t.value}",
-                 "NCCL failed" if report.failed else "")
+    verdict_line(word, f"nccl inspect: inter-node transport {t.value}",
+                 f"expected {judgement.expected}" if judgement else "", "NCCL failed" if report.failed else "")
+    if judgement is not None:
+        for reason in judgement.reasons:
+            paragraph(reason, indent="    ", first="  • ")
+        for finding in judgement.levels:
+            if finding.get("fix"):
+                paragraph(finding["fix"], indent="    ", first="  fix: ")
+    elif not report.failed:
+        paragraph("not judged: pass --expect rdma|socket|none|TRANSPORT or -p PROFILE to judge", indent="  ",
+                  first="  ", style="dim")
     paragraph(
         f"network {report.network or '-'} · GPUDirect RDMA {_tri(report.gpudirect_rdma)} · NCCL "
-        f"{', '.join(report.nccl_version) or '?'} · scope {report.scope.value} · nodes {report.nodes or '?'} · "
+        f"{', '.join(report.nccl_version) or '?'} · scope {report.scope.value} · nodes {report.nodes_text} · "
         f"ranks {report.ranks or '?'} · intra-node {', '.join(report.intra_node) or '-'} · files "
         f"{len(report.files)} · read {report.bytes_read / 1e6:,.1f} MB", indent="  ", first="  ")
     if report.connections:
@@ -77,6 +148,11 @@ def render_report(report: NcclReport) -> None:
                   first="  ")
     for reason in report.reasons:
         paragraph(reason, indent="    ", first="  • ")
+    for e in report.warnings:
+        paragraph(f"{Path(e.file).name}:{e.line}: {e.why.removeprefix('warning: ')}", indent="    ",
+                  first="  warning: ", style="yellow")
+    if report.warning_count > len(report.warnings):
+        say(f"  … and {report.warning_count - len(report.warnings)} more warning line(s)")
     for e in report.unread:
         paragraph(f"{e.file}" + (f":{e.line}" if e.line else "") + f": {e.why}", indent="    ", first="  not read: ",
                   style="yellow")
@@ -91,33 +167,30 @@ def render_report(report: NcclReport) -> None:
         _tests_table(tbl)
 
 
-def _wrong(r: NcclTestsRow) -> str:
-    """The row's wrong-element count, or for older nccl-tests its largest numeric error."""
-    if r.oop_wrong is not None:
-        return str(r.oop_wrong)
-    if r.oop_max_error is not None:
-        return f"{r.oop_max_error:g}"
-    return "N/A"
-
-
-def _f(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
-def _tri(v: bool | None) -> str:
-    return "unknown" if v is None else ("yes" if v else "no")
-
-
 @app.command("inspect")
 def inspect(
     paths: list[Path] = typer.Argument(..., help="Log files or directories of them (one file per rank or pod)."),
+    expect: str | None = typer.Option(None, "--expect", help=EXPECT_HELP),
+    profile: str | None = profile_option(
+        help="Judge the logs against a pool of this platform profile, as verify-job does ('local': the embedded "
+        "one)."),
+    pool: str | None = typer.Option(None, "--pool", help="Pool for -p (default: the profile's default pool)."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
 ) -> None:
-    """Report the NCCL version, selected network, per-connection transports and the inter-node verdict.
+    """Report the NCCL version, selected network, per-connection transports and the inter-node transport.
 
-    Exit code: 2 when the logs show the job failed, 3 when the input holds no NCCL output, 0 otherwise.
+    Without --expect or -p it reports and does not judge: the JSON "verdict" is "unjudged" (or "failed"
+    when the run failed), never "pass", and the exit code is 2 when the run failed, else 0. With --expect
+    TRANSPORT or -p PROFILE [--pool P] it judges: exit 0 pass, 1 degraded (sockets, mixed, another
+    transport, or not proven), 2 failed. Exit 3: the input holds no NCCL output.
     """
+    if expect is not None and expect not in EXPECT_SETS:
+        fail(f"--expect {expect!r} is not a transport", hint=f"use one of {', '.join(EXPECT_SETS)}")
+    if expect is not None and (profile is not None or pool is not None):
+        fail("give --expect or -p/--pool, not both", hint="--expect names a transport; -p judges against a pool")
+    if pool is not None and profile is None:
+        fail("--pool needs -p/--profile", hint="pass -p PROFILE --pool NAME")
     try:
         report = inspect_paths(paths)
     except LogInputError as exc:
@@ -130,9 +203,15 @@ def inspect(
             hint="run the job with NCCL_DEBUG=INFO and pass its logs, or pass nccl-tests output",
             code=EXIT_INPUT,
         )
+    judgement = judge(report, expect, profile, pool)
+    unjudged = Verdict.failed.value if report.failed else UNJUDGED
+    word = unjudged if judgement is None else judgement.verdict.value
     if wants_json(fmt, as_json):
-        print_json({"verdict": inspect_verdict(report), **report.to_dict()})
+        extra = judgement.to_dict() if judgement else {"expected": None, "verdict_reasons": [], "findings": []}
+        print_json({"verdict": word, **extra, **report.to_dict()})
     else:
-        render_report(report)
+        render_report(report, word, judgement)
+    if judgement is not None:
+        raise typer.Exit(judgement.verdict.exit_code)
     if report.failed:
         raise typer.Exit(EXIT_FAILED)
