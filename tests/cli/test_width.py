@@ -58,7 +58,7 @@ CASES = [
 @pytest.fixture()
 def width(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """Set the console's width and whether it is a terminal, as a real one would be."""
-    saved = console._width  # noqa: SLF001 - restored below
+    saved = console._width
 
     def set_(columns: int, terminal: bool) -> None:
         monkeypatch.setenv("TTY_COMPATIBLE", "1" if terminal else "0")
@@ -66,7 +66,7 @@ def width(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
         console.width = columns
 
     yield set_
-    console._width = saved  # noqa: SLF001
+    console._width = saved
 
 
 def _strings(value: object, *, shown: bool = False) -> Iterator[str]:

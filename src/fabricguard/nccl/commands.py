@@ -150,7 +150,7 @@ def render_report(report: NcclReport, word: str = UNJUDGED, judgement: Judgement
         paragraph(reason, indent="    ", first="  • ")
     for e in report.warnings:
         paragraph(f"{Path(e.file).name}:{e.line}: {e.why.removeprefix('warning: ')}", indent="    ",
-                  first="  warning: ", style="yellow")
+                  first="warning ", style="yellow")
     if report.warning_count > len(report.warnings):
         say(f"  … and {report.warning_count - len(report.warnings)} more warning line(s)")
     for e in report.unread:
