@@ -50,7 +50,7 @@ def daemonset_untolerated_readiness(snapshot: Snapshot, profile: PlatformProfile
         meta = ds.get("metadata") or {}
         ident = (meta.get("namespace", ""), meta.get("name", ""))
         spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-        role = wanted.get(ident) or ("agent" if ident[1].startswith(AGENT_PREFIX) else None)
+        role: str | None = wanted.get(ident) or ("agent" if ident[1].startswith(AGENT_PREFIX) else None)
         if role is None and tolerates(spec.get("tolerations") or [], GPU_TAINT):
             role = "GPU stack: it means to run on GPU nodes, and the agent needs the GPUs it brings"
         if role is None:
