@@ -153,3 +153,8 @@ MANAGED_KINDS: tuple[tuple[str, str, str], ...] = (
     (BATCH_API, "jobs", "Job"),
     (TRAINJOB_API, "trainjobs", "TrainJob"),
 )
+
+# The environment variable the webhook sets to "<namespace>.<job>" in every container that mounts the profile's
+# Lustre, and that the nodes' Lustre client names in jobid_var so each request is tagged with its job (server
+# job_stats). Lustre takes at most 20 characters here (JOBSTATS_JOBID_VAR_MAX_LEN) and keeps 31 of the value.
+LUSTRE_JOBID_ENV = "FG_LUSTRE_JOBID"
