@@ -26,6 +26,8 @@ ANN_ALLOW_OVERRIDE = "fabricguard.io/allow-override"
 ANN_GROUP_SIZE = "fabricguard.io/group-size"
 # The namespace label that opts a namespace in to the webhook, and the pod-template checksum of its profile.
 LABEL_ENABLED = "fabricguard.io/enabled"
+# A DaemonSet labelled "false" keeps its own tolerations (admission/daemonsets.py adds the readiness ones otherwise).
+LABEL_READINESS_TOLERATIONS = "fabricguard.io/readiness-tolerations"
 ANN_PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
 # Admission's field manager (the managedFields entry of what it injects).
 ADMISSION_MANAGER = "fabricguard.io/admission"
