@@ -128,6 +128,7 @@ class LiveJobs:
     _busbw: dict[tuple[str, str, str], JobBusbw] = field(default_factory=dict)
     reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_busbw: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    reported_suspects: dict[tuple[str, str, str], str] = field(default_factory=dict)
     cost: LiveCost = field(default_factory=LiveCost)
     unusable: dict[tuple[str, str, str], str] = field(default_factory=dict)  # job -> why its files raised (logged)
 
@@ -146,6 +147,7 @@ class LiveJobs:
             self.reported.pop(k, None)
             self.reported_busbw.pop(k, None)
             self.unusable.pop(k, None)
+            self.reported_suspects.pop(k, None)
         now = time.monotonic()
         for k, job in wanted.items():
             known = self._followers.get(k)
