@@ -75,6 +75,15 @@ def rule_name(pool: str, taint_key: str) -> str:
     return f"fabricguard-{pool}-{taint_key.split('/', 1)[1]}"
 
 
+def _conditions(pool: Pool, mode: str) -> list[dict[str, str]]:
+    """The agent's FabricReady; for a new node of a pool with lifecycle proof also the controller's FabricProven
+    (a pair test with a known-good node): local facts alone do not lift the bootstrap taint."""
+    out = [{"type": CONDITION_TYPE, "requiredStatus": "True"}]
+    if mode == "bootstrap-only" and pool.proof is not None and pool.proof.lifecycle:
+        out.append({"type": names.FABRIC_PROVEN, "requiredStatus": "True"})
+    return out
+
+
 def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False) -> list[dict[str, Any]]:
     out = []
     for pool in profile.spec.pools:
@@ -85,7 +94,7 @@ def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False) -> list[
                 "metadata": {"name": rule_name(pool.name, key), "labels": {**_labels(pool.name),
                                                                            names.LABEL_APP_COMPONENT: "readiness"}},
                 "spec": {
-                    "conditions": [{"type": CONDITION_TYPE, "requiredStatus": "True"}],
+                    "conditions": _conditions(pool, mode),
                     "taint": {"key": key, "value": pool.name, "effect": "NoSchedule"},
                     "enforcementMode": mode,
                     "nodeSelector": {"matchLabels": dict(pool.nodeSelector)},

@@ -96,13 +96,26 @@ class MergePatch:
 
 
 @dataclass(frozen=True)
+class NodeTaints:
+    """A Node's ``spec.taints`` replaced whole (the list has no merge key), guarded by the ``resourceVersion``
+    the pass read: a taint anyone else set meanwhile makes the write fail with 409 (retried next pass) instead
+    of being dropped. Only fabricguard's own taint differs from what was read (controller/pairs.py)."""
+
+    name: str
+    resource_version: str
+    taints: list[dict[str, Any]]
+
+    plural = "nodes"
+
+
+@dataclass(frozen=True)
 class Emit:
     """A core/v1 Event about an object; Kueue's ``kubectl get workloads`` does not show check messages."""
 
     body: dict[str, Any]
 
 
-Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | Emit
+Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | NodeTaints | Emit
 
 
 @dataclass

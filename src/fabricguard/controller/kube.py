@@ -29,7 +29,17 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
-from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
+from fabricguard.controller.actions import (
+    Action,
+    Annotate,
+    ApplyStatus,
+    Create,
+    Delete,
+    Emit,
+    MergePatch,
+    MergeStatus,
+    NodeTaints,
+)
 from fabricguard.doctor.diff import drift_scope
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot
 from fabricguard.kube import (
@@ -85,6 +95,10 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.KUEUE_API, "workloads", ["patch"]),
     # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
     *(g for v, plural, _k in names.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
+    # pairs.py: fabricguard's quarantine taint and the last-proven annotation (a merge patch of the Node), and
+    # the FabricProven condition (apply of the Node's status).
+    *grants("v1", "nodes", ["patch"]),
+    *grants("v1", "nodes", ["patch"], subresource="status"),
     # actions.Emit: Events on the objects the controller judges.
     *grants("v1", "events", ["create"]),
     # canaries.py: canaries run in the controller's namespace only.
@@ -390,6 +404,12 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
                          namespace=a.namespace, patch_type="merge", field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, MergePatch):
         await kube.patch(a.api_version, a.plural, a.name, a.body, namespace=a.namespace, patch_type="merge",
+                         field_manager=names.CONTROLLER_FIELD_MANAGER)
+    elif isinstance(a, NodeTaints):
+        taints: dict[str, Any] = {"spec": {"taints": a.taints}}
+        if a.resource_version:
+            taints["metadata"] = {"resourceVersion": a.resource_version}
+        await kube.patch("v1", "nodes", a.name, taints, patch_type="merge",
                          field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, Emit):
         await kube.create("v1", "events", a.body)

@@ -621,8 +621,10 @@ def _label_states(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, 
 
 
 def coverage(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, now: datetime) -> tuple[int, int]:
-    """(proven within ``every``, nodes that count): held and not-ready nodes are not counted."""
-    counted = [n for n, f in facts.items() if f.held is None and f.ready]
+    """(proven within ``every``, nodes that count): held, not-ready and named (convicted, quarantined) nodes
+    are not counted: coverage asks that every node be proven *or named*."""
+    counted = [n for n, f in facts.items() if f.held is None and f.ready
+               and (n not in state.nodes or state.nodes[n].state not in ("convicted", "quarantined"))]
     proven = 0
     for n in counted:
         t = _t(state.nodes[n].lastProven) if n in state.nodes else None
