@@ -29,14 +29,16 @@ def without_annotations(groups: dict[str, Any]) -> dict[str, Any]:
     return g
 
 
-def run_promtool_tests(tmp: Path, groups: dict[str, Any], tests: list[dict[str, Any]]) -> subprocess.CompletedProcess:
+def run_promtool_tests(tmp: Path, groups: dict[str, Any], tests: list[dict[str, Any]], *,
+                       annotations: bool = False) -> subprocess.CompletedProcess:
+    """``annotations``: keep them, for a test that judges the rendered text (``exp_annotations``)."""
     exe = promtool()
     full = tmp / "full-rules.yaml"
     full.write_text(yaml.safe_dump(groups, sort_keys=False))
     check = subprocess.run([exe, "check", "rules", str(full)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
     rules = tmp / "rules.yaml"
-    rules.write_text(yaml.safe_dump(without_annotations(groups), sort_keys=False))
+    rules.write_text(yaml.safe_dump(groups if annotations else without_annotations(groups), sort_keys=False))
     spec = {"rule_files": [rules.name], "evaluation_interval": "1m", "tests": tests}
     test_file = tmp / "rules_test.yaml"
     test_file.write_text(yaml.safe_dump(spec, sort_keys=False))

@@ -28,14 +28,18 @@ MIXIN = {"name": "kubernetes-mixin", "rules": [
 ]}
 
 
-def _ds(desired: int, ready: int) -> list[dict[str, str]]:
+def _ds(desired: int, ready: int | str) -> list[dict[str, str]]:
+    """The DaemonSet's kube-state-metrics series (created at t=0); ``ready`` a number or a promtool values string."""
+    ready_values = f"{ready}x40" if isinstance(ready, int) else ready
+    available = f"{ready}x40" if isinstance(ready, int) else ready
     return [
+        {"series": f"kube_daemonset_created{{{DS}}}", "values": "0x40"},
         {"series": f"kube_daemonset_status_desired_number_scheduled{{{DS}}}", "values": f"{desired}x40"},
         {"series": f"kube_daemonset_status_current_number_scheduled{{{DS}}}", "values": f"{desired}x40"},
         {"series": f"kube_daemonset_status_updated_number_scheduled{{{DS}}}", "values": f"{desired}x40"},
-        {"series": f"kube_daemonset_status_number_available{{{DS}}}", "values": f"{ready}x40"},
+        {"series": f"kube_daemonset_status_number_available{{{DS}}}", "values": available},
         {"series": f"kube_daemonset_status_number_misscheduled{{{DS}}}", "values": "0x40"},
-        {"series": f"kube_daemonset_status_number_ready{{{DS}}}", "values": f"{ready}x40"},
+        {"series": f"kube_daemonset_status_number_ready{{{DS}}}", "values": ready_values},
     ]
 
 
@@ -56,22 +60,54 @@ def test_daemonset_wanting_no_pods_fires_where_the_mixin_is_silent(tmp_path: Pat
     _run(tmp_path, [
         # desiredNumberScheduled == 0: ours fires; both mixin alerts compare equal numbers and stay silent.
         {"interval": "1m", "input_series": _ds(0, 0), "alert_rule_test": [
-            _alert("FabricguardFabricDaemonSetNeverReady", "20m", [labels]),
+            _alert("FabricguardFabricDaemonSetNeverReady", "25m", [labels]),
             _alert("KubeDaemonSetNotScheduled", "20m", []),
             _alert("KubeDaemonSetRolloutStuck", "20m", []),
         ]},
         # The 271-day case: 6 wanted, none ever ready.
         {"interval": "1m", "input_series": _ds(6, 0), "alert_rule_test": [
-            _alert("FabricguardFabricDaemonSetNeverReady", "20m", [labels]),
-            _alert("FabricguardFabricDaemonSetNeverReady", "10m", []),  # not before `for: 15m`
+            _alert("FabricguardFabricDaemonSetNeverReady", "25m", [labels]),
+            # Not before 15 minutes of age (an image still pulling) and `for: 5m`.
+            _alert("FabricguardFabricDaemonSetNeverReady", "18m", []),
         ]},
         {"interval": "1m", "input_series": _ds(6, 6), "alert_rule_test": [
             _alert("FabricguardFabricDaemonSetNeverReady", "20m", []),
         ]},
+        # Ready for 10 minutes, then none: "none ready now", not "never ready".
+        {"interval": "1m", "input_series": _ds(6, "6x10 0x30"), "alert_rule_test": [
+            _alert("FabricguardFabricDaemonSetNeverReady", "30m", []),
+            _alert("FabricguardFabricDaemonSetNoneReady", "15m", []),  # not before `for: 10m`
+            _alert("FabricguardFabricDaemonSetNoneReady", "30m", [labels]),
+        ]},
         # kube-state-metrics does not report it at all (deleted, or never installed).
         {"interval": "1m", "input_series": [{"series": 'up{job="kube-state-metrics"}', "values": "1x40"}],
-         "alert_rule_test": [_alert("FabricguardFabricDaemonSetNeverReady", "20m", [labels])]},
+         "alert_rule_test": [_alert("FabricguardFabricDaemonSetMissing", "20m", [labels]),
+                             _alert("FabricguardFabricDaemonSetNeverReady", "20m", [])]},
     ], mixin=True)
+
+
+def test_never_ready_names_the_daemonset_and_its_age(tmp_path: Path) -> None:
+    """The 271-day case as the page reads it: the DaemonSet named, its age in the text."""
+    rule = next(r for r in rule_groups(PROFILE_OBJ)["groups"][0]["rules"]
+                if r["alert"] == "FabricguardFabricDaemonSetNeverReady")
+    ann = rule["annotations"]
+    want = {
+        "summary": ann["summary"].replace("{{ $labels.namespace }}/{{ $labels.daemonset }}",
+                                          "network-operator/rdma-shared-dp-ds"),
+        "description": ann["description"].replace("{{ $value | humanizeDuration }}", "271d 0h 20m 0s"),
+        "runbook_url": ann["runbook_url"],
+    }
+    assert want["summary"] != ann["summary"] and want["description"] != ann["description"]
+    series = [s for s in _ds(6, 0) if "created" not in s["series"]]
+    series.append({"series": f"kube_daemonset_created{{{DS}}}", "values": f"{-271 * 86400}x40"})
+    r = run_promtool_tests(tmp_path, {"groups": [{"name": "g", "rules": [rule]}]}, [{
+        "interval": "1m", "input_series": series, "alert_rule_test": [{
+            "eval_time": "20m", "alertname": rule["alert"], "exp_alerts": [{
+                "exp_labels": {"severity": "critical", "namespace": "network-operator",
+                               "daemonset": "rdma-shared-dp-ds"},
+                "exp_annotations": want}]}]}], annotations=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
 
 
 def _outcome(outcome: str) -> list[dict[str, str]]:
@@ -141,20 +177,23 @@ def test_no_recent_validation(tmp_path: Path) -> None:
 def test_held_workloads_degraded_jobs_doctor_and_stalled_controller(tmp_path: Path) -> None:
     _run(tmp_path, [
         {"interval": "1m", "input_series": [
-            {"series": 'fabricguard_admission_check_pending_workloads{pool="gh200-roce"}', "values": "3x30"},
+            {"series": 'fabricguard_admission_check_held_workload{namespace="research",workload="jobset-llm-1",'
+                       'pool="gh200-roce"}', "values": "1x30"},
             {"series": 'fabricguard_job_verdicts_total{pool="gh200-roce",verdict="degraded",transport="socket"}',
              "values": "0 0 0 1 1 1 1 1 1 1"},
             {"series": 'fabricguard_job_verdicts_total{pool="gh200-roce",verdict="pass",transport="roce"}',
              "values": "0 1 2 3 4 5 6 7 8 9"},
-            {"series": 'fabricguard_doctor_findings{rule="daemonset-never-ready",severity="critical"}',
-             "values": "1x30"},
+            {"series": 'fabricguard_doctor_finding{rule="daemonset-never-ready",severity="critical",'
+                       'kind="DaemonSet",namespace="network-operator",name="rdma-shared-dp-ds"}', "values": "1x30"},
             {"series": "fabricguard_reconcile_last_timestamp_seconds", "values": "0x30"},
         ], "alert_rule_test": [
-            _alert("FabricguardWorkloadsHeld", "20m", [{"severity": "warning", "pool": "gh200-roce"}]),
+            _alert("FabricguardWorkloadsHeld", "20m", [{"severity": "warning", "pool": "gh200-roce",
+                                                        "namespace": "research", "workload": "jobset-llm-1"}]),
             _alert("FabricguardJobsFinishingDegraded", "5m",
                    [{"severity": "warning", "pool": "gh200-roce", "verdict": "degraded", "transport": "socket"}]),
             _alert("FabricguardDoctorCritical", "20m",
-                   [{"severity": "critical", "rule": "daemonset-never-ready"}]),
+                   [{"severity": "critical", "rule": "daemonset-never-ready", "kind": "DaemonSet",
+                     "namespace": "network-operator", "name": "rdma-shared-dp-ds"}]),
             _alert("FabricguardControllerNotReconciling", "12m", [{"severity": "warning"}]),
             _alert("FabricguardControllerNotReconciling", "4m", []),
         ]},
@@ -166,5 +205,5 @@ def test_prometheus_rule_wraps_the_same_groups() -> None:
     assert pr["apiVersion"] == "monitoring.coreos.com/v1" and pr["kind"] == "PrometheusRule"
     assert pr["spec"] == rule_groups(PROFILE_OBJ)
     names = [r["alert"] for r in pr["spec"]["groups"][0]["rules"]]
-    assert len(names) == len(set(names)) == 17
+    assert len(names) == len(set(names)) == 19
     assert "FabricguardJobOnSockets" in names

@@ -146,7 +146,12 @@ async def test_incident_alert_expression_holds_and_clears(cluster, profile_path,
     assert 'fabricguard_canary_runs_total{outcome="unschedulable",pool="gh200-roce"} 1.0' in text
     assert 'fabricguard_admission_check_pending_workloads{pool="gh200-roce"} 1.0' in text
     assert 'fabricguard_doctor_findings{rule="daemonset-never-ready",severity="critical"} 1.0' in text
+    # Per-object series, so the alerts can name the workload and the DaemonSet.
+    assert 'fabricguard_admission_check_held_workload{namespace=' in text
+    assert ('fabricguard_doctor_finding{kind="DaemonSet",name="rdma-shared-dp-ds",namespace="network-operator",'
+            'rule="daemonset-never-ready",severity="critical"} 1.0') in text
     incident = series_from_exposition(text)
+    (held,) = [(w["metadata"]["namespace"], w["metadata"]["name"]) for w in live(k8s, WORKLOADS)]
 
     # Recovery: the plugin's arm64 image is deployed, and the next canary passes over RoCE.
     plugin_fixed(k8s)
@@ -167,7 +172,8 @@ async def test_incident_alert_expression_holds_and_clears(cluster, profile_path,
             {"eval_time": "5m", "alertname": "FabricguardCanaryUnschedulable",
              "exp_alerts": [{"exp_labels": labels}]},
             {"eval_time": "20m", "alertname": "FabricguardWorkloadsHeld",
-             "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "gh200-roce"}}]}]},
+             "exp_alerts": [{"exp_labels": {"severity": "warning", "pool": "gh200-roce", "namespace": held[0],
+                                            "workload": held[1]}}]}]},
         {"interval": "1m", "input_series": recovered, "alert_rule_test": [
             {"eval_time": "5m", "alertname": "FabricguardCanaryUnschedulable", "exp_alerts": []},
             {"eval_time": "20m", "alertname": "FabricguardWorkloadsHeld", "exp_alerts": []}]},

@@ -3,8 +3,14 @@
 The rules read the controller's metrics (names in ``metrics.py``) and kube-state-metrics for the fabric
 device plugins. kubernetes-mixin's DaemonSet alerts compare ``desired`` with ``current``/``available``, so a
 DaemonSet that wants no pod at all (``desiredNumberScheduled == 0``: a nodeSelector or an untolerated taint
-that matches none of the pool's nodes) never fires them; the never-ready rule here fires on desired 0 as on
-"none ready", and on a DaemonSet that kube-state-metrics does not report at all.
+that matches none of the pool's nodes) never fires them. Here a fabric DaemonSet has three alerts, each meaning
+what its name says: never ready (no pod ready at any time since it was created, by its creation age), no pod
+ready now (it had some), and missing (kube-state-metrics does not report it at all).
+
+Every rule carries ``runbook_url``: ``docs/runbooks/<alert>.md`` under ``RUNBOOK_BASE_URL`` (or the base given
+to ``render alerts --runbook-base-url``, an internal mirror); tests/controller/test_runbooks.py fails when a
+rendered alert has no runbook file, so whoever adds an alert adds its runbook. Summaries name the object
+(pool, workload, DaemonSet, node, job) so the page says where to look before anyone opens the runbook.
 """
 
 from __future__ import annotations
@@ -15,25 +21,76 @@ from fabricguard import names
 from fabricguard.profile.model import PlatformProfile
 
 GROUP = "fabricguard"
+# Where the runbooks (docs/runbooks/<alert>.md) are read; ``render alerts --runbook-base-url`` points elsewhere.
+RUNBOOK_BASE_URL = "https://github.com/fabricguard/fabricguard/blob/main/docs/runbooks"
+# A DaemonSet younger than this may still be pulling its image: "never ready" waits this long after creation.
+NEVER_READY_AFTER_S = 900
+# How far back "never" looks: kube-state-metrics' series of the DaemonSet within Prometheus's usual retention.
+NEVER_READY_LOOKBACK = "7d"
+
+
+def runbook_url(alert: str, base: str = RUNBOOK_BASE_URL) -> str:
+    return f"{base.rstrip('/')}/{alert}.md"
 
 
 def _rule(alert: str, expr: str, for_: str, severity: str, summary: str, description: str) -> dict[str, Any]:
     return {"alert": alert, "expr": expr, "for": for_, "labels": {"severity": severity},
-            "annotations": {"summary": summary, "description": description}}
+            "annotations": {"summary": summary, "description": description, "runbook_url": runbook_url(alert)}}
 
 
-def _plugin_expr(profile: PlatformProfile) -> str | None:
+def with_runbook_base(groups: dict[str, Any], base: str) -> dict[str, Any]:
+    """The rule groups with every ``runbook_url`` read from ``base`` instead of ``RUNBOOK_BASE_URL``."""
+    for g in groups["groups"]:
+        for r in g["rules"]:
+            if "alert" in r:
+                r.setdefault("annotations", {})["runbook_url"] = runbook_url(r["alert"], base)
+    return groups
+
+
+def _plugins(profile: PlatformProfile) -> list[str]:
+    """kube-state-metrics label selectors of the pools' fabric DaemonSets."""
     plugins = sorted({(dp.namespace, dp.daemonSet)
                       for p in profile.spec.pools if (dp := p.fabric.fabric_daemonset) is not None})
-    if not plugins:
-        return None
-    terms = []
-    for ns, ds in plugins:
-        sel = f'namespace="{ns}",daemonset="{ds}"'
-        terms += [f"kube_daemonset_status_desired_number_scheduled{{{sel}}} == 0",
-                  f"kube_daemonset_status_number_ready{{{sel}}} == 0",
-                  f"absent(kube_daemonset_status_desired_number_scheduled{{{sel}}})"]
+    return [f'namespace="{ns}",daemonset="{ds}"' for ns, ds in plugins]
+
+
+def _or(terms: list[str]) -> str:
     return "\nor\n".join(f"({t})" for t in terms)
+
+
+def daemonset_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """The pools' fabric DaemonSets: never ready since creation, no pod ready now, not reported at all."""
+    sels = _plugins(profile)
+    if not sels:
+        return []
+    by = "on(namespace, daemonset)"
+    never = [f"(time() - kube_daemonset_created{{{s}}} > {NEVER_READY_AFTER_S})"
+             f" and {by} (max_over_time(kube_daemonset_status_number_ready{{{s}}}[{NEVER_READY_LOOKBACK}]) == 0)"
+             for s in sels]
+    none_now = [f"(kube_daemonset_status_number_ready{{{s}}} == 0)"
+                f" and {by} (max_over_time(kube_daemonset_status_number_ready{{{s}}}[{NEVER_READY_LOOKBACK}]) > 0)"
+                for s in sels]
+    missing = [f"absent(kube_daemonset_created{{{s}}})" for s in sels]
+    ds = "fabric DaemonSet {{ $labels.namespace }}/{{ $labels.daemonset }}"
+    return [
+        _rule("FabricguardFabricDaemonSetNeverReady", _or(never), "5m", "critical",
+              f"{ds} has never had a ready pod",
+              "Created {{ $value | humanizeDuration }} ago, and no pod of it has been ready since (within the "
+              f"{NEVER_READY_LOOKBACK} Prometheus is asked about): the device plugin never advertised the fabric "
+              "(an image without this node architecture, a nodeSelector or taint that matches no node, a crash "
+              "loop). kubernetes-mixin's DaemonSet alerts compare desired with current and stay silent when "
+              "desired is 0. Canaries on its pools are unschedulable and their workloads held."),
+        _rule("FabricguardFabricDaemonSetNoneReady", _or(none_now), "10m", "critical",
+              f"{ds} has no ready pod now (it had some)",
+              "The device plugin had ready pods within the last "
+              f"{NEVER_READY_LOOKBACK} and has none now: a rollout, a node image change or an evicted plugin "
+              "took the fabric resource away from every node. New pods asking for the fabric stay Pending."),
+        _rule("FabricguardFabricDaemonSetMissing", _or(missing), "15m", "critical",
+              f"{ds} is not reported by kube-state-metrics",
+              "The profile names this DaemonSet as the pools' fabric device plugin, but kube-state-metrics "
+              "reports no such DaemonSet: it was deleted, never installed, or lives in another namespace than "
+              "the profile says (or kube-state-metrics is down)."),
+    ]
 
 
 def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
@@ -70,9 +127,13 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
         _rule("FabricguardCanarySkippedTooLong", 'fabricguard_canary_last_outcome{outcome="skipped"} == 1',
               "1h", "warning", f"{pool}: canaries skipped for an hour (pool saturated)",
               "No node had free GPUs for the canary; the fabric is not being validated."),
-        _rule("FabricguardWorkloadsHeld", "fabricguard_admission_check_pending_workloads > 0", "15m", "warning",
-              f"{pool}: workloads held by the fabric-validated check",
-              "{{ $value }} workload(s) wait for the pool's fabric; kubectl describe workload shows why."),
+        _rule("FabricguardWorkloadsHeld",
+              "max by (namespace, workload, pool) (fabricguard_admission_check_held_workload) > 0", "15m", "warning",
+              "workload {{ $labels.namespace }}/{{ $labels.workload }} held off pool {{ $labels.pool }} by the "
+              "fabric-validated check",
+              "The pool's fabric is not validated, so Kueue does not admit the workload. Why: kubectl describe "
+              "workload -n {{ $labels.namespace }} {{ $labels.workload }} (the check's message, cause first), and "
+              "kubectl describe fabricvalidation {{ $labels.pool }} for every cause."),
         _rule("FabricguardJobsFinishingDegraded",
               'sum by (pool, verdict, transport) (increase(fabricguard_job_verdicts_total{verdict!="pass"}[1h])) > 0',
               "0m", "warning", f"{pool}: jobs finished with verdict {{{{ $labels.verdict }}}}",
@@ -89,26 +150,22 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "This cluster runs the fabric object differently from the environment that published the reference "
               "({{ $value }} field(s)): a fix made on one side only (the 271-day stopgap that never left staging). "
               "fabricguard doctor diff shows each field."),
-        _rule("FabricguardDoctorCritical", 'fabricguard_doctor_findings{severity="critical"} > 0', "15m",
-              "critical", "doctor: {{ $labels.rule }}",
-              "The controller's doctor pass reports {{ $value }} critical finding(s) of rule {{ $labels.rule }}; "
-              "run fabricguard doctor for the objects and the fix."),
+        _rule("FabricguardDoctorCritical",
+              'max by (rule, kind, namespace, name) (fabricguard_doctor_finding{severity="critical"}) > 0', "15m",
+              "critical", "doctor: {{ $labels.rule }} on {{ $labels.kind }} "
+              "{{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.name }}",
+              "The controller's doctor pass reports a critical finding of rule {{ $labels.rule }} on this object; "
+              "fabricguard doctor prints the evidence and the fix (the cause first when several findings share "
+              "one)."),
         _rule("FabricguardControllerNotReconciling",
               "time() - max(fabricguard_reconcile_last_timestamp_seconds) > 300", "5m", "warning",
               "fabricguard controller has not finished a pass for 5 minutes",
               "No replica holds the Lease or the API server refuses the controller; canaries and the Kueue "
               "check are frozen."),
     ]
+    out[6:6] = daemonset_rules(profile)
     out += job_busbw_rules(profile)
     out += node_rules(profile)
-    plugin = _plugin_expr(profile)
-    if plugin is not None:
-        out.insert(6, _rule(
-            "FabricguardFabricDaemonSetNeverReady", plugin, "15m", "critical",
-            "fabric device plugin {{ $labels.namespace }}/{{ $labels.daemonset }} has no ready pod",
-            "The DaemonSet wants no pod (desiredNumberScheduled 0: selector or taints match no node), has none "
-            "ready, or is missing. kubernetes-mixin's DaemonSet alerts compare desired with current and stay "
-            "silent when desired is 0."))
     return out
 
 

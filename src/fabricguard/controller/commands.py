@@ -278,16 +278,24 @@ def render_alerts_cmd(
     profile: Path = PROFILE_OPT,
     plain: bool = typer.Option(False, "--plain", help="A Prometheus rules file instead of a PrometheusRule."),
     namespace: str = typer.Option("fabricguard-system", "--namespace", "-n"),
+    runbook_base_url: str = typer.Option(
+        None, "--runbook-base-url", metavar="URL",
+        help="Where docs/runbooks/ is served (an internal mirror); each rule's runbook_url is URL/<alert>.md."),
 ) -> None:
     """Print the alerting rules (PrometheusRule, or --plain a rules file for promtool/Prometheus)."""
     import yaml
 
-    from fabricguard.controller.alerts import prometheus_rule, rule_groups
+    from fabricguard.controller.alerts import prometheus_rule, rule_groups, with_runbook_base
     from fabricguard.profile.commands import profile_or_exit
 
     check_namespace("--namespace", namespace)
+    if runbook_base_url is not None and not runbook_base_url.startswith(("https://", "http://")):
+        fail(f"--runbook-base-url {runbook_base_url!r}: give an http(s) URL, e.g. "
+             "https://git.example.com/fabricguard/blob/main/docs/runbooks")
     prof = profile_or_exit(profile)
     doc = rule_groups(prof) if plain else prometheus_rule(prof, namespace)
+    if runbook_base_url is not None:
+        with_runbook_base(doc if plain else doc["spec"], runbook_base_url)
     sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
 
 

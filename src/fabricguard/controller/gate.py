@@ -33,6 +33,7 @@ MAX_MESSAGE = 1024  # Kueue allows 32768 characters; Events and `kubectl describ
 class GateResult:
     actions: list[Action] = field(default_factory=list)
     pending: dict[str, int] = field(default_factory=dict)  # pool -> workloads held by the check
+    held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) held now
 
 
 def our_checks(admission_checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -122,6 +123,7 @@ def gate_workloads(
         if state != "Ready":
             for p in pools:
                 res.pending[p] = res.pending.get(p, 0) + 1
+                res.held.append((o.namespace_of(wl) or "", o.name_of(wl), p))
         if entry.get("state") == state and entry.get("message") == message:
             continue
         changed = entry.get("state") != state

@@ -24,6 +24,9 @@ from fabricguard.profile.model import PlatformProfile
 from fabricguard.times import parse_time
 
 FAILED_PASSES_UNHEALTHY = 3
+# Per-object series (a finding's object, a held workload) so an alert can name what to look at; bounded, and
+# what the bound left out is counted in fabricguard_metrics_series_dropped{metric}.
+MAX_OBJECT_SERIES = 500
 
 
 class Metrics:
@@ -55,6 +58,17 @@ class Metrics:
                                 ["pool", "verdict", "transport"], registry=r)
         self.findings = Gauge("fabricguard_doctor_findings", "Doctor findings on the latest pass.",
                               ["rule", "severity"], registry=r)
+        self.finding_objects = Gauge("fabricguard_doctor_finding",
+                                     "1 for each object a critical or warning doctor finding names (its first "
+                                     "object), on the latest pass.",
+                                     ["rule", "severity", "kind", "namespace", "name"], registry=r)
+        self.held = Gauge("fabricguard_admission_check_held_workload",
+                          "1 for each Workload the fabric-validated check holds off its pool now.",
+                          ["namespace", "workload", "pool"], registry=r)
+        self.series_dropped = Gauge("fabricguard_metrics_series_dropped",
+                                    f"Per-object series left out on the latest pass (over {MAX_OBJECT_SERIES}).",
+                                    ["metric"], registry=r)
+        self._object_series: dict[str, set[tuple[str, ...]]] = {}
         self.pending = Gauge("fabricguard_admission_check_pending_workloads",
                              "Workloads the fabric-validated check holds in Pending.", ["pool"], registry=r)
         self.pass_seconds = Gauge("fabricguard_reconcile_duration_seconds", "Duration of the latest pass.",
@@ -260,6 +274,11 @@ class Metrics:
             self.findings.labels(*key).set(n)
         self._finding_keys |= set(counts)
         self.observe_proof(profile, result)
+        self._set_objects("fabricguard_doctor_finding", self.finding_objects, sorted(
+            {(f.rule, str(f.severity), f.objects[0].kind, f.objects[0].namespace or "", f.objects[0].name)
+             for f in result.findings if f.objects and str(f.severity) in ("critical", "warning")},
+            key=lambda k: (k[1] != "critical", k)))
+        self._set_objects("fabricguard_admission_check_held_workload", self.held, sorted(set(result.held)))
         self.pass_seconds.set(seconds)
         self.last_pass.set(result.now.timestamp())
         if errors:
@@ -286,6 +305,17 @@ class Metrics:
             t = parse_time(ref.published)
             if t is not None:
                 self.reference_published.labels(ref.environment).set(t.timestamp())
+
+    def _set_objects(self, metric: str, gauge: Gauge, keys: list[tuple[str, ...]]) -> None:
+        """One series per object, at most MAX_OBJECT_SERIES (the rest counted); gone objects' series removed."""
+        kept = set(keys[:MAX_OBJECT_SERIES])
+        self.series_dropped.labels(metric).set(max(0, len(keys) - MAX_OBJECT_SERIES))
+        for key in self._object_series.get(metric, set()) - kept:
+            with contextlib.suppress(KeyError):
+                gauge.remove(*key)
+        for key in kept:
+            gauge.labels(*key).set(1)
+        self._object_series[metric] = kept
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -43,6 +43,7 @@ class PassResult:
     workloads: list[dict[str, Any]] = field(default_factory=list)
     drift: list[Finding] = field(default_factory=list)  # against the reference environment, when one is given
     reference: Reference | None = None
+    held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) the check holds
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -134,4 +135,5 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
     return PassResult(now, actions, states, findings, gate.pending, counters,
-                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference)
+                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference,
+                      gate.held)

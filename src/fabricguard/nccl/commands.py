@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from fabricguard.console import console, fail, print_json, row, say
-from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT
-from fabricguard.nccl.report import NcclReport, NcclTestsRow
+from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT, Verdict
+from fabricguard.nccl.report import EXPECT_SETS, NcclReport, NcclTestsRow, judge_expectation
 from fabricguard.nccl.scan import LogInputError, inspect_paths
-from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
+from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+from fabricguard.profile import UnknownPoolError
+from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.model import Transport
+from fabricguard.verdict.job import Level, nccl_reasons, verdict_of
 
 app = typer.Typer(help="Read NCCL logs and nccl-tests output.", no_args_is_help=True)
 
+_VERDICT_STYLE = {"pass": "bold green", "degraded": "bold yellow", "failed": "bold red"}
 _STYLE = {
     Transport.ib: "green",
     Transport.roce: "green",
@@ -37,12 +43,16 @@ def render_report(report: NcclReport) -> None:
     )
     console.print(
         f"NCCL {escape(', '.join(report.nccl_version) or '?')}   scope: {report.scope.value}   "
-        f"nodes: {report.nodes or '?'}   "
+        f"nodes: {report.nodes_text}   "
         f"ranks: {report.ranks or '?'}   intra-node: {', '.join(report.intra_node) or '-'}   "
         f"files: {len(report.files)}   read: {report.bytes_read / 1e6:,.1f} MB"
     )
     for reason in report.reasons:
         say(f"  • {reason}")
+    for e in report.warnings:
+        say(("warning", "yellow"), f" {Path(e.file).name}:{e.line}: {e.why.removeprefix('warning: ')}")
+    if report.warning_count > len(report.warnings):
+        say(f"  … and {report.warning_count - len(report.warnings)} more warning line(s)")
     for e in report.unread:
         say(("not read", "yellow"), f" {e.file}" + (f":{e.line}" if e.line else "") + f": {e.why}")
     if report.unread_count > len(report.unread):
@@ -102,16 +112,70 @@ def _tri(v: bool | None) -> str:
     return "unknown" if v is None else ("yes" if v else "[yellow]no[/]")
 
 
+# Without an expectation the command reports and does not judge: its JSON "verdict" is this word (or
+# "failed" when the run failed), never "pass", so a CI gate keyed on it cannot pass a socket fallback.
+UNJUDGED = "unjudged"
+EXPECT_HELP = ("Judge the logs against this inter-node transport: rdma (ib, roce or efa), " + ", ".join(
+    k for k in EXPECT_SETS if k != "rdma") + ". Exit 0 pass, 1 degraded (another transport, or not proven), "
+    "2 failed.")
+
+
+@dataclass
+class Judgement:
+    """What the logs were judged against, the verdict and why (absent: reported, not judged)."""
+
+    expected: str
+    verdict: Verdict
+    reasons: list[str]
+    levels: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"expected": self.expected, "verdict_reasons": self.reasons, "findings": self.levels}
+
+
+def judge(report: NcclReport, expect: str | None, profile: str | None, pool: str | None) -> Judgement | None:
+    """Judge against ``--expect`` or the pool of ``-p``; None when neither was given."""
+    if expect is not None:
+        verdict, reasons = judge_expectation(report, expect)
+        return Judgement(expect, verdict, reasons, [])
+    if profile is None:
+        return None
+    prof = profile_or_exit(profile)
+    try:
+        p = prof.pool(pool)
+    except UnknownPoolError as exc:
+        fail(str(exc), hint="pass --pool NAME")
+    found = nccl_reasons(p, report)
+    verdict = verdict_of(found)
+    shown = [r for r in found if r.level is not Level.info] or found
+    return Judgement(f"pool {p.name} (fabric {p.fabric.type.value})", verdict, [r.message for r in shown],
+                     [r.to_dict() for r in found])
+
+
 @app.command("inspect")
 def inspect(
     paths: list[Path] = typer.Argument(..., help="Log files or directories of them (one file per rank or pod)."),
+    expect: str | None = typer.Option(None, "--expect", help=EXPECT_HELP),
+    profile: str | None = profile_option(
+        help="Judge the logs against a pool of this platform profile, as verify-job does ('local': the embedded "
+        "one)."),
+    pool: str | None = typer.Option(None, "--pool", help="Pool for -p (default: the profile's default pool)."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
 ) -> None:
-    """Report the NCCL version, selected network, per-connection transports and the inter-node verdict.
+    """Report the NCCL version, selected network, per-connection transports and the inter-node transport.
 
-    Exit code: 2 when the logs show the job failed, 3 when the input holds no NCCL output, 0 otherwise.
+    Without --expect or -p it reports and does not judge: the JSON "verdict" is "unjudged" (or "failed"
+    when the run failed), never "pass", and the exit code is 2 when the run failed, else 0. With --expect
+    TRANSPORT or -p PROFILE [--pool P] it judges: exit 0 pass, 1 degraded (sockets, mixed, another
+    transport, or not proven), 2 failed. Exit 3: the input holds no NCCL output.
     """
+    if expect is not None and expect not in EXPECT_SETS:
+        fail(f"--expect {expect!r} is not a transport", hint=f"use one of {', '.join(EXPECT_SETS)}")
+    if expect is not None and (profile is not None or pool is not None):
+        fail("give --expect or -p/--pool, not both", hint="--expect names a transport; -p judges against a pool")
+    if pool is not None and profile is None:
+        fail("--pool needs -p/--profile", hint="pass -p PROFILE --pool NAME")
     try:
         report = inspect_paths(paths)
     except LogInputError as exc:
@@ -124,9 +188,21 @@ def inspect(
             hint="run the job with NCCL_DEBUG=INFO and pass its logs, or pass nccl-tests output",
             code=EXIT_INPUT,
         )
+    judgement = judge(report, expect, profile, pool)
+    unjudged = Verdict.failed.value if report.failed else UNJUDGED
+    word = unjudged if judgement is None else judgement.verdict.value
     if wants_json(fmt, as_json):
-        print_json({"verdict": "failed" if report.failed else "pass", **report.to_dict()})
+        extra = judgement.to_dict() if judgement else {"expected": None, "verdict_reasons": [], "findings": []}
+        print_json({"verdict": word, **extra, **report.to_dict()})
     else:
+        if judgement is not None:
+            say((word.upper(), _VERDICT_STYLE[word]), f"  expected {judgement.expected}")
+            for reason in judgement.reasons:
+                say(f"  • {reason}")
         render_report(report)
+        if judgement is None and not report.failed:
+            say(("not judged:", "dim"), " pass --expect rdma|socket|none|TRANSPORT or -p PROFILE to judge")
+    if judgement is not None:
+        raise typer.Exit(judgement.verdict.exit_code)
     if report.failed:
         raise typer.Exit(EXIT_FAILED)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fabricguard.exitcodes import Verdict
 from fabricguard.profile.model import Transport
 
 
@@ -129,6 +130,9 @@ class NetDevice:
         return {"net": self.net, "index": self.index, "name": self.name, "link_layer": self.link_layer}
 
 
+MAX_HOSTS_LISTED = 64
+
+
 class Scope(StrEnum):
     """How much of the job a log shows."""
 
@@ -147,6 +151,11 @@ class Span:
     why: str
     hosts: tuple[str, ...] = ()
     exact: bool = True  # False when ``nodes`` is only a lower bound (hosts seen in the log)
+
+    @property
+    def count(self) -> str:
+        """The node count as a person reads it: ``2`` when exact, ``at least 2`` when a lower bound."""
+        return "?" if self.nodes is None else (str(self.nodes) if self.exact else f"at least {self.nodes}")
 
 
 def _ranges(ranks: set[int]) -> str:
@@ -169,48 +178,77 @@ def job_span(
     comm_size: dict[str, int],
     test_ranks: dict[int, str],
     hosts: set[str],
+    seen_nodes: int = 0,
 ) -> Span:
-    """Whether the log proves one node, proves several, or shows one part of a larger job."""
+    """Whether the log proves one node, proves several, or shows one part of a larger job.
+
+    Hosts are a floor: the distinct hosts that prefix the job's lines (and ``seen_nodes``, which also counts
+    distinct out-of-band addresses under one hostname) are a lower bound on its nodes, so a job seen on two
+    hosts is never single-node, whatever one communicator says. ``none`` needs positive proof on one host:
+    ``nNodes 1`` or ``localRanks == nRanks`` of the largest communicator, every rank of a communicator seen,
+    or a complete nccl-tests rank table (ranks 0..n-1)."""
     hs = tuple(sorted(hosts))
-    size = max_nranks or len(test_ranks)
-    max_nnodes = max(nnodes_by_size.values(), default=0)
+    floor = max(seen_nodes, len(hosts))
     test_hosts = set(test_ranks.values())
-    if max_nnodes > 1:
-        big = max(k for k, v in nnodes_by_size.items() if v == max_nnodes)
-        return Span(Scope.multi_node, max_nnodes, f"a {big}-rank communicator spans {max_nnodes} nodes (nNodes)", hs)
-    if size == 1:
+    # A rank table cut by the paste ("# Rank 1 ... on host2" with no rank 0) shows ranks, not the job's size.
+    table_size = max(test_ranks) + 1 if test_ranks else 0
+    table_complete = bool(test_ranks) and len(test_ranks) == table_size
+    size = max(max_nranks, table_size)
+    max_nnodes = max(nnodes_by_size.values(), default=0)
+    if max_nnodes > 1 or floor > 1:
+        return _multi_node(size, max_nnodes, nnodes_by_size, floor, test_hosts, table_complete, hs)
+    host = hs[0] if hs else None
+    if size == 1 and max_nranks == 1:
         return Span(Scope.single_node, 1, "the job has one rank", hs)
     if nnodes_by_size.get(size) == 1:
         return Span(Scope.single_node, 1, f"the {size}-rank communicator reports nNodes 1", hs)
     if size and local_by_size.get(size) == size:
         return Span(Scope.single_node, 1, f"the {size}-rank communicator has localRanks {size} == nRanks", hs)
-    if len(test_hosts) > 1:
-        return Span(Scope.multi_node, len(test_hosts), f"nccl-tests lists ranks on {len(test_hosts)} hosts", hs)
-    if len(hosts) > 1:
-        return Span(Scope.multi_node, len(hosts), f"the log shows {len(hosts)} hosts", hs, exact=False)
-    host = hs[0] if hs else (next(iter(test_hosts)) if test_hosts else None)
-    if size and len(hosts | test_hosts) <= 1:
+    if size:
         for key, ranks in comm_ranks.items():
             if comm_size.get(key) == size and len(ranks) >= size:
                 return Span(Scope.single_node, 1, f"all {size} ranks of the communicator are on host {host}", hs)
-        if test_ranks and set(test_ranks) == set(range(len(test_ranks))) and len(test_ranks) >= size:
-            return Span(Scope.single_node, 1, f"nccl-tests lists all {len(test_ranks)} ranks on host {host}", hs)
+        if table_complete and table_size >= size:
+            return Span(Scope.single_node, 1, f"nccl-tests lists all {table_size} ranks on host {host}", hs)
     if host is None and not size:
         return Span(Scope.unknown, None, "the log names neither a host nor a rank count", hs)
     seen: set[int] = set()
     for key, ranks in comm_ranks.items():
         if comm_size.get(key) == size:
             seen |= ranks
+    if not seen and test_ranks:
+        seen = set(test_ranks)
     shows = f"the log shows only host {host}" if host else "the log names no host"
     if size:
         shows += f" (ranks {_ranges(seen)} of {size})" if seen else f" ({size} ranks in the job)"
     return Span(
         Scope.part,
-        None,
+        1 if host else None,
         shows + ": no line proves every rank ran there (nNodes 1, localRanks == nRanks, or every rank "
         "seen), so it is one part of a larger job",
         hs,
+        exact=False,
     )
+
+
+def _multi_node(size: int, max_nnodes: int, nnodes_by_size: dict[int, int], floor: int, test_hosts: set[str],
+                table_complete: bool, hs: tuple[str, ...]) -> Span:
+    """A job seen on more than one node: the count is exact only where a line states it for the largest
+    communicator (``nNodes``) or a complete rank table lists every host, and no more hosts were seen."""
+    if max_nnodes > 1:
+        big = max(k for k, v in nnodes_by_size.items() if v == max_nnodes)
+        if floor > max_nnodes:
+            return Span(Scope.multi_node, floor, f"the log shows {floor} hosts, more than the {max_nnodes} nodes "
+                        f"the {big}-rank communicator reports (nNodes)", hs, exact=False)
+        why = f"a {big}-rank communicator spans {max_nnodes} nodes (nNodes)"
+        if big < size:
+            return Span(Scope.multi_node, max_nnodes, why + f", and a {size}-rank communicator may span more", hs,
+                        exact=False)
+        return Span(Scope.multi_node, max_nnodes, why, hs)
+    if len(test_hosts) > 1 and table_complete and floor <= len(test_hosts):
+        return Span(Scope.multi_node, len(test_hosts), f"nccl-tests lists all {size} ranks on {len(test_hosts)} "
+                    "hosts", hs)
+    return Span(Scope.multi_node, floor, f"the log shows {floor} hosts", hs, exact=False)
 
 
 # Canonical families of a NET plugin name as it appears after "via NET/".
@@ -238,7 +276,8 @@ class NcclReport:
     gpudirect_rdma: bool | None = None
     intra_node: list[str] = field(default_factory=list)
     failed: bool = False
-    nodes: int | None = None
+    nodes: int | None = None  # exact node count, None when only a lower bound is known
+    nodes_at_least: int | None = None  # lower bound (hosts seen), equal to ``nodes`` when that is exact
     ranks: int | None = None
     net_devices: list[NetDevice] = field(default_factory=list)
     connections: dict[str, int] = field(default_factory=dict)  # "NET/IB/GDRDMA" -> count
@@ -247,18 +286,30 @@ class NcclReport:
     reasons: list[str] = field(default_factory=list)
     failures: list[Evidence] = field(default_factory=list)
     fallbacks: list[Evidence] = field(default_factory=list)  # a net plugin failed to start; NCCL used another
+    # WARN lines that are not failures (notices, CollNet unavailable, RAS port taken, teardown after the run
+    # completed), each quoted with what it means; ``warning_count`` counts them all.
+    warnings: list[Evidence] = field(default_factory=list)
+    warning_count: int = 0
     nccl_tests: list[NcclTestsTable] = field(default_factory=list)
     profiler_plugins: list[str] = field(default_factory=list)  # "PROFILER/Plugin: Loaded X": the one NCCL loaded
     nccl_output: bool = False  # False when no line of the input is NCCL or nccl-tests output
     bytes_read: int = 0
     scope: Scope = Scope.unknown  # how much of the job the log shows (see job_span)
-    hosts: list[str] = field(default_factory=list)  # the host(s) a log that is not multi-node shows
+    hosts: list[str] = field(default_factory=list)  # hosts seen in the job's lines (the first MAX_HOSTS_LISTED)
+    hosts_count: int = 0  # how many distinct hosts prefixed the job's lines
     # What the transport rests on: "connections", "selection" (inferred: every node selected it),
     # "init" (init lines prove sockets) or None (nothing: none, unknown).
     transport_basis: str | None = None
     # Files (or over-long lines) that were not read, with why: a job with any is not proven by its logs.
     unread: list[Evidence] = field(default_factory=list)
     unread_count: int = 0
+
+    @property
+    def nodes_text(self) -> str:
+        """``2``, ``≥ 2`` (a lower bound) or ``?``."""
+        if self.nodes is not None:
+            return str(self.nodes)
+        return "?" if self.nodes_at_least is None else f"≥ {self.nodes_at_least}"
 
     @property
     def network(self) -> str | None:
@@ -280,9 +331,11 @@ class NcclReport:
             "intra_node": self.intra_node,
             "failed": self.failed,
             "nodes": self.nodes,
+            "nodes_at_least": self.nodes_at_least,
             "ranks": self.ranks,
             "scope": self.scope.value,
             "hosts": self.hosts,
+            "hosts_count": self.hosts_count,
             "transport_basis": self.transport_basis,
             "net_devices": [d.to_dict() for d in self.net_devices],
             "connections": self.connections,
@@ -290,6 +343,8 @@ class NcclReport:
             "reasons": self.reasons,
             "failures": [e.to_dict() for e in self.failures],
             "fallbacks": [e.to_dict() for e in self.fallbacks],
+            "warnings": [e.to_dict() for e in self.warnings],
+            "warning_count": self.warning_count,
             "evidence": [e.to_dict() for e in self.evidence],
             "nccl_tests": [t.to_dict() for t in self.nccl_tests],
             "profiler_plugins": self.profiler_plugins,
@@ -346,7 +401,7 @@ def decide_transport(
     if span.scope is Scope.multi_node:
         if tcp:
             reasons.append(
-                f"{span.nodes} nodes and {tcp}; no connection lines were logged (set NCCL_DEBUG_SUBSYS=INIT,NET "
+                f"{span.count} nodes and {tcp}; no connection lines were logged (set NCCL_DEBUG_SUBSYS=INIT,NET "
                 "to see them)"
             )
             return Transport.socket, reasons, "init"
@@ -355,7 +410,7 @@ def decide_transport(
             return inferred[0], [inferred[1]], "selection"
         seen = f"; the log shows the selection of {len(host_nets)} of them" if host_nets else ""
         reasons.append(
-            f"{span.nodes} nodes ({span.why}) but no network connection lines were logged{seen}; the selected "
+            f"{span.count} nodes ({span.why}) but no network connection lines were logged{seen}; the selected "
             f"network ({', '.join(networks) or 'none shown'}) alone does not prove what carried the data "
             "(set NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET, and hand over every worker's log)"
         )
@@ -499,3 +554,40 @@ def _tcp_under_another_name(networks: list[str], plugins: list[str], ofi_provide
     if not networks and plugins and all(net_family(p) == "socket" for p in plugins):
         return f"the only net plugin that started is {'/'.join(plugins)} (TCP sockets)"
     return None
+
+
+# What ``--expect`` accepts besides a transport name: ``rdma`` is any kernel-bypass fabric transport.
+EXPECT_SETS: dict[str, frozenset[Transport]] = {
+    "rdma": frozenset({Transport.ib, Transport.roce, Transport.efa}),
+    **{t.value: frozenset({t}) for t in Transport if t not in (Transport.unknown, Transport.mixed)},
+}
+
+
+def judge_expectation(report: NcclReport, expect: str) -> tuple[Verdict, list[str]]:
+    """``nccl inspect --expect``: pass only when the logs prove the expected transport.
+
+    ``failed`` when the run failed; ``degraded`` when the transport is another one, ``unknown`` (not proven)
+    or ``mixed``; ``pass`` when it is in the expected set. A transport inferred from the selection alone
+    (no connection line) passes, with the reason saying so."""
+    want = EXPECT_SETS[expect]
+    names = "/".join(sorted(t.value for t in want))
+    t = report.inter_node_transport
+    if report.failed:
+        first = report.failures[0].why if report.failures else "see failures"
+        return Verdict.failed, [f"the run failed: {first}"]
+    if report.unread_count:
+        return Verdict.degraded, [f"{report.unread_count} file(s) or line(s) not read: the logs cannot prove "
+                                  f"what every rank did (expected {names})"]
+    if t in want:
+        why = f"inter-node transport {t.value}, as expected ({expect})"
+        if report.transport_basis == "selection":
+            why += "; inferred from the network every node selected, not proven from connection lines"
+        return Verdict.pass_, [why]
+    if t is Transport.unknown:
+        return Verdict.degraded, [f"expected {names}, but the logs do not prove the transport: "
+                                  + "; ".join(report.reasons)]
+    if t is Transport.none:
+        return Verdict.degraded, [f"expected {names}, but the job ran on one node ({report.scope.value}): no "
+                                  "inter-node transport was used to check"]
+    return Verdict.degraded, [f"expected {names}, but the inter-node transport is {t.value}: "
+                              + "; ".join(report.reasons)]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabricguard.nccl.report import (
+    MAX_HOSTS_LISTED,
     Evidence,
     NcclReport,
     NcclTestsRow,
@@ -61,6 +62,8 @@ QUOTE_CHARS = 240
 # WARN lines name the source between the device and NCCL: "[0] file.cc:42 NCCL WARN", and aws-ofi-nccl
 # 1.1x its function: "[0] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):259 NCCL WARN".
 _PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\](?: [^\[\]\n]{0,200}?:\d+)?\s*$")
+# What ends a prefix glued onto the next line's: "host:pid:" right before where the regex found a host.
+_GLUED = re.compile(rb"[A-Za-z0-9_.\-]:\d+:$")
 _VERSION = re.compile(rb"NCCL version (\S+)")
 _NET_USING = re.compile(rb"NET/(\S+?) ?: Using (.*?)(?:; OOB|\s*$)")
 # "[0]mlx5_0:1/IB" and, inside the merged form "[0]={[0] mlx5_2:1/RoCE, ...}", "[0] mlx5_2:1/RoCE".
@@ -83,8 +86,9 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+(\d+) .*?\bon\s+(\S+)\s+device\b")
 # error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
-    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFP])(?:"  # the lookahead rejects per-collective trace lines in one step
-    rb"((?:Using network|NET/|NCCL version|GPU Direct|Selected|Loaded|PROFILER/Plugin: Loaded|Assigned NET plugin"
+    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFPB])(?:"  # the lookahead rejects per-collective trace lines in one step
+    rb"((?:Using (?:internal |external )?[Nn]etwork|Bootstrap ?: Using|NET/|NCCL version|GPU Direct|Selected|Loaded"
+    rb"|PROFILER/Plugin: Loaded|Assigned NET plugin"
     rb"|Initialized NET plugin|Failed to initialize NET plugin)[^\n]*)"
     rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?"
     rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
@@ -103,6 +107,14 @@ _RARE = re.compile(rb"NCCL (?:WARN|version|error|failure)\b|Watchdog caught coll
 # In a chunk dense with facts (the init of a very large job), hosts are read from the line each process
 # prints once per communicator, and only when no "nNodes" line already gave the node count.
 _USING_NETWORK_LINE = re.compile(rb"NCCL INFO Using network ")
+# The out-of-band (bootstrap) address each process uses: two addresses under one hostname are two nodes
+# (VMs or containers that share a hostname such as "localhost" or "ubuntu").
+_BOOTSTRAP_LINE = re.compile(rb"NCCL INFO Bootstrap ?: Using \[?\d*\]?\s*[^\s:]+:([^\s<]+)<")
+# NCCL 2.3 names the network it chose "internal" (IB, Socket) or "external" (a plugin).
+_OLD_NETWORK = re.compile(rb"^Using (?:internal|external) Network ")
+# A chunk this small (a pasted log, a follower's appended lines) has the prefix of every NCCL line read for
+# hosts; a larger one only up to its last fact line (past it, per-collective lines of the same processes).
+SMALL_CHUNK_BYTES = 256 * 1024
 _NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN) ")
 # What a process used: the network it selected, or (older NCCL) the net whose devices it listed.
 _PROCESS_NETS = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|NET/(\S+?) ?: Using \[)")
@@ -111,12 +123,31 @@ _SELECTED_LINE = re.compile(rb"NCCL INFO (?:Using network ([^\n]*)|Assigned NET 
 _SELECTION_FACT = (b"Using network", b"Assigned NET plugin")
 DENSE_FACT_LINES = 4096
 
-# WARN text that NCCL and its plugins print without anything having failed.
-_BENIGN_WARN = re.compile(
-    rb"NUMA auto balancing|Cannot get incoming CPU|Maximum retry reached|PFN functions not found"
-    rb"|Could not find a path for pattern|falling back to simple order|using default"
-    rb"|async event : (?:port active|GID table change|client reregist|LID change)"
-    rb"|NET/OFI No eligible providers were found"  # the provider line that follows says what it chose
+# WARN text that NCCL and its plugins print without anything having failed, and what each means: a warning
+# that quotes the line, never a failure.
+_NOTICES: tuple[tuple[bytes, str], ...] = (
+    (rb"NUMA auto balancing", "NUMA auto balancing is on (a performance notice)"),
+    (rb"Cannot get incoming CPU|Maximum retry reached", "a FastSocket notice; the run continues"),
+    (rb"PFN functions not found", "a CUDA driver notice; the run continues"),
+    (rb"Could not find a path for pattern|falling back to simple order", "a topology search notice"),
+    (rb"using default", "a setting fell back to its default"),
+    (rb"async event : (?:port active|GID table change|client reregist|LID change)", "an InfiniBand port event"),
+    # The provider line that follows says what libfabric chose.
+    (rb"NET/OFI No eligible providers were found", "aws-ofi-nccl found no provider of its first choice"),
+    (rb"Cannot initialize CollNet|CollNet is not supported or fails to initialize",
+     "CollNet (in-network reduction, e.g. SHARP) is not available: NCCL used the point-to-point network"),
+)
+_BENIGN_WARN = re.compile(b"|".join(b"(" + pat + b")" for pat, _why in _NOTICES))
+# RAS (NCCL 2.24+) listens on one client port per host: a second process on the host cannot bind it, warns,
+# and runs on ("RAS failed to establish a client listening socket").
+_RAS_BIND = re.compile(rb"Call to bind failed")
+_RAS_NOTE = b"RAS failed to establish a client listening socket"
+_READ_ALREADY = re.compile(rb"(?m)^(?:[ \t]*#|.*(?:NCCL|Watchdog|DistBackendError|Test CUDA failure)).*$")
+# nccl-tests lines that keep their shape when a markdown renderer eats the leading "#".
+_MANGLED = re.compile(
+    rb"(?m)^(?=[ \t]*(?:nThread \d+ nGpus \d+|Rank\s+\d+ (?:Group\s+\d+ )?Pid\s+\d+ on\s+\S+\s+device\b"
+    rb"|Out of bounds values\s*:|Avg bus bandwidth\s*:|size\s+count\s+type\b|Using devices\s*$"
+    rb"|Collective test (?:starting|concluded)))"
 )
 # WARN text of errors that break communication, whatever plugin prints them.
 _FATAL_WARN = re.compile(
@@ -187,6 +218,8 @@ class ScanState:
     ofi: dict[str, None] = field(default_factory=dict)
     failures: list[Evidence] = field(default_factory=list)
     failure_count: int = 0
+    warnings: list[Evidence] = field(default_factory=list)  # benign WARN lines, quoted, with what they mean
+    warning_count: int = 0
     pending: list[_PendingWarn] = field(default_factory=list)
     selected: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> networks
     listed: dict[tuple[str, str] | None, set[str]] = field(default_factory=dict)  # process -> device lists
@@ -205,9 +238,11 @@ class ScanState:
     local_by_size: dict[int, int] = field(default_factory=dict)
     test_ranks: dict[int, str] = field(default_factory=dict)  # nccl-tests "# Rank N ... on HOST device"
     host_nets: dict[str, set[str]] = field(default_factory=dict)  # host -> networks its processes selected
+    oob: dict[str, set[str]] = field(default_factory=dict)  # host -> bootstrap addresses seen under that name
     init_failed: dict[str, Evidence] = field(default_factory=dict)  # "Failed to initialize NET plugin X"
     assigned: dict[str, None] = field(default_factory=dict)  # "Assigned NET plugin X to comm" (2.27+)
     unread: list[Evidence] = field(default_factory=list)  # files or lines not read, with why
+    mangled: Evidence | None = None  # the first nccl-tests line read without its "#" marker
 
     def unread_line(self, file: str, line: int, count: int) -> None:
         self.unread.append(Evidence(file, line, "", f"{count} line(s) longer than {MAX_LINE_BYTES:,} bytes "
@@ -227,12 +262,26 @@ class ScanState:
             return self.prefix_cache[prefix]
         except KeyError:
             m = _PREFIX.search(prefix)
-            key = (m.group(1).decode("ascii", "replace"), m.group(2).decode()) if m else None
+            # Two lines glued by the paste ("g183:161258:16169g183:161258:16169 [0]"): the host the regex finds
+            # starts inside the first line's thread id, so it names no real host.
+            key = (m.group(1).decode("ascii", "replace"), m.group(2).decode()) if m and not _GLUED.search(
+                prefix, 0, m.start()) else None
             if len(self.prefix_cache) < 1_000_000:
                 self.prefix_cache[prefix] = key
             if key:
                 self.hosts.add(key[0])
             return key
+
+    def node_floor(self) -> int:
+        """Nodes the lines prove at least: distinct hosts, and distinct bootstrap addresses under one name."""
+        return len(self.hosts) + sum(max(0, len(a) - 1) for h, a in self.oob.items() if h in self.hosts)
+
+    def warning(self, file: str, line: int, raw: bytes, why: str) -> None:
+        """A WARN line that is not a failure: kept (a few of each kind) so a person sees it, with its meaning."""
+        self.warning_count += 1
+        same = sum(1 for w in self.warnings if w.why == why)
+        if len(self.warnings) < MAX_FAILURES and same < MAX_EVIDENCE_PER_KIND:
+            self.warnings.append(Evidence(file, line, _text(raw), why))
 
     def fail(self, file: str, line: int, raw: bytes, why: str) -> None:
         self.failure_count += 1
@@ -367,6 +416,11 @@ class FileScanner:
         self.cur_line = 1
         self.chunk = b""
         self.procs_read = False
+        self.bootstrap = False
+        # nccl-tests' own footer ("Out of bounds values : 0 OK", "Collective test concluded"): the run this
+        # file shows completed, so a WARN after it (sockets closing at teardown) is not a failure. A new
+        # test's header opens a new run.
+        self.completed: str | None = None
 
     def lineno(self, pos: int) -> int:
         # Positions arrive in increasing order within a chunk, so counting is one pass at most.
@@ -389,6 +443,7 @@ class FileScanner:
         self.cur_pos = 0
         self.cur_line = self.base_line
         self.procs_read = False
+        self.bootstrap = False
         st = self.st
         rare = False
         conn_lines = 0
@@ -424,16 +479,51 @@ class FileScanner:
                 rare = True
         if fact_lines or conn_lines or rare or b"NCCL INFO" in chunk:
             st.nccl_output = True
-        if fact_lines or conn_lines:
+        if len(chunk) <= SMALL_CHUNK_BYTES and st.nccl_output:
+            self.hosts(0, 0, len(chunk))  # every line's host: a paste may hold another host's lines after the facts
+        elif fact_lines or conn_lines:
             self.hosts(fact_lines, conn_lines, via_end if conn_lines else 0)
+        if self.bootstrap:
+            self.oob_addresses()
         # Which host selected what matters only while no connection line decides the transport.
         if selections and not st.net_conns:
             self.host_selections()
         if rank_lines and len(st.hosts) <= 1 and not st.nnodes_by_size:
             self.ranks_seen()
         self.rare_lines(rare)
+        if not st.tables and len(chunk) <= SMALL_CHUNK_BYTES:
+            self.mangled()
         if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
             self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
+
+    def mangled(self) -> None:
+        """nccl-tests output whose ``#`` markers a markdown renderer ate (`` nThread 1 nGpus 1 ...``,
+        `` Rank  0 Group 0 Pid ... on host device 0``): read again with the markers put back, and say so."""
+        st, chunk = self.st, self.chunk
+        first = _MANGLED.search(chunk)
+        if first is None:
+            return
+        line, raw = self.line_of(first.start())
+        st.mangled = Evidence(self.fname, line, _text(raw), "nccl-tests output without its '#' markers (a "
+                              "markdown renderer eats them): read with the markers put back")
+        st.nccl_output = True
+        failures = len(st.failures)
+        original = chunk.split(b"\n")
+        base, pos, line0 = self.base_line, self.cur_pos, self.cur_line
+        # Read again only the nccl-tests lines: what the first pass read (NCCL lines, lines that kept their
+        # "#") is blanked, keeping the line numbers, so nothing is counted twice.
+        self.chunk = _MANGLED.sub(rb"#\g<0>", _READ_ALREADY.sub(b"", chunk))
+        self.cur_pos, self.cur_line = 0, base
+        try:
+            self.rare_lines(False)
+        finally:
+            self.chunk, self.cur_pos, self.cur_line = chunk, pos, line0
+        # Quote the lines as they are in the file, not as repaired.
+        for k in range(failures, len(st.failures)):
+            e = st.failures[k]
+            i = e.line - base
+            if 0 <= i < len(original):
+                st.failures[k] = Evidence(e.file, e.line, _text(original[i]), e.why)
 
     def hosts(self, fact_lines: int, conn_lines: int, via_end: int) -> None:
         """Hosts named by the prefix of every NCCL line up to the chunk's last fact line."""
@@ -455,6 +545,16 @@ class FileScanner:
         # Past the last fact only per-collective trace lines remain, printed by the same processes.
         for m in _NCCL_LINE.finditer(chunk, 0, end):
             st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+
+    def oob_addresses(self) -> None:
+        """The bootstrap address of each process, by host name."""
+        st, chunk = self.st, self.chunk
+        for m in _BOOTSTRAP_LINE.finditer(chunk):
+            key = st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+            if key:
+                addrs = st.oob.setdefault(key[0], set())
+                if len(addrs) < 1024:
+                    addrs.add(m.group(1).decode("ascii", "replace"))
 
     def communicator(self, size: int, nnodes: bytes, local: bytes) -> None:
         """One communicator line: its size, and where given its node count and local rank count."""
@@ -535,6 +635,9 @@ class FileScanner:
                     st.note(f"gdr:{state}", self.fname, line, raw, f"GPUDirect RDMA {state.lower()}")
                 st.gdr_lines[state] += n
             return
+        if msg.startswith(b"Bootstrap"):
+            self.bootstrap = True
+            return
         if msg in st.facts_seen:
             return
         if len(st.facts_seen) < 100_000:
@@ -557,8 +660,9 @@ class FileScanner:
                 why = f"NCCL could not initialize NET plugin {name}"
                 st.init_failed[name] = Evidence(self.fname, line, _text(raw), why)
             return
-        if msg.startswith(b"Using network"):
-            net = msg[len(b"Using network") :].decode("utf-8", "replace").strip()
+        old = _OLD_NETWORK.match(msg)
+        if msg.startswith(b"Using network") or old:
+            net = msg[old.end() if old else len(b"Using network") :].decode("utf-8", "replace").strip()
             if net and net not in st.networks:
                 st.networks[net] = None
                 line, raw = self.line_of(self.chunk.find(msg))
@@ -692,10 +796,22 @@ class FileScanner:
     def warn(self, raw: bytes, i: int, line_start: int) -> None:
         st = self.st
         msg = raw[i + 10 :]
-        if _BENIGN_WARN.search(msg):
+        notice = _BENIGN_WARN.search(msg)
+        if notice:
+            why = _NOTICES[(notice.lastindex or 1) - 1][1]
+            st.warning(self.fname, self.lineno(line_start), raw, f"warning: {why}: {_quote(msg)}")
             return
         key = st.process(raw[:i])
         line = self.lineno(line_start)
+        if _RAS_BIND.search(msg) and (b"ras/" in raw[:i] or b"client_support" in raw[:i]
+                                      or self.chunk.find(_RAS_NOTE, line_start, line_start + 4096) >= 0):
+            st.warning(self.fname, line, raw, "warning: NCCL's RAS could not take its client port (another "
+                       f"process on the host holds it); collectives are not affected: {_quote(msg)}")
+            return
+        if self.completed is not None:
+            st.warning(self.fname, line, raw, f"warning: after the run completed ({self.completed}), at "
+                       f"teardown: {_quote(msg)}")
+            return
         prov = _OFI_PROVIDER.search(msg)
         if prov:  # some builds print the provider as a WARN: "Selected provider is tcp" is a fact, not a failure
             p = prov.group(1).decode("utf-8", "replace").rstrip(",")
@@ -783,8 +899,14 @@ class FileScanner:
     def hash_line(self, raw: bytes, pos: int, chunk: bytes) -> bool:
         """An nccl-tests ``#`` line; True when it opened a table."""
         st = self.st
+        if b"Collective test concluded" in raw:
+            self.completed = "nccl-tests: " + _quote(raw.split(b"#", 1)[-1])
+            return False
+        if b"nThread" in raw or b"Collective test starting" in raw:
+            self.completed = None  # a new test run
         cols = _header_columns(raw)
         if cols is not None:
+            self.completed = None
             if self.perf_name is None:
                 i = chunk.rfind(b"_perf", max(0, pos - 65536), pos)
                 if i >= 0:
@@ -805,6 +927,8 @@ class FileScanner:
             st.nccl_output = True
             if bad or m.group(2) == b"FAILED":
                 st.fail(self.fname, self.lineno(pos), raw, f"nccl-tests found wrong results: {_quote(raw)}")
+            else:
+                self.completed = "nccl-tests: " + _quote(raw.split(b"#", 1)[-1])
             return False
         m = _AVG_BUSBW.search(raw)
         if m and self.table is not None:
@@ -987,11 +1111,13 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
     ``unread``: files the caller could not read, named in the report besides those ``st`` holds."""
     all_unread = [*st.unread, *unread]
     span = job_span(
-        st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts
+        st.max_nranks, st.nnodes_by_size, st.local_by_size, st.comm_ranks, st.comm_size, st.test_ranks, st.hosts,
+        st.node_floor(),
     )
-    if not st.nnodes_by_size and st.max_nnodes:  # nNodes from a line the communicator parser did not key
-        span = Span(Scope.multi_node if st.max_nnodes > 1 else Scope.single_node, st.max_nnodes, "nNodes", span.hosts)
-    nodes = span.nodes
+    if st.mangled is not None and span.scope is Scope.single_node:
+        # What else the renderer dropped is unknown: a mangled paste proves no single node.
+        span = Span(Scope.part, 1, f"{span.why}, but the paste is mangled", span.hosts, exact=False)
+    nodes = span.nodes if span.exact else None
     networks = dict(st.networks)
     for name in st.assigned:  # a communicator's network, also where the "Using network" line was cut off
         networks.setdefault(name, None)
@@ -1012,6 +1138,10 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         span=span,
         host_nets=st.host_nets,
     )
+    if st.mangled is not None:
+        where = f"{Path(st.mangled.file).name}:{st.mangled.line}"
+        reasons.append(f"{where}: the paste lost nccl-tests' '#' markers (a markdown renderer eats them), so it "
+                       "proves no single node; paste the output as a code block")
     if fallbacks:
         reasons.append(
             f"a net plugin failed to start and NCCL fell back ({fallback_count} line(s)); first: "
@@ -1032,6 +1162,8 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
     evidence: list[Evidence] = []
     for kind in sorted(st.evidence):
         evidence.extend(st.evidence[kind])
+    if st.mangled is not None:
+        evidence.append(st.mangled)
     evidence.extend(fallbacks[:MAX_EVIDENCE_PER_KIND])
     evidence.extend(failures[:MAX_EVIDENCE_PER_KIND])
     conns: dict[str, int] = {}
@@ -1048,6 +1180,7 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         intra_node=sorted(st.intra),
         failed=failed,
         nodes=nodes,
+        nodes_at_least=span.nodes,
         ranks=st.max_nranks or None,
         net_devices=list(st.devices.values()),
         connections=conns,
@@ -1056,6 +1189,8 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         reasons=reasons,
         failures=failures,
         fallbacks=fallbacks,
+        warnings=list(st.warnings),
+        warning_count=st.warning_count,
         nccl_tests=st.tables,
         profiler_plugins=list(st.profilers),
         nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
@@ -1063,7 +1198,9 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         unread=all_unread[:MAX_FAILURES],
         unread_count=len(all_unread),
         scope=span.scope,
-        # The host a one-host log shows; a big job's hosts are not all read (the bulk path skips them).
-        hosts=list(span.hosts) if span.scope is not Scope.multi_node else [],
+        # The hosts seen; a big job's are not all read (the bulk path reads hosts only where no nNodes line
+        # gave the count), so ``hosts_count`` is a floor like ``nodes_at_least``.
+        hosts=list(span.hosts[:MAX_HOSTS_LISTED]),
+        hosts_count=len(span.hosts),
         transport_basis=basis,
     )

@@ -23,7 +23,7 @@ def render_verdict(v: JobVerdict) -> None:
     med = v.steps.median_seconds
     say(
         f"transport {n.inter_node_transport.value}  network {n.network or '-'}  GPUDirect RDMA "
-        f"{'-' if n.gpudirect_rdma is None else n.gpudirect_rdma}  scope {n.scope.value}  nodes {n.nodes or '?'}  "
+        f"{'-' if n.gpudirect_rdma is None else n.gpudirect_rdma}  scope {n.scope.value}  nodes {n.nodes_text}  "
         f"ranks {n.ranks or '?'}  "
         f"steps {v.steps.count}  median {('-' if med is None else f'{med:.2f} s')}  "
         f"total {v.steps.total_seconds:.1f} s"

@@ -67,6 +67,7 @@ class JobVerdict:
             "gpudirect_rdma": n.gpudirect_rdma,
             "nccl_failed": n.failed,
             "nodes": n.nodes,
+            "nodes_at_least": n.nodes_at_least,  # a lower bound (hosts seen) when ``nodes`` is null
             "ranks": n.ranks,
             "scope": n.scope.value,  # single-node / multi-node / part (one worker of a larger job) / unknown
             "transport_basis": n.transport_basis,
@@ -403,6 +404,21 @@ def _step_reasons(pool: Pool, steps: StepTimes) -> list[Reason]:
     return out
 
 
+def nccl_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
+    """What a job's NCCL logs alone say against its pool: files not read, the transport, nccl-tests tables.
+    ``verify-job`` adds storage, step times and the Inspector's bandwidth; ``nccl inspect -p`` uses only these."""
+    return _unread_reasons(n) + _transport_reasons(pool, n) + _bandwidth_reasons(pool, n)
+
+
+def verdict_of(reasons: list[Reason]) -> Verdict:
+    """The worst level among the reasons: any failed reason fails, any degraded one degrades."""
+    if any(r.level is Level.failed for r in reasons):
+        return Verdict.failed
+    if any(r.level is Level.degraded for r in reasons):
+        return Verdict.degraded
+    return Verdict.pass_
+
+
 def judge_job(
     job_dir: Path,
     profile: PlatformProfile,
@@ -425,19 +441,12 @@ def judge_job(
         steps = load_step_times(step_files, logs, step_regex)
     except ValueError as exc:
         raise JobInputError(str(exc)) from None
-    reasons = _unread_reasons(nccl)
-    reasons += _transport_reasons(pool, nccl)
-    reasons += _bandwidth_reasons(pool, nccl)
+    reasons = nccl_reasons(pool, nccl)
     busbw_reasons, busbw_rows = _busbw_reasons(profile, pool, job_dir, nccl)
     reasons += busbw_reasons
     storage_reasons, storage = _storage_reasons(profile, pool, mountinfo)
     reasons += storage_reasons
     reasons += _step_reasons(pool, steps)
-    if any(r.level is Level.failed for r in reasons):
-        verdict = Verdict.failed
-    elif any(r.level is Level.degraded for r in reasons):
-        verdict = Verdict.degraded
-    else:
-        verdict = Verdict.pass_
+    verdict = verdict_of(reasons)
     return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir),
                       busbw_rows)
