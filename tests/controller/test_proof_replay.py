@@ -257,6 +257,13 @@ async def test_every_node_proven_the_bad_one_quarantined_the_new_one_proven_firs
         if bw == BAD_BW:
             assert BAD in on, name
 
+    # The table: every node, the bad one named; exit 1 (a node named), verdict first.
+    rc, out = await _coverage(kc, profile, t)
+    assert rc == 1, out
+    flat = " ".join(out.split())
+    assert flat.startswith("DEGRADED pool gh200-roce: 32 of 32 node(s) proven within 24h; 1 named (quarantined)"), out
+    assert any(BAD in line and "quarantined" in line for line in out.splitlines())
+
     # --- The breaker: a platform fault fails every pair from now on. A day later every node is due again.
     world.fault = True
     t = gen.NOW + timedelta(hours=21)
@@ -287,3 +294,23 @@ async def test_every_node_proven_the_bad_one_quarantined_the_new_one_proven_firs
             {"eval_time": "5m", "alertname": "FabricguardQuarantineBreakerOpen",
              "exp_alerts": [{"exp_labels": {"severity": "critical", "pool": POOL}}]}]}])
     assert r.returncode == 0, r.stdout + r.stderr
+    # The table says so (exit 2); a person resets the breaker, and the earlier failures are not counted again.
+    rc, out = await _coverage(kc, profile, t)
+    assert rc == 2 and " ".join(out.split()).startswith("FAILED pool gh200-roce: quarantine breaker OPEN"), out
+    rc, out = await _coverage(kc, profile, t, "--reset-breaker")
+    assert "breaker reset" in out
+    brk = _fv(k8s)["status"]["proof"]["breaker"]
+    assert brk["open"] is False and brk["resets"] == 1 and brk["resetAt"]
+
+
+async def _coverage(kc: str, profile: Path, at: Any, *extra: str) -> tuple[int, str]:
+    import asyncio
+
+    from controller_support import admin_kubeconfig, ts
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["pool", "coverage", "-p", str(profile), "--kubeconfig",
+                                                          admin_kubeconfig(kc), "--now", ts(at), *extra])
+    return r.exit_code, r.output
