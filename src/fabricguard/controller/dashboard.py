@@ -46,6 +46,10 @@ PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
     ("RDMA link errors per pool (per 15 min)", "timeseries",
      [(f"sum by (pool) ((increase(fabricguard_rdma_port_symbol_errors_total[15m])"
        f" + increase(fabricguard_rdma_port_link_downed_total[15m])) {AGENT})", "{{pool}}")], "none"),
+)
+
+# Pools with a ``proof`` goal (controller/proof.py): coverage and its GPU-hours.
+PROOF_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
     ("Node proof coverage per pool (nodes)", "timeseries",
      [('fabricguard_pool_proof_nodes{state="proven"}', "{{pool}} proven within every"),
       ("fabricguard_pool_proof_nodes_overdue", "{{pool}} overdue"),
@@ -102,7 +106,8 @@ def _lustre_panel(profile: PlatformProfile) -> tuple[str, str, list[tuple[str, s
 
 def dashboard(profile: PlatformProfile) -> dict[str, Any]:
     panels = []
-    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *JOB_PANELS)):
+    proof = PROOF_PANELS if any(p.proof is not None for p in profile.spec.pools) else ()
+    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *proof, *JOB_PANELS)):
         panels.append({
             "id": i + 1,
             "type": ptype,
