@@ -19,6 +19,11 @@ server behaviour the tests depend on, a server that never answers, and the examp
   ``timeoutSeconds``, a restarted apiserver) and :meth:`Emulator.hold_watches` keeps new ones waiting: a test
   makes changes in that gap, compacts, then :meth:`Emulator.release_watches`.
 * **Latency.** ``delay_s`` before every answer: a slow API server.
+* **Stalls.** :meth:`Emulator.stall` (a resource's plural) makes its lists hang and its watches, open or new,
+  go silent after their headers (an API server host gone behind a load balancer, a black-holed connection)
+  until :meth:`Emulator.heal`; ``expire_every_watch`` answers every watch with 410 Gone (a 410 storm).
+* **Bookmarks.** With ``bookmark_s``, a watch that allows bookmarks and has been quiet that long gets a
+  ``BOOKMARK`` with the current version, as the API server's watch cache sends one about once a minute.
 """
 
 from __future__ import annotations
@@ -281,6 +286,10 @@ class Emulator(KubernetesEmulator):
     expire_as: str = "event"  # how that 410 is sent: "event" (a watch ERROR event) or "http" (the answer's status)
     expired: list[str] = attrs.field(factory=list)  # "PATH@VERSION" of each request answered 410
     tombstones: list[tuple[Any, str | None, str, int]] = attrs.field(factory=list)  # (resource, ns, name, rv)
+    bookmark_s: float | None = None  # quiet watches that allow bookmarks get one this often (the API server: 1 min)
+    expire_every_watch: bool = False  # a 410 storm: every watch gets 410 Gone, whatever version it asks for
+    stalled: set[str] = attrs.field(factory=set)  # plurals whose lists hang and whose watches go silent
+    _healed: asyncio.Event = attrs.field(factory=asyncio.Event)
     _gate: asyncio.Event = attrs.field(factory=asyncio.Event)
     _ending: asyncio.Event = attrs.field(factory=asyncio.Event)
 
@@ -308,6 +317,19 @@ class Emulator(KubernetesEmulator):
     def release_watches(self) -> None:
         self._gate.set()
 
+    def stall(self, plural: str) -> None:
+        """Lists of ``plural`` hang, and its watches (open ones too) send nothing more, until :meth:`heal`."""
+        self.stalled.add(plural)
+
+    def heal(self, plural: str) -> None:
+        self.stalled.discard(plural)
+        self._healed.set()
+        self._healed = asyncio.Event()
+
+    async def _until_healed(self, plural: str) -> None:
+        while plural in self.stalled:
+            await self._healed.wait()
+
     def user_of(self, request: Any) -> dict[str, Any]:
         auth = request.headers.get("Authorization", "")
         return self.tokens.get(auth.removeprefix("Bearer ").strip(), {"username": "system:anonymous"})
@@ -323,6 +345,8 @@ class Emulator(KubernetesEmulator):
                 msg = a.describe(name)
                 self.denied.append(msg)
                 raise Forbidden(message=msg)
+        if a is not None and a.verb == "list":
+            await self._until_healed(a.resource)
         if self.versions and a is not None and a.verb in ("list", "watch"):
             self._expire(request, a)
         if self.versions and a is not None and a.verb == "delete" and request.resource is not None:
@@ -387,31 +411,42 @@ class Emulator(KubernetesEmulator):
         sel, fsel = params.get("labelSelector"), params.get("fieldSelector")
         since = _version(params.get("resourceVersion")) if self.versions else None
         ending = self._ending
+        a = attributes(str(request.method.value), request.url.path, params)
+        plural = a.resource if a is not None else ""
         source = super()._serve_watch(request).__aiter__()
         try:
             yield await anext(source)  # the headers: the stream has started
             await self._gate.wait()
-            if since and since < self.compacted:  # its history is gone: the client must list again
+            await self._until_healed(plural)
+            if self.expire_every_watch or (since and since < self.compacted):  # its history is gone: list again
                 self.expired.append(f"{request.url.path}@{since}")
-                yield {"type": "ERROR", "object": expired_status(since, self.compacted)}
+                yield {"type": "ERROR", "object": expired_status(since or 0, self.compacted)}
                 return
             if since:  # what was deleted after the client's version (kmock replays only the living)
                 for res, ns, name, rv in self.tombstones:
                     if res == request.resource and rv > since and request.namespace in (None, ns):
                         yield {"type": "DELETED", "object": {"metadata": {"name": name, "namespace": ns,
                                                                           "resourceVersion": str(rv)}}}
+            bookmarks = self.bookmark_s is not None and params.get("allowWatchBookmarks") in ("true", "1")
+            nxt: asyncio.Future[Any] | None = None
             while True:
-                nxt = asyncio.ensure_future(anext(source))
+                nxt = nxt or asyncio.ensure_future(anext(source))
                 end = asyncio.ensure_future(ending.wait())
-                done, _ = await asyncio.wait({nxt, end}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({nxt, end}, return_when=asyncio.FIRST_COMPLETED,
+                                             timeout=self.bookmark_s if bookmarks else None)
                 end.cancel()
+                if not done:  # quiet for a while: the watch cache's periodic BOOKMARK (its current version)
+                    await self._until_healed(plural)
+                    yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(self.rv)}}}
+                    continue
                 if nxt not in done:  # the server ends the watch
                     nxt.cancel()
                     with contextlib.suppress(BaseException):
                         await nxt
                     return
+                nxt, fut = None, nxt
                 try:
-                    ev = nxt.result()
+                    ev = fut.result()
                 except StopAsyncIteration:
                     return
                 if not isinstance(ev, dict):
@@ -428,6 +463,7 @@ class Emulator(KubernetesEmulator):
                 have = _version((obj.get("metadata") or {}).get("resourceVersion"))
                 if since and ev.get("type") != "DELETED" and have is not None and have <= since:
                     continue  # the client's list already held this version
+                await self._until_healed(plural)  # a stalled stream holds what changed meanwhile
                 if (sel or fsel) and not selected(obj, sel, fsel):
                     if ev.get("type") == "MODIFIED":  # as the API server does: an object that stops matching is
                         yield {**ev, "type": "DELETED"}  # DELETED for this watch (here also one that never matched)
@@ -481,6 +517,21 @@ class SilentServer:
 def silent_server() -> Iterator[SilentServer]:
     with SilentServer() as s:
         yield s
+
+
+@contextlib.contextmanager
+def unaccepting_server() -> Iterator[str]:
+    """An address whose TCP connects time out: a listening socket that never accepts, its backlog (0) already
+    full, so the kernel drops every further SYN (a host gone behind a load balancer, a firewall that drops)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(0)
+    filler = socket.create_connection(sock.getsockname(), timeout=1.0)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        filler.close()
+        sock.close()
 
 
 def _load_generate() -> ModuleType:

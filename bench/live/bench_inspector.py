@@ -81,7 +81,7 @@ def main() -> None:
                               {"metadata": {"name": j.name, "namespace": "ml"}}) for j in jobs]
         gc.collect()
         rss0 = rss_mb()
-        lj = LiveJobs(prof, root, max_jobs=args.jobs)
+        lj = LiveJobs(prof, root)
         lj.sync(running)
         c0, w0 = time.process_time(), time.perf_counter()
         obs = lj.poll()
@@ -128,7 +128,7 @@ def main() -> None:
         lj.close()
         # The same jobs without the Inspector (their log followers only, on empty log directories): what of the
         # poll above is not the Inspector's.
-        plain = LiveJobs(loads_profile(PROFILE), root, max_jobs=args.jobs)
+        plain = LiveJobs(loads_profile(PROFILE), root)
         plain.sync(running)
         base = []
         for _ in range(3):

@@ -43,6 +43,7 @@ render_app.command("dashboard")(controller_commands.render_dashboard_cmd)
 render_app.command("exporters")(controller_commands.render_exporters_cmd)
 render_app.command("install")(install_commands.render_install_cmd)
 render_app.command("namespace")(install_commands.render_namespace_cmd)
+render_app.command("storage")(install_commands.render_storage_cmd)
 
 
 def _version(value: bool) -> None:

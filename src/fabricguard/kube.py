@@ -304,6 +304,9 @@ class Kube:
         except (httpx.TransportError, OSError) as exc:  # refused, reset, DNS, TLS
             raise self._error(method, path, None, f"cannot connect ({type(exc).__name__}: {exc})",
                               Unreachable) from None
+        except Exception as exc:  # the edge: whatever else kr8s or httpx raise leaves typed
+            raise self._error(method, path, None, f"request failed ({type(exc).__name__}: {exc})",
+                              KubeError) from None
         self.latency.observe(time.monotonic() - t0)
         if status >= 400:
             detail = ""
@@ -313,7 +316,10 @@ class Kube:
             except ValueError:
                 detail = body[:200].decode("utf-8", "replace")
             raise self._error(method, path, status, detail or "refused", _BY_STATUS.get(status, KubeError))
-        return json.loads(body) if body else None
+        try:
+            return json.loads(body) if body else None
+        except ValueError:
+            raise self._error(method, path, status, f"the answer is not JSON: {body[:80]!r}", KubeError) from None
 
     async def _call(self, method: str, api_version: str, rel: str, namespace: str | None = None, *,
                     deadline: float | None = None, **kwargs: Any) -> Any:
@@ -421,10 +427,17 @@ class Kube:
 
     async def watch(self, api_version: str, plural: str, namespace: str | None = None, *,
                     resource_version: str = "", label_selector: str | None = None,
-                    field_selector: str | None = None, timeout_s: int = 300) -> AsyncIterator[dict[str, Any]]:
-        """The watch events (``{"type", "object"}``) from ``resource_version`` until the server ends the stream
-        (after ``timeout_s``). A stream silent for longer than that plus the read timeout is ``TimedOut``; an
-        ``ERROR`` event with 410 is ``Gone`` (list again)."""
+                    field_selector: str | None = None, timeout_s: int = 300,
+                    idle_s: float | None = None) -> AsyncIterator[dict[str, Any]]:
+        """The watch events (``{"type", "object"}``) from ``resource_version`` until the server ends the stream.
+
+        Two deadlines, so that no watch can hang: the stream ends (cleanly) by ``timeout_s`` plus the read
+        timeout even where the server forgets its ``timeoutSeconds``; and a stream silent for ``idle_s`` (an
+        API server host gone behind a load balancer after sending the headers) is ``TimedOut``. With
+        ``allowWatchBookmarks`` a live API server sends a BOOKMARK about once a minute (the watch cache's
+        ``bookmarkFrequency``), so a healthy quiet watch is never silent that long; ``idle_s`` None is
+        ``timeout_s`` plus the read timeout. An ``ERROR`` event with 410 is ``Gone`` (list again). Whatever
+        goes wrong leaves here as a :class:`KubeError` (kr8s' ``APITimeoutError`` included)."""
         self._check("GET", api_version, plural, namespace, True)
         params: dict[str, Any] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s}
         if label_selector:
@@ -434,14 +447,21 @@ class Kube:
         if resource_version and resource_version != "...":
             params["resourceVersion"] = resource_version
         path = _api_path(api_version, namespace, plural)
-        idle = timeout_s + self.timeouts.read
+        whole = timeout_s + self.timeouts.read
+        idle = min(whole, idle_s) if idle_s is not None else whole
         import httpx
+        import kr8s
 
+        loop = asyncio.get_running_loop()
+        started = False
+        t0 = loop.time()
         try:
             async with asyncio.timeout(self.timeouts.connect + self.timeouts.read) as cm:
+                # httpx's own read timeout only backs ours up: the deadlines above say which one ended it.
                 async with self._api.call_api("GET", version=api_version, namespace=namespace, url=plural,
                                               params=params, stream=True, raise_for_status=False,
-                                              timeout=httpx.Timeout(idle, connect=self.timeouts.connect)) as resp:
+                                              timeout=httpx.Timeout(idle + 5.0, connect=self.timeouts.connect)
+                                              ) as resp:
                     if resp.status_code >= 400:
                         body = await resp.aread()
                         try:
@@ -450,24 +470,46 @@ class Kube:
                             detail = ""
                         raise self._error("GET", path, resp.status_code, detail or "refused",
                                           _BY_STATUS.get(resp.status_code, KubeError))
-                    cm.reschedule(None)
+                    started = True
+                    end = loop.time() + whole
+                    cm.reschedule(min(loop.time() + idle, end))
                     async for line in resp.aiter_lines():
+                        cm.reschedule(min(loop.time() + idle, end))
                         if not line.strip():
                             continue
                         try:
                             ev = json.loads(line)
                         except ValueError:
                             continue
+                        if not isinstance(ev, dict):
+                            continue
                         if ev.get("type") == "ERROR":
-                            code = (ev.get("object") or {}).get("code")
+                            obj = ev.get("object")
+                            status: dict[str, Any] = obj if isinstance(obj, dict) else {}
+                            code = status.get("code")
                             kind = Gone if code == 410 else KubeError
-                            raise self._error("GET", path, code, (ev.get("object") or {}).get("message", ""), kind)
+                            raise self._error("GET", path, code if isinstance(code, int) else None,
+                                              str(status.get("message", "")), kind)
+                        cm.reschedule(None)  # the deadlines time the server, not the caller's work on an event
                         yield ev
+                        cm.reschedule(min(loop.time() + idle, end))
         except TimeoutError:
-            raise self._error("GET", path, None, "the watch did not start", TimedOut) from None
+            if not started:
+                raise self._error("GET", path, None, "the watch did not start within "
+                                  f"{self.timeouts.connect + self.timeouts.read:.3g} s", TimedOut) from None
+            if loop.time() - t0 >= whole - 0.5:
+                return  # the whole-watch deadline: an end like the server's own, watch again from here
+            raise self._error("GET", path, None, f"the watch went silent: no event or bookmark for {idle:.3g} s",
+                              TimedOut) from None
+        except KubeError:
+            raise
+        except (kr8s.APITimeoutError, httpx.TimeoutException) as exc:  # kr8s wraps httpx's timeouts in its own
+            raise self._error("GET", path, None, f"watch timed out ({type(exc).__name__}: {exc})",
+                              TimedOut) from None
         except (httpx.TransportError, OSError) as exc:
-            kind2: type[KubeError] = TimedOut if isinstance(exc, httpx.TimeoutException) else Unreachable
-            raise self._error("GET", path, None, f"watch ended ({type(exc).__name__}: {exc})", kind2) from None
+            raise self._error("GET", path, None, f"watch ended ({type(exc).__name__}: {exc})", Unreachable) from None
+        except Exception as exc:  # the edge: anything else leaves typed, never kills a caller
+            raise self._error("GET", path, None, f"watch failed ({type(exc).__name__}: {exc})", KubeError) from None
 
     async def create(self, api_version: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         ns = (obj.get("metadata") or {}).get("namespace")

@@ -219,13 +219,15 @@ def _within(path: str, root: str) -> bool:
 
 
 def walk_files(root: Path, *, max_files: int = MAX_JOB_FILES, max_depth: int = MAX_JOB_DEPTH,
-               hidden: bool = False) -> Walk:
+               hidden: bool = False, raise_shortage: bool = False) -> Walk:
     """The regular files under ``root`` in a stable order, without following a link out of it.
 
     A link whose target stays inside ``root`` is read as its target (once); a link that leads outside, a broken
     one, and anything that is not a regular file are listed in ``refused``. Names starting with ``.`` are left
     out (unless ``hidden``); folders are entered whatever their name. At most ``max_files`` files and
-    ``max_depth`` levels: ``truncated`` then says where it stopped."""
+    ``max_depth`` levels: ``truncated`` then says where it stopped. With ``raise_shortage``, a folder that
+    cannot be listed for want of a descriptor (``EMFILE``/``ENFILE``) raises that ``OSError``: it says nothing
+    about the folder, and a caller that keeps an earlier listing lists again later."""
     out = Walk()
     real_root = os.path.realpath(root)
     seen: set[str] = set()
@@ -237,6 +239,8 @@ def walk_files(root: Path, *, max_files: int = MAX_JOB_FILES, max_depth: int = M
             with os.scandir(d) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
+            if raise_shortage and exc.errno in (errno.EMFILE, errno.ENFILE):
+                raise
             out.refused.append((d, f"cannot list: {exc.strerror or exc}"))
             return True
         budget -= len(entries)
@@ -301,16 +305,17 @@ def _real_root(root: str) -> str:
     return os.path.realpath(root)
 
 
-def open_in(root: Path, path: Path) -> BinaryIO:
-    """Open ``path`` (a file under ``root``) for reading, never through a link out of ``root``, never blocking.
-
-    ``O_NOFOLLOW`` refuses a link as the last part, and the opened file's real path (from ``/proc/self/fd``)
-    must lie under ``root``'s, which also catches a folder swapped for a link after the listing. Only regular
-    files open. Problems raise ``SourceError`` naming the file."""
+def open_fd_in(real_root: str, path: Path | str) -> int:
+    """The descriptor of ``path``, opened as :func:`open_in` does, under a directory whose real path the caller
+    resolved once (``os.path.realpath``). Refusals raise ``SourceError``; running out of descriptors
+    (``EMFILE``/``ENFILE``) raises the ``OSError`` itself: that says nothing about the file, and the caller
+    decides (a follower reads it on a later poll)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise
         if exc.errno == errno.ELOOP:
             raise SourceError(str(path), None, "is a link: not followed") from None
         raise SourceError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
@@ -322,12 +327,25 @@ def open_in(root: Path, path: Path) -> BinaryIO:
             real = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             real = os.path.realpath(path)
-        if not _within(real, _real_root(str(root))):
+        if not _within(real, real_root):
             raise SourceError(str(path), None, "leads outside the job's directory: not read")
-        return os.fdopen(fd, "rb")
+        return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_in(root: Path, path: Path) -> BinaryIO:
+    """Open ``path`` (a file under ``root``) for reading, never through a link out of ``root``, never blocking.
+
+    ``O_NOFOLLOW`` refuses a link as the last part, and the opened file's real path (from ``/proc/self/fd``)
+    must lie under ``root``'s, which also catches a folder swapped for a link after the listing. Only regular
+    files open. Problems raise ``SourceError`` naming the file."""
+    try:
+        fd = open_fd_in(_real_root(str(root)), path)
+    except OSError as exc:  # no descriptor left: for these readers, a file that cannot be read now
+        raise SourceError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "rb")
 
 
 class LineCutter:
@@ -408,6 +426,11 @@ class LineCutter:
     def pending(self) -> int:
         """Bytes of the unfinished last line held now."""
         return self._partial_len
+
+    @property
+    def idle(self) -> bool:
+        """Nothing held between blocks: no unfinished line, no over-long line being skipped."""
+        return not self._partial and not self._skipping
 
 
 # Bytes a text file holds: tab, newline, carriage return, printable ASCII and everything >= 0x80 (UTF-8).

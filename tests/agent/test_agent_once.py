@@ -42,6 +42,7 @@ def test_healthy_node_is_true_with_every_check(healthy_root: Path) -> None:
     c = checks(out)
     assert set(c) == {"rdma.devices", "rdma.ports", "rdma.netdevs", "modules", "modules.gpudirect",
                       "libs.ibverbs", "libs.net_plugin", "gpu.count", "gpu.ecc", "gpu.memory", "lustre.mount",
+                      "lustre.health", "lustre.imports", "lustre.evictions", "lustre.lnet",
                       "fabric.allocatable", "gpu.perf"}
     assert c["gpu.count"]["data"]["found"] == 8
     assert c["gpu.perf"]["status"] == "skipped"
@@ -61,7 +62,8 @@ def test_recorded_h200_is_refused_naming_every_failing_check(record: Path, tmp_p
     assert out["status"] == "False" and out["reason"] == "ChecksFailed"
     c = checks(out)
     failing = {n for n, x in c.items() if x["status"] == "failed"}
-    assert failing == {"rdma.devices", "modules", "libs.ibverbs", "libs.net_plugin", "gpu.count", "lustre.mount"}
+    assert failing == {"rdma.devices", "modules", "libs.ibverbs", "libs.net_plugin", "gpu.count", "lustre.mount",
+                       "lustre.health", "lustre.imports"}
     for name in failing:
         assert name in out["message"]
     assert "ib_core" in c["modules"]["detail"] and "lustre (Lustre client)" in c["modules"]["detail"]

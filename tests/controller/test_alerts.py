@@ -200,10 +200,27 @@ def test_held_workloads_degraded_jobs_doctor_and_stalled_controller(tmp_path: Pa
     ])
 
 
+def test_jobs_not_followed_and_descriptors_short(tmp_path: Path) -> None:
+    _run(tmp_path, [
+        {"interval": "1m", "input_series": [
+            {"series": "fabricguard_live_jobs_unfollowed", "values": "0 0 3x20"},
+            {"series": "fabricguard_descriptor_shortages_total", "values": "0x5 4x30"},
+            {"series": "fabricguard_controller_open_fds", "values": "100x30"},
+            {"series": "fabricguard_controller_fd_limit", "values": "1048576x30"},
+        ], "alert_rule_test": [
+            _alert("FabricguardJobsNotFollowed", "4m", []),
+            _alert("FabricguardJobsNotFollowed", "9m", [{"severity": "warning"}]),
+            _alert("FabricguardDescriptorsShort", "3m", []),
+            _alert("FabricguardDescriptorsShort", "7m", [{"severity": "warning"}]),
+            _alert("FabricguardDescriptorsShort", "25m", []),
+        ]},
+    ])
+
+
 def test_prometheus_rule_wraps_the_same_groups() -> None:
     pr = prometheus_rule(PROFILE_OBJ, "fg-system")
     assert pr["apiVersion"] == "monitoring.coreos.com/v1" and pr["kind"] == "PrometheusRule"
     assert pr["spec"] == rule_groups(PROFILE_OBJ)
     names = [r["alert"] for r in pr["spec"]["groups"][0]["rules"]]
-    assert len(names) == len(set(names)) == 19
+    assert len(names) == len(set(names)) == 22
     assert "FabricguardJobOnSockets" in names

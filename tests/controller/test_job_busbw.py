@@ -81,7 +81,7 @@ def test_a_slow_collective_is_told_after_below_floor_for_and_once(tmp_path: Path
     assert first.startswith("8:FabricBusBwBelowFloor:AllReduce 21.")
     assert "below for 5 min" in first and "floor 36.0 GB/s" in first
     fig = ob.busbw.figures
-    assert fig["AllReduce"].below_minutes == 10 and fig["AllGather"].below_minutes == 0
+    assert fig[("AllReduce", 1)].below_minutes == 10 and fig[("AllGather", 1)].below_minutes == 0
     # Every byte once; the intra-node TP communicator is not the fabric (gpus=1 writes none here).
     assert lj.cost.inspector_bytes_total == sum(p.stat().st_size for p in d.iterdir())
     assert lj.cost.inspector_files == 2
@@ -117,18 +117,20 @@ def test_the_metric_series_raise_the_below_floor_alert_after_its_for(tmp_path: P
         metrics.observe_live(prof, lj.poll(), lj.cost)
         for c in ("AllReduce", "AllGather"):
             v = metrics.registry.get_sample_value("fabricguard_job_busbw_gbps",
-                                                  {"namespace": NS, "job": JOB, "collective": c})
+                                                  {"namespace": NS, "job": JOB, "collective": c,
+                                                   "ranks_per_node": "1"})
             values.setdefault(c, []).append(f"{v:g}")
-        floor.append(f"{metrics.registry.get_sample_value('fabricguard_job_busbw_floor_gbps', {'namespace': NS, 'job': JOB, 'pool': POOL}):g}")
+        floor.append(f"{metrics.registry.get_sample_value('fabricguard_job_busbw_floor_gbps', {'namespace': NS, 'job': JOB, 'pool': POOL, 'ranks_per_node': '1'}):g}")
     # The exported value is the median of the latest 5 minutes: it crosses the floor when slow minutes dominate.
     ar = [float(v) for v in values["AllReduce"]]
     crossed = next(i for i, v in enumerate(ar) if v < 36.0)
     assert crossed == 5 and ar[2] > 40 and ar[-1] < 22
-    series = [{"series": f'fabricguard_job_busbw_gbps{{namespace="{NS}",job="{JOB}",collective="{c}"}}',
+    series = [{"series": f'fabricguard_job_busbw_gbps{{namespace="{NS}",job="{JOB}",collective="{c}",ranks_per_node="1"}}',
                "values": " ".join(v)} for c, v in values.items()]
-    series.append({"series": f'fabricguard_job_busbw_floor_gbps{{namespace="{NS}",job="{JOB}",pool="{POOL}"}}',
+    series.append({"series": f'fabricguard_job_busbw_floor_gbps{{namespace="{NS}",job="{JOB}",pool="{POOL}",ranks_per_node="1"}}',
                    "values": " ".join(floor)})
-    alert = {"severity": "warning", "namespace": NS, "job": JOB, "collective": "AllReduce", "pool": POOL}
+    alert = {"severity": "warning", "namespace": NS, "job": JOB, "collective": "AllReduce", "pool": POOL,
+             "ranks_per_node": "1"}
     r = run_promtool_tests(tmp_path, rule_groups(prof), [{
         "interval": "1m", "input_series": series,
         "alert_rule_test": [
@@ -155,7 +157,9 @@ async def test_a_replay_against_the_emulator_annotates_and_tells_the_slow_job(cl
         _job(HEALTHY if minute < 2 else SLOW).write(d, 1, first=minute)
     _rc, doc = await run_once(kc, prof_path, NOW + timedelta(minutes=5), lustre)
     (running,) = doc["running"]
-    assert running["busbw"]["AllReduce"]["below_minutes"] == 4 and running["busbw_floor_gbps"] == 36.0
+    ar = next(b for b in running["busbw"] if b["collective"] == "AllReduce")
+    assert ar["below_minutes"] == 4 and ar["ranks_per_node"] == 1 and ar["floor_gbps"] == 36.0
+    assert running["busbw_floor_gbps"] == 36.0
     (js,) = [j for j in live(k8s, JOBSETS) if j["metadata"]["name"] == JOB]
     assert ANN_BUSBW_STATE not in js["metadata"].get("annotations", {})
     _job(SLOW).write(d, 1, first=6)  # the fifth slow minute
@@ -214,6 +218,8 @@ def test_the_canary_gets_the_inspector_exactly_as_the_jobs_do() -> None:
 def test_the_real_plugins_records_drive_the_live_metric(tmp_path: Path) -> None:
     """The 2.30.7 plugin's own bytes (tests/fixtures/inspector/README.md), arriving in pieces as stdio flushes them."""
     gke = (Path(__file__).resolve().parents[2] / "examples" / "profiles" / "gke-a3-ultra.yaml").read_text()
+    # The plugin's run had 2 ranks per node: on 2-GPU nodes that is the canary's shape, held to the pool's floor.
+    gke = gke.replace("gpusPerNode: 8", "gpusPerNode: 2", 1)
     prof = loads_profile(gke.replace("spec:\n", "spec:\n" + INSPECTOR, 1))
     job = {**_jobset(), "metadata": {**_jobset()["metadata"], "labels": {
         "fabricguard.io/managed": "true", "fabricguard.io/pool": "h200-rdma"}}}
@@ -230,8 +236,10 @@ def test_the_real_plugins_records_drive_the_live_metric(tmp_path: Path) -> None:
                 out.write(b[i : i + 4096])
         metrics.observe_live(prof, lj.poll(), lj.cost)
     labels = {"namespace": NS, "job": JOB}
-    v = metrics.registry.get_sample_value("fabricguard_job_busbw_gbps", {**labels, "collective": "AllReduce"})
-    floor = metrics.registry.get_sample_value("fabricguard_job_busbw_floor_gbps", {**labels, "pool": "h200-rdma"})
+    v = metrics.registry.get_sample_value("fabricguard_job_busbw_gbps", {**labels, "collective": "AllReduce",
+                                                                          "ranks_per_node": "2"})
+    floor = metrics.registry.get_sample_value("fabricguard_job_busbw_floor_gbps",
+                                              {**labels, "pool": "h200-rdma", "ranks_per_node": "2"})
     assert v is not None and 119 < v < 121 and floor == 284.0
     assert lj.cost.inspector_bytes_total == sum(map(len, blobs.values()))
 
@@ -283,7 +291,8 @@ def test_a_job_that_stops_leaves_no_busbw_series(tmp_path: Path) -> None:
     _job(SLOW).write(_dump_dir(tmp_path), 2)
     metrics.observe_live(prof, lj.poll(), lj.cost)
     text = metrics.exposition().decode()
-    assert 'fabricguard_job_busbw_gbps{collective="AllReduce",job="llm-sft",namespace="ml-search"}' in text
+    assert ('fabricguard_job_busbw_gbps{collective="AllReduce",job="llm-sft",namespace="ml-search",'
+            'ranks_per_node="1"}') in text
     lj.sync([])  # the job finished
     metrics.observe_live(prof, lj.poll(), lj.cost)
     text = metrics.exposition().decode()

@@ -181,7 +181,40 @@ def test_follower_directory_is_the_webhooks(tmp_path: Path) -> None:
     # The controller follows exactly where the webhook's NCCL_DEBUG_FILE writes, under the Lustre root.
     prof = loads_profile(PROFILE)
     lj = LiveJobs(prof, tmp_path)
-    lj.sync(running_jobs(prof, {"JobSet": [_jobset()]}))
-    ((_, follower),) = lj._followers.values()
+    (job,) = running_jobs(prof, {"JobSet": [_jobset()]})
+    lj.sync([job])
+    follower = lj.follower(job.key)
     assert isinstance(follower, LogFollower)
     assert follower.directory == tmp_path / "ml-training" / JOB / ".fabricguard" / "nccl"
+
+
+def test_every_running_job_is_followed_past_the_old_cap_of_1000(tmp_path: Path) -> None:
+    """Before, ``jobs[:1000]``: job 1,001 had no live verdict and nothing said so."""
+    prof = loads_profile(PROFILE)
+    jobs = [_jobset(f"job-{i:04d}") for i in range(1200)]
+    shutil.copy(SOCKET_LOGS[0], _logs(tmp_path, prof, "job-1199") / "rank0.log")
+    lj = LiveJobs(prof, tmp_path)
+    lj.sync(running_jobs(prof, {"JobSet": jobs}))
+    obs = {ob.job.name: ob for ob in lj.poll()}
+    assert len(obs) == 1200 and obs["job-1199"].verdict.transport.value == "socket"
+    assert (lj.cost.jobs, lj.cost.followed, lj.cost.unfollowed) == (1200, 1200, 0)
+    metrics = Metrics()
+    metrics.observe_live(prof, list(obs.values()), lj.cost)
+    assert metrics.registry.get_sample_value("fabricguard_live_jobs_followed") == 1200
+    assert metrics.registry.get_sample_value("fabricguard_live_jobs_unfollowed") == 0
+
+
+def test_a_poll_over_its_budget_reads_the_least_recently_read_first_and_counts_the_late(tmp_path: Path) -> None:
+    prof = loads_profile(PROFILE)
+    lj = LiveJobs(prof, tmp_path, interval_s=0.05, budget_s=0.0)  # one job per poll; late after 0.1 s
+    lj.sync(running_jobs(prof, {"JobSet": [_jobset(n) for n in ("a", "b", "c")]}))
+    assert [ob.job.name for ob in lj.poll()] == ["a"] and lj.cost.polled == 1
+    time.sleep(0.15)
+    assert sorted(ob.job.name for ob in lj.poll()) == ["a", "b"]
+    assert lj.cost.unfollowed == 2  # a (read 0.15 s ago) and c (never): the metric and its alert say so
+    lj.poll()  # c, never read, goes before a
+    assert {ob.job.name for ob in lj.poll()} == {"a", "b", "c"}
+    time.sleep(0.15)
+    lj.budget_s = 10.0  # time enough for all three
+    lj.poll()
+    assert lj.cost.polled == 3

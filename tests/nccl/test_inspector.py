@@ -138,12 +138,15 @@ def test_only_inspector_files_are_followed_and_links_are_not(tmp_path: Path) -> 
     assert st.files == 1 and recs
 
 
+AR = ("AllReduce", 1)  # (collective, ranks per node): the series keeps each communicator shape apart
+
+
 def test_the_series_says_how_long_a_collective_has_been_below_the_floor() -> None:
     healthy = Job(nodes=2, gpus=1, busbw={"AllReduce": 355.0, "AllGather": 340.0})
     s = Series(LARGE)
     s.add(r for r in (parse_record(x) for x in _lines(healthy, range(0, 3))) if r)
     figs = s.figures(284.0)
-    assert figs["AllReduce"].below_minutes == 0 and 350 < figs["AllReduce"].busbw_gbps < 360
+    assert figs[AR].below_minutes == 0 and 350 < figs[AR].busbw_gbps < 360
     slow = Job(nodes=2, gpus=1, busbw={"AllReduce": 120.0, "AllGather": 340.0})
     lines = _lines(slow, range(3, 15))
     # Batched one way or another, the same records give the same answer.
@@ -153,17 +156,17 @@ def test_the_series_says_how_long_a_collective_has_been_below_the_floor() -> Non
     one.add(r for r in (parse_record(y) for y in lines) if r)
     for k in range(0, len(lines), 7):
         many.add(r for r in (parse_record(y) for y in lines[k : k + 7]) if r)
-    a, b = one.figures(284.0)["AllReduce"], many.figures(284.0)["AllReduce"]
+    a, b = one.figures(284.0)[AR], many.figures(284.0)[AR]
     assert a == b and a.below_minutes == 12 and a.busbw_gbps < 125
     assert a.below_since_us == slow.start_us + 3 * 60_000_000
-    assert one.figures(284.0)["AllGather"].below_minutes == 0
+    assert one.figures(284.0)[("AllGather", 1)].below_minutes == 0
 
 
 def test_the_series_is_bounded() -> None:
     s = Series(LARGE, keep_minutes=5, per_minute=3)
     job = Job(nodes=2, gpus=1, busbw={"AllReduce": 300.0})
     s.add(r for r in (parse_record(y) for y in _lines(job, range(0, 40))) if r)
-    assert len(s._b["AllReduce"]) == 5 and all(len(v) == 3 for v in s._b["AllReduce"].values())
+    assert len(s._b[AR]) == 5 and all(len(v) == 3 for v in s._b[AR].values())
 def _lines(job: Job, dumps: range) -> list[str]:
     return [ln for i in dumps for n in range(job.nodes) for ln in job.dump(n, 0, i).splitlines()]
 

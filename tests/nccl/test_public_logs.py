@@ -51,6 +51,7 @@ def assert_evidence_points_at_its_line(r: NcclReport) -> None:
         ("nccl-tests-107", False, Transport.unknown, "≥ 2"),
         ("nccl-293", True, Transport.unknown, "1"),
         ("nvfuser-3055", False, Transport.unknown, "≥ 1"),
+        ("nccl-2397", False, Transport.none, "1"),
     ],
 )
 def test_every_public_log(case: str, failed: bool, transport: Transport, nodes: str) -> None:

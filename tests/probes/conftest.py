@@ -29,6 +29,42 @@ MOUNTINFO_LUSTRE = """\
 """
 
 
+def lustre_import(device: str, target: str, state: str, server: str) -> str:
+    """An OSC/MDC ``import`` file in the layout of lprocfs_import_seq_show (lustre-release obdclass)."""
+    return f"""import:
+    name: {device}
+    target: {target}_UUID
+    state: {state}
+    connect_flags: [ write_grant, server_lock, version, request_portal, adaptive_timeouts, lru_resize, jobstats ]
+    connect_data:
+       flags: 0xa0425af2e3440078
+       instance: 39
+       target_version: 2.15.4.0
+    import_flags: [ replayable, pingable, connect_tried ]
+    connection:
+       failover_nids: [ "{server}" ]
+       nids_stats:
+          "{server}": {{ connects: 1, replied: 1, uptodate: true, sec_ago: 5012 }}
+       current_connection: "{server}"
+       connection_attempts: 1
+       generation: 1
+       in-progress_invalidations: 0
+       idle: 5 sec
+    rpcs:
+       inflight: 0
+       unregistering: 0
+       timeouts: 0
+       avg_waittime: 1021 usec
+    service_estimates:
+       services: 1 sec
+       network: 1 sec
+    transactions:
+       last_replay: 0
+       peer_committed: 0
+       last_checked: 0
+"""
+
+
 def write(p: Path, text: str) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(text)
@@ -48,6 +84,30 @@ class FakeNode:
 
     def mountinfo(self, text: str = MOUNTINFO_LUSTRE) -> FakeNode:
         write(self.root / "proc/self/mountinfo", text)
+        return self
+
+    def lustre_client(
+        self,
+        fsname: str = "lfsfs",
+        *,
+        osts: int = 2,
+        states: dict[str, str] | None = None,
+        history: dict[str, list[tuple[int, str]]] | None = None,
+        health: str = "healthy",
+        layout: str = "sys/kernel/debug/lustre",
+        server: str = "10.1.0.5@tcp",
+    ) -> FakeNode:
+        """A mounted Lustre client's files as Lustre 2.15 writes them: ``health_check`` in sysfs, one MDC and
+        ``osts`` OSCs with ``import`` and ``state`` in debugfs (``layout``; procfs before 2.15)."""
+        write(self.root / "sys/fs/lustre/health_check", health + "\n")
+        targets = [("mdc", f"{fsname}-MDT0000")] + [("osc", f"{fsname}-OST{i:04x}") for i in range(osts)]
+        for kind, target in targets:
+            dev = f"{target}-{kind}-ffff8d2c3a4b5000"
+            state = (states or {}).get(target, "FULL")
+            write(self.root / layout / kind / dev / "import", lustre_import(dev, target, state, server))
+            hist = (history or {}).get(target, [(1764590000, "CONNECTING"), (1764590000, "FULL")])
+            write(self.root / layout / kind / dev / "state",
+                  f"current_state: {state}\nstate_history:\n" + "".join(f" - [ {t}, {st} ]\n" for t, st in hist))
         return self
 
     def lib(self, rel: str) -> FakeNode:

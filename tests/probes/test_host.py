@@ -28,7 +28,7 @@ def by_name(report):
 def healthy_ib(node: FakeNode) -> FakeNode:
     for i in range(8):
         node.hca(f"mlx5_{i}")
-    return node.modules().mountinfo().lib("usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0")
+    return node.modules().mountinfo().lustre_client().lib("usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0")
 
 
 def test_healthy_infiniband_node_is_ready(node, onprem):

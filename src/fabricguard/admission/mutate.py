@@ -34,6 +34,7 @@ from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import FabricType, PlatformProfile, Pool
+from fabricguard.socket_ifname import IfnameList
 
 MANAGER = names.ADMISSION_MANAGER
 SHM_VOLUME = "fabricguard-shm"
@@ -170,6 +171,7 @@ class Plan:
 # EKS Pod Identity gives every pod a link-local interface (pod-id-link0, 169.254.170.x). NCCL's socket
 # transport must never pick it: an EFA init failure falling back to sockets over it hangs instead of failing.
 EKS_POD_IDENTITY_IF = "pod-id-link"
+EKS_POD_IDENTITY_LINK = f"{EKS_POD_IDENTITY_IF}0"
 
 
 def socket_ifname(fabric: FabricType, configured: str | None) -> str | None:
@@ -178,11 +180,10 @@ def socket_ifname(fabric: FabricType, configured: str | None) -> str | None:
         return configured
     if configured is None:
         return f"^lo,docker,{EKS_POD_IDENTITY_IF}"  # NCCL's own default exclusions, plus the link
-    if configured.startswith("^"):
-        parts = [p for p in configured[1:].lstrip("=").split(",") if p]
-        if not any(f"{EKS_POD_IDENTITY_IF}0".startswith(p) for p in parts):
-            return configured + ("," if parts else "") + EKS_POD_IDENTITY_IF
-    return configured  # an include list; the profile refuses one that matches pod-id-link0
+    ifs = IfnameList.parse(configured)
+    if ifs.exclude and not ifs.excludes(EKS_POD_IDENTITY_LINK):
+        return str(ifs.excluding(EKS_POD_IDENTITY_LINK, EKS_POD_IDENTITY_IF))
+    return configured  # excluded already, or an include list (the profile refuses one that picks pod-id-link0)
 
 
 def _subpath_expr(template: str) -> str:

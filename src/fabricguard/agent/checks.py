@@ -16,6 +16,7 @@ from typing import Any
 
 from fabricguard import objects
 from fabricguard.probes.host import CheckGroup, host_check_groups
+from fabricguard.probes.lustre_client import Lnetctl
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.profile.dra import node_offer
@@ -114,11 +115,12 @@ def node_check_groups(
     gpu_ceilings: Path | None = None,
     slices: list[dict[str, Any]] | None = None,
     slices_error: str | None = None,
+    lnetctl: Lnetctl | None = None,
 ) -> list[CheckGroup]:
     """Every check the agent reports as (group, run) pairs, in order: host, allocatable (or the DRA offer), GPU
     performance. The agent runs them one by one on a worker it can abandon (``agent.deadline``)."""
     return [
-        *host_check_groups(profile, pool, root, gpu_data, require_gpus=True),
+        *host_check_groups(profile, pool, root, gpu_data, require_gpus=True, lnetctl=lnetctl),
         ("fabric.allocatable", lambda: [allocatable_check(pool, node, node_error, slices, slices_error)]),
         ("gpu.perf", lambda: gpu_perf_checks(gpu_ceilings)),
     ]
@@ -135,8 +137,10 @@ def node_checks(
     gpu_ceilings: Path | None = None,
     slices: list[dict[str, Any]] | None = None,
     slices_error: str | None = None,
+    lnetctl: Lnetctl | None = None,
 ) -> list[Check]:
     """Every check the agent reports, in order: host, allocatable (or the DRA offer), GPU performance."""
     groups = node_check_groups(profile, pool, root=root, gpu_data=gpu_data, node=node, node_error=node_error,
-                               gpu_ceilings=gpu_ceilings, slices=slices, slices_error=slices_error)
+                               gpu_ceilings=gpu_ceilings, slices=slices, slices_error=slices_error,
+                               lnetctl=lnetctl)
     return [c for _, run in groups for c in run()]

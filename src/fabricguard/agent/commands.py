@@ -104,6 +104,8 @@ def agent_cmd(
     slices_json: Path = typer.Option(None, "--slices-json", help="With --dry-run on a DRA pool: saved ResourceSlices "
                                      "(kubectl get resourceslices --field-selector spec.nodeName=NODE -o json)."),
     gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="Run the GPU performance check against these."),
+    lnetctl: str = typer.Option("auto", "--lnetctl", help="Command that runs lnetctl for the Lustre client's LNet "
+                                "health (auto: lnetctl on PATH; none: do not read LNet health)."),
     once: bool = typer.Option(False, "--once", help="Check once and exit (0 True, 1 True with warnings, 2 False)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the condition instead of writing it."),
     fmt: Format = format_option(),
@@ -145,7 +147,7 @@ def agent_cmd(
     if not once and not 1 <= int(port_s) <= 65535:
         fail(f"--listen {listen!r}: port {int(port_s)} is not a TCP port (1-65535)", hint="e.g. --listen 0.0.0.0:9400")
     cfg = AgentConfig(
-        node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings,
+        node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings, lnetctl=lnetctl,
         interval=interval, passes=passes, stale_intervals=stale_intervals, manage_taints=manage_taints,
         check_timeout=check_timeout,
     )

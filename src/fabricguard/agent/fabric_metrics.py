@@ -24,42 +24,15 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from fabricguard.probes.host import MAX_TABLE, read_rdma, read_small
+from fabricguard.probes.lustre_client import LUSTRE_DIRS, parse_import_state, parse_stats, target_of
 
-LUSTRE_DIRS = ("proc/fs/lustre", "sys/kernel/debug/lustre", "sys/fs/lustre")
-_STAT = re.compile(r"^(\S+)\s+(\d+)\s+samples\s+\[(\w+)\](?:\s+(\d+)\s+(\d+)\s+(\d+))?")
-_IMPORT_STATE = re.compile(r"^\s*state:\s*(\S+)", re.M)
 _PHYS = re.compile(r"^\s*(\d+)")
-
-
-@dataclass(frozen=True)
-class StatLine:
-    name: str
-    samples: int
-    unit: str
-    total: int | None  # the sum column, when the stat has one
-
-
-def parse_stats(text: str) -> dict[str, StatLine]:
-    """A Lustre ``stats`` file: ``name N samples [unit] min max sum [sumsq]`` per line."""
-    out = {}
-    for line in text.splitlines():
-        m = _STAT.match(line)
-        if m:
-            out[m.group(1)] = StatLine(m.group(1), int(m.group(2)), m.group(3),
-                                       int(m.group(6)) if m.group(6) is not None else None)
-    return out
-
-
-def parse_import_state(text: str) -> str | None:
-    m = _IMPORT_STATE.search(text)
-    return m.group(1) if m else None
 
 
 def _read(p: Path) -> str | None:
@@ -75,9 +48,7 @@ def _counter(p: Path) -> int | None:
         return None
 
 
-def _target(dirname: str) -> str:
-    # "lustre-OST0001-osc-ffff8d2c3a4b5000" -> "lustre-OST0001"; llite "lustre-ffff8d..." -> "lustre"
-    return re.sub(r"-(?:osc|mdc)?-?ffff[0-9a-f]+$", "", dirname)
+_target = target_of
 
 
 class FabricCollector(Collector):

@@ -35,6 +35,7 @@ from fabricguard.agent.taints import taint_patch, wanted_taints
 from fabricguard.kube import Conflict, Invalid, unreachable
 from fabricguard.objects import find_condition
 from fabricguard.probes.host import CheckGroup, load_gpus
+from fabricguard.probes.lustre_client import Lnetctl
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool, UnknownPoolError
 
@@ -49,6 +50,7 @@ class AgentConfig:
     root: Path = Path("/")
     nvml_json: Path | None = None
     gpu_ceilings: Path | None = None
+    lnetctl: str | None = "auto"
     interval: float = 60.0
     passes: int = 3
     stale_intervals: int = 3
@@ -147,6 +149,7 @@ class Agent:
             gpu_ceilings=self.cfg.gpu_ceilings,
             slices=slices,
             slices_error=slices_error,
+            lnetctl=Lnetctl.from_option(self.cfg.lnetctl),
         )
 
     async def evaluate(self, node: dict[str, Any] | None, node_error: str | None) -> tuple[Readiness, str | None]:

@@ -162,6 +162,28 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "fabricguard controller has not finished a pass for 5 minutes",
               "No replica holds the Lease or the API server refuses the controller; canaries and the Kueue "
               "check are frozen."),
+        _rule("FabricguardControllerCacheStale",
+              "max without (read) (fabricguard_controller_cache_age_seconds)"
+              " > 0.5 * fabricguard_controller_cache_stale_bound_seconds",
+              "30s", "critical", "fabricguard controller has not heard from the API server for "
+              "{{ $value | printf \"%.0f\" }} s",
+              "A read of the controller's watch-fed cache has had no list, event or bookmark for more than half "
+              "its bound (a watch stalled behind a load balancer, an API server that stopped answering). Past the "
+              "bound the Kueue check admits nothing and the controller's liveness fails; this fires before that. "
+              "fabricguard_controller_cache_age_seconds says which read; the controller's log says why its "
+              "watches end."),
+        _rule("FabricguardJobsNotFollowed", "max(fabricguard_live_jobs_unfollowed) > 0", "5m", "warning",
+              "{{ $value }} running managed job(s) not followed within their interval",
+              "The controller could not read every running job's NCCL logs within twice its live interval: a "
+              "socket fallback in those jobs is seen late (each is still read, least recently read first). "
+              "fabricguard_live_follow_lag_seconds says how late; raise --live-workers on a slow file system."),
+        _rule("FabricguardDescriptorsShort",
+              "increase(fabricguard_descriptor_shortages_total[10m]) > 0 or "
+              "max(fabricguard_controller_open_fds / fabricguard_controller_fd_limit) > 0.8",
+              "0m", "warning", "the fabricguard controller is running short of file descriptors",
+              "Opens were refused for want of a descriptor (EMFILE), or 80% of the limit is in use. No job's "
+              "verdict changes (the files are read on a later poll), but following slows. Raise the container's "
+              "nofile limit, or look for a leak in fabricguard_controller_open_fds."),
     ]
     out[6:6] = daemonset_rules(profile)
     out += job_busbw_rules(profile)
@@ -180,13 +202,14 @@ def job_busbw_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
     return [_rule(
         "FabricguardJobBusBwBelowFloor",
         f"fabricguard_job_busbw_gbps{{{JUDGED_COLLECTIVES}}}"
-        " < on(namespace, job) group_left(pool) fabricguard_job_busbw_floor_gbps",
+        " < on(namespace, job, ranks_per_node) group_left(pool) fabricguard_job_busbw_floor_gbps",
         ins.belowFloorFor, "warning",
         "{{ $labels.namespace }}/{{ $labels.job }}: {{ $labels.collective }} busbw below pool {{ $labels.pool }}'s "
         "floor",
         "NCCL's Inspector in the running job measures {{ $value | printf \"%.1f\" }} GB/s bus bandwidth for its "
-        "large {{ $labels.collective }} collectives across nodes, below the pool's floor (floorFraction x "
-        f"baseline) for {ins.belowFloorFor}: the job runs, slowly, with no error. Its fabricguard.io/busbw "
+        "large {{ $labels.collective }} collectives across nodes on communicators with {{ $labels.ranks_per_node }} "
+        "rank(s) per node, below the floor of that shape (floorFraction x baseline, x k/G for k of G GPUs per "
+        f"node) for {ins.belowFloorFor}: the job runs, slowly, with no error. Its fabricguard.io/busbw "
         "annotation and Event have the figures; the dashboard's job view shows them beside step time, GPU "
         "utilization and RDMA traffic.")]
 

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.canary import job_dir
-from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series
-from fabricguard.profile.model import Inspector, PlatformProfile
-from fabricguard.verdict.busbw import INSPECTOR_NAME
+from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series, ShapeKey, shape_text
+from fabricguard.profile.model import Inspector, PlatformProfile, Pool
+from fabricguard.verdict.busbw import INSPECTOR_NAME, floor_of
 
 if TYPE_CHECKING:
     from fabricguard.controller.live import RunningJob
@@ -62,31 +62,36 @@ class JobBusbw:
 
 @dataclass(frozen=True)
 class BusbwView:
-    """What a poll concluded about one job: figures per collective, the floor, and the threshold for acting."""
+    """What a poll concluded about one job: figures per collective and communicator shape (each judged against
+    the floor of its shape, ``verdict.busbw.shape_floor``), the pool's floor, and the threshold for acting."""
 
-    figures: dict[str, MinuteFigure]
+    figures: dict[ShapeKey, MinuteFigure]
     floor_gbps: float | None
     below_for_s: int
 
     @property
     def below(self) -> list[MinuteFigure]:
-        """Collectives below the floor for at least the threshold, longest first."""
+        """Collectives below their shape's floor for at least the threshold, longest first."""
         out = [f for f in self.figures.values() if f.below_minutes * 60 >= self.below_for_s]
-        return sorted(out, key=lambda f: (-f.below_minutes, f.collective))
+        return sorted(out, key=lambda f: (-f.below_minutes, f.collective, f.per_node))
 
     def text(self) -> str:
         parts = []
+        shapes = len({f.per_node for f in self.figures.values()}) > 1
         for f in self.below or self.figures.values():
             s = f"{f.collective} {f.busbw_gbps:.1f} GB/s"
+            if shapes:
+                s += f" ({shape_text(f.per_node)}" + (f", floor {f.floor_gbps:.1f})" if f.floor_gbps is not None
+                                                      else ", no floor)")
             if f.below_minutes:
                 s += f" below for {f.below_minutes} min"
             parts.append(s)
-        floor = f"floor {self.floor_gbps:.1f} GB/s" if self.floor_gbps is not None else "no floor"
+        floor = f"pool floor {self.floor_gbps:.1f} GB/s" if self.floor_gbps is not None else "no floor"
         return "; ".join(parts) + f" ({floor}; NCCL Inspector, communicators across nodes)"
 
 
-def view_of(jb: JobBusbw, floor: float | None) -> BusbwView:
-    return BusbwView(jb.series.figures(floor), floor, jb.settings.below_floor_s)
+def view_of(jb: JobBusbw, pool: Pool) -> BusbwView:
+    return BusbwView(jb.series.figures(floor_of(pool)), pool.baseline.busbw_floor_gbps, jb.settings.below_floor_s)
 
 
 def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: datetime) -> list[Action]:

@@ -48,9 +48,19 @@ def controller_cmd(
     force: bool = typer.Option(False, "--force", help="With --once: act even while another controller leads."),
     lease: int = typer.Option(15, "--lease", min=2, max=120,
                               help="Lease duration in seconds (longer by itself when API requests are slow)."),
+    live_interval: float = typer.Option(10.0, "--live-interval", min=1.0,
+                                        help="Seconds between two reads of each running job's NCCL logs."),
+    live_workers: int = typer.Option(4, "--live-workers", min=1, max=256,
+                                     help="Running jobs' logs read at once (each a round trip per file on Lustre; "
+                                          "one file descriptor each at most)."),
     stall: float = typer.Option(300.0, "--stall", min=10.0,
                                 help="A leader with no finished pass for this many seconds gives the Lease up "
                                      "and fails /healthz."),
+    stale_after: float = typer.Option(
+        150.0, "--stale-after", min=30.0, max=3600.0,
+        help="Admit nothing (hold would-be Ready Workloads Pending) and fail /healthz while a watched kind has "
+             "not been heard from (list, event or bookmark) for this many seconds; a watch silent for 60% of "
+             "it is listed again."),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
     from fabricguard.controller.runner import RunConfig, run_once
@@ -101,7 +111,8 @@ def controller_cmd(
     if problem:
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
-                    lease_s=lease, reference=target, stall_s=stall)
+                    lease_s=lease, reference=target, stall_s=stall, live_interval_s=live_interval,
+                    live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6)
     if once:
         from fabricguard.kube import KubeError, unreachable
 
@@ -144,8 +155,9 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
                 "transport": ob.verdict.transport.value, "final": ob.verdict.final} for ob in live]
     for r, ob in zip(running, live, strict=True):
         if ob.busbw is not None and ob.busbw.figures:  # the pool's jobs run NCCL's Inspector
-            r["busbw"] = {c: {"gbps": round(f.busbw_gbps, 3), "below_minutes": f.below_minutes}
-                          for c, f in ob.busbw.figures.items()}
+            r["busbw"] = [{"collective": c, "ranks_per_node": k, "gbps": round(f.busbw_gbps, 3),
+                           "floor_gbps": f.floor_gbps, "below_minutes": f.below_minutes}
+                          for (c, k), f in ob.busbw.figures.items()]
             r["busbw_floor_gbps"] = ob.busbw.floor_gbps
     if as_json:
         print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})

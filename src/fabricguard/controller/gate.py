@@ -106,7 +106,11 @@ def gate_workloads(
     admission_checks: list[dict[str, Any]],
     states: dict[str, PoolState],
     now: datetime,
+    stale: str = "",
 ) -> GateResult:
+    """Each waiting Workload's entry of the check. ``stale`` (why the pass's view of the cluster is too old,
+    ``Cache.stale``) turns every would-be Ready into Pending with that reason: a pool may have broken in what
+    the controller has not heard, so it admits nothing until its watches catch up (fail closed)."""
     res = GateResult()
     check_names = {o.name_of(ac) for ac in our_checks(admission_checks)} or {names.CHECK_NAME}
     flavor_pool = {f: p.name for p in profile.spec.pools for f in profile.canary_flavors(p)}
@@ -119,6 +123,8 @@ def gate_workloads(
         if o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
             continue
         state, message, pools = decide(wl, flavor_pool, states)
+        if state == "Ready" and stale:
+            state, message = "Pending", f"fabricguard: held: {stale}; Ready once the controller hears the API server"
         message = message[:MAX_MESSAGE]
         if state != "Ready":
             for p in pools:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -202,6 +203,11 @@ def snapshot_of(per_read: Iterable[tuple[Read, Iterable[dict[str, Any]]]], notes
     return Snapshot(objects=objects, notes=list(notes), source="live")
 
 
+# A watch that sends nothing (no event, no bookmark) for this long is ended and the read listed again: a live API
+# server sends a BOOKMARK about once a minute to watches that allow them.
+WATCH_IDLE_S = 90.0
+# A pass does not admit (write Ready) on a read the server has not spoken for within this long.
+STALE_AFTER_S = 150.0
 LIST_CONCURRENCY = 8  # lists in flight at once: a slow API server costs a few round trips, not thirty
 
 
@@ -220,11 +226,35 @@ async def list_cluster(kube: Kube, profile: PlatformProfile, namespace: str) -> 
 
 
 @dataclass
-class Informer:
-    """One read kept current: a list, then a watch from its resourceVersion; relist on 410 or a failed watch.
+class Backoff:
+    """How long an informer waits before it lists again (client-go's reflector: 0.8 s doubling to 30 s, jitter
+    1.0, reset after a healthy stretch). Every relist waits, a 410 Gone's too: a server that expires every watch
+    (a 410 storm) gets a few lists per kind per minute, not a busy loop of full lists."""
 
-    ``items`` holds each object as decoded from its list or event, and an event replaces the object, never edits
-    it: snapshots share these objects (:meth:`Cache.snapshot`), so a stored one must stay as it was stored."""
+    initial_s: float = 0.8
+    cap_s: float = 30.0
+    reset_after_s: float = 120.0  # a list and watch that ran this long healthy starts the next wait at initial_s
+    rng: random.Random = field(default_factory=random.Random)
+    current_s: float = 0.0
+
+    def next(self, healthy_for_s: float) -> float:
+        """The wait before the next list, given how long the last list-and-watch ran before it ended."""
+        if healthy_for_s >= self.reset_after_s:
+            self.current_s = 0.0
+        self.current_s = self.initial_s if self.current_s == 0.0 else min(self.cap_s, self.current_s * 2)
+        return self.current_s * (1.0 + self.rng.random())
+
+
+@dataclass
+class Informer:
+    """One read kept current: a list, then watches from its resourceVersion; any end but a clean one (410 Gone,
+    a refused or silent watch, a failed list, a bug) waits a jittered backoff and lists again. Never a dead task:
+    :meth:`run` ends only on ``stop``.
+
+    ``heard`` is when the server last spoke for this read (a list, an event, a bookmark): the pass uses its age
+    to refuse to admit on old data (:meth:`Cache.stale`). ``items`` holds each object as decoded from its list or
+    event, and an event replaces the object, never edits it: snapshots share these objects
+    (:meth:`Cache.snapshot`), so a stored one must stay as it was stored."""
 
     kube: Kube
     read: Read
@@ -233,57 +263,88 @@ class Informer:
     error: KubeError | None = None
     note: str | None = None
     lists: int = 0
+    watches: int = 0
     events: int = 0
+    bookmarks: int = 0
+    heard: float | None = None  # monotonic time of the latest list, event or bookmark
+    problem: str = ""  # why the latest list-and-watch ended (logged when it changes, not on every retry)
+    backoff: Backoff = field(default_factory=Backoff)
 
-    async def run(self, wake: asyncio.Event, stop: asyncio.Event, *, watch_timeout_s: int = 300) -> None:
-        backoff = 1.0
+    def age(self, now: float | None = None) -> float | None:
+        """Seconds since the server last spoke for this read: None before the first list, and for a kind the
+        server does not serve (nothing of it to go stale; it is looked for again every minute)."""
+        if self.heard is None or self.note is not None:
+            return None
+        return (time.monotonic() if now is None else now) - self.heard
+
+    async def run(self, wake: asyncio.Event, stop: asyncio.Event, *, watch_timeout_s: int = 300,
+                  idle_s: float | None = None) -> None:
+        if idle_s is not None:
+            self.backoff.reset_after_s = min(self.backoff.reset_after_s, idle_s)
         while not stop.is_set():
-            try:
-                items, rv, self.note = await _list(self.kube, self.read)
-                self.lists += 1
-                self.items = {_key(i): i for i in items}
-                self.synced, self.error = True, None
-                wake.set()
-                if self.note is not None:  # not installed: look again later (a CRD may be installed)
-                    await _sleep(stop, 60.0)
-                    continue
-                while not stop.is_set():
-                    started = time.monotonic()
-                    rv = await self._watch(rv, wake, stop, watch_timeout_s)
-                    if time.monotonic() - started < 1.0:
-                        await _sleep(stop, backoff)  # a server that closes watches at once: no busy loop
-                        backoff = min(backoff * 2, 30.0)
-                    else:
-                        backoff = 1.0
-            except Gone:
-                log.info("watch %s: resourceVersion too old; relisting", self.read.key)
-            except ReadFailed as exc:
-                self.synced, self.error = False, exc
-                log.error("%s", exc)
-                await _sleep(stop, backoff)
-                backoff = min(backoff * 2, 30.0)
-            except Forbidden as exc:  # listing is allowed but watching is not: the cache would go stale quietly
-                self.synced, self.error = False, ReadFailed(403, f"cannot watch {self.read.key}, which the pass "
-                                                                 f"needs: {exc}", server=exc.server)
-                log.error("%s", self.error)
-                await _sleep(stop, backoff)
-                backoff = min(backoff * 2, 30.0)
-            except KubeError as exc:
-                log.info("watch %s: %s; relisting", self.read.key, exc)
-                await _sleep(stop, backoff)
-                backoff = min(backoff * 2, 30.0)
+            began = time.monotonic()
+            why = await self._list_and_watch(wake, stop, watch_timeout_s, idle_s)
+            if stop.is_set():
+                return
+            delay = self.backoff.next(time.monotonic() - began)
+            if why != self.problem:
+                log.info("watch %s: %s; listing again in %.1f s", self.read.key, why, delay)
+                self.problem = why
+            await _sleep(stop, delay)
 
-    async def _watch(self, rv: str, wake: asyncio.Event, stop: asyncio.Event, timeout_s: int) -> str:
+    async def _list_and_watch(self, wake: asyncio.Event, stop: asyncio.Event, watch_timeout_s: int,
+                              idle_s: float | None) -> str:
+        """List, then watch until something ends it; returns why (never raises but on cancellation)."""
+        try:
+            items, rv, self.note = await _list(self.kube, self.read)
+            self.lists += 1
+            self.heard = time.monotonic()
+            self.items = {_key(i): i for i in items}
+            self.synced, self.error = True, None
+            wake.set()
+            if self.note is not None:  # not installed: look again later (a CRD may be installed)
+                await _sleep(stop, 60.0)
+                return "not served"
+            while not stop.is_set():
+                started, events = time.monotonic(), self.events + self.bookmarks
+                rv = await self._watch(rv, wake, stop, watch_timeout_s, idle_s)
+                if time.monotonic() - started < 1.0 and self.events + self.bookmarks == events and not stop.is_set():
+                    return "the server ended the watch at once"  # no busy loop of watches either
+            return "stopped"
+        except Gone:
+            return "resourceVersion too old (410)"
+        except ReadFailed as exc:
+            self.synced, self.error = False, exc
+            log.error("%s", exc)
+            return str(exc)
+        except Forbidden as exc:  # listing is allowed but watching is not: the cache would go stale quietly
+            self.synced, self.error = False, ReadFailed(403, f"cannot watch {self.read.key}, which the pass "
+                                                             f"needs: {exc}", server=exc.server)
+            log.error("%s", self.error)
+            return str(self.error)
+        except KubeError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a bug on an object's shape: the informer lists again, it never dies
+            log.exception("watch %s: %s", self.read.key, exc)
+            return f"{type(exc).__name__}: {exc}"
+
+    async def _watch(self, rv: str, wake: asyncio.Event, stop: asyncio.Event, timeout_s: int,
+                     idle_s: float | None) -> str:
         r = self.read
+        self.watches += 1
         async for ev in self.kube.watch(r.api_version, r.plural, r.namespace, resource_version=rv,
                                         label_selector=r.label_selector, field_selector=r.field_selector,
-                                        timeout_s=timeout_s):
+                                        timeout_s=timeout_s, idle_s=idle_s):
             if stop.is_set():
                 break
             obj = ev.get("object") or {}
+            if not isinstance(obj, dict):
+                continue
             rv = str(o.meta(obj).get("resourceVersion") or rv)
             kind = ev.get("type")
-            if kind == "BOOKMARK" or not isinstance(obj, dict):
+            self.heard = time.monotonic()
+            if kind == "BOOKMARK":
+                self.bookmarks += 1
                 continue
             self.events += 1
             obj["kind"] = r.kind
@@ -318,9 +379,25 @@ class Cache:
         self.informers = [Informer(kube, r) for r in reads(profile, namespace)]
         self.tasks: list[asyncio.Task[None]] = []
 
-    def start(self, wake: asyncio.Event, stop: asyncio.Event, *, watch_timeout_s: int = 300) -> None:
-        self.tasks = [asyncio.create_task(i.run(wake, stop, watch_timeout_s=watch_timeout_s))
+    def start(self, wake: asyncio.Event, stop: asyncio.Event, *, watch_timeout_s: int = 300,
+              idle_s: float | None = WATCH_IDLE_S) -> None:
+        self.tasks = [asyncio.create_task(i.run(wake, stop, watch_timeout_s=watch_timeout_s, idle_s=idle_s))
                       for i in self.informers]
+
+    def ages(self, now: float | None = None) -> dict[str, float | None]:
+        """Seconds since the server last spoke for each read (None: never listed), by the read's key."""
+        t = time.monotonic() if now is None else now
+        return {i.read.key: i.age(t) for i in self.informers}
+
+    def stale(self, bound_s: float, now: float | None = None) -> str:
+        """Why the cache is too old to admit on ("" when every read was heard within ``bound_s``): the reads
+        the server has not spoken for, oldest first."""
+        old = sorted(((a, k) for k, a in self.ages(now).items() if a is not None and a > bound_s), reverse=True)
+        if not old:
+            return ""
+        shown = ", ".join(f"{k} {a:.0f} s" for a, k in old[:3]) + (f" and {len(old) - 3} more" if len(old) > 3 else "")
+        return (f"the controller's view is stale: last heard from the API server for {shown} ago (bound "
+                f"{bound_s:.0f} s)")
 
     @property
     def synced(self) -> bool:

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard import names
+from fabricguard import descriptors, names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
@@ -83,85 +83,157 @@ class Observation:
 
 @dataclass
 class LiveCost:
-    jobs: int = 0
+    jobs: int = 0  # running managed jobs to follow (all of them: there is no cap)
+    followed: int = 0  # ... whose logs were read within their bound (``LiveJobs.bound_s``)
+    unfollowed: int = 0  # ... whose logs were not: the poll could not keep up, an alert fires
+    lag_s: float = 0.0  # age of the least recently read job's latest read
+    polled: int = 0  # jobs read by the latest poll
     files: int = 0
     bytes_total: int = 0
     last_poll_s: float = 0.0
+    descriptor_shortages: int = 0  # opens refused for want of a descriptor, by this process so far
     inspector_files: int = 0
     inspector_bytes_total: int = 0
     inspector_records_total: int = 0
 
 
 @dataclass
+class _Followed:
+    job: RunningJob
+    follower: LogFollower
+    since: float  # monotonic time the job was first seen running
+    read_at: float | None = None  # monotonic time of its latest read
+    latest: Observation | None = None
+
+
+@dataclass
 class LiveJobs:
-    """The followers of the running jobs, kept between passes (each reads only what its files gained)."""
+    """The followers of every running managed job, kept between passes (each reads only what its files gained).
+
+    There is no cap on the number of jobs. A poll reads the jobs that are due (not read for ``interval_s``),
+    least recently read first, for at most ``budget_s``; a job it had no time for is read first by the next.
+    A job not read for ``bound_s`` is counted as unfollowed (``fabricguard_live_jobs_unfollowed`` and its
+    alert). ``workers`` reads run at once: on Lustre each ``stat`` is a round trip that leaves the GIL free,
+    and each reader holds at most one descriptor, so the followers never hold more than ``workers``."""
 
     profile: PlatformProfile
     lustre_root: Path
-    max_jobs: int = 1000
-    _followers: dict[tuple[str, str, str], tuple[RunningJob, LogFollower]] = field(default_factory=dict)
+    interval_s: float = 0.0  # 0: every poll reads every job, without a budget (--once, tests, benches)
+    budget_s: float | None = None  # default: 0.8 x interval_s
+    workers: int = 1
+    _followers: dict[tuple[str, str, str], _Followed] = field(default_factory=dict)
     _busbw: dict[tuple[str, str, str], JobBusbw] = field(default_factory=dict)
     reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_busbw: dict[tuple[str, str, str], str] = field(default_factory=dict)
     cost: LiveCost = field(default_factory=LiveCost)
 
+    @property
+    def bound_s(self) -> float:
+        """A job not read for this long is not followed within its interval (one interval plus one poll)."""
+        return 2 * self.interval_s if self.interval_s > 0 else float("inf")
+
     def sync(self, jobs: list[RunningJob]) -> list[tuple[str, str, str]]:
         """Follow the jobs that run now; forget the ones that stopped. Returns the keys forgotten."""
-        wanted = {j.key: j for j in jobs[: self.max_jobs]}
+        wanted = {j.key: j for j in jobs}
         gone = [k for k in self._followers if k not in wanted]
         for k in gone:
-            self._followers.pop(k)[1].close()
+            self._followers.pop(k).follower.close()
             self._busbw.pop(k, None)
             self.reported.pop(k, None)
             self.reported_busbw.pop(k, None)
+        now = time.monotonic()
         for k, job in wanted.items():
-            if k in self._followers:
-                self._followers[k] = (job, self._followers[k][1])
-            else:
-                path = self.lustre_root / log_dir(self.profile, job.namespace, job.name)
-                self._followers[k] = (job, LogFollower(path))
-                ins = self.profile.inspector_for(self.profile.pool(job.pool))
-                if ins is not None:
-                    where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.name)
-                    root = self.lustre_root / job_dir(self.profile, job.namespace, job.name)
-                    self._busbw[k] = JobBusbw(where, ins, root)
+            known = self._followers.get(k)
+            if known is not None:
+                known.job = job
+                continue
+            path = self.lustre_root / log_dir(self.profile, job.namespace, job.name)
+            self._followers[k] = _Followed(job, LogFollower(path), now)
+            ins = self.profile.inspector_for(self.profile.pool(job.pool))
+            if ins is not None:
+                where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.name)
+                root = self.lustre_root / job_dir(self.profile, job.namespace, job.name)
+                self._busbw[k] = JobBusbw(where, ins, root)
         return gone
 
+    def follower(self, key: tuple[str, str, str]) -> LogFollower | None:
+        """The log follower of a followed job (``RunningJob.key``)."""
+        fol = self._followers.get(key)
+        return fol.follower if fol is not None else None
+
+    def _read(self, key: tuple[str, str, str], fol: _Followed) -> int:
+        """Read one job's logs (and Inspector records); returns the bytes read. Never raises."""
+        job, follower = fol.job, fol.follower
+        read = 0
+        try:  # one job's files cannot stop the others being followed
+            read = follower.poll().bytes
+            verdict = follower.verdict()
+        except (OSError, ValueError, RecursionError, MemoryError) as exc:
+            why = f"cannot follow the job's logs: {type(exc).__name__}: {exc}"[:500]
+            verdict = LiveVerdict(Transport.unknown, False, NcclReport(
+                unread=[Evidence(str(follower.directory), 0, "", why)], unread_count=1))
+            fol.latest = Observation(job, verdict)
+            fol.read_at = time.monotonic()
+            return 0
+        view = fol.latest.busbw if fol.latest is not None else None
+        jb = self._busbw.get(key)
+        if jb is not None:
+            try:
+                got = jb.poll()
+            except (OSError, ValueError, RecursionError, MemoryError):
+                got = None
+            if got is not None:
+                self.cost.inspector_bytes_total += got.bytes
+                self.cost.inspector_records_total += got.records
+                view = view_of(jb, self.profile.pool(job.pool))
+        fol.latest = Observation(job, verdict, view)
+        fol.read_at = time.monotonic()
+        return read
+
     def poll(self) -> list[Observation]:
-        t0 = time.perf_counter()
-        out = []
-        for key, (job, follower) in self._followers.items():
-            try:  # one job's files cannot stop the others being followed
-                stats = follower.poll()
-                verdict = follower.verdict()
-            except (OSError, ValueError, RecursionError, MemoryError) as exc:
-                why = f"cannot follow the job's logs: {type(exc).__name__}: {exc}"[:500]
-                verdict = LiveVerdict(Transport.unknown, False, NcclReport(
-                    unread=[Evidence(str(follower.directory), 0, "", why)], unread_count=1))
-                out.append(Observation(job, verdict))
-                continue
-            self.cost.bytes_total += stats.bytes
-            view = None
-            jb = self._busbw.get(key)
-            if jb is not None:
-                try:
-                    got = jb.poll()
-                except (OSError, ValueError, RecursionError, MemoryError):
-                    got = None
-                if got is not None:
-                    self.cost.inspector_bytes_total += got.bytes
-                    self.cost.inspector_records_total += got.records
-                    view = view_of(jb, self.profile.pool(job.pool).baseline.busbw_floor_gbps)
-            out.append(Observation(job, verdict, view))
+        """Read the due jobs (least recently read first, within the budget); the latest observation of every
+        followed job, read now or before."""
+        t0 = time.monotonic()
+        budget = self.budget_s if self.budget_s is not None else (0.8 * self.interval_s or float("inf"))
+        due_after = 0.9 * self.interval_s  # a poll every interval reads every job every interval
+        due = sorted(((k, f) for k, f in self._followers.items()
+                      if f.read_at is None or t0 - f.read_at >= due_after),
+                     key=lambda kf: -1.0 if kf[1].read_at is None else kf[1].read_at)
+        polled = 0
+        if self.workers <= 1:
+            for k, f in due:
+                self.cost.bytes_total += self._read(k, f)
+                polled += 1
+                if time.monotonic() - t0 >= budget:
+                    break
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            step = self.workers * 16
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="live-follow") as pool:
+                for i in range(0, len(due), step):
+                    batch = due[i : i + step]
+                    self.cost.bytes_total += sum(pool.map(lambda kf: self._read(*kf), batch))
+                    polled += len(batch)
+                    if time.monotonic() - t0 >= budget:
+                        break
+        out = [f.latest for f in self._followers.values() if f.latest is not None]
+        now = time.monotonic()
+        ages = [now - (f.read_at if f.read_at is not None else f.since) for f in self._followers.values()]
         self.cost.jobs = len(self._followers)
-        self.cost.files = sum(f.total.files for _, f in self._followers.values())
+        self.cost.unfollowed = sum(1 for a in ages if a > self.bound_s)
+        self.cost.followed = self.cost.jobs - self.cost.unfollowed
+        self.cost.lag_s = max(ages, default=0.0)
+        self.cost.polled = polled
+        self.cost.files = sum(f.follower.total.files for f in self._followers.values())
         self.cost.inspector_files = sum(jb.follower.total.files for jb in self._busbw.values())
-        self.cost.last_poll_s = time.perf_counter() - t0
+        self.cost.descriptor_shortages = descriptors.SHORTAGES.total
+        self.cost.last_poll_s = now - t0
         return out
 
     def close(self) -> None:
-        for _, f in self._followers.values():
-            f.close()
+        for f in self._followers.values():
+            f.follower.close()
         self._followers.clear()
         self._busbw.clear()
 

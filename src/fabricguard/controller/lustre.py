@@ -167,9 +167,9 @@ def load(snapshot: Snapshot, profile: PlatformProfile, lustre_root: Path | None,
 
 
 def reconcile_reading_lustre(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: Any,
-                             reference: Reference | None = None) -> Any:
+                             reference: Reference | None = None, stale: str = "") -> Any:
     """One pass at the edge: read what it needs from Lustre, then run the pure pass on those values."""
     from fabricguard.controller.reconcile import reconcile
 
     facts = load(snapshot, profile, cfg.lustre_root, cfg.namespace, cfg.history)
-    return reconcile(snapshot, profile, now, cfg, reference, lustre=facts)
+    return reconcile(snapshot, profile, now, cfg, reference, lustre=facts, stale=stale)

@@ -5,7 +5,9 @@ controller itself recorded (a canary run written to a FabricValidation, a verdic
 
 :func:`serve` answers ``/metrics`` and the liveness probe's ``/healthz``, which turns 503 once
 ``FAILED_PASSES_UNHEALTHY`` passes in a row have failed (the kubelet then restarts the controller, and the
-reason is in the probe's answer and in ``fabricguard_reconcile_consecutive_failures``).
+reason is in the probe's answer and in ``fabricguard_reconcile_consecutive_failures``), once the passes stalled,
+and while the watch-fed cache is stale: a read the API server has not spoken for (list, event or bookmark)
+within the bound (``fabricguard_controller_cache_age_seconds`` per read, computed when scraped).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, make_wsgi_app
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
+from fabricguard.descriptors import Limit
 from fabricguard.profile.model import PlatformProfile
 from fabricguard.times import parse_time
 
@@ -27,6 +32,39 @@ FAILED_PASSES_UNHEALTHY = 3
 # Per-object series (a finding's object, a held workload) so an alert can name what to look at; bounded, and
 # what the bound left out is counted in fabricguard_metrics_series_dropped{metric}.
 MAX_OBJECT_SERIES = 500
+
+Ages = Callable[[], dict[str, float | None]]
+
+
+class CacheAges(Collector):
+    """The watch-fed cache's age per read, and its bound, read when scraped (so a frozen loop still shows it)."""
+
+    def __init__(self) -> None:
+        self.ages: Ages | None = None
+        self.bound_s = 0.0
+
+    def stale(self) -> list[tuple[str, float]]:
+        """(read, age) of every read older than the bound, oldest first."""
+        if self.ages is None:
+            return []
+        return sorted(((k, a) for k, a in self.ages().items() if a is not None and a > self.bound_s),
+                      key=lambda ka: -ka[1])
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        if self.ages is None:
+            return
+        age = GaugeMetricFamily("fabricguard_controller_cache_age_seconds",
+                                "Seconds since the API server last spoke (a list, an event, a bookmark) for each "
+                                "read of the controller's watch-fed cache.", labels=["read"])
+        for key, a in sorted(self.ages().items()):
+            if a is not None:
+                age.add_metric([key], round(a, 3))
+        yield age
+        yield GaugeMetricFamily("fabricguard_controller_cache_stale_bound_seconds",
+                                "Age past which the controller admits nothing (the Kueue check holds) and its "
+                                "liveness fails.", value=self.bound_s)
+        yield GaugeMetricFamily("fabricguard_controller_cache_stale_reads",
+                                "Reads of the cache older than the bound.", value=len(self.stale()))
 
 
 class Metrics:
@@ -91,6 +129,8 @@ class Metrics:
         self.stalled = Gauge("fabricguard_controller_stalled",
                              "1 when this replica gave up the Lease because its passes stalled (liveness fails).",
                              registry=r)
+        self.cache = CacheAges()
+        r.register(self.cache)
         self._finding_keys: set[tuple[str, str]] = set()
         self.job_transport = Gauge("fabricguard_job_transport",
                                    "1 for the transport a running managed job's NCCL logs prove so far.",
@@ -100,7 +140,21 @@ class Metrics:
                                     ["namespace", "job", "pool"], registry=r)
         self.live_jobs = Gauge("fabricguard_live_jobs_followed", "Running managed jobs whose logs are followed.",
                                registry=r)
+        self.live_unfollowed = Gauge("fabricguard_live_jobs_unfollowed",
+                                     "Running managed jobs whose logs were not read within their bound (twice the "
+                                     "live interval): the followers cannot keep up.", registry=r)
+        self.live_lag = Gauge("fabricguard_live_follow_lag_seconds",
+                              "Age of the least recently read running job's latest read.", registry=r)
         self.live_files = Gauge("fabricguard_live_log_files_followed", "NCCL log files followed.", registry=r)
+        self.fd_limit = Gauge("fabricguard_controller_fd_limit",
+                              "The controller's soft file descriptor limit (raised to the hard limit at start).",
+                              registry=r)
+        self.fd_open = Gauge("fabricguard_controller_open_fds", "File descriptors the controller holds open.",
+                             registry=r)
+        self.fd_short = Counter("fabricguard_descriptor_shortages",
+                                "Opens refused for want of a file descriptor (EMFILE/ENFILE); the file is read "
+                                "on a later poll.", registry=r)
+        self._fd_short_seen = 0
         self.live_bytes = Counter("fabricguard_live_log_bytes_read", "Bytes of running jobs' NCCL logs read.",
                                   registry=r)
         self.live_poll_seconds = Gauge("fabricguard_live_poll_duration_seconds",
@@ -123,13 +177,16 @@ class Metrics:
         self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
         self.job_busbw = Gauge("fabricguard_job_busbw_gbps",
                                "Bus bandwidth of a running job's large collectives across nodes (NCCL Inspector, "
-                               "median over the latest 5 minutes).", ["namespace", "job", "collective"], registry=r)
+                               "median over the latest 5 minutes), per communicator shape (ranks per node; 0: "
+                               "uneven).", ["namespace", "job", "collective", "ranks_per_node"], registry=r)
         self.job_busbw_floor = Gauge("fabricguard_job_busbw_floor_gbps",
-                                     "The busbw floor of the pool a running job (with NCCL's Inspector) runs on.",
-                                     ["namespace", "job", "pool"], registry=r)
+                                     "The busbw floor a running job's communicators of this shape are held to (the "
+                                     "pool's floor for whole nodes, x k/G for k of G GPUs per node).",
+                                     ["namespace", "job", "pool", "ranks_per_node"], registry=r)
         self.job_busbw_below = Gauge("fabricguard_job_busbw_below_floor_minutes",
                                      "Minutes (by the records' dump times) a running job's collective has been "
-                                     "below its pool's floor.", ["namespace", "job", "collective"], registry=r)
+                                     "below its shape's floor.", ["namespace", "job", "collective", "ranks_per_node"],
+                                     registry=r)
         self.canary_inspector_busbw = Gauge("fabricguard_canary_inspector_busbw_gbps",
                                             "Busbw per collective of the pool's latest judged canary, from NCCL's "
                                             "Inspector (the instrument running jobs are measured with).",
@@ -138,7 +195,7 @@ class Metrics:
                                           "NCCL Inspector record files followed.", registry=r)
         self.live_inspector_bytes = Counter("fabricguard_live_inspector_bytes_read",
                                             "Bytes of running jobs' Inspector records read.", registry=r)
-        self._busbw_series: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (ns, job) -> (pool, collectives)
+        self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
 
@@ -210,6 +267,10 @@ class Metrics:
                     g.remove(*key)
         self._proof_nodes = seen
 
+    def observe_descriptor_limit(self, limit: Limit) -> None:
+        """The descriptor limit the controller runs with (after raising the soft limit at start)."""
+        self.fd_limit.set(limit.soft)
+
     def pass_failed(self, why: str) -> None:
         """A pass that raised instead of completing."""
         self._failed_in_a_row += 1
@@ -222,10 +283,20 @@ class Metrics:
         self._stalled = why
         self.stalled.set(1)
 
+    def watch_cache(self, ages: Ages, bound_s: float) -> None:
+        """Export the cache's ages (``Cache.ages``) from now on, and fail liveness while one is past ``bound_s``."""
+        self.cache.ages, self.cache.bound_s = ages, bound_s
+
     def health(self) -> tuple[bool, str]:
-        """(alive, why) for the liveness probe: not alive once passes keep failing, or once they stalled."""
+        """(alive, why) for the liveness probe: not alive once passes keep failing, once they stalled, or while
+        the cache is stale."""
         if getattr(self, "_stalled", ""):
             return False, f"passes stalled: {self._stalled}; gave up the Lease\n"
+        stale = self.cache.stale()
+        if stale:
+            shown = ", ".join(f"{k} {a:.0f} s" for k, a in stale[:3])
+            return False, (f"the watch-fed cache is stale: last heard from the API server for {shown} ago (bound "
+                           f"{self.cache.bound_s:.0f} s); the Kueue check admits nothing\n")
         n = self._failed_in_a_row
         if n >= FAILED_PASSES_UNHEALTHY:
             return False, f"the last {n} reconcile passes failed; latest: {self._last_failure}\n"
@@ -349,7 +420,15 @@ class Metrics:
         if cost.inspector_bytes_total > self._inspector_bytes_seen:
             self.live_inspector_bytes.inc(cost.inspector_bytes_total - self._inspector_bytes_seen)
             self._inspector_bytes_seen = cost.inspector_bytes_total
-        self.live_jobs.set(cost.jobs)
+        self.live_jobs.set(cost.followed)
+        self.live_unfollowed.set(cost.unfollowed)
+        self.live_lag.set(round(cost.lag_s, 3))
+        if cost.descriptor_shortages > self._fd_short_seen:
+            self.fd_short.inc(cost.descriptor_shortages - self._fd_short_seen)
+            self._fd_short_seen = cost.descriptor_shortages
+        from fabricguard.descriptors import open_count
+
+        self.fd_open.set(open_count())
         self.live_files.set(cost.files)
         if cost.bytes_total > self._live_bytes_seen:
             self.live_bytes.inc(cost.bytes_total - self._live_bytes_seen)
@@ -358,27 +437,32 @@ class Metrics:
         self.live_last_poll.set(time.time())
 
     def _observe_busbw(self, observations: list[Observation]) -> None:
-        """Per job and collective, the Inspector's busbw; series of jobs or collectives gone are removed."""
-        now: dict[tuple[str, str], tuple[str, set[str]]] = {}
+        """Per job, collective and communicator shape, the Inspector's busbw and the shape's floor; series of jobs,
+        collectives or shapes gone are removed."""
+        now: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         for ob in observations:
             v = ob.busbw
             if v is None or not v.figures:
                 continue
             key = (ob.job.namespace, ob.job.name)
-            now[key] = (ob.job.pool, set(v.figures))
-            for c, f in v.figures.items():
-                self.job_busbw.labels(key[0], key[1], c).set(round(f.busbw_gbps, 3))
-                self.job_busbw_below.labels(key[0], key[1], c).set(f.below_minutes)
-            if v.floor_gbps is not None:
-                self.job_busbw_floor.labels(key[0], key[1], ob.job.pool).set(v.floor_gbps)
-        for key, (pool, colls) in self._busbw_series.items():
-            kept = now.get(key, (pool, set()))[1]
-            for c in colls - kept:
-                self.job_busbw.remove(key[0], key[1], c)
-                self.job_busbw_below.remove(key[0], key[1], c)
-            if key not in now:
+            colls: set[tuple[str, str]] = set()
+            floors: set[str] = set()
+            for (c, k), f in v.figures.items():
+                colls.add((c, str(k)))
+                self.job_busbw.labels(key[0], key[1], c, str(k)).set(round(f.busbw_gbps, 3))
+                self.job_busbw_below.labels(key[0], key[1], c, str(k)).set(f.below_minutes)
+                if f.floor_gbps is not None:
+                    floors.add(str(k))
+                    self.job_busbw_floor.labels(key[0], key[1], ob.job.pool, str(k)).set(round(f.floor_gbps, 3))
+            now[key] = (ob.job.pool, colls, floors)
+        for key, (pool, colls, floors) in self._busbw_series.items():
+            _, kept, kept_floors = now.get(key, (pool, set(), set()))
+            for c, shape in colls - kept:
+                self.job_busbw.remove(key[0], key[1], c, shape)
+                self.job_busbw_below.remove(key[0], key[1], c, shape)
+            for shape in floors - kept_floors:
                 with contextlib.suppress(KeyError):
-                    self.job_busbw_floor.remove(key[0], key[1], pool)
+                    self.job_busbw_floor.remove(key[0], key[1], pool, shape)
         self._busbw_series = now
 
 def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:

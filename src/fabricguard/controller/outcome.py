@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import objects as o
+from fabricguard.nccl.inspector import summarize
 from fabricguard.probes.bw import Row, expectation_for, judge
 from fabricguard.probes.records import CollectiveRecord, RecordError, StorageRecord
 from fabricguard.probes.result import Status
@@ -98,8 +99,8 @@ def _inspector_figures(profile: PlatformProfile, log_dir: Path) -> dict[str, flo
     d = inspector_busbw.inspector_dir(profile, log_dir)
     if d is None:
         return {}
-    figures, _read = inspector_busbw.figures_of([], d, inspector_busbw.large_bytes(profile),
-                                                inspector_busbw.job_root(profile, log_dir))
+    recs, _read = inspector_busbw.records_of([], d, inspector_busbw.job_root(profile, log_dir))
+    figures = summarize(recs, inspector_busbw.large_bytes(profile))  # the canary's communicators: one shape
     return {c: round(f.busbw_gbps, 3) for c, f in figures.items()}
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from fabricguard import breaker, times
+from fabricguard import breaker, objects, times
 from fabricguard.profile.model import Proof
 
 # A node's standing in the pool's proof table.
@@ -251,10 +251,10 @@ def held_elsewhere(node: dict[str, Any], own_taints: tuple[str, ...]) -> str | N
             continue
         if any(key.startswith(p) for p in FOREIGN_TAINT_PREFIXES):
             return f"taint {key}:{(t or {}).get('effect', '')}"
-    for c in (node.get("status") or {}).get("conditions") or ():
-        ctype, status = (c or {}).get("type"), (c or {}).get("status")
+    for c in objects.conditions_of(node):
+        ctype, status = c.get("type"), c.get("status")
         if ctype in FOREIGN_FALSE_CONDITIONS and status == "False":
-            return f"condition {ctype}=False ({(c or {}).get('reason') or 'no reason'})"
+            return f"condition {ctype}=False ({c.get('reason') or 'no reason'})"
         if ctype in FOREIGN_TRUE_CONDITIONS and status == "True":
             return f"condition {ctype}=True"
     md = node.get("metadata") or {}

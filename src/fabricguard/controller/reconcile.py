@@ -44,6 +44,7 @@ class PassResult:
     drift: list[Finding] = field(default_factory=list)  # against the reference environment, when one is given
     reference: Reference | None = None
     held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) the check holds
+    stale: str = ""  # why the pass's view was too old to admit on ("" when fresh)
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -74,9 +75,11 @@ class PassResult:
 
 
 def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig,
-              reference: Reference | None = None, *, lustre: LustreFacts | None = None) -> PassResult:
+              reference: Reference | None = None, *, lustre: LustreFacts | None = None,
+              stale: str = "") -> PassResult:
     """One pass. Pure: what Lustre holds (canary results, finished jobs' logs) is read before, at the edge
-    (``controller.lustre.load``), and comes in ``lustre``; without it nothing on Lustre is judged this pass."""
+    (``controller.lustre.load``), and comes in ``lustre``; without it nothing on Lustre is judged this pass.
+    ``stale`` says why the snapshot is too old to admit on (the gate then holds: ``gate_workloads``)."""
     lustre = lustre if lustre is not None else LustreFacts(cfg.lustre_root)
     counters = Counters()
     actions: list[Action] = []
@@ -126,7 +129,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
             FabricValidationStatus.model_validate({k: v for k, v in write.status.items() if v is not None})
     checks = snapshot.kind("AdmissionCheck")
     actions += keep_active(checks, now)
-    gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now)
+    gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now, stale)
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
@@ -136,4 +139,4 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
                             "this cluster") if reference is not None else [])
     return PassResult(now, actions, states, findings, gate.pending, counters,
                       running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference,
-                      gate.held)
+                      gate.held, stale)

@@ -25,11 +25,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricguard import names
+from fabricguard import descriptors, names
 from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
-from fabricguard.controller.kube import Cache, apply_actions, controller_permissions, list_cluster
+from fabricguard.controller.kube import (
+    STALE_AFTER_S,
+    WATCH_IDLE_S,
+    Cache,
+    apply_actions,
+    controller_permissions,
+    list_cluster,
+)
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, live_actions
@@ -57,9 +64,12 @@ class RunConfig:
     lease_s: int = 15
     history: int = 10
     live_interval_s: float = 10.0  # how often running jobs' logs are read between passes
+    live_workers: int = 4  # jobs read at once (each a round trip per stat on Lustre; one descriptor each at most)
     reference: tuple[str, str] | None = None  # NAMESPACE, NAME of the reference environment's ConfigMap
     stall_s: float = 300.0  # a leader with no finished pass for this long gives the Lease up (and is unhealthy)
     watch_timeout_s: int = 300  # the server ends each watch after this; the cache re-watches from its version
+    watch_idle_s: float = WATCH_IDLE_S  # a watch silent this long (no event, no bookmark) ends in a relist
+    stale_s: float = STALE_AFTER_S  # no admission on a read the server has not spoken for within this long
 
     def canary_config(self) -> CanaryConfig:
         return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
@@ -144,13 +154,17 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         t0 = time.perf_counter()
         at = now or datetime.now(UTC)
         snapshot = cache.snapshot() if cache is not None else await list_cluster(k, cfg.profile, cfg.namespace)
+        stale = cache.stale(cfg.stale_s) if cache is not None else ""
+        if stale:
+            log.warning("%s: the pass admits nothing", stale)
         reference, errors = await read_reference(k, cfg.reference)
         result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
-                                         cfg.canary_config(), reference)
+                                         cfg.canary_config(), reference, stale)
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
         errors += await apply_actions(k, result.actions, known, leading) if act else []
         observations: list[Observation] = []
         if cfg.lustre_root is not None:
+            # Without kept followers (--once) every running job is read in full, whatever it takes.
             followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
             followers.sync(result.running)
             observations, live_errors = await follow_live(k, followers, cfg.profile, result.workloads, at,
@@ -286,13 +300,19 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
     # The cache starts once this replica first leads: a follower neither lists nor watches (one replica's
     # watches on the API server, not two), and the first election round is not queued behind the first lists.
     cache = Cache(kube, cfg.profile, cfg.namespace)
-    live = LiveJobs(cfg.profile, cfg.lustre_root) if cfg.lustre_root is not None else None
+    live = (LiveJobs(cfg.profile, cfg.lustre_root, interval_s=cfg.live_interval_s, workers=cfg.live_workers)
+            if cfg.lustre_root is not None else None)
+    limit = descriptors.raise_soft_limit()  # containers start at a soft 1,024; the hard limit is what we may use
+    metrics.observe_descriptor_limit(limit)
+    log.info("file descriptors: soft limit %d%s, hard %d", limit.soft,
+             f" (raised from {limit.raised_from})" if limit.raised_from is not None else "", limit.hard)
     workloads: list[dict[str, Any]] = []
     last_pass = last_live = 0.0
     try:
         while not stop.is_set():
             if who.active() and not cache.tasks:
-                cache.start(wake, stop, watch_timeout_s=cfg.watch_timeout_s)
+                cache.start(wake, stop, watch_timeout_s=cfg.watch_timeout_s, idle_s=cfg.watch_idle_s)
+                metrics.watch_cache(cache.ages, cfg.stale_s)
             since = time.monotonic() - last_pass
             due = (wake.is_set() and since >= cfg.min_gap_s) or since >= cfg.resync_s
             if who.active() and due and (cache.synced or cache.failed):

@@ -1,50 +1,68 @@
 """Follow a running job's NCCL logs: read only what was appended, and conclude as soon as the lines prove it.
 
 NCCL writes its connection lines during communicator init, in the first minutes of a job; a verdict after the
-job ends comes days late for a job that runs on sockets. ``LogFollower`` keeps, per file, an open handle, its
-inode and the offset read so far, and feeds the same scanner as ``nccl inspect`` with the complete lines appended
-since the last poll (a partial last line waits for its newline). It copes with what log files do while a job
-runs: they grow, they are still being written (a half line), they are rotated (renamed and recreated: the old
-handle is drained first) or truncated (read again from the start). Nothing is ever read twice.
+job ends comes days late for a job that runs on sockets. ``LogFollower`` feeds the same scanner as
+``nccl inspect`` with the complete lines appended since the last poll (a partial last line waits for its
+newline), and copes with what log files do while a job runs: they grow, they are still being written (a half
+line), they are rotated (renamed and recreated) or truncated (read again from the start). Nothing is read twice.
+
+A poll costs what the minimal poller's does, for tens of thousands of jobs on a network file system where each
+metadata call is a round trip: one ``stat`` per folder (the folder is listed again only when its mtime moved,
+or at most every ``relist_every`` polls), one ``lstat`` per file, and only a file whose size changed is opened,
+read from its offset for exactly the bytes it gained (no read at EOF) and **closed**: no descriptor is held
+between polls, so a 1,100-rank job costs no more descriptors than a 2-rank one. A file's state is a few
+integers while nothing is pending (its scanner and line cutter are rebuilt when it grows); a file that is
+deleted leaves only its name in the report.
+
+Files are known by inode: a log renamed inside the folder (rotation) continues from its offset under its new
+name and its unterminated last line counts as a line, and the new file under the old name starts at zero. A file
+whose size shrank, or whose first bytes changed when it grew, was truncated (or rewritten in place) and starts
+over. An ``open`` refused for want of a descriptor (``EMFILE``) is counted (``descriptors.SHORTAGES``) and the
+file is read on a later poll: never a verdict on the job.
 
 The scanner's rule makes one conclusion final early: a single connection over sockets makes the job ``socket``,
 whatever comes later. Any other transport is "so far": a later communicator could still fall back.
 
 The directory is the tenant's: files are listed with ``userfiles.walk_files`` (bounded, never through a link out
-of it) and opened with ``userfiles.open_in``; a line carried across polls is capped (``userfiles.LineCutter``),
-so a 1 GiB line without a newline costs one pass over its bytes, not a growing copy per block; a file that is
-deleted is drained and its descriptor closed. What could not be read (a link out, an unreadable file, the files
+of it) and opened with ``userfiles.open_fd_in`` (no link followed, the real path checked); a line carried across
+polls is capped (``userfiles.LineCutter``). What could not be read (a link out, an unreadable file, the files
 past the bound, an over-long line) is in the verdict's ``report.unread``, never dropped silently.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
+from fabricguard import descriptors
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.nccl.scan import CHUNK, FileScanner, ScanState, conclude
 from fabricguard.profile.model import Transport
-from fabricguard.userfiles import MAX_JOB_FILES, LineCutter, SourceError, looks_binary, open_in, walk_files
+from fabricguard.userfiles import MAX_JOB_FILES, LineCutter, SourceError, looks_binary, open_fd_in, walk_files
 
 _SNIFF = 4096
 _HEAD = 64
+RELIST_EVERY = 30  # polls between two listings of a folder whose mtime did not move (a coarse-mtime safety net)
+_RECENT_S = 2.0  # a folder changed this recently may change again within its mtime's granularity: list it
 
 
-@dataclass
-class _Tail:
-    path: Path
-    handle: BinaryIO
-    inode: tuple[int, int]
-    scan: FileScanner
-    offset: int = 0
-    cutter: LineCutter = field(default_factory=LineCutter)
-    head: bytes = b""  # the file's first bytes as read: a file rewritten in place no longer starts with them
+class _File:
+    """One log file between polls: where it is, what was read, and the parts of a scan still pending."""
 
-    def close(self) -> None:
-        self.handle.close()
+    __slots__ = ("cutter", "head", "ino", "line", "moved", "offset", "path", "scan")
+
+    def __init__(self, path: str, ino: tuple[int, int]) -> None:
+        self.path = path
+        self.ino = ino
+        self.offset = 0
+        self.line = 1  # number of the next line to read
+        self.head = b""  # the file's first bytes as read: a file rewritten in place no longer starts with them
+        self.scan: FileScanner | None = None  # kept only while a table or a half line spans polls
+        self.cutter: LineCutter | None = None
+        self.moved = False  # renamed inside the folder (rotated): complete, its last line is a line
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,8 @@ class PollStats:
     bytes: int = 0
     rotations: int = 0
     truncations: int = 0
+    opened: int = 0  # files opened (each closed before the poll returns)
+    short: int = 0  # opens refused for want of a descriptor: read on a later poll
 
 
 @dataclass
@@ -70,135 +90,250 @@ class LogFollower:
 
     directory: Path
     max_files: int = MAX_JOB_FILES
-    _st: ScanState = field(default_factory=ScanState)
-    _tails: dict[str, _Tail] = field(default_factory=dict)
-    _skipped: set[str] = field(default_factory=set)
+    relist_every: int = RELIST_EVERY
+    total: PollStats = field(default_factory=PollStats)
+    _st: ScanState | None = None  # made when the first byte arrives: a job that logs nothing yet costs nothing
+    _files: dict[str, _File] = field(default_factory=dict)
+    _dirs: dict[str, int] = field(default_factory=dict)  # folder -> mtime (ns) at the latest listing
+    _listed_at: float = 0.0  # time.time() of the latest listing
+    _since_list: int = 0
+    _real_root: str = ""
+    _skipped: set[str] = field(default_factory=set)  # not logs (binary)
     _done: list[str] = field(default_factory=list)  # files read and since deleted: still part of the verdict
     _unread: dict[str, str] = field(default_factory=dict)  # file -> why it (or some of its lines) is not read
     _unlisted: dict[str, str] = field(default_factory=dict)  # what the latest listing refused, with why
-    total: PollStats = field(default_factory=PollStats)
+    _verdict: LiveVerdict | None = None  # the latest conclusion, until a poll reads something
 
-    def _discover(self) -> list[Path]:
-        if not self.directory.is_dir():
-            return []
-        walk = walk_files(self.directory, max_files=self.max_files)
+    # ------------------------------------------------------------------ listing
+
+    def _listing_stale(self) -> bool:
+        if not self._dirs or self._since_list >= self.relist_every:
+            return True
+        for d, mtime in self._dirs.items():
+            try:
+                st = os.stat(d)
+            except OSError:
+                return True
+            # A listing taken within the mtime's granularity of the folder's last change may have missed a
+            # file created in that same tick (Lustre keeps seconds): list once more.
+            if st.st_mtime_ns != mtime or self._listed_at - mtime / 1e9 < _RECENT_S:
+                return True
+        return False
+
+    def _relist(self, stats: PollStats) -> None:
+        listed_at = time.time()
+        try:
+            dst = os.stat(self.directory)
+        except OSError:
+            self._dirs = {}
+            self._forget_all(stats)
+            return
+        if not stat.S_ISDIR(dst.st_mode):
+            self._dirs = {}
+            self._forget_all(stats)
+            return
+        try:
+            walk = walk_files(self.directory, max_files=self.max_files, raise_shortage=True)
+        except OSError as exc:
+            if not descriptors.is_shortage(exc):
+                raise
+            # No descriptor to list with: the files known so far are read, the folder is listed next poll.
+            descriptors.note_shortage()
+            stats.short += 1
+            self._since_list = self.relist_every
+            return
+        self._since_list = 0
+        self._listed_at = listed_at
+        self._real_root = os.path.realpath(self.directory)
+        dirs = {str(self.directory): dst.st_mtime_ns}
+        for d in walk.dirs:
+            try:
+                dirs[str(d)] = os.stat(d).st_mtime_ns
+            except OSError:
+                continue
+        self._dirs = dirs
         self._unlisted = {str(p): why for p, why in walk.refused}
         if walk.truncated:
             self._unlisted[str(self.directory)] = f"{walk.truncated}: the rest is not followed"
-        return [p for p in walk.files if str(p) not in self._skipped]
+        by_ino = {f.ino: f for f in self._files.values()}
+        files: dict[str, _File] = {}
+        for p in walk.files:
+            key = str(p)
+            if key in self._skipped:
+                continue
+            try:
+                st = os.lstat(key)
+            except OSError:
+                continue
+            ino = (st.st_dev, st.st_ino)
+            known = by_ino.pop(ino, None)
+            if known is not None:
+                if known.path != key:  # renamed inside the folder: the same file, read on from its offset
+                    known.path, known.moved = key, True
+                    stats.rotations += 1
+                files[key] = known
+            else:
+                files[key] = _File(key, ino)
+        for gone in by_ino.values():  # deleted, or moved out of the folder: complete as read
+            self._retire(gone)
+        self._files = files
+        self._verdict = None
 
-    def _open(self, path: Path) -> _Tail | None:
-        try:
-            handle = open_in(self.directory, path)
-            st = os.fstat(handle.fileno())
-        except SourceError as exc:
-            self._unread[str(path)] = exc.problem
-            return None
-        except OSError as exc:
-            self._unread[str(path)] = f"cannot read: {exc.strerror or exc}"
-            return None
-        head = handle.read(_SNIFF)
-        if looks_binary(head):  # not a log (NUL bytes alone do not say so: a log may start with them)
-            handle.close()
-            self._skipped.add(str(path))
-            return None
-        handle.seek(0)
-        self._unread.pop(str(path), None)
-        return _Tail(path, handle, (st.st_dev, st.st_ino), FileScanner(path, self._st))
+    def _forget_all(self, stats: PollStats) -> None:
+        for f in self._files.values():
+            self._retire(f)
+        self._files = {}
 
-    def _drain(self, tail: _Tail, stats: PollStats, *, final: bool = False) -> None:
-        while True:
-            block = tail.handle.read(CHUNK)
-            if not block:
-                break
-            if len(tail.head) < _HEAD:
-                tail.head += block[: _HEAD - len(tail.head)]
-            tail.offset += len(block)
-            stats.bytes += len(block)
-            self._st.bytes_read += len(block)
-            lines = tail.cutter.feed(block)
-            if lines:
-                tail.scan.feed(lines)
-        if final:
-            # A rotated or deleted file is complete: its unterminated last line is a line.
-            last = tail.cutter.finish()
+    def _retire(self, f: _File) -> None:
+        if f.cutter is not None and f.scan is not None:
+            last = f.cutter.finish()
             if last:
-                tail.scan.feed(last)
-        self._note_overlong(tail)
+                f.scan.feed(last, last=True)
+        if f.offset or f.path in self._unread:
+            self._done.append(f.path)
+        self._verdict = None
 
-    def _note_overlong(self, tail: _Tail) -> None:
-        c = tail.cutter
-        if c.overlong:
-            self._unread[f"{tail.path}:lines"] = (f"{c.overlong} line(s) longer than {c.max_line:,} bytes not read "
-                                                  f"(first at line {c.overlong_line})")
+    # ------------------------------------------------------------------ reading
 
-    @staticmethod
-    def _same_head(tail: _Tail) -> bool:
-        if not tail.head:
-            return True
+    def _start_over(self, f: _File, stats: PollStats) -> None:
+        stats.truncations += 1
+        f.offset, f.line, f.head, f.scan, f.cutter = 0, 1, b"", None, None
+        self._unread.pop(f"{f.path}:lines", None)
+
+    def _read(self, f: _File, size: int, stats: PollStats) -> None:
+        """Read what ``f`` gained, up to ``size`` (from its ``lstat``), through one descriptor closed at once."""
         try:
-            return os.pread(tail.handle.fileno(), len(tail.head), 0) == tail.head
-        except OSError:
-            return False
+            fd = open_fd_in(self._real_root, f.path)
+        except SourceError as exc:
+            self._unread[f.path] = exc.problem
+            self._verdict = None
+            return
+        except OSError as exc:
+            if descriptors.is_shortage(exc):
+                descriptors.note_shortage()
+                stats.short += 1
+                return
+            self._unread[f.path] = f"cannot read: {exc.strerror or exc}"
+            self._verdict = None
+            return
+        stats.opened += 1
+        blocks: list[bytes] = []
+        try:
+            if f.head and f.offset and os.pread(fd, len(f.head), 0) != f.head:
+                # Truncated and written again past the old size between two polls: the file starts over.
+                self._start_over(f, stats)
+            want = size - f.offset
+            pos = f.offset
+            while want > 0:
+                block = os.pread(fd, min(want, CHUNK), pos)
+                if not block:
+                    break
+                blocks.append(block)
+                pos += len(block)
+                want -= len(block)
+        except OSError as exc:
+            self._unread[f.path] = f"cannot read: {exc.strerror or exc}"
+            self._verdict = None
+            return
+        finally:
+            os.close(fd)
+        if f.path in self._unread:
+            del self._unread[f.path]
+            self._verdict = None
+        if not blocks:
+            return
+        if f.offset == 0 and looks_binary(blocks[0][:_SNIFF]):  # not a log (NUL bytes alone do not say so)
+            self._skipped.add(f.path)
+            del self._files[f.path]
+            return
+        self._feed(f, blocks, stats)
+
+    def _feed(self, f: _File, blocks: list[bytes], stats: PollStats) -> None:
+        if self._st is None:
+            self._st = ScanState()
+        st = self._st
+        scan, cutter = f.scan, f.cutter
+        if scan is None:
+            scan = FileScanner(Path(f.path), st)
+            scan.base_line = f.line
+        if cutter is None:
+            cutter = LineCutter()
+            cutter.lines = f.line - 1
+        for block in blocks:
+            if len(f.head) < _HEAD and f.offset == len(f.head):
+                f.head += block[: _HEAD - len(f.head)]
+            f.offset += len(block)
+            stats.bytes += len(block)
+            st.bytes_read += len(block)
+            lines = cutter.feed(block)
+            if lines:
+                scan.feed(lines)
+        if f.moved:
+            # Rotated: the file is complete, its unterminated last line is a line.
+            last = cutter.finish()
+            if last:
+                scan.feed(last, last=True)
+        if cutter.overlong:
+            self._unread[f"{f.path}:lines"] = (f"{cutter.overlong} line(s) longer than {cutter.max_line:,} bytes "
+                                               f"not read (first at line {cutter.overlong_line})")
+        f.line = cutter.lines + 1
+        # Between polls a file is a few integers, unless a half line, a dropped line or a table spans polls.
+        if not cutter.idle or cutter.overlong or scan.table is not None:
+            f.scan, f.cutter = scan, cutter
+        else:
+            f.scan = f.cutter = None
+        self._verdict = None
 
     def poll(self) -> PollStats:
         """Read what every file gained since the last poll; returns what this poll read."""
         stats = PollStats()
-        found = self._discover()
-        present = {str(p) for p in found}
-        for key in [k for k in self._tails if k not in present]:
-            # Deleted (or no longer listed): what it still held is read, then its descriptor is closed.
-            gone = self._tails.pop(key)
-            self._drain(gone, stats, final=True)
-            gone.close()
-            self._done.append(key)
-        for path in found:
-            key = str(path)
-            tail = self._tails.get(key)
-            if tail is None:
-                tail = self._open(path)
-                if tail is None:
+        self._since_list += 1
+        if self._listing_stale():
+            self._relist(stats)
+        for attempt in (0, 1):
+            changed = False
+            for f in list(self._files.values()):
+                try:
+                    st = os.lstat(f.path)
+                except OSError:
+                    changed = True  # gone since the listing
                     continue
-                self._tails[key] = tail
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) != tail.inode:
-                # Rotated: what the old file still held is read through the old handle, then the new one starts.
-                self._drain(tail, stats, final=True)
-                tail.close()
-                stats.rotations += 1
-                fresh = self._open(path)
-                if fresh is None:
-                    del self._tails[key]
+                if (st.st_dev, st.st_ino) != f.ino:
+                    changed = True  # replaced under its name (rotated, or a link put in its place)
                     continue
-                tail = self._tails[key] = fresh
-            elif st.st_size < tail.offset or not self._same_head(tail):
-                # Truncated in place (and maybe written again past the old size between two polls): the file
-                # starts over, and so do its line numbers.
-                stats.truncations += 1
-                tail.handle.seek(0)
-                tail.offset, tail.cutter, tail.head = 0, LineCutter(), b""
-                tail.scan = FileScanner(path, self._st)
-            self._drain(tail, stats)
-        stats.files = len(self._tails)
+                size = st.st_size
+                if size == f.offset:
+                    continue
+                if size < f.offset:
+                    self._start_over(f, stats)
+                self._read(f, size, stats)
+            if not changed or attempt:
+                break
+            self._relist(stats)
+        stats.files = len(self._files)
         self.total.files = stats.files
         self.total.bytes += stats.bytes
         self.total.rotations += stats.rotations
         self.total.truncations += stats.truncations
+        self.total.opened += stats.opened
+        self.total.short += stats.short
         return stats
 
     def verdict(self) -> LiveVerdict:
-        """The conclusion on everything read so far (``conclude`` leaves the scanner's state as it is)."""
+        """The conclusion on everything read so far (kept until a poll reads or finds something new)."""
+        if self._verdict is not None:
+            return self._verdict
         unread = [Evidence(k.removesuffix(":lines"), 0, "", why)
                   for k, why in sorted({**self._unlisted, **self._unread}.items())]
-        report = conclude(self._st, sorted({*self._tails, *self._done}), unread)
+        st = self._st if self._st is not None else ScanState()
+        report = conclude(st, sorted({*self._files, *self._done}), unread)
         transport = report.inter_node_transport
         # Sockets, or nodes that selected networks of different kinds: no later line can make the job RDMA.
-        return LiveVerdict(transport, transport in (Transport.socket, Transport.mixed) or report.failed, report)
+        self._verdict = LiveVerdict(transport, transport in (Transport.socket, Transport.mixed) or report.failed,
+                                    report)
+        return self._verdict
 
     def close(self) -> None:
-        for tail in self._tails.values():
-            tail.close()
-        self._tails.clear()
+        """Forget the files (no descriptor is held between polls, so nothing is left open)."""
+        self._files.clear()
+        self._dirs.clear()

@@ -45,7 +45,7 @@ import os
 import re
 import statistics
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,22 @@ class CollRecord:
     def size_bytes(self) -> int:
         """nccl-tests' S: the total buffer (per-rank size x ranks for AllGather and ReduceScatter)."""
         return self.msg_bytes * self.nranks if self.coll in _PER_RANK else self.msg_bytes
+
+    @property
+    def per_node(self) -> int:
+        """The communicator's ranks per node (its shape with ``nnodes``); 0 when they do not divide evenly."""
+        return per_node(self.nranks, self.nnodes)
+
+
+def per_node(nranks: int, nnodes: int) -> int:
+    """Ranks per node of a communicator of ``nranks`` over ``nnodes`` (0: uneven, judged only against its peers).
+    A hybrid-sharded job has node-pair shard groups (all GPUs of each node) and replicate groups with one GPU per
+    node: the two reach different bandwidths by design, so each shape is judged on its own."""
+    return nranks // nnodes if nnodes > 0 and nranks % nnodes == 0 else 0
+
+
+def shape_text(ranks_per_node: int) -> str:
+    return f"{ranks_per_node}/node" if ranks_per_node else "uneven"
 
 
 def _num(v: Any) -> float | None:
@@ -359,9 +375,10 @@ class CollectiveFigure:
     last_us: int
     comms: int
     hosts: int
+    per_node: int | None = None  # the communicators' ranks per node (None: every shape pooled; 0: uneven)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"collective": self.collective, "busbw_gbps": round(self.busbw_gbps, 3),
+        return {"collective": self.collective, "ranks_per_node": self.per_node, "busbw_gbps": round(self.busbw_gbps, 3),
                 "min_gbps": round(self.min_gbps, 3), "max_gbps": round(self.max_gbps, 3), "records": self.records,
                 "nnodes": self.nnodes, "nranks": self.nranks, "min_size_bytes": self.sizes[0],
                 "max_size_bytes": self.sizes[1], "first_dump_us": self.first_us, "last_dump_us": self.last_us,
@@ -374,21 +391,36 @@ def usable(rec: CollRecord, large_bytes: int) -> bool:
             and rec.busbw_gbps > 0 and rec.timing != "collective_cpu")
 
 
+def _figure(coll: str, rs: list[CollRecord], shape: int | None) -> CollectiveFigure:
+    bw = [r.busbw_gbps for r in rs if r.busbw_gbps is not None]
+    return CollectiveFigure(
+        coll, statistics.median(bw), min(bw), max(bw), len(rs), max(r.nnodes for r in rs),
+        max(r.nranks for r in rs), (min(r.size_bytes for r in rs), max(r.size_bytes for r in rs)),
+        min(r.dump_us for r in rs), max(r.dump_us for r in rs), len({r.comm for r in rs}),
+        len({r.hostname for r in rs}), shape)
+
+
 def summarize(records: Iterable[CollRecord], large_bytes: int) -> dict[str, CollectiveFigure]:
-    """Per collective, the busbw of its large-message records on communicators that span nodes."""
+    """Per collective, the busbw of its large-message records on communicators that span nodes (every shape
+    pooled: the canary's figure, whose communicators all have one shape)."""
     by: dict[str, list[CollRecord]] = {}
     for r in records:
         if usable(r, large_bytes):
             by.setdefault(r.coll, []).append(r)
-    out: dict[str, CollectiveFigure] = {}
-    for coll, rs in sorted(by.items()):
-        bw = [r.busbw_gbps for r in rs if r.busbw_gbps is not None]
-        out[coll] = CollectiveFigure(
-            coll, statistics.median(bw), min(bw), max(bw), len(rs), max(r.nnodes for r in rs),
-            max(r.nranks for r in rs), (min(r.size_bytes for r in rs), max(r.size_bytes for r in rs)),
-            min(r.dump_us for r in rs), max(r.dump_us for r in rs), len({r.comm for r in rs}),
-            len({r.hostname for r in rs}))
-    return out
+    return {coll: _figure(coll, rs, None) for coll, rs in sorted(by.items())}
+
+
+ShapeKey = tuple[str, int]  # (collective, ranks per node; 0 uneven)
+
+
+def summarize_by_shape(records: Iterable[CollRecord], large_bytes: int) -> dict[ShapeKey, CollectiveFigure]:
+    """Per collective and communicator shape (ranks per node), the busbw of its large-message records: a job's
+    node-pair shard groups and its one-GPU-per-node replicate groups are figures of their own."""
+    by: dict[ShapeKey, list[CollRecord]] = {}
+    for r in records:
+        if usable(r, large_bytes):
+            by.setdefault((r.coll, r.per_node), []).append(r)
+    return {k: _figure(k[0], rs, k[1]) for k, rs in sorted(by.items())}
 
 
 @dataclass
@@ -403,6 +435,12 @@ class MinuteFigure:
     last_us: int
     below_minutes: int = 0  # trailing minutes (by dump time) whose median was below the floor
     below_since_us: int | None = None
+    per_node: int = 0  # the communicators' ranks per node (0: uneven)
+    floor_gbps: float | None = None  # the floor this shape was judged against
+
+    @property
+    def key(self) -> ShapeKey:
+        return self.collective, self.per_node
 
 
 @dataclass
@@ -416,42 +454,47 @@ class Series:
     large_bytes: int
     keep_minutes: int = 30
     per_minute: int = 128
-    _b: dict[str, dict[int, array[float]]] = field(default_factory=dict)
-    _shape: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _b: dict[ShapeKey, dict[int, array[float]]] = field(default_factory=dict)
+    _shape: dict[ShapeKey, tuple[int, int]] = field(default_factory=dict)
 
     def add(self, records: Iterable[CollRecord]) -> None:
-        touched: set[str] = set()
+        touched: set[ShapeKey] = set()
         for r in records:
             if not usable(r, self.large_bytes) or r.busbw_gbps is None:
                 continue
-            buckets = self._b.setdefault(r.coll, {})
+            key = (r.coll, r.per_node)
+            buckets = self._b.setdefault(key, {})
             vals = buckets.setdefault(r.dump_us // 60_000_000, array("d"))
             if len(vals) < self.per_minute:
                 vals.append(r.busbw_gbps)
-            nn, nr = self._shape.get(r.coll, (0, 0))
-            self._shape[r.coll] = (max(nn, r.nnodes), max(nr, r.nranks))
-            touched.add(r.coll)
+            nn, nr = self._shape.get(key, (0, 0))
+            self._shape[key] = (max(nn, r.nnodes), max(nr, r.nranks))
+            touched.add(key)
         for c in touched:
             buckets = self._b[c]
             if len(buckets) > self.keep_minutes:
                 for m in sorted(buckets)[: len(buckets) - self.keep_minutes]:
                     del buckets[m]
 
-    def figures(self, floor: float | None = None, minutes: int = 5) -> dict[str, MinuteFigure]:
-        """Per collective: the median of the latest ``minutes`` buckets; with a floor, the trailing run of
-        buckets whose own median is below it (judged collectives only)."""
-        out: dict[str, MinuteFigure] = {}
+    def figures(self, floor: Callable[[int], float | None] | float | None = None, minutes: int = 5
+                ) -> dict[ShapeKey, MinuteFigure]:
+        """Per collective and shape: the median of the latest ``minutes`` buckets; with a floor (one figure, or
+        one per ranks-per-node shape), the trailing run of buckets whose own median is below it (judged
+        collectives only)."""
+        out: dict[ShapeKey, MinuteFigure] = {}
         for c, buckets in sorted(self._b.items()):
             if not buckets:
                 continue
             keys = sorted(buckets)
             recent = [v for m in keys if m > keys[-1] - minutes for v in buckets[m]]
             nn, nr = self._shape[c]
-            fig = MinuteFigure(c, statistics.median(recent), len(recent), nn, nr, keys[-1] * 60_000_000)
-            if floor is not None and c in JUDGED:
+            fl = floor(c[1]) if callable(floor) else floor
+            fig = MinuteFigure(c[0], statistics.median(recent), len(recent), nn, nr, keys[-1] * 60_000_000,
+                               per_node=c[1], floor_gbps=fl if c[0] in JUDGED else None)
+            if fl is not None and c[0] in JUDGED:
                 run = 0
                 for m in reversed(keys):
-                    if statistics.median(buckets[m]) >= floor:
+                    if statistics.median(buckets[m]) >= fl:
                         break
                     run += 1
                 if run:

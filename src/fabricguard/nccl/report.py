@@ -254,6 +254,10 @@ def _multi_node(size: int, max_nnodes: int, nnodes_by_size: dict[int, int], floo
 # Canonical families of a NET plugin name as it appears after "via NET/".
 def net_family(name: str) -> str:
     n = name.lower()
+    if n.startswith("gin_"):  # a device-API (GIN) backend: GIN_IB_GDAKI, GIN_IB_PROXY, a socket one (2.32)
+        n = n[4:]
+        if "socket" in n:
+            return "socket"
     if n == "socket" or n.startswith("fastsocket"):
         return "socket"  # GCP's FastSocket plugin is TCP sockets with better flow placement
     if n == "ib" or n.startswith("ibext") or n == "gib" or n.startswith("ib_") or n == "sharp":
@@ -292,6 +296,7 @@ class NcclReport:
     warning_count: int = 0
     nccl_tests: list[NcclTestsTable] = field(default_factory=list)
     profiler_plugins: list[str] = field(default_factory=list)  # "PROFILER/Plugin: Loaded X": the one NCCL loaded
+    gin_plugins: list[str] = field(default_factory=list)  # "Assigned GIN|RMA plugin X to comm" (device API)
     nccl_output: bool = False  # False when no line of the input is NCCL or nccl-tests output
     bytes_read: int = 0
     scope: Scope = Scope.unknown  # how much of the job the log shows (see job_span)
@@ -348,13 +353,15 @@ class NcclReport:
             "evidence": [e.to_dict() for e in self.evidence],
             "nccl_tests": [t.to_dict() for t in self.nccl_tests],
             "profiler_plugins": self.profiler_plugins,
+            "gin_plugins": self.gin_plugins,
             "nccl_output": self.nccl_output,
             "bytes_read": self.bytes_read,
             "unread": [e.to_dict() for e in self.unread],
         }
 
 
-_RDMA = frozenset({Transport.ib, Transport.roce, Transport.efa, Transport.tcpx})
+# Fabric transports: never reported for a job any of whose traffic went over sockets.
+RDMA_TRANSPORTS = frozenset({Transport.ib, Transport.roce, Transport.efa, Transport.tcpx})
 
 
 def decide_transport(
@@ -387,7 +394,7 @@ def decide_transport(
     mixed = _mixed_selection(networks, host_nets)
     if net_conns:
         t, why = _from_connections(net_conns, devices, ofi_providers)
-        if t in _RDMA and mixed:
+        if t in RDMA_TRANSPORTS and mixed:
             return Transport.mixed, [*why, mixed], "connections"
         return t, why, "connections"
     reasons: list[str] = []
@@ -456,28 +463,50 @@ def _inferred_from_selection(
     fams = {net_family(n) for n in names}
     if len(fams) != 1:
         return None
-    fam = next(iter(fams))
-    t: Transport | None = None
-    if fam == "ibverbs":
-        layers = {d.link_layer for d in devices if net_family(d.net) == "ibverbs" and d.link_layer}
-        if layers == {"RoCE"} or (any(n.lower() == "gib" for n in names) and not layers):
-            t = Transport.roce
-        else:
-            t = Transport.ib
-    elif fam == "libfabric":
-        provs = {p.lower() for p in ofi_providers}
-        t = Transport.efa if provs and provs <= {"efa", "efa-direct"} else None
-    elif fam == "tcpx":
-        t = Transport.tcpx
-    elif fam == "socket":
-        t = Transport.socket
-    if t is None:
+    t, what = family_transport(next(iter(fams)), names, devices, ofi_providers)
+    if t is Transport.unknown:
         return None
     return t, (
         f"every one of the {span.nodes} nodes selected network {'/'.join(names)} ({span.why}) and no connection "
-        f"line was logged: NCCL carries inter-node traffic over the one network it selected, so the transport "
-        f"is {t.value}, inferred from the selection (not proven from connections)"
+        f"line was logged: NCCL carries inter-node traffic over the one network it selected ({what}), so the "
+        f"transport is {t.value}, inferred from the selection (not proven from connections)"
     )
+
+
+def family_transport(
+    family: str, names: list[str], devices: list[NetDevice], ofi_providers: list[str]
+) -> tuple[Transport, str]:
+    """The transport NET plugins of one family (``net_family``) carry, and why: the one mapping, for
+    connection lines and for a selection alike. IB verbs are ``roce`` or ``ib`` by the devices' link layer;
+    libfabric is ``efa`` only with the efa provider shown, ``socket`` when any provider shown is TCP."""
+    shown = "/".join(names)
+    if family == "socket":
+        return Transport.socket, f"NET/{shown} is TCP sockets"
+    if family == "ibverbs":
+        layers = {d.link_layer for d in devices if net_family(d.net) == "ibverbs" and d.link_layer}
+        if layers == {"RoCE"}:
+            return Transport.roce, f"NET/{shown} on RoCE devices"
+        if any(n.lower() == "gib" for n in names) and not layers:
+            return Transport.roce, "NET/gIB (Google's IB-verbs plugin over RoCE)"
+        if layers == {"IB"}:
+            return Transport.ib, f"NET/{shown} on InfiniBand devices"
+        if layers:
+            return Transport.ib, f"NET/{shown} on mixed link layers {sorted(layers)}"
+        return Transport.ib, f"NET/{shown} (IB verbs); the log does not show the link layer"
+    if family == "libfabric":
+        provs = {p.lower() for p in ofi_providers}
+        tcp = provs & TCP_PROVIDERS
+        if tcp:
+            return Transport.socket, f"NET/{shown} but the libfabric provider is {sorted(tcp)}: that is TCP, not EFA"
+        if provs and provs <= EFA_PROVIDERS:
+            return Transport.efa, f"NET/{shown} with libfabric provider efa"
+        if provs:
+            return Transport.unknown, f"NET/{shown} over libfabric provider {sorted(provs)}, not known to be EFA"
+        return Transport.unknown, f"NET/{shown} but no 'Selected Provider' line shows the libfabric provider; " \
+            "cannot confirm EFA"
+    if family == "tcpx":
+        return Transport.tcpx, f"NET/{shown} (GPUDirect-TCPX)"
+    return Transport.unknown, f"an unrecognised network plugin {names}"
 
 
 def _from_connections(
@@ -501,47 +530,15 @@ def _from_connections(
     if len(families) > 1:
         reasons.append(f"connections over several network plugins {dict(families)}: cannot tell which carried data")
         return Transport.unknown, reasons
-    fam = next(iter(families))
     names = sorted({name for (name, _g) in net_conns})
-    if fam == "ibverbs":
-        layers = {d.link_layer for d in devices if net_family(d.net) == "ibverbs" and d.link_layer}
-        if layers == {"RoCE"}:
-            reasons.append(f"connections via NET/{'/'.join(names)} on RoCE devices")
-            return Transport.roce, reasons
-        if any(n.lower() == "gib" for n in names) and not layers:
-            reasons.append("connections via NET/gIB (Google's IB-verbs plugin over RoCE)")
-            return Transport.roce, reasons
-        if layers == {"IB"}:
-            reasons.append(f"connections via NET/{'/'.join(names)} on InfiniBand devices")
-        elif layers:
-            reasons.append(f"connections via NET/{'/'.join(names)} on mixed link layers {sorted(layers)}")
-        else:
-            reasons.append(f"connections via NET/{'/'.join(names)} (IB verbs); the log does not show the link layer")
-        return Transport.ib, reasons
-    if fam == "libfabric":
-        provs = {p.lower() for p in ofi_providers}
-        if provs and provs <= {"efa", "efa-direct"}:
-            reasons.append(f"connections via NET/{'/'.join(names)} with libfabric provider efa")
-            return Transport.efa, reasons
-        if provs & {"tcp", "sockets", "tcp;ofi_rxm", "udp"}:
-            reasons.append(
-                f"connections via NET/{'/'.join(names)} but the libfabric provider is {sorted(provs)}: "
-                "that is TCP, not EFA"
-            )
-            return Transport.socket, reasons
-        reasons.append(
-            f"connections via NET/{'/'.join(names)} but no 'Selected Provider' line shows the libfabric "
-            "provider; cannot confirm EFA"
-        )
-        return Transport.unknown, reasons
-    if fam == "tcpx":
-        reasons.append(f"connections via NET/{'/'.join(names)} (GPUDirect-TCPX)")
-        return Transport.tcpx, reasons
-    reasons.append(f"connections via an unrecognised network plugin {names}")
-    return Transport.unknown, reasons
+    t, what = family_transport(next(iter(families)), names, devices, ofi_providers)
+    reasons.append(f"connections via {what}")
+    return t, reasons
 
 
-_TCP_PROVIDERS = {"tcp", "sockets", "tcp;ofi_rxm", "udp", "udp;ofi_rxd", "sockets;ofi_rxm"}
+# libfabric providers: which prove EFA, which are TCP under another name (one set for every rule here).
+EFA_PROVIDERS = frozenset({"efa", "efa-direct"})
+TCP_PROVIDERS = frozenset({"tcp", "sockets", "tcp;ofi_rxm", "udp", "udp;ofi_rxd", "sockets;ofi_rxm"})
 
 
 def _tcp_under_another_name(networks: list[str], plugins: list[str], ofi_providers: list[str]) -> str | None:
@@ -549,8 +546,9 @@ def _tcp_under_another_name(networks: list[str], plugins: list[str], ofi_provide
     if networks and all(net_family(n) == "socket" for n in networks):
         return f"NCCL selected the {'/'.join(networks)} network (TCP sockets)"
     provs = {p.lower() for p in ofi_providers}
-    if provs and provs <= _TCP_PROVIDERS and all(net_family(n) in ("libfabric", "socket") for n in networks):
-        return f"the libfabric provider is {'/'.join(sorted(provs))}, which is TCP, not EFA"
+    tcp = provs & TCP_PROVIDERS
+    if tcp and all(net_family(n) in ("libfabric", "socket") for n in networks):
+        return f"the libfabric provider is {'/'.join(sorted(tcp))}, which is TCP, not EFA"
     if not networks and plugins and all(net_family(p) == "socket" for p in plugins):
         return f"the only net plugin that started is {'/'.join(plugins)} (TCP sockets)"
     return None

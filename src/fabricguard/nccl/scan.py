@@ -34,6 +34,7 @@ from pathlib import Path
 
 from fabricguard.nccl.report import (
     MAX_HOSTS_LISTED,
+    RDMA_TRANSPORTS,
     Evidence,
     NcclReport,
     NcclTestsRow,
@@ -45,6 +46,7 @@ from fabricguard.nccl.report import (
     job_span,
     net_family,
 )
+from fabricguard.profile.model import Transport
 from fabricguard.userfiles import (
     MAX_JOB_FILES,
     MAX_LINE_BYTES,
@@ -88,7 +90,7 @@ _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
     rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFPB])(?:"  # the lookahead rejects per-collective trace lines in one step
     rb"((?:Using (?:internal |external )?[Nn]etwork|Bootstrap ?: Using|NET/|NCCL version|GPU Direct|Selected|Loaded"
-    rb"|PROFILER/Plugin: Loaded|Assigned NET plugin"
+    rb"|PROFILER/Plugin: Loaded|Assigned NET plugin|Assigned (?:GIN|RMA) plugin"
     rb"|Initialized NET plugin|Failed to initialize NET plugin)[^\n]*)"
     rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?"
     rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
@@ -241,6 +243,7 @@ class ScanState:
     oob: dict[str, set[str]] = field(default_factory=dict)  # host -> bootstrap addresses seen under that name
     init_failed: dict[str, Evidence] = field(default_factory=dict)  # "Failed to initialize NET plugin X"
     assigned: dict[str, None] = field(default_factory=dict)  # "Assigned NET plugin X to comm" (2.27+)
+    gin: dict[str, None] = field(default_factory=dict)  # "Assigned GIN|RMA plugin X to comm" (2.31+)
     unread: list[Evidence] = field(default_factory=list)  # files or lines not read, with why
     mangled: Evidence | None = None  # the first nccl-tests line read without its "#" marker
 
@@ -642,6 +645,14 @@ class FileScanner:
             return
         if len(st.facts_seen) < 100_000:
             st.facts_seen.add(msg)
+        if msg.startswith((b"Assigned GIN plugin", b"Assigned RMA plugin")):
+            # NCCL 2.31+: the backend of the device API (GPU-initiated networking) a communicator got.
+            name = msg.split(b" plugin ", 1)[1].removesuffix(b" to comm").decode("utf-8", "replace").strip()
+            if name and name not in st.gin:
+                st.gin[name] = None
+                line, raw = self.line_of(self.chunk.find(msg))
+                st.note("gin", self.fname, line, raw, f"NCCL assigned device-API (GIN) backend {name}")
+            return
         if msg.startswith(b"Assigned NET plugin") or msg.startswith(b"Initialized NET plugin"):
             # NCCL 2.27+: the plugin that started, and the one a communicator got (its selected network).
             name = msg.split(b" plugin ", 1)[1].removesuffix(b" to comm").decode("utf-8", "replace").strip()
@@ -1138,6 +1149,16 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         span=span,
         host_nets=st.host_nets,
     )
+    socket_gin = [g for g in st.gin if net_family(g) == "socket"]
+    if socket_gin:
+        # NCCL 2.32 adds a socket-based GIN: device-API traffic over TCP, however fast the NET transport is.
+        why = (f"the device API's GIN backend {', '.join(socket_gin)} runs over TCP sockets: kernels that use it "
+               "move data at socket speed")
+        if transport in RDMA_TRANSPORTS:
+            transport, basis = Transport.mixed, basis
+            reasons.insert(0, why + f", while the collectives' network is {', '.join(networks) or 'RDMA'}")
+        else:
+            reasons.append(why)
     if st.mangled is not None:
         where = f"{Path(st.mangled.file).name}:{st.mangled.line}"
         reasons.append(f"{where}: the paste lost nccl-tests' '#' markers (a markdown renderer eats them), so it "
@@ -1193,6 +1214,7 @@ def conclude(st: ScanState, files: list[str], unread: Iterable[Evidence] = ()) -
         warning_count=st.warning_count,
         nccl_tests=st.tables,
         profiler_plugins=list(st.profilers),
+        gin_plugins=list(st.gin),
         nccl_output=st.nccl_output or bool(failures) or bool(st.tables),
         bytes_read=st.bytes_read,
         unread=all_unread[:MAX_FAILURES],

@@ -130,6 +130,79 @@ def preflight_cmd(
     raise typer.Exit(code)
 
 
+def render_storage_cmd(
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML (its storage.lustre and pools)."),
+    provider: str = typer.Option(..., "--provider", help="gke-managed-lustre, fsx or static."),
+    output: Path = typer.Option(..., "--output", "-o", help="Directory to write (created; must be empty)."),
+    instance: str = typer.Option(None, "--instance", help="The file system's name (GKE instance id; FSx: the ACK "
+                                 "objects' name)."),
+    project: str = typer.Option(None, "--project", help="GKE: the Google Cloud project."),
+    location: str = typer.Option(None, "--location", help="GKE: the zone of the GPU nodes, e.g. us-central1-a."),
+    network: str = typer.Option(None, "--network", help="GKE: the cluster's VPC network name."),
+    filesystem: str = typer.Option("lfs", "--filesystem", help="GKE: file system name (at most 8 letters/digits)."),
+    capacity_gib: int = typer.Option(None, "--capacity-gib", help="Capacity in GiB."),
+    throughput: int = typer.Option(1000, "--throughput", help="MB/s per TiB (125, 250, 500 or 1000)."),
+    ip_range_prefix: int = typer.Option(20, "--ip-range-prefix", help="GKE: private services range prefix length."),
+    mount_point: str = typer.Option(None, "--mount-point", help="GKE: the created instance's mount_point "
+                                    "(<ip>@tcp:/<fs>): also render the PV/PVC per namespace."),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", "-n", help="FSx: the ACK objects' namespace."),
+    vpc_id: str = typer.Option(None, "--vpc-id", help="FSx: the cluster's VPC (vpc-...)."),
+    subnet_id: str = typer.Option(None, "--subnet-id", help="FSx: one subnet in the GPU nodes' zone."),
+    client_cidr: list[str] = typer.Option([], "--client-cidr", help="FSx: CIDR of the nodes and of the file "
+                                          "system's subnet (repeatable)."),
+    file_system_id: str = typer.Option(None, "--file-system-id", help="FSx: the created file system's id."),
+    dns_name: str = typer.Option(None, "--dns-name", help="FSx: its DNSName."),
+    mount_name: str = typer.Option(None, "--mount-name", help="FSx: its LustreConfiguration.MountName."),
+) -> None:
+    """Render a new cluster's Lustre file system (instance, network access, PV/PVC per namespace) as the
+    provider's own tools declare it. Exit 0 written, 3 an option or profile field that cannot make it."""
+    from fabricguard.placement.storage import (
+        PROVIDERS,
+        FsxOptions,
+        GkeOptions,
+        StorageRenderError,
+        render_fsx,
+        render_gke,
+        render_static,
+        write,
+    )
+    from fabricguard.profile.commands import profile_or_exit
+
+    prof = profile_or_exit(profile)
+    if provider not in PROVIDERS:
+        fail(f"--provider {provider!r}: use one of {', '.join(PROVIDERS)}")
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        fail(f"--output {output}: exists and is not an empty directory; choose a new one")
+
+    def need(**opts: object) -> None:
+        missing = [k for k, v in opts.items() if v in (None, "")]
+        if missing:
+            fail(f"--provider {provider} needs " + ", ".join("--" + m.replace("_", "-") for m in missing))
+
+    try:
+        if provider == "gke-managed-lustre":
+            need(instance=instance, project=project, location=location, network=network, capacity_gib=capacity_gib)
+            rendered = render_gke(prof, GkeOptions(project, location, instance, network, capacity_gib, throughput,
+                                                   filesystem, mount_point, ip_range_prefix))
+        elif provider == "fsx":
+            need(instance=instance, vpc_id=vpc_id, subnet_id=subnet_id, capacity_gib=capacity_gib)
+            rendered = render_fsx(prof, FsxOptions(instance, namespace, vpc_id, subnet_id, tuple(client_cidr),
+                                                   capacity_gib, throughput, file_system_id, dns_name, mount_name))
+        else:
+            rendered = render_static(prof)
+    except StorageRenderError as exc:
+        fail(f"{profile}: {exc}" if str(exc).startswith("spec.") else str(exc))
+    write(rendered, output)
+    for rel in sorted(rendered.files):
+        say((f"{rel:<32}", "bold"), " written")
+    say(f"wrote {output}; next, in order:")
+    from fabricguard.console import console
+
+    for i, step in enumerate(rendered.steps, 1):
+        # soft_wrap: a command is never broken across lines, whatever the width (piped, CI logs).
+        console.print(f"{i}. {step}", soft_wrap=True, markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``preflight`` to the root app (``render install`` and ``render namespace`` are added by cli.py)."""
     app.command("preflight")(preflight_cmd)

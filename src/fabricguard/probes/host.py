@@ -13,6 +13,7 @@ also provides it and this probe does not verify that path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fabricguard.probes.lustre_client import Lnetctl
 from fabricguard.probes.result import Check, Status, overall
 from fabricguard.profile import FabricType, PlatformProfile, Pool
 from fabricguard.userfiles import SourceError, read_bytes, read_json
@@ -519,6 +521,29 @@ def lustre_mount_check(profile: PlatformProfile | None, pool: Pool, root: Path) 
     return Check("lustre.mount", Status.passed if finding.ok else Status.failed, finding.message, finding.to_dict())
 
 
+def lustre_client_checks(profile: PlatformProfile | None, pool: Pool, root: Path,
+                         lnetctl: Lnetctl | None = None, now: float | None = None) -> list[Check]:
+    """The Lustre client's health (``probes.lustre_client``) on a node that mounts the profile's Lustre: the
+    file system is the one mounted at ``mountPath`` (its fsname from the mount's source)."""
+    if not _lustre_required(profile, pool):
+        return [Check("lustre.client", Status.skipped, "the profile mounts no Lustre storage in this pool")]
+    assert profile is not None and profile.spec.storage.lustre is not None
+    lus = profile.spec.storage.lustre
+    if not lus.clientHealth.enabled:
+        return [Check("lustre.client", Status.skipped, "storage.lustre.clientHealth.enabled is false")]
+    from fabricguard.probes.lustre_client import ClientHealthPolicy, client_checks, fsname_from_source
+    from fabricguard.storage.mountinfo import MountinfoError, find_mount, parse_mountinfo
+
+    fsname = None
+    text, _ = read_small_why(root / "proc/self/mountinfo", MAX_TABLE)
+    with contextlib.suppress(MountinfoError):
+        m = find_mount(parse_mountinfo(text or ""), lus.mountPath)
+        if m is not None and m.fstype == "lustre":
+            fsname = fsname_from_source(m.source)
+    policy = ClientHealthPolicy(float(lus.clientHealth.eviction_window_seconds), lus.clientHealth.minLnetHealth)
+    return client_checks(root, fsname, lnetctl or Lnetctl(None), policy, now)
+
+
 def _guarded(group: str, run: Any) -> list[Check]:
     """Run one group of checks; one that raises (an unreadable sysfs tree, a broken NVML) FAILS, never passes."""
     try:
@@ -536,6 +561,7 @@ def host_check_groups(
     root: Path,
     gpu_data: tuple[dict[str, Any] | None, str],
     require_gpus: bool = True,
+    lnetctl: Lnetctl | None = None,
 ) -> list[CheckGroup]:
     """The host checks as (group name, run) pairs in report order, each run already guarded: a caller that
     must bound the time (the node agent) runs them one by one and can name the group that did not finish."""
@@ -546,6 +572,7 @@ def host_check_groups(
         ("libs", lambda: library_checks(pool, root)),
         ("gpu.count", lambda: gpu_checks(pool, gd, source, require_gpus)),
         ("lustre.mount", lambda: [lustre_mount_check(profile, pool, root)]),
+        ("lustre.client", lambda: lustre_client_checks(profile, pool, root, lnetctl)),
     ]
     return [(name, functools.partial(_guarded, name, run)) for name, run in groups]
 

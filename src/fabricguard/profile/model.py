@@ -17,6 +17,7 @@ from fabricguard import names, quantity
 from fabricguard.imageref import reference_problem
 from fabricguard.objects import labels_of, selector_matches
 from fabricguard.profile.cluster import FabricDaemonSet, LustreVolume, PodAdditions
+from fabricguard.socket_ifname import IfnameList
 from fabricguard.times import duration_seconds as duration_seconds
 
 API_VERSION = names.API_VERSION
@@ -266,10 +267,9 @@ class Fabric(_Strict):
     @model_validator(mode="after")
     def _efa_socket_ifname(self) -> Fabric:
         s = self.socketIfname
-        if self.type is FabricType.efa and s and not s.startswith("^"):
-            names = [p for p in s.lstrip("=").split(",") if p]
-            exact = s.startswith("=")
-            if any((p == "pod-id-link0") if exact else "pod-id-link0".startswith(p) for p in names):
+        if self.type is FabricType.efa and s:
+            ifs = IfnameList.parse(s)
+            if not ifs.exclude and not ifs.excludes("pod-id-link0"):
                 raise ValueError(
                     f"socketIfname {s!r} matches EKS Pod Identity's link-local pod-id-link0; name the node "
                     "interfaces (for example eth0) or exclude it (^lo,docker,pod-id-link)"
@@ -355,6 +355,8 @@ class Baseline(_Strict):
         default=None, gt=0, description="Expected checkpoint write rate of the storage probe (all ranks, fsync in)."
     )
     storageReadMBps: float | None = Field(default=None, gt=0, description="Expected read-back rate, all ranks.")
+    ioShareLimit: float = Field(default=0.25, gt=0, lt=1, description="A job spending more than this share of its "
+                                "time in I/O phases slower than the storage floor is storage-bound (verify-job).")
     lustreRpcLatencyMs: float | None = Field(
         default=None,
         gt=0,
@@ -771,8 +773,29 @@ class Pool(_Strict):
                 f"ResourceClaimTemplate {self.claim_template_name}{align}")
 
 
+class LustreClientHealth(_Strict):
+    """The Lustre client's own health in ``FabricReady`` (probes/lustre_client.py): health_check, imports
+    FULL, no recent eviction, LNet NI and peer health."""
+
+    enabled: bool = Field(default=True, description="Check the client's health on every node that mounts it.")
+    evictionWindow: str = Field(default="1h", description="An eviction this recent fails the node's check.")
+    minLnetHealth: int = Field(default=1000, ge=0, le=1000, description="LNet NI/peer health below this fails "
+                               "(1000, LNet's maximum: any failure LNet recorded).")
+
+    @field_validator("evictionWindow")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @property
+    def eviction_window_seconds(self) -> int:
+        return duration_seconds(self.evictionWindow)
+
+
 class Lustre(_Strict):
     claimName: str
+    clientHealth: LustreClientHealth = Field(default_factory=LustreClientHealth)
     mountPath: str = "/mnt/lustre"
     subPath: str = "{namespace}/{job}"
     logDir: str = ".fabricguard/nccl"

@@ -2,20 +2,38 @@
 
 ``verify-job`` (after the fact), the controller (while the job runs) and the canary (the pool's own figure) read
 the same Inspector records (:mod:`fabricguard.nccl.inspector`) and judge them here. The floor is the pool's
-``baseline.allReduceBusBwGBps x floorFraction``. Bus bandwidth is normalised to the link rate (nccl-tests'
-factors), so AllReduce, AllGather and ReduceScatter at large sizes are held to that one floor; other collectives
-(Broadcast, Reduce, ...) are reported, not judged. Only communicators that span nodes count: an intra-node one
-measures NVLink, not the fabric.
+``baseline.allReduceBusBwGBps x floorFraction``, measured by the canary with every GPU of each node. Bus bandwidth
+is normalised to the link rate (nccl-tests' factors), so AllReduce, AllGather and ReduceScatter at large sizes are
+held to a floor; other collectives (Broadcast, Reduce, ...) are reported, not judged. Only communicators that span
+nodes count: an intra-node one measures NVLink, not the fabric.
+
+Each communicator is judged by its *shape* (:func:`shape_floor`): one with every GPU of each node (the canary's
+shape) against the pool's floor; one with k of the node's G GPUs (a hybrid-sharded job's one-GPU-per-node replicate
+groups, a rail-aligned split) against the floor x k/G, since with one NIC per GPU it can use only k of the node's
+NICs (a healthy H200 RoCE replicate group runs near one NIC's ~48 GB/s, far below the node's 284 floor, by
+design); one whose ranks do not divide evenly over its nodes is not held to a floor at all, only compared with
+the job's other communicators (``nccl.ranks``).
 """
 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabricguard.nccl.inspector import FILE_NAME, JUDGED, CollectiveFigure, is_inspector_file, read_dir, summarize
+from fabricguard.nccl.inspector import (
+    FILE_NAME,
+    JUDGED,
+    CollectiveFigure,
+    CollRecord,
+    ShapeKey,
+    is_inspector_file,
+    read_dir,
+    shape_text,
+    summarize_by_shape,
+)
 from fabricguard.profile.model import PlatformProfile, Pool
 from fabricguard.userfiles import walk_files
 
@@ -34,16 +52,21 @@ class BusbwRow:
     def below(self) -> bool:
         return self.judged and self.floor_gbps is not None and self.figure.busbw_gbps < self.floor_gbps
 
+    floor_why: str = "the pool's floor"
+
     def message(self, large_bytes: int) -> str:
         f = self.figure
+        shape = f", {shape_text(f.per_node)} communicators" if f.per_node is not None else ""
         what = (f"{f.collective} busbw {f.busbw_gbps:.1f} GB/s (median of {f.records} Inspector records at "
-                f">= {_size(large_bytes)}, {f.nnodes} nodes, {f.nranks} ranks; min {f.min_gbps:.1f}, "
+                f">= {_size(large_bytes)}{shape}, up to {f.nnodes} nodes, {f.nranks} ranks; min {f.min_gbps:.1f}, "
                 f"max {f.max_gbps:.1f})")
         if not self.judged:
             return what + "; not judged (no bus-bandwidth floor for this collective)"
         if self.floor_gbps is None:
+            if f.per_node == 0:
+                return what + "; ranks uneven over nodes: compared with the job's other communicators, no floor"
             return what + "; the pool has no baseline.allReduceBusBwGBps, so it is not judged"
-        return what + (" is below" if self.below else " >=") + f" the pool's floor {self.floor_gbps:.1f} GB/s"
+        return what + (" is below" if self.below else " >=") + f" {self.floor_why} {self.floor_gbps:.1f} GB/s"
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.figure.to_dict(), "floor_gbps": self.floor_gbps, "judged": self.judged, "below": self.below}
@@ -60,9 +83,30 @@ def large_bytes(profile: PlatformProfile) -> int:
     return profile.spec.inspector.large_bytes if profile.spec.inspector is not None else DEFAULT_LARGE
 
 
-def rows(pool: Pool, figures: dict[str, CollectiveFigure]) -> list[BusbwRow]:
+def shape_floor(pool: Pool, ranks_per_node: int) -> tuple[float | None, str]:
+    """(floor, what it is) for communicators with ``ranks_per_node`` ranks on each node (0: uneven): the pool's
+    floor for the canary's shape (every GPU of the node), floor x k/G for k of G GPUs per node (one NIC per GPU),
+    none for an uneven one."""
     floor = pool.baseline.busbw_floor_gbps
-    return [BusbwRow(c, f, floor, c in JUDGED) for c, f in sorted(figures.items())]
+    g = pool.gpusPerNode
+    if floor is None or ranks_per_node <= 0:
+        return None, "no floor"
+    if ranks_per_node >= g:
+        return floor, "the pool's floor"
+    return floor * ranks_per_node / g, f"the pool's floor x {ranks_per_node}/{g} ({ranks_per_node} NIC(s) per node)"
+
+
+def floor_of(pool: Pool) -> Callable[[int], float | None]:
+    """The floor per ranks-per-node shape, for ``nccl.inspector.Series.figures``."""
+    return lambda k: shape_floor(pool, k)[0]
+
+
+def rows(pool: Pool, figures: dict[ShapeKey, CollectiveFigure]) -> list[BusbwRow]:
+    out = []
+    for (c, k), f in sorted(figures.items()):
+        floor, why = shape_floor(pool, k)
+        out.append(BusbwRow(c, f, floor, c in JUDGED, why))
+    return out
 
 
 def job_root(profile: PlatformProfile, directory: Path) -> Path:
@@ -95,11 +139,11 @@ def find_records(profile: PlatformProfile, directory: Path) -> tuple[list[Path],
     return inside, inspector_dir(profile, directory)
 
 
-def figures_of(paths: list[Path], dump_dir: Path | None, large: int, root: Path | None = None
-               ) -> tuple[dict[str, CollectiveFigure], int]:
-    """Per-collective figures over every record found, and how many records were read (files opened only
+def records_of(paths: list[Path], dump_dir: Path | None, root: Path | None = None
+               ) -> tuple[list[CollRecord], int]:
+    """Every record of communicators spanning nodes found, and how many records were read (files opened only
     within ``root``)."""
-    recs = []
+    recs: list[CollRecord] = []
     dirs = {p.parent for p in paths}
     if dump_dir is not None:
         dirs.add(dump_dir)
@@ -108,7 +152,14 @@ def figures_of(paths: list[Path], dump_dir: Path | None, large: int, root: Path 
         got, st = read_dir(d, root=root)
         recs += got
         total += st.records
-    return summarize(recs, large), total
+    return recs, total
+
+
+def figures_of(paths: list[Path], dump_dir: Path | None, large: int, root: Path | None = None
+               ) -> tuple[dict[ShapeKey, CollectiveFigure], int]:
+    """Per collective and communicator shape, figures over every record found, and how many records were read."""
+    recs, total = records_of(paths, dump_dir, root)
+    return summarize_by_shape(recs, large), total
 
 
 def own_profiler(profilers: list[str]) -> str | None:

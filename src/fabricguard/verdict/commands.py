@@ -26,7 +26,7 @@ def render_verdict(v: JobVerdict) -> None:
         f"{'-' if n.gpudirect_rdma is None else n.gpudirect_rdma}  scope {n.scope.value}  nodes {n.nodes_text}  "
         f"ranks {n.ranks or '?'}  "
         f"steps {v.steps.count}  median {('-' if med is None else f'{med:.2f} s')}  "
-        f"total {v.steps.total_seconds:.1f} s"
+        f"total {v.steps.total_seconds:.1f} s  bound {v.bound}"
     )
     t = Table(expand=False, show_lines=False)
     t.add_column("level")

@@ -22,6 +22,7 @@ from fabricguard.profile.model import PlatformProfile, Pool, Transport
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
 from fabricguard.userfiles import SourceError, input_dir, input_file, read_text, walk_files
 from fabricguard.verdict import busbw
+from fabricguard.verdict import io as jobio
 from fabricguard.verdict.steps import StepTimes, load_step_times
 
 
@@ -54,6 +55,15 @@ class JobVerdict:
     storage: list[dict[str, Any]]
     job_dir: str
     busbw: list[dict[str, Any]] = field(default_factory=list)  # per collective, from NCCL's Inspector
+    io: dict[str, Any] | None = None  # the job's I/O phases against the storage floor (verdict.io)
+
+    @property
+    def bound(self) -> str:
+        """What held the job back, from its reasons: ``fabric``, ``storage``, both, or ``none``."""
+        bad = {r.check for r in self.reasons if r.level in (Level.degraded, Level.failed)}
+        fabric = bool(bad & FABRIC_CHECKS)
+        storage = bool(bad & STORAGE_CHECKS)
+        return "fabric+storage" if fabric and storage else "fabric" if fabric else "storage" if storage else "none"
 
     def to_dict(self) -> dict[str, Any]:
         n = self.nccl
@@ -74,9 +84,16 @@ class JobVerdict:
             "storage": self.storage,
             "steps": self.steps.to_dict(),
             "busbw": self.busbw,
+            "io": self.io,
+            "bound": self.bound,
             "reasons": [r.to_dict() for r in self.reasons],
             "nccl": n.to_dict(),
         }
+
+
+# Which reasons speak of the fabric and which of storage, for the job's ``bound``.
+FABRIC_CHECKS = frozenset({"transport", "gpudirect", "bandwidth", "busbw", "nccl", "correctness"})
+STORAGE_CHECKS = frozenset({"storage", "storage-io"})
 
 
 class JobInputError(ValueError):
@@ -404,6 +421,16 @@ def _step_reasons(pool: Pool, steps: StepTimes) -> list[Reason]:
     return out
 
 
+def _io_reasons(pool: Pool, steps: StepTimes) -> tuple[list[Reason], dict[str, Any] | None]:
+    summary = jobio.summarize(pool, steps)
+    if summary is None:
+        return [], None
+    level, message = jobio.describe(summary)
+    sources = sorted({r.source for r in steps.io})
+    ev = [{"file": s, "line": None, "why": "I/O phase records"} for s in sources]
+    return [Reason(Level(level), "storage-io", message, ev)], summary.to_dict()
+
+
 def nccl_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
     """What a job's NCCL logs alone say against its pool: files not read, the transport, nccl-tests tables.
     ``verify-job`` adds storage, step times and the Inspector's bandwidth; ``nccl inspect -p`` uses only these."""
@@ -447,6 +474,8 @@ def judge_job(
     storage_reasons, storage = _storage_reasons(profile, pool, mountinfo)
     reasons += storage_reasons
     reasons += _step_reasons(pool, steps)
+    io_reasons, io = _io_reasons(pool, steps)
+    reasons += io_reasons
     verdict = verdict_of(reasons)
     return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir),
-                      busbw_rows)
+                      busbw_rows, io)

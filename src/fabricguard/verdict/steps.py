@@ -17,7 +17,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabricguard.userfiles import MAX_LINE_BYTES, LineCutter, SourceError, input_file, read_text
@@ -36,9 +36,23 @@ class StepInputError(ValueError):
 
 
 @dataclass(frozen=True)
+class IoRecord:
+    """One rank's I/O phase as the job logged it: ``{"phase": "checkpoint-write", "seconds": 41.2, "bytes":
+    123456789, "step": 500}`` in the same JSONL as its steps (docs/storage.md). ``seconds`` is wall time spent in
+    the phase, apart from the step times."""
+
+    phase: str
+    seconds: float
+    bytes: int | None
+    step: int | None
+    source: str
+
+
+@dataclass(frozen=True)
 class StepTimes:
     steps: list[tuple[int, float]]
     sources: list[str]
+    io: list[IoRecord] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -120,8 +134,40 @@ def _lines(path: Path, max_bytes: int = MAX_STEP_BYTES) -> Iterator[tuple[int, b
                 return
 
 
+IO_PHASES = ("checkpoint-write", "checkpoint-read", "data-read")
+MAX_IO_BYTES = 2**62  # a phase's bytes above this is a corrupt record, not a checkpoint (4 EiB)
+
+
 def read_jsonl(path: Path) -> list[tuple[int, float]]:
+    """The step times of a JSONL file (I/O phase records left out)."""
+    return read_jsonl_records(path)[0]
+
+
+def _io_record(obj: dict[str, object], path: Path, n: int) -> IoRecord:
+    where = f"{path}:{n}"
+    phase = obj.get("phase")
+    if phase not in IO_PHASES:
+        raise StepInputError(f"{where}: phase {phase!r} is not one of {', '.join(IO_PHASES)}")
+    sec = _pick(obj, _SECONDS_KEYS)
+    if sec is None:
+        raise StepInputError(f"{where}: an I/O phase record needs its seconds (e.g. \"seconds\": 41.2)")
+    raw_bytes = obj.get("bytes")
+    size: int | None = None
+    if raw_bytes is not None:
+        b = _as_float(raw_bytes, where)
+        if b > MAX_IO_BYTES:
+            raise StepInputError(f"{where}: bytes {raw_bytes!r} is not a plausible size for one phase")
+        size = int(b)
+    step = _pick(obj, _STEP_KEYS)
+    return IoRecord(str(phase), _as_float(sec, where), size, None if step is None else _as_step(step, 0, where),
+                    str(path))
+
+
+def read_jsonl_records(path: Path) -> tuple[list[tuple[int, float]], list[IoRecord]]:
+    """(step times, I/O phase records) of a JSONL file: a record with ``phase`` is an I/O phase, one with a
+    seconds field a step, anything else (loss, lr) is left alone."""
     out: list[tuple[int, float]] = []
+    io: list[IoRecord] = []
     for n, raw in _lines(path):
         line = raw.strip()
         if not line:
@@ -137,6 +183,11 @@ def read_jsonl(path: Path) -> list[tuple[int, float]]:
                                  "such as {\"step\": 1, \"seconds\": 6.1}") from None
         if not isinstance(obj, dict):
             raise StepInputError(f"{path}:{n}: expected an object with 'step' and 'seconds'")
+        if "phase" in obj:
+            io.append(_io_record(obj, path, n))
+            if len(io) > MAX_STEPS:
+                raise StepInputError(f"{path}:{n}: more than {MAX_STEPS:,} I/O phase records")
+            continue
         sec = _pick(obj, _SECONDS_KEYS)
         if sec is None:
             continue  # other metrics (loss, lr) share the file
@@ -144,7 +195,7 @@ def read_jsonl(path: Path) -> list[tuple[int, float]]:
         out.append((_as_step(step, len(out), f"{path}:{n}"), _as_float(sec, f"{path}:{n}")))
         if len(out) > MAX_STEPS:
             raise StepInputError(f"{path}:{n}: more than {MAX_STEPS:,} step times; keep one record per step")
-    return out
+    return out, io
 
 
 def read_csv(path: Path) -> list[tuple[int, float]]:
@@ -221,8 +272,13 @@ def load_step_times(files: list[Path], log_files: list[Path], step_regex: str | 
     """Timings from JSONL/CSV files, plus regex matches in log files when a regex is given."""
     steps: list[tuple[int, float]] = []
     sources: list[str] = []
+    io: list[IoRecord] = []
     for f in files:
-        got = read_jsonl(f) if f.suffix == ".jsonl" else read_csv(f)
+        got, got_io = read_jsonl_records(f) if f.suffix == ".jsonl" else (read_csv(f), [])
+        io.extend(got_io)
+        if not got and got_io:
+            sources.append(str(f))
+            continue
         if not got:
             # A step-timing file with no timing in it would drop the step check and let the job pass.
             raise StepInputError(
@@ -243,4 +299,4 @@ def load_step_times(files: list[Path], log_files: list[Path], step_regex: str | 
     for i, sec in steps:
         if sec > by_step.get(i, -1.0):
             by_step[i] = sec
-    return StepTimes(sorted(by_step.items()), sources)
+    return StepTimes(sorted(by_step.items()), sources, io)
