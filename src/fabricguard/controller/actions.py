@@ -96,16 +96,15 @@ class MergePatch:
 
 
 @dataclass(frozen=True)
-class NodeTaints:
-    """A Node's ``spec.taints`` replaced whole (the list has no merge key), guarded by the ``resourceVersion``
-    the pass read: a taint anyone else set meanwhile makes the write fail with 409 (retried next pass) instead
-    of being dropped. Only fabricguard's own taint differs from what was read (controller/pairs.py)."""
+class JsonPatch:
+    """A JSON patch whose first op tests the object's ``resourceVersion`` (a list with no merge key, such as a
+    Node's ``spec.taints``, is replaced whole: a change made meanwhile fails the patch instead of being lost)."""
 
+    api_version: str
+    plural: str
+    namespace: str | None
     name: str
-    resource_version: str
-    taints: list[dict[str, Any]]
-
-    plural = "nodes"
+    ops: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ class Emit:
     body: dict[str, Any]
 
 
-Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | NodeTaints | Emit
+Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | JsonPatch | Emit
 
 
 @dataclass

@@ -110,4 +110,5 @@ def coverage(pool: Pool, fv: dict[str, Any] | None, nodes: list[dict[str, Any]],
 def reset_patch(fv: dict[str, Any], now: datetime) -> dict[str, Any]:
     """The status merge patch that resets the pool's quarantine breaker (a person's decision, counted)."""
     state = pf.ProofState.from_dict((fv.get("status") or {}).get("proof"))
-    return {"status": {"proof": {"breaker": breaker.reset(state.breaker, now).to_dict()}}}
+    closed = breaker.reset(state.breaker, now).to_dict()
+    return {"status": {"proof": {"breaker": {"check": pf.BREAKER_CHECK, **closed}}}}

@@ -195,6 +195,22 @@ class Metrics:
                                           "NCCL Inspector record files followed.", registry=r)
         self.live_inspector_bytes = Counter("fabricguard_live_inspector_bytes_read",
                                             "Bytes of running jobs' Inspector records read.", registry=r)
+        self.breaker_open = Gauge("fabricguard_breaker_open",
+                                  "1 while the pool's blast-radius breaker for this check is open (not tainting "
+                                  "or holding for it until a person resets it).", ["pool", "check"], registry=r)
+        self.breaker_spent = Gauge("fabricguard_breaker_spent_nodes",
+                                   "Nodes newly failing this check within the pool's blast-radius window.",
+                                   ["pool", "check"], registry=r)
+        self.breaker_budget = Gauge("fabricguard_breaker_budget_nodes",
+                                    "Nodes the pool may newly fail one check within its window.", ["pool"],
+                                    registry=r)
+        self.mode_enforce = Gauge("fabricguard_pool_enforcing",
+                                  "1 when the pool is enforced, 0 while it is observed (nothing held or tainted).",
+                                  ["pool"], registry=r)
+        self.would_hold = Gauge("fabricguard_admission_check_would_hold_workloads",
+                                "Observe mode: workloads the Kueue check would hold under enforce.", ["pool"],
+                                registry=r)
+        self._breaker_keys: set[tuple[str, str]] = set()
         self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
@@ -335,6 +351,7 @@ class Metrics:
             if p.baseline.busbw_floor_gbps is not None:
                 self.floor.labels(p.name).set(p.baseline.busbw_floor_gbps)
             self.pending.labels(p.name).set(result.pending.get(p.name, 0))
+        self.observe_breakers(profile, result)
         counts: dict[tuple[str, str], int] = {}
         for f in result.findings:
             key = (f.rule, str(f.severity))
@@ -355,6 +372,26 @@ class Metrics:
         if errors:
             self.errors.inc(errors)
         self.observe_drift(result)
+
+    def observe_breakers(self, profile: PlatformProfile, result: PassResult) -> None:
+        """Breakers per pool and check (a check no longer failing and closed reads 0, not a stale 1), the
+        budget, and the pool's mode with what observe would have held."""
+        seen: set[tuple[str, str]] = set()
+        for p in profile.spec.pools:
+            self.mode_enforce.labels(p.name).set(0 if p.name in result.observing else 1)
+            self.would_hold.labels(p.name).set(result.would_hold.get(p.name, 0))
+            pb = result.breakers.get(p.name)
+            if pb is None:
+                continue
+            self.breaker_budget.labels(p.name).set(pb.allowed)
+            for check, state in pb.states.items():
+                seen.add((p.name, check))
+                self.breaker_open.labels(p.name, check).set(1 if state.open else 0)
+                self.breaker_spent.labels(p.name, check).set(pb.spent.get(check, 0))
+        for key in self._breaker_keys - seen:
+            self.breaker_open.labels(*key).set(0)
+            self.breaker_spent.labels(*key).set(0)
+        self._breaker_keys |= seen
 
     def observe_drift(self, result: PassResult) -> None:
         drift: dict[tuple[str, str, str], int] = {}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller import proof as pf
-from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, NodeTaints, event
+from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, JsonPatch, event
 from fabricguard.controller.canaries import CanaryConfig, Inventory, _evaluate
 from fabricguard.controller.canary import CanarySpec, job_dir, pair_name, render_pair
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -182,11 +182,18 @@ def last_proven_annotation(row: pf.NodeProof) -> str:
             + (f" link={row.link}" if row.link else ""))
 
 
-def _taints(node: dict[str, Any], quarantine: bool, pool: str) -> list[dict[str, Any]]:
-    """The node's taints with fabricguard's quarantine taint added or removed; every other taint kept as is."""
+def _taint_patch(node: dict[str, Any], quarantine: bool, pool: str) -> JsonPatch:
+    """fabricguard's quarantine taint added or removed, every other taint kept as it is; the patch first tests the
+    Node's ``resourceVersion``, so a taint anyone set meanwhile fails it (retried next pass) instead of being lost."""
     current = [t for t in (node.get("spec") or {}).get("taints") or () if isinstance(t, dict)]
     kept = [t for t in current if t.get("key") != names.TAINT_QUARANTINED]
-    return [*kept, {"key": names.TAINT_QUARANTINED, "value": pool, "effect": "NoSchedule"}] if quarantine else kept
+    taints = [*kept, {"key": names.TAINT_QUARANTINED, "value": pool, "effect": "NoSchedule"}] if quarantine else kept
+    ops: list[dict[str, Any]] = []
+    rv = o.meta(node).get("resourceVersion")
+    if rv:
+        ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": str(rv)})
+    ops.append({"op": "add", "path": "/spec/taints", "value": taints})
+    return JsonPatch(names.CORE_API, "nodes", None, o.name_of(node), ops)
 
 
 def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | None, jobsets: list[dict[str, Any]],
@@ -221,11 +228,9 @@ def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | N
         actions.append(Create(names.JOBSET_API, "jobsets", cfg.namespace, body,
                               owner=None if fv is not None else (names.FV_PLURAL, pool.name)))
     for n in decision.taint:
-        actions.append(NodeTaints(n, str(o.meta(nodes[n]).get("resourceVersion") or ""),
-                                  _taints(nodes[n], True, pool.name)))
+        actions.append(_taint_patch(nodes[n], True, pool.name))
     for n in decision.untaint:
-        actions.append(NodeTaints(n, str(o.meta(nodes[n]).get("resourceVersion") or ""),
-                                  _taints(nodes[n], False, pool.name)))
+        actions.append(_taint_patch(nodes[n], False, pool.name))
     writes = 0
     for n, row in sorted(decision.state.nodes.items()):
         if n not in nodes:

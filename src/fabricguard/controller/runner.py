@@ -70,9 +70,10 @@ class RunConfig:
     watch_timeout_s: int = 300  # the server ends each watch after this; the cache re-watches from its version
     watch_idle_s: float = WATCH_IDLE_S  # a watch silent this long (no event, no bookmark) ends in a relist
     stale_s: float = STALE_AFTER_S  # no admission on a read the server has not spoken for within this long
+    mode: str = "enforce"  # --mode: observe reports what the check would hold and holds nothing
 
     def canary_config(self) -> CanaryConfig:
-        return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
+        return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history, self.mode)
 
 
 @dataclass

@@ -58,6 +58,18 @@ class Condition(_Model):
     observedGeneration: int | None = Field(default=None, ge=0)
 
 
+class Breaker(_Model):
+    """One check's blast-radius breaker on this pool (fabricguard/breaker.py, controller/blast.py)."""
+
+    check: str = Field(description="The agent check (or FabricReady reason) the breaker is for.")
+    open: bool
+    since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    reason: str | None = Field(default=None, max_length=1024)
+    members: list[str] = Field(default_factory=list, max_length=1000, description="Nodes counted when it opened.")
+    resets: int = Field(default=0, ge=0, description="Times a person reset it (fabricguard breaker reset).")
+    resetAt: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+
+
 class NodeProofRow(_Model):
     """One node of the pool's proof table (``controller.proof.NodeProof`` as stored)."""
 
@@ -92,8 +104,7 @@ class ProofStatus(_Model):
     day: str = ""
     spentGpuHours: float = 0.0
     budgetGpuHours: float = 0.0
-    breaker: dict[str, Any] = Field(default_factory=dict, json_schema_extra={
-        "x-kubernetes-preserve-unknown-fields": True})
+    breaker: Breaker | None = Field(default=None, description="The quarantine breaker (check: node-quarantine).")
     failing: dict[str, str] | None = None
     recent: list[str] | None = None
 
@@ -108,6 +119,8 @@ class FabricValidationStatus(_Model):
     proof: ProofStatus | None = None
     conditions: list[Condition] = Field(default_factory=list, max_length=MAX_CONDITIONS,
                                         description="Validated and RootCause (controller/rootcause.py).")
+    breakers: list[Breaker] = Field(default_factory=list, max_length=64,
+                                    description="Blast-radius breakers per check (controller/blast.py).")
 
 
 def _structural(node: Any, defs: dict[str, Any]) -> Any:
@@ -144,7 +157,7 @@ def status_schema() -> dict[str, Any]:
     """The ``status`` schema of the FabricValidation CRD, generated from :class:`FabricValidationStatus`."""
     raw = FabricValidationStatus.model_json_schema()
     schema: dict[str, Any] = _structural(raw, raw.get("$defs", {}))
-    for c in ("conditions",):
+    for c, key in (("conditions", "type"), ("breakers", "check")):
         schema["properties"][c]["x-kubernetes-list-type"] = "map"
-        schema["properties"][c]["x-kubernetes-list-map-keys"] = ["type"]
+        schema["properties"][c]["x-kubernetes-list-map-keys"] = [key]
     return schema

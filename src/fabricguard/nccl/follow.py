@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,27 @@ _SNIFF = 4096
 _HEAD = 64
 RELIST_EVERY = 30  # polls between two listings of a folder whose mtime did not move (a coarse-mtime safety net)
 _RECENT_S = 2.0  # a folder changed this recently may change again within its mtime's granularity: list it
+
+
+_CACHES = frozenset({"bytes_read", "via_cache", "prefix_cache", "facts_seen"})  # no bearing on a conclusion
+
+
+def _shape(v: object) -> object:
+    if isinstance(v, Counter):
+        return len(v), sum(v.values())
+    if isinstance(v, dict):
+        return len(v), sum(len(x) for x in v.values() if isinstance(x, set | dict | list))
+    if isinstance(v, set | list | tuple):
+        return len(v)
+    if v is None or isinstance(v, int | float | str | bytes):
+        return v
+    return id(v)
+
+
+def _fingerprint(st: ScanState) -> tuple[object, ...]:
+    """What a scan state holds, by the sizes of its parts: equal after lines that told nothing new (step trace
+    lines), so the conclusion need not be drawn again for them (it is the costly part of a poll that read)."""
+    return tuple(_shape(v) for k, v in vars(st).items() if k not in _CACHES)
 
 
 class _File:
@@ -102,7 +124,9 @@ class LogFollower:
     _done: list[str] = field(default_factory=list)  # files read and since deleted: still part of the verdict
     _unread: dict[str, str] = field(default_factory=dict)  # file -> why it (or some of its lines) is not read
     _unlisted: dict[str, str] = field(default_factory=dict)  # what the latest listing refused, with why
-    _verdict: LiveVerdict | None = None  # the latest conclusion, until a poll reads something
+    _verdict: LiveVerdict | None = None  # the latest conclusion, until a poll reads something that tells
+    _concluded: tuple[object, ...] = ()  # the scan state's fingerprint when it was drawn
+    _fed: bool = False  # lines were fed since the latest conclusion
 
     # ------------------------------------------------------------------ listing
 
@@ -254,7 +278,7 @@ class LogFollower:
         st = self._st
         scan, cutter = f.scan, f.cutter
         if scan is None:
-            scan = FileScanner(Path(f.path), st)
+            scan = FileScanner(f.path, st)
             scan.base_line = f.line
         if cutter is None:
             cutter = LineCutter()
@@ -276,13 +300,14 @@ class LogFollower:
         if cutter.overlong:
             self._unread[f"{f.path}:lines"] = (f"{cutter.overlong} line(s) longer than {cutter.max_line:,} bytes "
                                                f"not read (first at line {cutter.overlong_line})")
+            self._verdict = None
         f.line = cutter.lines + 1
         # Between polls a file is a few integers, unless a half line, a dropped line or a table spans polls.
         if not cutter.idle or cutter.overlong or scan.table is not None:
             f.scan, f.cutter = scan, cutter
         else:
             f.scan = f.cutter = None
-        self._verdict = None
+        self._fed = True
 
     def poll(self) -> PollStats:
         """Read what every file gained since the last poll; returns what this poll read."""
@@ -310,6 +335,10 @@ class LogFollower:
             if not changed or attempt:
                 break
             self._relist(stats)
+        if self._fed and self._verdict is not None and self._st is not None \
+                and _fingerprint(self._st) != self._concluded:
+            self._verdict = None
+        self._fed = False
         stats.files = len(self._files)
         self.total.files = stats.files
         self.total.bytes += stats.bytes
@@ -327,6 +356,7 @@ class LogFollower:
                   for k, why in sorted({**self._unlisted, **self._unread}.items())]
         st = self._st if self._st is not None else ScanState()
         report = conclude(st, sorted({*self._files, *self._done}), unread)
+        self._concluded = _fingerprint(st)
         transport = report.inter_node_transport
         # Sockets, or nodes that selected networks of different kinds: no later line can make the job RDMA.
         self._verdict = LiveVerdict(transport, transport in (Transport.socket, Transport.mixed) or report.failed,

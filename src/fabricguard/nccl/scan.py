@@ -26,6 +26,7 @@ so a follower feeds what was appended and concludes again, with no copy of the s
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -65,6 +66,7 @@ QUOTE_CHARS = 240
 # 1.1x its function: "[0] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):259 NCCL WARN".
 _PREFIX = re.compile(rb"([A-Za-z0-9_.\-]+):(\d+):(\d+) \[(\d+)\](?: [^\[\]\n]{0,200}?:\d+)?\s*$")
 # What ends a prefix glued onto the next line's: "host:pid:" right before where the regex found a host.
+_LEADING_TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) ")
 _GLUED = re.compile(rb"[A-Za-z0-9_.\-]:\d+:$")
 _VERSION = re.compile(rb"NCCL version (\S+)")
 _NET_USING = re.compile(rb"NET/(\S+?) ?: Using (.*?)(?:; OOB|\s*$)")
@@ -261,6 +263,8 @@ class ScanState:
 
     def process(self, prefix: bytes) -> tuple[str, str] | None:
         """(host, pid) named by a line's prefix, cached: a rank prints thousands of lines with one prefix."""
+        if prefix[:1].isdigit() and (ts := _LEADING_TIMESTAMP.match(prefix)):
+            prefix = prefix[ts.end() :]  # `kubectl logs --timestamps`: one prefix per process, not one per line
         try:
             return self.prefix_cache[prefix]
         except KeyError:
@@ -406,13 +410,14 @@ class FileScanner:
     :meth:`feed` takes complete lines (a chunk ending in a newline), in file order; ``last=True`` for the
     file's final chunk, which may lack its newline."""
 
-    def __init__(self, path: Path, st: ScanState) -> None:
+    def __init__(self, path: Path | str, st: ScanState) -> None:
         self.st = st
         self.fname = str(path)
         self.table: _TableState | None = None
         self.perf_name: str | None = None
-        if "_perf" in path.name:
-            m = _PERF_NAME.search(path.name.encode())
+        name = os.path.basename(self.fname)
+        if "_perf" in name:
+            m = _PERF_NAME.search(name.encode())
             self.perf_name = m.group(1).decode() if m else None
         self.base_line = 1  # line number of the current chunk's first line
         self.cur_pos = 0

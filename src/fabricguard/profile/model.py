@@ -616,6 +616,38 @@ class Queue(_Strict):
         return v
 
 
+Mode = Literal["observe", "enforce"]
+MODES: tuple[Mode, ...] = ("observe", "enforce")
+
+
+class BlastRadius(_Strict):
+    """How much of a pool fabricguard may close for one check before it assumes its own fault (fabricguard/breaker.py).
+
+    Past ``max(minimum, fraction x nodes)`` nodes newly failing one agent check within ``window`` (or fewer
+    nodes left ``FabricReady=True`` than the largest admitted gang needs), the controller opens that check's
+    breaker for the pool: it stops tainting (the pool's NodeReadinessRules go ``dryRun``, the readiness taints
+    of the nodes failing that check are removed) and stops holding workloads for it, raises a critical alert and
+    an Event naming the check and the nodes, and waits for a person (``fabricguard breaker reset``).
+    """
+
+    fraction: float = Field(default=0.10, ge=0, le=1, description="Share of the pool's nodes (0.1: 10%).")
+    minimum: int = Field(default=1, ge=0, description="Nodes always allowed, however small the pool.")
+    window: str = Field(default="1h", description="How far back a failure counts as new (90s, 10m, 1h).")
+    keepLargestGang: bool = Field(
+        default=True, description="Trip as well when fewer ready nodes are left than the largest admitted gang.")
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        if duration_seconds(v) <= 0:
+            raise ValueError(f"{v!r} must be longer than 0 seconds")
+        return v
+
+    @property
+    def window_s(self) -> int:
+        return duration_seconds(self.window)
+
+
 class Pool(_Strict):
     name: str
     nodeSelector: dict[str, str] = Field(min_length=1)
@@ -705,6 +737,12 @@ class Pool(_Strict):
     podAdditions: PodAdditions | None = Field(
         default=None, description="This pool's pod additions, after spec.podAdditions (profile/cluster.py)."
     )
+    mode: Mode | None = Field(
+        default=None,
+        description="observe: every gate reports what it would do (the webhook warns instead of denying, the "
+        "Kueue check reports but never holds, the NodeReadinessRules run dryRun, agent taints are not written); "
+        "enforce: they act. Unset: the install's --mode (a new install observes).")
+    blastRadius: BlastRadius = Field(default_factory=BlastRadius)
 
     @field_validator("name")
     @classmethod
@@ -1015,6 +1053,11 @@ class PlatformProfile(_Strict):
     @property
     def pool_names(self) -> list[str]:
         return [p.name for p in self.spec.pools]
+
+    def mode_of(self, pool: Pool, default: str = "enforce") -> Mode:
+        """The pool's mode: its own ``mode`` field, else the install's (``--mode`` of each component; anything
+        but ``observe`` enforces)."""
+        return pool.mode or ("observe" if default == "observe" else "enforce")
 
     def pool_of(self, node: dict[str, Any] | None) -> Pool | None:
         """The pool a Node belongs to: the one whose nodeSelector its labels match (pools are disjoint, so at
