@@ -238,13 +238,13 @@ class Metrics:
                                  "(charged their pairDuration).", ["pool"], registry=r)
         self.proof_pairs = Counter("fabricguard_pool_proof_pairs", "Pair tests recorded, by outcome and purpose.",
                                    ["pool", "outcome", "purpose"], registry=r)
-        self.quarantined = Gauge("fabricguard_pool_quarantined_nodes", "Nodes carrying fabricguard's quarantine "
-                                 "taint.", ["pool"], registry=r)
-        self.withheld = Gauge("fabricguard_pool_quarantine_withheld_nodes", "Convicted nodes not quarantined (the "
-                              "budget, the largest gang, or the open breaker).", ["pool"], registry=r)
-        self.breaker_open = Gauge("fabricguard_pool_quarantine_breaker_open", "1 while the pool's quarantine "
-                                  "breaker is open (nothing more is quarantined until a person resets it).",
-                                  ["pool"], registry=r)
+        self.proof_quarantined = Gauge("fabricguard_pool_quarantined_nodes",
+                                       "Nodes carrying fabricguard's quarantine taint.", ["pool"], registry=r)
+        self.proof_withheld = Gauge("fabricguard_pool_quarantine_withheld_nodes", "Convicted nodes not quarantined "
+                                    "(the budget, the largest gang, or the open breaker).", ["pool"], registry=r)
+        self.proof_breaker_open = Gauge("fabricguard_pool_quarantine_breaker_open", "1 while the pool's quarantine "
+                                        "breaker is open (nothing more is quarantined until a person resets it).",
+                                        ["pool"], registry=r)
         self._proof_nodes: set[tuple[str, str]] = set()
 
     def observe_proof(self, profile: PlatformProfile, result: PassResult) -> None:
@@ -264,9 +264,9 @@ class Metrics:
             self.proof_every.labels(p.name).set(out.every_s)
             self.proof_budget.labels(p.name).set(d.budget_gpu_hours)
             self.proof_spent.labels(p.name).set(d.state.spentGpuHours + sum(a.gpuHours for a in d.state.active))
-            self.quarantined.labels(p.name).set(counts.get("quarantined", 0))
-            self.withheld.labels(p.name).set(len(d.withheld))
-            self.breaker_open.labels(p.name).set(1 if d.state.breaker.open else 0)
+            self.proof_quarantined.labels(p.name).set(counts.get("quarantined", 0))
+            self.proof_withheld.labels(p.name).set(len(d.withheld))
+            self.proof_breaker_open.labels(p.name).set(1 if d.state.breaker.open else 0)
             for res in out.evaluated:
                 self.proof_pairs.labels(p.name, res.outcome, res.purpose).inc()
             for node, row in d.state.nodes.items():
