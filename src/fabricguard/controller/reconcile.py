@@ -49,6 +49,7 @@ class PassResult:
     breakers: dict[str, PoolBreakers] = field(default_factory=dict)  # pool -> its checks' breakers
     would_hold: dict[str, int] = field(default_factory=dict)  # observe mode: pool -> workloads enforce would hold
     observing: frozenset[str] = frozenset()  # pools in observe mode this pass
+    pods: list[dict[str, Any]] = field(default_factory=list)  # running managed jobs' pods (rank -> pod -> node)
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -156,8 +157,10 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     actions += [a for a in root if not isinstance(a, MergeStatus)]  # Events on the objects at fault, last
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
-    return PassResult(now, actions, states, findings, gate.pending, counters,
-                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference,
-                      gate.held, stale, breakers=blast.pools, would_hold=gate.would_hold,
+    running = running_jobs(profile, snapshot.by_kind)
+    namespaces = {j.namespace for j in running}
+    pods = [p for p in snapshot.kind("Pod") if o.namespace_of(p) in namespaces] if namespaces else []
+    return PassResult(now, actions, states, findings, gate.pending, counters, running, snapshot.kind("Workload"),
+                      drift, reference, gate.held, stale, breakers=blast.pools, would_hold=gate.would_hold,
                       observing=frozenset(p.name for p in profile.spec.pools
-                                          if profile.mode_of(p, cfg.mode) == "observe"))
+                                          if profile.mode_of(p, cfg.mode) == "observe"), pods=pods)
