@@ -118,7 +118,7 @@ def judge(budget: Budget, population: int, failing_since: Mapping[str, datetime 
     if len(counted) > allowed:
         reasons.append(f"{len(counted)} of {population} newly failing within {_span(budget.window_s)}, "
                        f"budget {allowed}")
-    if budget.keep and good is not None and good < budget.keep:
+    if budget.keep and good is not None and good < budget.keep and counted:  # a new failure left too few
         reasons.append(f"only {good} good, fewer than the {budget.keep} kept")
     return Judgement(bool(reasons), counted, allowed, population, good, "; ".join(reasons))
 

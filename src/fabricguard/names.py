@@ -26,6 +26,8 @@ ANN_ALLOW_OVERRIDE = "fabricguard.io/allow-override"
 ANN_GROUP_SIZE = "fabricguard.io/group-size"
 # The namespace label that opts a namespace in to the webhook, and the pod-template checksum of its profile.
 LABEL_ENABLED = "fabricguard.io/enabled"
+# A DaemonSet labelled "false" keeps its own tolerations (admission/daemonsets.py adds the readiness ones otherwise).
+LABEL_READINESS_TOLERATIONS = "fabricguard.io/readiness-tolerations"
 ANN_PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
 # Admission's field manager (the managedFields entry of what it injects).
 ADMISSION_MANAGER = "fabricguard.io/admission"
@@ -151,3 +153,8 @@ MANAGED_KINDS: tuple[tuple[str, str, str], ...] = (
     (BATCH_API, "jobs", "Job"),
     (TRAINJOB_API, "trainjobs", "TrainJob"),
 )
+
+# The environment variable the webhook sets to "<namespace>.<job>" in every container that mounts the profile's
+# Lustre, and that the nodes' Lustre client names in jobid_var so each request is tagged with its job (server
+# job_stats). Lustre takes at most 20 characters here (JOBSTATS_JOBID_VAR_MAX_LEN) and keeps 31 of the value.
+LUSTRE_JOBID_ENV = "FG_LUSTRE_JOBID"

@@ -43,6 +43,18 @@ def wants_json(fmt: str, as_json: bool) -> bool:
     return as_json or str(fmt) == "json"
 
 
+class Mode(StrEnum):
+    """``--mode``: observe (report what would be held, denied or tainted; act on nothing) or enforce."""
+
+    observe = "observe"
+    enforce = "enforce"
+
+
+def mode_option(default: str = "enforce") -> Any:
+    return typer.Option(default, "--mode", help="observe: report what enforce would deny, hold or taint, and act on "
+                        "nothing; enforce: act. A pool's own profile field mode wins.")
+
+
 def profile_option(required: bool = False, help: str = "Platform profile YAML ('local': the embedded one).") -> Any:
     return typer.Option(... if required else None, "--profile", "-p", help=help)
 

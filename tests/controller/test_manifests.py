@@ -108,6 +108,9 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("fabricguard.io", "fabricvalidations", "create"),
         ("fabricguard.io", "fabricvalidations/status", "patch"),
         ("resource.k8s.io", "resourceclaimtemplates", "create"),  # DRA pools' templates (controller/claims.py)
+        # blast.py: the rules' dryRun, and the readiness taints of nodes behind an open blast-radius breaker
+        ("readiness.node.x-k8s.io", "nodereadinessrules", "patch"),
+        ("", "nodes", "patch"),
         ("resource.k8s.io", "resourceclaimtemplates", "delete"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),

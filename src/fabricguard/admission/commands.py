@@ -18,7 +18,7 @@ import typer
 
 from fabricguard import objects
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
-from fabricguard.options import check_namespace
+from fabricguard.options import Mode, check_namespace, mode_option
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
@@ -68,6 +68,7 @@ def review_cmd(
     templates: Path = typer.Option(None, "--claim-templates", help="DRA pools: the cluster's ResourceClaimTemplates "
                                    "(kubectl get resourceclaimtemplates -A -o json) to check against; without it "
                                    "the check is skipped with a warning."),
+    mode: Mode = mode_option(),
 ) -> None:
     """Decide one AdmissionReview offline, as the webhooks would (namespace selector assumed to match)."""
     from fabricguard.admission.decide import Admission
@@ -80,7 +81,7 @@ def review_cmd(
         fail(str(exc), hint="pass an AdmissionReview JSON file, or - for stdin")
     except OSError as exc:
         fail(f"cannot read {file}: {exc.strerror or exc}")
-    decision = Admission(prof, resolve).handle("review", body)
+    decision = Admission(prof, resolve, mode.value).handle("review", body)
     if decision.status != 200:
         fail(decision.body.get("error", "bad request"), hint="pass an admission.k8s.io/v1 AdmissionReview "
                                                            "with a request")
@@ -109,6 +110,7 @@ def serve_cmd(
                                          help="After SIGTERM: seconds to keep answering while not ready."),
     shutdown_timeout: float = typer.Option(15.0, "--shutdown-timeout", min=0.0,
                                            help="After the delay: seconds in-flight requests get to finish."),
+    mode: Mode = mode_option(),
 ) -> None:
     """Run the HTTPS admission webhook (/mutate, /validate; /healthz, /readyz, /metrics on both ports)."""
     import ssl
@@ -133,7 +135,7 @@ def serve_cmd(
         cache = TemplateCache(kube_lister())
         resolve, background = cache.resolve, cache.run
     try:
-        serve(Admission(prof, resolve), cert, key, host=host, port=port, max_body=max_body,
+        serve(Admission(prof, resolve, mode.value), cert, key, host=host, port=port, max_body=max_body,
               reload_interval=reload_interval, body_timeout=body_timeout, health_port=health_port,
               shutdown_delay=shutdown_delay, shutdown_timeout=shutdown_timeout, background=background)
     except ssl.SSLError as exc:

@@ -26,10 +26,11 @@ from fabricguard.admission import workloads as wl
 from fabricguard.admission.claims import Resolver
 from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.admission.queues import missing_local_queue
-from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
+from fabricguard.profile.model import Mode, PlatformProfile, Pool, UnknownPoolError
 
 Endpoint = Literal["mutate", "validate", "review"]
-Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request", "error"]
+Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request", "error", "observed"]
+OBSERVE_PREFIX = "fabricguard observe mode: enforce would deny: "
 
 MAX_MESSAGE = 4096
 MAX_PATCH_BYTES = 1024 * 1024
@@ -69,6 +70,16 @@ def _deny(uid: str, message: str, code: int = 403, reason: str = "Forbidden") ->
     return Decision(200, rv.deny(uid, bounded(message), code, reason), "denied")
 
 
+def observed(decision: Decision, uid: str) -> Decision:
+    """Observe mode: a denial becomes an allowed response whose warning says exactly what enforce would refuse
+    (``kubectl`` prints it; the API server records it in the audit log); anything else is unchanged."""
+    resp = decision.body.get("response") if isinstance(decision.body, dict) else None
+    if decision.status != 200 or not isinstance(resp, dict) or resp.get("allowed") is not False:
+        return decision
+    message = str((resp.get("status") or {}).get("message") or "denied")
+    return Decision(200, rv.allow(uid, None, [bounded(OBSERVE_PREFIX + message, 512)]), "observed")
+
+
 def _declared_kind(obj: dict[str, Any]) -> tuple[str, str]:
     api = str(obj.get("apiVersion") or "")
     return (api.rsplit("/", 1)[0] if "/" in api else ""), str(obj.get("kind") or "")
@@ -77,8 +88,10 @@ def _declared_kind(obj: dict[str, Any]) -> tuple[str, str]:
 class Admission:
     """Decides admission requests against one platform profile."""
 
-    def __init__(self, profile: PlatformProfile, resolve: Resolver | None = None) -> None:
+    def __init__(self, profile: PlatformProfile, resolve: Resolver | None = None, mode: str = "enforce") -> None:
         self.profile = profile
+        # The install's mode; a pool's own ``mode`` field wins (profile.mode_of). Observe: warn, never deny.
+        self.mode: Mode = "observe" if mode == "observe" else "enforce"
         # Looks up ResourceClaimTemplates for DRA pools (admission/claims.py); None: not checked, with a warning.
         self.resolve = resolve
         # What to inject per (pool, opted out), built once per pool: this object lives as long as the profile.
@@ -103,29 +116,41 @@ class Admission:
                             "bad_request")
 
     def decide(self, endpoint: Endpoint, req: rv.AdmissionRequest) -> Decision:
+        decision, pool = self._decide(endpoint, req)
+        mode = self.profile.mode_of(pool, self.mode) if pool is not None else self._default_mode()
+        return observed(decision, req.uid) if mode == "observe" else decision
+
+    def _default_mode(self) -> Mode:
+        """A request that names no usable pool: observed when the install observes and no pool enforces (one
+        enforcing pool makes the cluster's own refusals, such as an unknown pool label, real)."""
+        if self.mode == "observe" and all(p.mode != "enforce" for p in self.profile.spec.pools):
+            return "observe"
+        return "enforce"
+
+    def _decide(self, endpoint: Endpoint, req: rv.AdmissionRequest) -> tuple[Decision, Pool | None]:
         if req.kind.group == "apps" and req.kind.kind == "DaemonSet":
             # The fabric DaemonSets' readiness tolerations (admission/daemonsets.py); nothing to validate.
             if endpoint == "validate":
-                return Decision(200, rv.allow(req.uid), "skipped")
+                return Decision(200, rv.allow(req.uid), "skipped"), None
             body, patched = fabric_daemonsets.decide(self.profile, req)
-            return Decision(200, body, "patched" if patched else "skipped")
+            return Decision(200, body, "patched" if patched else "skipped"), None
         subject = self._subject(req)
         if isinstance(subject, Decision):
-            return subject
+            return subject, None
         if subject is None:
-            return Decision(200, rv.allow(req.uid), "skipped")
+            return Decision(200, rv.allow(req.uid), "skipped"), None
         if endpoint == "validate":
-            return self._validate(req.uid, subject)
+            return self._validate(req.uid, subject), subject.pool
         mutation = self._mutate(req.uid, subject)
         if endpoint == "mutate" or mutation.outcome == "denied":
-            return mutation
+            return mutation, subject.pool
         patch = rv.decode_patch(mutation.body)
         obj = jsonpatch.apply_patch(subject.workload.obj, patch) if patch else subject.workload.obj
         mutated = wl.locate(obj, subject.workload.kind, subject.workload.namespace)
         checked = self._validate(req.uid, _Subject(mutated, subject.pool))
         if checked.outcome == "denied":
-            return checked
-        return mutation
+            return checked, subject.pool
+        return mutation, subject.pool
 
     # -- steps
 

@@ -118,7 +118,7 @@ def _api_egress(apiserver_cidrs: list[str]) -> dict[str, Any]:
 def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system",
               apiserver_cidrs: list[str] | None = None,
               extra_mutating: list[dict[str, Any]] | None = None, *,
-              claim_templates: bool = False) -> list[dict[str, Any]]:
+              claim_templates: bool = False, mode: str = "enforce") -> list[dict[str, Any]]:
     """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server;
     ``extra_mutating``: further entries of the mutating configuration (the fabric DaemonSets' tolerations).
 
@@ -139,7 +139,8 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
         "args": ["admission", "serve", "--profile", f"/etc/fabricguard/{PROFILE_KEY}",
                  "--cert", "/etc/fabricguard/tls/tls.crt", "--key", "/etc/fabricguard/tls/tls.key",
                  "--host", "0.0.0.0", "--port", str(PORT), "--health-port", str(HEALTH_PORT),
-                 "--shutdown-delay", str(SHUTDOWN_DELAY), "--shutdown-timeout", str(SHUTDOWN_TIMEOUT)],
+                 "--shutdown-delay", str(SHUTDOWN_DELAY), "--shutdown-timeout", str(SHUTDOWN_TIMEOUT),
+                 "--mode", mode],
         "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"},
                   {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", **health_probe}, "periodSeconds": 5,

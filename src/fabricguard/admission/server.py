@@ -78,7 +78,7 @@ DEFAULT_MAX_HANDSHAKES = 64
 DEFAULT_MAX_CONNECTIONS = 128
 RETRY_AFTER = "1"
 TLS_READ_BUFFER = 32 * 1024
-OUTCOMES = ("allowed", "patched", "denied", "skipped", "bad_request", "error", "too_large", "timeout",
+OUTCOMES = ("allowed", "patched", "denied", "observed", "skipped", "bad_request", "error", "too_large", "timeout",
             "unsupported_encoding", "busy")
 
 

@@ -19,7 +19,7 @@ import typer
 
 from fabricguard.console import console, err_console, fail, print_json
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
-from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+from fabricguard.options import JSON_ALIAS, Format, Mode, format_option, mode_option, profile_option, wants_json
 
 KUBECONFIG_OPT = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account).")
 
@@ -118,6 +118,7 @@ def agent_cmd(
                                        "(where the Node Readiness Controller is not installed)."),
     listen: str = typer.Option("0.0.0.0:9400", "--listen", help="HOST:PORT of /healthz and /metrics."),
     kubeconfig: str = KUBECONFIG_OPT,
+    mode: Mode = mode_option(),
 ) -> None:
     """Prove this node's fabric for its pool and report it as the Node's FabricReady condition."""
     from fabricguard.agent.kube import KubeError, NodeClient, agent_grants, connect
@@ -149,7 +150,7 @@ def agent_cmd(
     cfg = AgentConfig(
         node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings, lnetctl=lnetctl,
         interval=interval, passes=passes, stale_intervals=stale_intervals, manage_taints=manage_taints,
-        check_timeout=check_timeout,
+        check_timeout=check_timeout, mode=mode.value,
     )
     saved = _node_json(node_json, node) if node_json is not None else None
 

@@ -71,6 +71,27 @@ def _listing(lead: str, bad: list[Check]) -> str:
     return f"{head} | {details}"
 
 
+_FAILED_LEADS = ("check(s) failed",)
+
+
+def failing_checks(condition: dict[str, Any] | None) -> list[str]:
+    """What a stored ``FabricReady`` condition says is failing, the reader of what :func:`judge` writes: the
+    failing checks' names for ``ChecksFailed``/``CheckError``, else the reason itself (``HeartbeatStale``,
+    ``AwaitingStablePasses``, ...) so every not-True condition is attributed to one thing; [] when True."""
+    if not isinstance(condition, dict) or condition.get("status") == "True":
+        return []
+    reason = str(condition.get("reason") or "") or "NoReason"
+    message = str(condition.get("message") or "")
+    if reason in (Reason.failed, Reason.check_error):
+        head = message.split(" | ", 1)[0]
+        lead, sep, listed = head.partition(": ")
+        if sep and any(x in lead for x in _FAILED_LEADS):
+            got = [n.strip() for n in listed.split(",") if n.strip()]
+            if got:
+                return got
+    return [reason]
+
+
 def judge(checks: list[Check]) -> Readiness:
     """One run's checks -> the condition to report (before damping). No check that ran is not a pass."""
     if not checks:

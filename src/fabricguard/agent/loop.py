@@ -56,6 +56,7 @@ class AgentConfig:
     stale_intervals: int = 3
     manage_taints: bool = False
     check_timeout: float = 30.0
+    mode: str = "enforce"  # observe: with --manage-taints, the taints it would set are logged, never written
 
     @property
     def max_age(self) -> timedelta:
@@ -232,7 +233,12 @@ class Agent:
                 node = await self.client.patch_status(self.cfg.node, status_patch(condition))
             except KubeError as e:
                 errors.append(str(e))
-            if self.cfg.manage_taints and node is not None and wanted is not None:
+            observing = pool is not None and self.cfg.profile.mode_of(
+                self.cfg.profile.pool(pool), self.cfg.mode) == "observe"
+            if self.cfg.manage_taints and node is not None and wanted is not None and observing:
+                if wanted:
+                    log.info("observe mode: enforce would taint this node %s", ", ".join(sorted(wanted)))
+            elif self.cfg.manage_taints and node is not None and wanted is not None:
                 err = await self._taints(node, wanted)
                 if err:
                     errors.append(err)

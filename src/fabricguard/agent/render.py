@@ -75,10 +75,13 @@ def rule_name(pool: str, taint_key: str) -> str:
     return f"fabricguard-{pool}-{taint_key.split('/', 1)[1]}"
 
 
-def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False) -> list[dict[str, Any]]:
+def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False, mode: str = "enforce") -> list[dict[str, Any]]:
+    """``dryRun`` on every rule with ``dry_run``, else on the rules of pools in observe mode (the pool's ``mode``
+    field, else ``mode``, the install's): NRC then reports what it would taint and taints nothing."""
     out = []
     for pool in profile.spec.pools:
-        for mode, key in (("bootstrap-only", TAINT_UNVERIFIED), ("continuous", TAINT_DEGRADED)):
+        observe = dry_run or profile.mode_of(pool, mode) == "observe"
+        for enforcement, key in (("bootstrap-only", TAINT_UNVERIFIED), ("continuous", TAINT_DEGRADED)):
             out.append({
                 "apiVersion": NRR_API,
                 "kind": "NodeReadinessRule",
@@ -87,9 +90,9 @@ def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False) -> list[
                 "spec": {
                     "conditions": [{"type": CONDITION_TYPE, "requiredStatus": "True"}],
                     "taint": {"key": key, "value": pool.name, "effect": "NoSchedule"},
-                    "enforcementMode": mode,
+                    "enforcementMode": enforcement,
                     "nodeSelector": {"matchLabels": dict(pool.nodeSelector)},
-                    "dryRun": dry_run,
+                    "dryRun": observe,
                 },
             })
     return out
@@ -132,9 +135,11 @@ def nvml_privileged(pool: Pool, nvml_access: str) -> bool:
 
 
 def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, *, interval: int, passes: int,
-              manage_taints: bool, runtime_class: str | None, nvml_access: str = "auto") -> dict[str, Any]:
+              manage_taints: bool, runtime_class: str | None, nvml_access: str = "auto",
+              mode: str = "enforce") -> dict[str, Any]:
     args = ["--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--pool", pool.name, "--root", HOST_ROOT,
-            "--interval", str(interval), "--passes", str(passes), "--listen", f"0.0.0.0:{METRICS_PORT}"]
+            "--interval", str(interval), "--passes", str(passes), "--listen", f"0.0.0.0:{METRICS_PORT}",
+            "--mode", mode]
     if manage_taints:
         args.append("--manage-taints")
     mounts: list[dict[str, Any]] = [{"name": "profile", "mountPath": "/etc/fabricguard", "readOnly": True}]
@@ -349,7 +354,7 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
 def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, namespace: str = "fabricguard-system",
                     *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
                     runtime_class: str | None = None, sweep: bool = True,
-                    nvml_access: str = "auto") -> list[dict[str, Any]]:
+                    nvml_access: str = "auto", mode: str = "enforce") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
     # The agent's permission table, nothing else; a DRA pool's fabric is offered in ResourceSlices, not in
     # allocatable: each agent lists its node's.
@@ -366,7 +371,8 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
     ]
     daemonsets = [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
-                            manage_taints=manage_taints, runtime_class=runtime_class, nvml_access=nvml_access)
+                            manage_taints=manage_taints, runtime_class=runtime_class, nvml_access=nvml_access,
+                            mode=mode)
                   for p in profile.spec.pools]
     # The agent reads its profile once at start: a changed profile rolls every DaemonSet (content hash).
     checksum = hashlib.sha256(profile_text.encode()).hexdigest()

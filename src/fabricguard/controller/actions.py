@@ -96,13 +96,25 @@ class MergePatch:
 
 
 @dataclass(frozen=True)
+class JsonPatch:
+    """A JSON patch whose first op tests the object's ``resourceVersion`` (a list with no merge key, such as a
+    Node's ``spec.taints``, is replaced whole: a change made meanwhile fails the patch instead of being lost)."""
+
+    api_version: str
+    plural: str
+    namespace: str | None
+    name: str
+    ops: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class Emit:
     """A core/v1 Event about an object; Kueue's ``kubectl get workloads`` does not show check messages."""
 
     body: dict[str, Any]
 
 
-Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | Emit
+Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | JsonPatch | Emit
 
 
 @dataclass

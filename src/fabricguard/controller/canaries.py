@@ -272,6 +272,7 @@ class CanaryConfig:
     image: str
     lustre_root: Path | None
     history: int = 10
+    mode: str = "enforce"  # the install's mode (observe: the Kueue check reports, never holds); a pool's field wins
 
 
 def reconcile_pool(

@@ -9,12 +9,24 @@ import math
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from fabricguard.console import console, err_console, fail, print_json
-from fabricguard.options import JSON_ALIAS, Format, check_namespace, check_port, format_option, now_value, wants_json
+from fabricguard.options import (
+    JSON_ALIAS,
+    Format,
+    Mode,
+    check_namespace,
+    check_port,
+    format_option,
+    mode_option,
+    now_value,
+    wants_json,
+)
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile (YAML).")
 
@@ -61,6 +73,7 @@ def controller_cmd(
         help="Admit nothing (hold would-be Ready Workloads Pending) and fail /healthz while a watched kind has "
              "not been heard from (list, event or bookmark) for this many seconds; a watch silent for 60% of "
              "it is listed again."),
+    mode: Mode = mode_option(),
 ) -> None:
     """Validate every pool with canaries, hold Kueue workloads off broken fabrics, judge finished jobs."""
     from fabricguard.controller.runner import RunConfig, run_once
@@ -112,7 +125,7 @@ def controller_cmd(
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
                     lease_s=lease, reference=target, stall_s=stall, live_interval_s=live_interval,
-                    live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6)
+                    live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6, mode=mode.value)
     if once:
         from fabricguard.kube import KubeError, unreachable
 
@@ -375,6 +388,97 @@ def render_exporters_cmd(
     sys.stdout.write(head + yaml.safe_dump_all(objs, sort_keys=False, width=120))
 
 
+breaker_app = typer.Typer(help="The blast-radius breakers: which are open, and a person's reset.",
+                          no_args_is_help=True)
+
+
+def _breaker_call(kubeconfig: str | None, context: str | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    from fabricguard.controller.kube import breaker_permissions
+    from fabricguard.kube import Kube, KubeError, kubeconfig_problem, unreachable
+
+    problem = kubeconfig_problem(kubeconfig, context)
+    if problem:
+        fail(problem, hint="pass a kubeconfig with the cluster's context")
+
+    async def go() -> Any:
+        kube = await Kube.connect(kubeconfig, context, permissions=breaker_permissions())
+        try:
+            return await work(kube)
+        finally:
+            await kube.close()
+
+    try:
+        return asyncio.run(go())
+    except KubeError as exc:
+        fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else f"the API server refused: {exc}",
+             hint="the reads and write this needs: render controller's fabricguard-breaker role", code=2)
+
+
+@breaker_app.command("status")
+def breaker_status_cmd(
+    kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster or ~/.kube)."),
+    context: str = typer.Option(None, "--context"),
+    fmt: Format = format_option(),
+    as_json: bool = JSON_ALIAS,
+) -> None:
+    """Every pool's breakers (exit 0 none open, 1 some open)."""
+    from fabricguard import names
+    from fabricguard.controller.blast import stored
+
+    async def work(kube: Any) -> Any:
+        return await kube.list(names.FV_API, names.FV_PLURAL)
+
+    fvs = _breaker_call(kubeconfig, context, work)
+    rows = [{"pool": fv["metadata"]["name"], "check": c, **s.to_dict()}
+            for fv in fvs for c, s in stored(fv).items()]
+    opened = [r for r in rows if r["open"]]
+    if wants_json(fmt, as_json):
+        print_json({"verdict": "degraded" if opened else "pass", "breakers": rows})
+    else:
+        console.print(f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
+        for r in rows:
+            state = f"OPEN since {r.get('since', '?')}" if r["open"] else "closed"
+            console.print(f"  {r['pool']} / {r['check']}: {state}; resets {r['resets']}")
+            if r["open"]:
+                console.print(f"    {r.get('reason', '')}; nodes: {', '.join(r.get('members', [])[:10])}")
+                console.print(f"    reset: fabricguard breaker reset --pool {r['pool']} --check {r['check']}",
+                              soft_wrap=True)
+    raise typer.Exit(1 if opened else 0)
+
+
+@breaker_app.command("reset")
+def breaker_reset_cmd(
+    pool: str = typer.Option(..., "--pool", help="The pool whose breaker to reset."),
+    check: str = typer.Option(None, "--check", help="The check (default: every open breaker of the pool)."),
+    kubeconfig: str = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster or ~/.kube)."),
+    context: str = typer.Option(None, "--context"),
+    now: str = typer.Option(None, "--now", help="Fix the clock (RFC 3339), for replays."),
+) -> None:
+    """Close a breaker a person has looked at: from now on the nodes failing that check are tainted and held."""
+    from fabricguard import names
+    from fabricguard.controller.blast import ResetError, reset_status
+
+    at = now_value(now)
+
+    async def work(kube: Any) -> str | None:
+        fv = await kube.get(names.FV_API, names.FV_PLURAL, pool)
+        if fv is None:
+            return f"pool {pool!r} has no FabricValidation (is the controller running, is the pool in its profile?)"
+        try:
+            status = reset_status(fv, check, at)
+        except ResetError as exc:
+            return str(exc)
+        await kube.patch(names.FV_API, names.FV_PLURAL, pool, {"status": {"breakers": status}},
+                         subresource="status", patch_type="merge", field_manager="fabricguard-breaker-reset")
+        return None
+
+    problem = _breaker_call(kubeconfig, context, work)
+    if problem:
+        fail(problem, hint="fabricguard breaker status lists the open breakers")
+    console.print(f"reset: pool {pool} check {check or 'every open one'}; failures from now on count again")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``controller`` to the root app (its ``render`` commands are added by cli.py)."""
+    """Add ``controller`` and ``breaker`` to the root app (its ``render`` commands are added by cli.py)."""
     app.command("controller")(controller_cmd)
+    app.add_typer(breaker_app, name="breaker")

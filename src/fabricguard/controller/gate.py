@@ -29,10 +29,15 @@ from fabricguard.profile.model import PlatformProfile
 MAX_MESSAGE = 1024  # Kueue allows 32768 characters; Events and `kubectl describe` read better short
 
 
+OBSERVE_PREFIX = "fabricguard observe mode: enforce would hold: "
+WOULD_HOLD_EVENT = "FabricWouldHold"
+
+
 @dataclass
 class GateResult:
     actions: list[Action] = field(default_factory=list)
     pending: dict[str, int] = field(default_factory=dict)  # pool -> workloads held by the check
+    would_hold: dict[str, int] = field(default_factory=dict)  # observe: pool -> workloads enforce would hold
     held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) held now
 
 
@@ -107,11 +112,17 @@ def gate_workloads(
     states: dict[str, PoolState],
     now: datetime,
     stale: str = "",
+    mode: str = "enforce",
 ) -> GateResult:
     """Each waiting Workload's entry of the check. ``stale`` (why the pass's view of the cluster is too old,
     ``Cache.stale``) turns every would-be Ready into Pending with that reason: a pool may have broken in what
-    the controller has not heard, so it admits nothing until its watches catch up (fail closed)."""
+    the controller has not heard, so it admits nothing until its watches catch up (fail closed).
+
+    Observe mode (the install's ``mode``, or the pool's own field): the entry is ``Ready`` with a message that
+    says exactly what enforce would have done (``... enforce would hold: held: pool P ...``), an Event
+    ``FabricWouldHold``, and the count in ``would_hold``: nothing is held."""
     res = GateResult()
+    observing = {p.name for p in profile.spec.pools if profile.mode_of(p, mode) == "observe"}
     check_names = {o.name_of(ac) for ac in our_checks(admission_checks)} or {names.CHECK_NAME}
     flavor_pool = {f: p.name for p in profile.spec.pools for f in profile.canary_flavors(p)}
     for wl in workloads:
@@ -125,6 +136,11 @@ def gate_workloads(
         state, message, pools = decide(wl, flavor_pool, states)
         if state == "Ready" and stale:
             state, message = "Pending", f"fabricguard: held: {stale}; Ready once the controller hears the API server"
+        observed = state != "Ready" and bool(pools) and all(p in observing for p in pools)
+        if observed:
+            state, message = "Ready", OBSERVE_PREFIX + message.removeprefix("fabricguard: ")
+            for p in pools:
+                res.would_hold[p] = res.would_hold.get(p, 0) + 1
         message = message[:MAX_MESSAGE]
         if state != "Ready":
             for p in pools:
@@ -145,7 +161,7 @@ def gate_workloads(
         res.actions.append(ApplyStatus(names.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
             "admissionChecks": [want],
         }))
-        res.actions.append(event(wl, names.KUEUE_API, "Workload",
-                                 "FabricValidated" if state == "Ready" else "FabricNotValidated",
-                                 message, now, warning=state != "Ready"))
+        reason = WOULD_HOLD_EVENT if observed else "FabricValidated" if state == "Ready" else "FabricNotValidated"
+        res.actions.append(event(wl, names.KUEUE_API, "Workload", reason, message, now,
+                                 warning=observed or state != "Ready"))
     return res

@@ -20,7 +20,8 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
 from fabricguard.controller.lustre import LustreFacts
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
-from fabricguard.verdict.job import JobInputError, Level
+from fabricguard.verdict.claims import claim_findings
+from fabricguard.verdict.job import JobInputError, Level, Reason, verdict_of
 
 MISSING = "missing-logs"
 UNUSABLE = "input-unusable"
@@ -59,8 +60,12 @@ def judge_finished(
     lustre: LustreFacts,
     now: datetime,
     counters: Counters,
+    pods: list[dict[str, Any]] | None = None,
+    claims: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> list[Action]:
-    """The verdict actions of one workload; pure: its logs were read by ``controller.lustre`` into ``lustre``."""
+    """The verdict actions of one workload; pure: its logs were read by ``controller.lustre`` into ``lustre``.
+    ``pods`` (the workload's pods the cache holds) and ``claims`` (ResourceClaims by namespace and name): on a DRA
+    pool, a fabric claim never allocated or a device reported unhealthy degrades the verdict (``verdict.claims``)."""
     labels = o.labels_of(obj)
     if not _awaits_verdict(obj, kind):
         return []
@@ -86,8 +91,11 @@ def judge_finished(
             detail = f"no verdict: the job's files in {files.log_dir} cannot be used: {type(err).__name__}: {err}"
         else:
             v = files.verdict
-            verdict, transport = v.verdict.value, v.nccl.inter_node_transport.value
-            worst = [r for r in v.reasons if r.level in (Level.failed, Level.degraded)]
+            found = [Reason(Level(f.level), "fabric-claims", f.message, list(f.evidence))
+                     for f in claim_findings(pool, pods or [], claims or {})]
+            reasons = [*v.reasons, *found]
+            verdict, transport = verdict_of(reasons).value, v.nccl.inter_node_transport.value
+            worst = [r for r in reasons if r.level in (Level.failed, Level.degraded)]
             detail = f"verdict {verdict}: transport {transport}" + (
                 "; " + "; ".join(r.message for r in worst[:3]) if worst else "")
         counters.job_verdicts.append((pool.name, verdict, transport))
@@ -114,7 +122,15 @@ def judge_jobs(
     if lustre.root is None:
         return []
     out: list[Action] = []
+    pods: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for pod in by_kind.get("Pod", ()):
+        job = o.labels_of(pod).get(names.LABEL_JOB)
+        if job:
+            pods.setdefault((o.namespace_of(pod) or "default", job), []).append(pod)
+    claims = {(o.namespace_of(c) or "default", o.name_of(c)): c for c in by_kind.get("ResourceClaim", ())}
     for api_version, plural, kind in names.MANAGED_KINDS:
         for obj in by_kind.get(kind, ()):
-            out += judge_finished(profile, kind, api_version, plural, obj, lustre, now, counters)
+            key = (o.namespace_of(obj) or "default", o.name_of(obj))
+            out += judge_finished(profile, kind, api_version, plural, obj, lustre, now, counters,
+                                  pods.get(key, []), claims)
     return out

@@ -31,7 +31,17 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
-from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, Emit, MergePatch, MergeStatus
+from fabricguard.controller.actions import (
+    Action,
+    Annotate,
+    ApplyStatus,
+    Create,
+    Delete,
+    Emit,
+    JsonPatch,
+    MergePatch,
+    MergeStatus,
+)
 from fabricguard.controller.trim import trim
 from fabricguard.doctor.diff import drift_scope
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot
@@ -59,6 +69,8 @@ CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     (names.JOBSET_API, "jobsets", "JobSet"),
     (names.BATCH_API, "jobs", "Job"),
     (names.TRAINJOB_API, "trainjobs", "TrainJob"),
+    # blast.py: the pools' NodeReadinessRules, whose dryRun follows the mode and the breakers (optional: NRC).
+    (names.NRR_API, "nodereadinessrules", "NodeReadinessRule"),
 )
 # Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
 CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
@@ -68,6 +80,17 @@ REQUIRED = frozenset({"nodes", "pods", "events", "configmaps", "daemonsets", "de
                       names.FV_PLURAL})
 
 # ------------------------------------------------------------------------------------ permission table
+
+# `fabricguard breaker status|reset` (controller/commands.py): read the pools' FabricValidations, reset a breaker.
+BREAKER_GRANTS: frozenset[Grant] = frozenset([
+    *grants(names.FV_API, names.FV_PLURAL, ["get", "list"]),
+    *grants(names.FV_API, names.FV_PLURAL, ["patch"], subresource="status"),
+])
+
+
+def breaker_permissions() -> Permissions:
+    return Permissions(BREAKER_GRANTS, "", "breaker")
+
 
 # What the controller's code calls, and nothing else. Reads: list and watch of every kind a pass reads. Writes:
 # next to the action that makes them (canaries.py, gate.py, jobs.py, live.py, lease.py, runner.py).
@@ -81,6 +104,9 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     # canaries.py: the pool's FabricValidation (create) and its status (merge patch).
     *grants(names.FV_API, names.FV_PLURAL, ["create"]),
     *grants(names.FV_API, names.FV_PLURAL, ["patch"], subresource="status"),
+    # blast.py: dryRun of the pools' NodeReadinessRules; the readiness taints of nodes behind an open breaker.
+    *grants(names.NRR_API, "nodereadinessrules", ["patch"]),
+    *grants("v1", "nodes", ["patch"]),
     # gate.py: our admission check's entry on Workloads and the AdmissionCheck's Active condition (apply).
     *grants(names.KUEUE_API, "workloads", ["patch"], subresource="status"),
     *grants(names.KUEUE_API, "admissionchecks", ["patch"], subresource="status"),
@@ -481,6 +507,9 @@ async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[st
                          namespace=a.namespace, patch_type="merge", field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, MergePatch):
         await kube.patch(a.api_version, a.plural, a.name, a.body, namespace=a.namespace, patch_type="merge",
+                         field_manager=names.CONTROLLER_FIELD_MANAGER)
+    elif isinstance(a, JsonPatch):
+        await kube.patch(a.api_version, a.plural, a.name, a.ops, namespace=a.namespace, patch_type="json",
                          field_manager=names.CONTROLLER_FIELD_MANAGER)
     elif isinstance(a, Emit):
         await kube.create("v1", "events", a.body)

@@ -125,6 +125,7 @@ class LiveJobs:
     _busbw: dict[tuple[str, str, str], JobBusbw] = field(default_factory=dict)
     reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_busbw: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    reported_suspects: dict[tuple[str, str, str], str] = field(default_factory=dict)
     cost: LiveCost = field(default_factory=LiveCost)
 
     @property
@@ -141,6 +142,7 @@ class LiveJobs:
             self._busbw.pop(k, None)
             self.reported.pop(k, None)
             self.reported_busbw.pop(k, None)
+            self.reported_suspects.pop(k, None)
         now = time.monotonic()
         for k, job in wanted.items():
             known = self._followers.get(k)

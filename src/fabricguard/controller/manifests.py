@@ -130,13 +130,14 @@ def namespace_rules() -> list[dict[str, Any]]:
 
 
 def manifests(profile: PlatformProfile, profile_text: str, image: str,
-              namespace: str = "fabricguard-system", canary_image: str | None = None) -> list[dict[str, Any]]:
+              namespace: str = "fabricguard-system", canary_image: str | None = None,
+              mode: str = "enforce") -> list[dict[str, Any]]:
     labels = _labels()
     meta = {"name": NAME, "namespace": namespace, "labels": labels}
     selector = {names.LABEL_APP_NAME: NAME}
     lustre = profile.spec.storage.lustre
     args = ["controller", "--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--namespace", namespace,
-            "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)"]
+            "--metrics-port", str(METRICS_PORT), "--identity", "$(POD_NAME)", "--mode", mode]
     if canary_image:
         args += ["--canary-image", canary_image]
     # The ConfigMap's directory, not a subPath file: a subPath mount never sees an update. A profile change also

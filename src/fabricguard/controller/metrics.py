@@ -185,6 +185,22 @@ class Metrics:
                                      "Minutes (by the records' dump times) a running job's collective has been "
                                      "below its shape's floor.", ["namespace", "job", "collective", "ranks_per_node"],
                                      registry=r)
+        self.rank_lateness = Gauge("fabricguard_job_rank_lateness_seconds",
+                                   "How long the other ranks of a running job wait for this rank at its collectives "
+                                   "(NCCL Inspector, aligned by coll_sn; a rank confirmed late over suspectRounds).",
+                                   ["namespace", "job", "node", "rank"], registry=r)
+        self.node_busbw = Gauge("fabricguard_job_node_busbw_gbps",
+                                "A running job's busbw on the communicators across this node (its worst GPU's "
+                                "median), per communicator shape.", ["namespace", "job", "node", "ranks_per_node"],
+                                registry=r)
+        self.node_busbw_ratio = Gauge("fabricguard_job_node_busbw_ratio",
+                                      "This node's communicators' busbw over their same-shape peers' in the job "
+                                      "(1: like the others; a slow rail on it: well below).",
+                                      ["namespace", "job", "node"], registry=r)
+        self.node_suspect = Gauge("fabricguard_job_node_suspect_confidence",
+                                  "A node a running job's records point at as slow (confirmed over suspectRounds), "
+                                  "with how sure (0-1); never acted on.", ["namespace", "job", "node"], registry=r)
+        self._rank_series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         self.canary_inspector_busbw = Gauge("fabricguard_canary_inspector_busbw_gbps",
                                             "Busbw per collective of the pool's latest judged canary, from NCCL's "
                                             "Inspector (the instrument running jobs are measured with).",
@@ -193,6 +209,22 @@ class Metrics:
                                           "NCCL Inspector record files followed.", registry=r)
         self.live_inspector_bytes = Counter("fabricguard_live_inspector_bytes_read",
                                             "Bytes of running jobs' Inspector records read.", registry=r)
+        self.breaker_open = Gauge("fabricguard_breaker_open",
+                                  "1 while the pool's blast-radius breaker for this check is open (not tainting "
+                                  "or holding for it until a person resets it).", ["pool", "check"], registry=r)
+        self.breaker_spent = Gauge("fabricguard_breaker_spent_nodes",
+                                   "Nodes newly failing this check within the pool's blast-radius window.",
+                                   ["pool", "check"], registry=r)
+        self.breaker_budget = Gauge("fabricguard_breaker_budget_nodes",
+                                    "Nodes the pool may newly fail one check within its window.", ["pool"],
+                                    registry=r)
+        self.mode_enforce = Gauge("fabricguard_pool_enforcing",
+                                  "1 when the pool is enforced, 0 while it is observed (nothing held or tainted).",
+                                  ["pool"], registry=r)
+        self.would_hold = Gauge("fabricguard_admission_check_would_hold_workloads",
+                                "Observe mode: workloads the Kueue check would hold under enforce.", ["pool"],
+                                registry=r)
+        self._breaker_keys: set[tuple[str, str]] = set()
         self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
@@ -265,6 +297,7 @@ class Metrics:
             if p.baseline.busbw_floor_gbps is not None:
                 self.floor.labels(p.name).set(p.baseline.busbw_floor_gbps)
             self.pending.labels(p.name).set(result.pending.get(p.name, 0))
+        self.observe_breakers(profile, result)
         counts: dict[tuple[str, str], int] = {}
         for f in result.findings:
             key = (f.rule, str(f.severity))
@@ -284,6 +317,26 @@ class Metrics:
         if errors:
             self.errors.inc(errors)
         self.observe_drift(result)
+
+    def observe_breakers(self, profile: PlatformProfile, result: PassResult) -> None:
+        """Breakers per pool and check (a check no longer failing and closed reads 0, not a stale 1), the
+        budget, and the pool's mode with what observe would have held."""
+        seen: set[tuple[str, str]] = set()
+        for p in profile.spec.pools:
+            self.mode_enforce.labels(p.name).set(0 if p.name in result.observing else 1)
+            self.would_hold.labels(p.name).set(result.would_hold.get(p.name, 0))
+            pb = result.breakers.get(p.name)
+            if pb is None:
+                continue
+            self.breaker_budget.labels(p.name).set(pb.allowed)
+            for check, state in pb.states.items():
+                seen.add((p.name, check))
+                self.breaker_open.labels(p.name, check).set(1 if state.open else 0)
+                self.breaker_spent.labels(p.name, check).set(pb.spent.get(check, 0))
+        for key in self._breaker_keys - seen:
+            self.breaker_open.labels(*key).set(0)
+            self.breaker_spent.labels(*key).set(0)
+        self._breaker_keys |= seen
 
     def observe_drift(self, result: PassResult) -> None:
         drift: dict[tuple[str, str, str], int] = {}
@@ -393,6 +446,37 @@ class Metrics:
                 with contextlib.suppress(KeyError):
                     self.job_busbw_floor.remove(key[0], key[1], pool, shape)
         self._busbw_series = now
+        self._observe_ranks(observations)
+
+    def _observe_ranks(self, observations: list[Observation]) -> None:
+        """Per job: the confirmed late ranks, the per-node view and the suspects; series gone are removed."""
+        now: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        for ob in observations:
+            v = ob.busbw.ranks if ob.busbw is not None else None
+            if v is None:
+                continue
+            key = (ob.job.namespace, ob.job.name)
+            seen: set[tuple[str, ...]] = set()
+            for r in v.confirmed_late():
+                self.rank_lateness.labels(key[0], key[1], r.hostname, str(r.rank)).set(round(r.lateness_s, 6))
+                seen.add(("late", r.hostname, str(r.rank)))
+            for n in v.nodes:
+                self.node_busbw_ratio.labels(key[0], key[1], n.hostname).set(round(n.ratio, 3))
+                seen.add(("ratio", n.hostname))
+                for k, g in n.busbw_gbps.items():
+                    self.node_busbw.labels(key[0], key[1], n.hostname, str(k)).set(round(g, 3))
+                    seen.add(("gbps", n.hostname, str(k)))
+            for s in v.confirmed_slow():
+                self.node_suspect.labels(key[0], key[1], s.hostname).set(round(s.confidence, 3))
+                seen.add(("suspect", s.hostname))
+            now[key] = seen
+        gauges = {"late": self.rank_lateness, "ratio": self.node_busbw_ratio, "gbps": self.node_busbw,
+                  "suspect": self.node_suspect}
+        for key, old in self._rank_series.items():
+            for what, *labels in old - now.get(key, set()):
+                with contextlib.suppress(KeyError):
+                    gauges[what].remove(key[0], key[1], *labels)
+        self._rank_series = now
 
 def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
     """A WSGI app: ``/healthz`` (200, or 503 while passes keep failing) and the metrics on every other path."""

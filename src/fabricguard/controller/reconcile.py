@@ -14,6 +14,7 @@ from typing import Any
 from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters, MergeStatus
+from fabricguard.controller.blast import PoolBreakers, judge_breakers
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.gate import gate_workloads, keep_active
@@ -44,6 +45,10 @@ class PassResult:
     reference: Reference | None = None
     held: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, workload, pool) the check holds
     stale: str = ""  # why the pass's view was too old to admit on ("" when fresh)
+    breakers: dict[str, PoolBreakers] = field(default_factory=dict)  # pool -> its checks' breakers
+    would_hold: dict[str, int] = field(default_factory=dict)  # observe mode: pool -> workloads enforce would hold
+    observing: frozenset[str] = frozenset()  # pools in observe mode this pass
+    pods: list[dict[str, Any]] = field(default_factory=list)  # running managed jobs' pods (rank -> pod -> node)
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -64,7 +69,9 @@ class PassResult:
             "pools": {
                 p: {"ready": s.ready, "canary": s.canary, "outcome": s.outcome, "latest": s.latest,
                     "message": s.message, "rootCause": s.root_cause or None, "broken": s.broken,
-                    "lastSuccess": s.last_success, "heldWorkloads": self.pending.get(p, 0)}
+                    "lastSuccess": s.last_success, "heldWorkloads": self.pending.get(p, 0),
+                    "wouldHold": self.would_hold.get(p, 0),
+                    "openBreakers": self.breakers[p].open_checks if p in self.breakers else []}
                 for p, s in self.pools.items()
             },
             "findings": [f.to_dict() | {"pools": f.pools} for f in self.findings],
@@ -93,8 +100,18 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
         states[pool.name] = state
     # The doctor first: its critical findings and the nodes' FabricReady are part of the pool's one standing.
     findings = run_rules(snapshot, profile, now)
-    apply_standing(profile, snapshot, states, findings)
+    # The blast-radius breakers (controller/blast.py): nodes behind an open breaker do not count against the pool.
+    blast = judge_breakers(profile, snapshot.nodes, fvs, snapshot.kind("Workload"),
+                           snapshot.kind("NodeReadinessRule"), now, cfg.mode)
+    withheld = {n for pb in blast.pools.values() for n in pb.withheld}
+    apply_standing(profile, snapshot, states, findings, withheld)
+    for name, pb in blast.pools.items():
+        if pb.open_checks and name in states:
+            states[name].message = (f"breaker open for check(s) {', '.join(pb.open_checks)} (not holding or "
+                                    "tainting for them until `fabricguard breaker reset`); " + states[name].message)
     root = fv_actions(profile, snapshot, states, findings, now)
+    root += [MergeStatus(names.FV_API, names.FV_PLURAL, None, pool, status)
+             for pool, status in blast.fv_status.items() if pool in fvs]
     for a in [a for a in root if isinstance(a, MergeStatus)]:
         # One status write per FabricValidation and pass: the conditions ride on the run record when there is one.
         record = next((b for b in actions if isinstance(b, MergeStatus) and b.plural == a.plural and b.name == a.name),
@@ -108,13 +125,18 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
             FabricValidationStatus.model_validate({k: v for k, v in write.status.items() if v is not None})
     checks = snapshot.kind("AdmissionCheck")
     actions += keep_active(checks, now)
-    gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now, stale)
+    gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now, stale, cfg.mode)
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
+    actions += [a for a in blast.actions if not isinstance(a, MergeStatus)]
     actions += [a for a in root if not isinstance(a, MergeStatus)]  # Events on the objects at fault, last
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
-    return PassResult(now, actions, states, findings, gate.pending, counters,
-                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference,
-                      gate.held, stale)
+    running = running_jobs(profile, snapshot.by_kind)
+    namespaces = {j.namespace for j in running}
+    pods = [p for p in snapshot.kind("Pod") if o.namespace_of(p) in namespaces] if namespaces else []
+    return PassResult(now, actions, states, findings, gate.pending, counters, running, snapshot.kind("Workload"),
+                      drift, reference, gate.held, stale, breakers=blast.pools, would_hold=gate.would_hold,
+                      observing=frozenset(p.name for p in profile.spec.pools
+                                          if profile.mode_of(p, cfg.mode) == "observe"), pods=pods)

@@ -70,11 +70,13 @@ def cause_text(findings: list[Finding]) -> str:
     return text if len(text) <= MAX_ROOT_CAUSE else text[: MAX_ROOT_CAUSE - 1] + "…"
 
 
-def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int) -> str:
-    """Why the pool's agents say its fabric is broken, or "" when they do not."""
+def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int,
+                 withheld: set[str] | frozenset[str] = frozenset()) -> str:
+    """Why the pool's agents say its fabric is broken, or "" when they do not. ``withheld``: nodes whose every
+    failing check is behind an open blast-radius breaker (controller/blast.py): not counted at all."""
     reporting, bad = 0, []
     for n in nodes:
-        if not pool.matches(n):
+        if not pool.matches(n) or o.name_of(n) in withheld:
             continue
         c = o.find_condition(n, names.FABRIC_READY)
         if c is None:
@@ -91,7 +93,7 @@ def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int) -> 
 
 
 def apply_standing(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, PoolState],
-                   findings: list[Finding]) -> None:
+                   findings: list[Finding], withheld: set[str] | frozenset[str] = frozenset()) -> None:
     """Fold the critical findings and the nodes' FabricReady into each pool's one standing."""
     crit = critical_by_pool(findings)
     for pool in profile.spec.pools:
@@ -99,7 +101,7 @@ def apply_standing(profile: PlatformProfile, snapshot: Snapshot, states: dict[st
         if s is None:
             continue
         canary = profile.canary(pool)
-        nodes_say = broken_nodes(pool, snapshot.nodes, canary.nodes if canary else 1)
+        nodes_say = broken_nodes(pool, snapshot.nodes, canary.nodes if canary else 1, withheld)
         causes = crit.get(pool.name, [])
         s.root_cause = cause_text(causes) if causes else ""
         judged_bad = s.outcome is not None and s.outcome != str(Outcome.passed)

@@ -43,6 +43,7 @@ from fabricguard.controller.live import LiveJobs, Observation, live_actions
 from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult
+from fabricguard.controller.suspects import job_pods, suspect_actions
 from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
 from fabricguard.kube import Forbidden, Kube, KubeError
 from fabricguard.profile.model import PlatformProfile
@@ -70,9 +71,10 @@ class RunConfig:
     watch_timeout_s: int = 300  # the server ends each watch after this; the cache re-watches from its version
     watch_idle_s: float = WATCH_IDLE_S  # a watch silent this long (no event, no bookmark) ends in a relist
     stale_s: float = STALE_AFTER_S  # no admission on a read the server has not spoken for within this long
+    mode: str = "enforce"  # --mode: observe reports what the check would hold and holds nothing
 
     def canary_config(self) -> CanaryConfig:
-        return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history)
+        return CanaryConfig(self.namespace, self.image, self.lustre_root, self.history, self.mode)
 
 
 @dataclass
@@ -87,6 +89,7 @@ class PassReport:
 
 async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, workloads: list[dict[str, Any]],
                       now: datetime, *, act: bool, leading: Callable[[], bool] | None = None,
+                      pods: list[dict[str, Any]] | None = None,
                       ) -> tuple[list[Observation], list[str]]:
     """Read what running jobs' logs gained; record every newly proven transport on its job (when ``act``)."""
     observations = await asyncio.to_thread(live.poll)
@@ -111,6 +114,17 @@ async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, work
             errors += failed
             if not failed:
                 live.reported_busbw[ob.job.key] = state
+        if ob.busbw.ranks is not None:  # the late rank and the slow node, joined to pods (controller/suspects.py)
+            places = job_pods(ob.job, pods or [])
+            said, now_told = suspect_actions(ob.job, ob.busbw.ranks, places, live.reported_suspects.get(ob.job.key),
+                                             now)
+            if said and act:
+                failed = await apply_actions(kube, said, {}, leading)
+                errors += failed
+                if not failed and now_told is not None:
+                    live.reported_suspects[ob.job.key] = now_told
+            elif not said and now_told is not None:
+                live.reported_suspects[ob.job.key] = now_told  # already on the job: nothing to write
     return observations, errors
 
 
@@ -168,6 +182,7 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
             followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
             followers.sync(result.running)
             observations, live_errors = await follow_live(k, followers, cfg.profile, result.workloads, at,
+                                                          pods=result.pods,
                                                           act=act, leading=leading)
             errors += live_errors
             if live is None:
@@ -307,6 +322,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
     log.info("file descriptors: soft limit %d%s, hard %d", limit.soft,
              f" (raised from {limit.raised_from})" if limit.raised_from is not None else "", limit.hard)
     workloads: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
     last_pass = last_live = 0.0
     try:
         while not stop.is_set():
@@ -327,6 +343,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 else:
                     last_pass = last_live = health.last_ok = time.monotonic()
                     workloads = rep.result.workloads
+                    pods = rep.result.pods
                     metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
                     if live is not None:
                         metrics.observe_live(cfg.profile, rep.live, live.cost)
@@ -339,7 +356,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 last_live = time.monotonic()
                 try:
                     obs, errors = await follow_live(kube, live, cfg.profile, workloads, datetime.now(UTC), act=True,
-                                                    leading=who.active)
+                                                    leading=who.active, pods=pods)
                 except KubeError as exc:
                     log.warning("following running jobs failed: %s", exc)
                 else:

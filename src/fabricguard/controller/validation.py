@@ -57,6 +57,18 @@ class Condition(_Model):
     observedGeneration: int | None = Field(default=None, ge=0)
 
 
+class Breaker(_Model):
+    """One check's blast-radius breaker on this pool (fabricguard/breaker.py, controller/blast.py)."""
+
+    check: str = Field(description="The agent check (or FabricReady reason) the breaker is for.")
+    open: bool
+    since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    reason: str | None = Field(default=None, max_length=1024)
+    members: list[str] = Field(default_factory=list, max_length=1000, description="Nodes counted when it opened.")
+    resets: int = Field(default=0, ge=0, description="Times a person reset it (fabricguard breaker reset).")
+    resetAt: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+
+
 class FabricValidationStatus(_Model):
     pool: str | None = None
     lastOutcome: Outcome | None = None
@@ -66,6 +78,8 @@ class FabricValidationStatus(_Model):
     runs: list[Run] = Field(default_factory=list, max_length=MAX_RUNS)
     conditions: list[Condition] = Field(default_factory=list, max_length=MAX_CONDITIONS,
                                         description="Validated and RootCause (controller/rootcause.py).")
+    breakers: list[Breaker] = Field(default_factory=list, max_length=64,
+                                    description="Blast-radius breakers per check (controller/blast.py).")
 
 
 def _structural(node: Any, defs: dict[str, Any]) -> Any:
@@ -102,7 +116,7 @@ def status_schema() -> dict[str, Any]:
     """The ``status`` schema of the FabricValidation CRD, generated from :class:`FabricValidationStatus`."""
     raw = FabricValidationStatus.model_json_schema()
     schema: dict[str, Any] = _structural(raw, raw.get("$defs", {}))
-    for c in ("conditions",):
+    for c, key in (("conditions", "type"), ("breakers", "check")):
         schema["properties"][c]["x-kubernetes-list-type"] = "map"
-        schema["properties"][c]["x-kubernetes-list-map-keys"] = ["type"]
+        schema["properties"][c]["x-kubernetes-list-map-keys"] = [key]
     return schema

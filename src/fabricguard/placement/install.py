@@ -35,7 +35,7 @@ from fabricguard.agent import render as agent_render
 from fabricguard.controller import alerts, dashboard, exporters
 from fabricguard.controller import manifests as controller_manifests
 from fabricguard.placement import kueue
-from fabricguard.profile.model import PlatformProfile
+from fabricguard.profile.model import MODES, PlatformProfile
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 PART_OF = {names.LABEL_APP_PART_OF: "fabricguard"}
@@ -98,6 +98,7 @@ class Options:
     manage_taints: bool = False
     nvml_access: str = "auto"
     dcgm_platform: str = "gpu-operator"  # exporters.DCGM_PLATFORMS: where DCGM exporter runs
+    mode: str = "observe"  # a new install observes: nothing denied, held or tainted (a pool's mode field wins)
 
 
 def namespace_objects(namespace: str) -> list[dict[str, Any]]:
@@ -190,6 +191,8 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
 
 def components(profile: PlatformProfile, profile_text: str, opts: Options) -> list[Component]:
     """Every component of the install, in apply order."""
+    if opts.mode not in MODES:
+        raise InstallError(f"--mode {opts.mode!r}: use observe (report, act on nothing) or enforce")
     if opts.monitoring not in MONITORING:
         raise InstallError(f"--monitoring {opts.monitoring!r}: use one of {', '.join(MONITORING)}")
     lustre = profile.spec.storage.lustre
@@ -219,7 +222,8 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     ds_hook = admission_daemonsets.webhook(profile, ns, admission_render.NAME)
     webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
                                          [ds_hook] if ds_hook else None,
-                                         claim_templates=any(p.claim_template_name for p in profile.spec.pools))
+                                         claim_templates=any(p.claim_template_name for p in profile.spec.pools),
+                                         mode=opts.mode)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
@@ -227,13 +231,14 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
-                                                      nvml_access=opts.nvml_access),
+                                                      nvml_access=opts.nvml_access, mode=opts.mode),
                          remove=([] if opts.manage_taints else [Step("delete", READINESS)])
                          + [Step("delete", AGENT)]))
     if not opts.manage_taints:  # with --manage-taints the agent keeps the taints itself: no rules, no NRC
         out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded "
-                             "taints", agent_render.readiness_rules(profile), remove=[Step("delete", READINESS)]))
-    ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image)
+                             "taints", agent_render.readiness_rules(profile, mode=opts.mode),
+                             remove=[Step("delete", READINESS)]))
+    ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image, opts.mode)
     kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]
     checked = [o for o in kueue_objs if o["kind"] == "ClusterQueue" and "admissionChecksStrategy" in o["spec"]]
     controller_remove = ([Step("apply", f"{KUEUE}-{WITHOUT_CHECK}")] if checked else []) + [Step("delete", CONTROLLER)]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from fabricguard.console import fail, say
+from fabricguard.console import err_console, fail, say
+from fabricguard.options import Mode, check_namespace, mode_option
 
 
 def render_install_cmd(
@@ -30,6 +31,7 @@ def render_install_cmd(
     dcgm_platform: str = typer.Option("gpu-operator", "--dcgm-platform",
                                       help="Where DCGM exporter runs: gpu-operator, dcgm-exporter (its chart), or "
                                            "gke (managed DCGM, not scraped here)."),
+    mode: Mode = mode_option("observe"),
 ) -> None:
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
@@ -39,6 +41,7 @@ def render_install_cmd(
     from fabricguard.placement.preflight import preflight_role
     from fabricguard.profile.commands import profile_or_exit
 
+    check_namespace("--namespace", namespace)
     prof = profile_or_exit(profile)
     for opt, ref in (("--image", image), ("--canary-image", canary_image)):
         problem = image_problem(ref)
@@ -50,6 +53,9 @@ def render_install_cmd(
     if problem:
         fail(problem.replace("--image", "--agent-image", 1),
              hint="e.g. --agent-image registry.example.com/fabricguard-agent:0.1.0@sha256:<index digest>")
+    if agent_image == image:
+        err_console.print("[yellow]warning:[/] --agent-image is the same as --image: the node agent is built from "
+                          "Dockerfile.agent (NVML, no server parts); pass that image unless you built one for both")
     if nvml_access not in ("auto", "runtime", "privileged"):
         fail(f"--nvml-access {nvml_access!r}: use auto, runtime or privileged")
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
@@ -57,7 +63,8 @@ def render_install_cmd(
              "survives from an earlier render")
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
                    monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr, any_source)),
-                   manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform)
+                   manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform,
+                   mode=mode.value)
     try:
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:
@@ -67,6 +74,12 @@ def render_install_cmd(
         say((f"{c.name:<24}", "bold"), f" {len(c.objects):>3} objects  {c.title}")
     say((f"{OPTIONAL_PREFLIGHT:<24}", "bold"), "   1 objects  optional: ClusterRole fabricguard-preflight "
         "(what preflight reads; bind it to who runs it)")
+    enforced = [p.name for p in prof.spec.pools if prof.mode_of(p, mode.value) == "enforce"]
+    if enforced:
+        say(f"mode: enforce on pool(s) {', '.join(enforced)}; observe on the rest")
+    else:
+        say("mode: observe on every pool: nothing is denied, held or tainted; each gate reports what enforce would "
+            "do. Move a pool to enforce with its profile field mode: enforce (docs/install.md#observe-then-enforce)")
     say(f"wrote {output}; build it with: kubectl kustomize {output}; apply in order: {output}/README.md")
 
 
@@ -91,9 +104,7 @@ def preflight_cmd(
     LocalQueues, Pod Security, GKE's critical-pod quota. Exit 0 pass, 1 warnings, 2 failures, 3 unusable input."""
     import asyncio
 
-    from rich.table import Table
-
-    from fabricguard.console import console, print_json, row
+    from fabricguard.console import console, print_json
     from fabricguard.kube import KubeError, unreachable
     from fabricguard.placement.preflight import Row, exit_code, run
     from fabricguard.profile.commands import profile_or_exit
@@ -118,15 +129,23 @@ def preflight_cmd(
     if output_format == "json":
         print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]})
     else:
+        from fabricguard.console import Block, Column, Part, table_or_blocks, verdict_line
+
         style = {"pass": "green", "warn": "yellow", "fail": "bold red"}
-        table = Table(title=f"preflight: profile {prof.metadata.name}", show_lines=False)
-        for col in ("check", "target", "result", "detail", "fix"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            row(table, r.area, r.target, (r.status, style[r.status]), r.detail, r.fix or None)
-        console.print(table)
+        word = {"pass": "pass", "warn": "warning", "fail": "failed"}
         fails, warns = sum(r.status == "fail" for r in rows), sum(r.status == "warn" for r in rows)
-        say(f"{len(rows)} checks: {fails} failed, {warns} warnings")
+        verdict_line({0: "pass", 1: "degraded", 2: "failed"}[code], f"preflight: profile {prof.metadata.name}",
+                     f"{len(rows)} checks: {fails} failed, {warns} warnings")
+        console.print()
+        order = {"fail": 0, "warn": 1, "pass": 2}
+        ranked = sorted(rows, key=lambda r: order.get(r.status, 3))  # failures first, passes last
+        cols = [Column("check", no_wrap=True), Column("target"), Column("result", no_wrap=True), Column("detail"),
+                Column("fix")]
+        cells: list[list[Part]] = [[r.area, r.target, (word[r.status], style[r.status]), r.detail, r.fix or ""]
+                                   for r in ranked]
+        items = [Block(head=[(word[r.status].upper(), style[r.status]), "  ", r.area, " · ", r.target],
+                       fields=[("detail", r.detail), ("fix", r.fix or "")]) for r in ranked]
+        table_or_blocks(cols, cells, items)
     raise typer.Exit(code)
 
 

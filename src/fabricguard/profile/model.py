@@ -616,6 +616,38 @@ class Queue(_Strict):
         return v
 
 
+Mode = Literal["observe", "enforce"]
+MODES: tuple[Mode, ...] = ("observe", "enforce")
+
+
+class BlastRadius(_Strict):
+    """How much of a pool fabricguard may close for one check before it assumes its own fault (fabricguard/breaker.py).
+
+    Past ``max(minimum, fraction x nodes)`` nodes newly failing one agent check within ``window`` (or fewer
+    nodes left ``FabricReady=True`` than the largest admitted gang needs), the controller opens that check's
+    breaker for the pool: it stops tainting (the pool's NodeReadinessRules go ``dryRun``, the readiness taints
+    of the nodes failing that check are removed) and stops holding workloads for it, raises a critical alert and
+    an Event naming the check and the nodes, and waits for a person (``fabricguard breaker reset``).
+    """
+
+    fraction: float = Field(default=0.10, ge=0, le=1, description="Share of the pool's nodes (0.1: 10%).")
+    minimum: int = Field(default=1, ge=0, description="Nodes always allowed, however small the pool.")
+    window: str = Field(default="1h", description="How far back a failure counts as new (90s, 10m, 1h).")
+    keepLargestGang: bool = Field(
+        default=True, description="Trip as well when fewer ready nodes are left than the largest admitted gang.")
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        if duration_seconds(v) <= 0:
+            raise ValueError(f"{v!r} must be longer than 0 seconds")
+        return v
+
+    @property
+    def window_s(self) -> int:
+        return duration_seconds(self.window)
+
+
 class Pool(_Strict):
     name: str
     nodeSelector: dict[str, str] = Field(min_length=1)
@@ -697,6 +729,11 @@ class Pool(_Strict):
         default=None, description="Coverage goal: every node proven by a pair test within proof.every, the bad one "
         "found by bisection and quarantined within a budget (controller/proof.py). Needs the pool's canary."
     )
+    onHang: Literal["observe", "stop"] = Field(
+        default="observe",
+        description="When NCCL's RAS confirms a running managed job hung (counts mismatched and not advancing over "
+        "two queries): observe (annotation, Event, metric, alert) or also stop it like onFallback: stop.",
+    )
     onFallback: Literal["warn", "stop"] = Field(
         default="warn",
         description="When a running managed job's logs show sockets on this fabric pool: warn (annotation, "
@@ -705,6 +742,12 @@ class Pool(_Strict):
     podAdditions: PodAdditions | None = Field(
         default=None, description="This pool's pod additions, after spec.podAdditions (profile/cluster.py)."
     )
+    mode: Mode | None = Field(
+        default=None,
+        description="observe: every gate reports what it would do (the webhook warns instead of denying, the "
+        "Kueue check reports but never holds, the NodeReadinessRules run dryRun, agent taints are not written); "
+        "enforce: they act. Unset: the install's --mode (a new install observes).")
+    blastRadius: BlastRadius = Field(default_factory=BlastRadius)
 
     @field_validator("name")
     @classmethod
@@ -852,6 +895,13 @@ class Inspector(_Strict):
                                "annotated, told in an Event and alerted on.")
     pools: list[str] = Field(default_factory=list, description="Pools whose jobs get it (empty: every fabric pool "
                              "with Lustre).")
+    enabled: bool = Field(default=True, description="Kill switch: false injects the plugin into no new job and "
+                          "follows no job's records (the plugin is young: NVIDIA/nccl #1992, #2304), keeping the rest.")
+    suspectRounds: int = Field(default=3, ge=1, le=20, description="Dump rounds a late rank or a slow node must hold "
+                               "before the job is annotated and told (fabricguard.io/suspects).")
+    hangAfter: str = Field(default="30m", description="A running job whose collectives stop advancing (Inspector "
+                           "records) this long is checked for a hang through NCCL's RAS; set it longer than the "
+                           "job's longest checkpoint or evaluation.")
 
     @model_validator(mode="after")
     def _source(self) -> Inspector:
@@ -871,7 +921,7 @@ class Inspector(_Strict):
         for f in ("minMessageBytes", "largeMessageBytes"):
             if not _BYTES.match(getattr(self, f)):
                 raise ValueError(f"{f} {getattr(self, f)!r} is not a size; write it like 1M or 64M")
-        for f in ("dumpInterval", "belowFloorFor"):
+        for f in ("dumpInterval", "belowFloorFor", "hangAfter"):
             if duration_seconds(getattr(self, f)) <= 0:
                 raise ValueError(f"{f} must be longer than zero")
         return self
@@ -883,6 +933,10 @@ class Inspector(_Strict):
     @property
     def below_floor_s(self) -> int:
         return duration_seconds(self.belowFloorFor)
+
+    @property
+    def hang_after_s(self) -> int:
+        return duration_seconds(self.hangAfter)
 
     @property
     def min_bytes(self) -> int:
@@ -1016,6 +1070,11 @@ class PlatformProfile(_Strict):
     def pool_names(self) -> list[str]:
         return [p.name for p in self.spec.pools]
 
+    def mode_of(self, pool: Pool, default: str = "enforce") -> Mode:
+        """The pool's mode: its own ``mode`` field, else the install's (``--mode`` of each component; anything
+        but ``observe`` enforces)."""
+        return pool.mode or ("observe" if default == "observe" else "enforce")
+
     def pool_of(self, node: dict[str, Any] | None) -> Pool | None:
         """The pool a Node belongs to: the one whose nodeSelector its labels match (pools are disjoint, so at
         most one does), else None. The one definition of node membership every part uses."""
@@ -1052,7 +1111,8 @@ class PlatformProfile(_Strict):
     def inspector_for(self, pool: Pool) -> Inspector | None:
         """The Inspector settings that apply to ``pool``'s jobs; None: the pool's jobs do not get the plugin."""
         ins = self.spec.inspector
-        if ins is None or not pool.fabric.has_fabric or not pool.lustre or self.spec.storage.lustre is None:
+        if ins is None or not ins.enabled or not pool.fabric.has_fabric or not pool.lustre \
+                or self.spec.storage.lustre is None:
             return None
         if ins.pools and pool.name not in ins.pools:
             return None

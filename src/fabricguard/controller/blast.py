@@ -1,0 +1,204 @@
+"""Each pool's blast-radius breakers: one per agent check, so that no mistake of ours closes a whole pool.
+
+For every pool and every check the agents report failing (``agent.condition.failing_checks`` of the stored
+``FabricReady``), the pool's ``blastRadius`` budget (``fabricguard.breaker``) counts the nodes that newly
+stopped being ``True`` within the window. Past the budget, or when fewer nodes are left ``True`` than the largest
+admitted gang needs, fabricguard assumes the fault is its own (a typo in a resource name, an agent image, a driver
+path) and the check's breaker opens and stays open until a person resets it (``fabricguard breaker reset``):
+
+- the pool's NodeReadinessRules go ``dryRun`` (NRC stops tainting) and the readiness taints of the nodes whose
+  every failing check is behind an open breaker are removed (a JSON patch that tests the Node's
+  ``resourceVersion`` and keeps every other taint);
+- those nodes no longer count against the pool's standing, so the Kueue check stops holding for that check;
+- an Event (``FabricBreakerOpen``) on the pool's FabricValidation names the check, the budget and the nodes,
+  and ``fabricguard_breaker_open{pool,check}`` turns 1 (a critical alert).
+
+So that NRC never taints more than the budget, the rules already go ``dryRun`` when a check has *spent* its
+budget (the next failure would exceed it): the nodes tainted within the budget stay tainted, no further node is
+tainted, and one more failure within the window opens the breaker. While the rules are ``dryRun`` (observe mode
+too) the controller does NRC's untainting itself: a node ``True`` again loses its readiness taints. Once the
+window passes with nothing more failing, the budget is free again and the rules enforce.
+
+The states live in the FabricValidation's ``status.breakers`` (one entry per check), written only when one
+changes. The rules' ``dryRun`` follows the pool's mode and its breakers, and is patched only when the listed rule
+differs. Pure: the listed cluster in, actions out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fabricguard import breaker, names, times
+from fabricguard import objects as o
+from fabricguard.agent.condition import failing_checks
+from fabricguard.agent.taints import taint_patch
+from fabricguard.controller.actions import Action, JsonPatch, MergePatch, event
+from fabricguard.profile.model import PlatformProfile, Pool
+
+BREAKER_EVENT = "FabricBreakerOpen"
+NRR_PLURAL = "nodereadinessrules"
+
+
+@dataclass
+class PoolBreakers:
+    pool: str
+    population: int
+    allowed: int
+    states: dict[str, breaker.BreakerState] = field(default_factory=dict)  # check -> state
+    spent: dict[str, int] = field(default_factory=dict)  # check -> nodes newly failing within the window
+    withheld: set[str] = field(default_factory=set)  # nodes whose failures are all behind open breakers
+    exhausted: list[str] = field(default_factory=list)  # checks whose budget is spent (one more opens them)
+    muted: bool = False  # the pool's NodeReadinessRules are (to be) dryRun: observe, an open breaker, a spent budget
+
+    @property
+    def open_checks(self) -> list[str]:
+        return sorted(c for c, s in self.states.items() if s.open)
+
+
+@dataclass
+class BlastResult:
+    pools: dict[str, PoolBreakers] = field(default_factory=dict)
+    actions: list[Action] = field(default_factory=list)
+    # pool -> FabricValidation status fields to write (the pass merges them into the pool's one status write)
+    fv_status: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def stored(fv: dict[str, Any] | None) -> dict[str, breaker.BreakerState]:
+    """The breakers kept in a FabricValidation's status (a list of states, each with its ``check``)."""
+    out: dict[str, breaker.BreakerState] = {}
+    for entry in ((fv or {}).get("status") or {}).get("breakers") or ():
+        if isinstance(entry, dict) and isinstance(entry.get("check"), str):
+            out[entry["check"]] = breaker.BreakerState.from_dict(entry)
+    return out
+
+
+def to_status(states: dict[str, breaker.BreakerState]) -> list[dict[str, Any]]:
+    return [{"check": c, **states[c].to_dict()} for c in sorted(states)]
+
+
+class ResetError(ValueError):
+    """A reset that names no breaker: the message lists the pool's breakers."""
+
+
+def reset_status(fv: dict[str, Any], check: str | None, now: datetime) -> list[dict[str, Any]]:
+    """The FabricValidation's ``status.breakers`` after a person's reset of ``check`` (None: every open one).
+
+    Only failures after ``now`` count again: the nodes failing now are acted on (tainted, held) as the person
+    decided. A check that is not open is refused (nothing to reset), naming the open ones."""
+    states = stored(fv)
+    open_now = sorted(c for c, s in states.items() if s.open)
+    targets = open_now if check is None else [check]
+    if not targets or any(c not in open_now for c in targets):
+        pool = o.name_of(fv)
+        have = ", ".join(open_now) or "none"
+        raise ResetError(f"pool {pool}: no open breaker for check {check!r}; open: {have}" if check
+                         else f"pool {pool}: no breaker is open")
+    for c in targets:
+        states[c] = breaker.reset(states[c], now)
+    return to_status(states)
+
+
+def largest_gang(profile: PlatformProfile, pool: Pool, workloads: list[dict[str, Any]]) -> int:
+    """Nodes the largest admitted gang on the pool's flavors holds: its pods, one per node (multi-node gangs
+    take whole nodes; a smaller gang counts high, which only makes the breaker keener)."""
+    flavors = set(profile.canary_flavors(pool))
+    best = 0
+    for wl in workloads:
+        if not o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
+            continue
+        psas = ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ()
+        pods = 0
+        on_pool = False
+        for psa in psas:
+            if not isinstance(psa, dict):
+                continue
+            if any(str(f) in flavors for f in (psa.get("flavors") or {}).values()):
+                on_pool = True
+                count = psa.get("count")
+                pods += count if isinstance(count, int) and count > 0 else 1
+        if on_pool:
+            best = max(best, pods)
+    return best
+
+
+def budget_of(pool: Pool, keep: int) -> breaker.Budget:
+    br = pool.blastRadius
+    return breaker.Budget(br.fraction, br.minimum, br.window_s, keep if br.keepLargestGang else 0)
+
+
+def judge_breakers(profile: PlatformProfile, nodes: list[dict[str, Any]], fvs: dict[str, dict[str, Any]],
+                   workloads: list[dict[str, Any]], rules: list[dict[str, Any]], now: datetime,
+                   mode: str = "enforce") -> BlastResult:
+    res = BlastResult()
+    for pool in profile.spec.pools:
+        members = [n for n in nodes if pool.matches(n)]
+        failing: dict[str, dict[str, datetime | None]] = {}
+        node_checks: dict[str, list[str]] = {}
+        good = 0
+        for n in members:
+            cond = o.find_condition(n, names.FABRIC_READY)
+            if cond is not None and cond.get("status") == "True":
+                good += 1
+                continue
+            checks = failing_checks(cond) if cond is not None else []
+            if not checks:
+                continue  # no condition yet: the bootstrap taint's business, not a check's
+            since = times.parse_time(cond.get("lastTransitionTime")) if cond else None
+            node_checks[o.name_of(n)] = checks
+            for c in checks:
+                failing.setdefault(c, {})[o.name_of(n)] = since
+        budget = budget_of(pool, largest_gang(profile, pool, workloads))
+        fv = fvs.get(pool.name)
+        before = stored(fv)
+        pb = PoolBreakers(pool.name, len(members), budget.allowed(len(members)))
+        for check in sorted(set(before) | set(failing)):
+            state = before.get(check, breaker.BreakerState())
+            j = breaker.judge(budget, len(members), failing.get(check, {}), now, good=good, after=state.reset_at)
+            pb.spent[check] = j.spent
+            new = breaker.step(state, j, now)
+            pb.states[check] = new
+            if new.open and not state.open and fv is not None:
+                res.actions.append(event(
+                    fv, names.FV_API, names.FV_KIND, BREAKER_EVENT,
+                    f"pool {pool.name}: breaker for check {check} open ({new.reason}; budget: "
+                    f"{budget.describe(len(members))}): fabricguard assumes its own fault (profile, agent, driver) "
+                    f"and stops tainting and holding for this check until `fabricguard breaker reset --pool "
+                    f"{pool.name} --check {check}`. Nodes: {breaker.name_members(new.members)}",
+                    now, warning=True))
+        open_checks = set(pb.open_checks)
+        pb.withheld = {n for n, cs in node_checks.items() if open_checks and set(cs) <= open_checks}
+        pb.exhausted = sorted(c for c, n in pb.spent.items()
+                              if c not in open_checks and n > 0 and n >= pb.allowed)
+        res.pools[pool.name] = pb
+        kept = {c: s for c, s in pb.states.items() if s.open or s.resets or c in failing}
+        if to_status(kept) != to_status(before):
+            res.fv_status[pool.name] = {"breakers": to_status(kept)}
+        observing = profile.mode_of(pool, mode) == "observe"
+        pb.muted = observing or bool(open_checks) or bool(pb.exhausted)
+        res.actions += _rule_actions(pool, rules, dry_run=pb.muted)
+        if not pb.muted:
+            continue  # NRC keeps the taints
+        for n in members:
+            name = o.name_of(n)
+            cond = o.find_condition(n, names.FABRIC_READY)
+            # While NRC is muted the controller does its untainting: a node that is True again, one whose
+            # failures are all behind an open breaker, and every node of an observed pool.
+            if observing or name in pb.withheld or (cond is not None and cond.get("status") == "True"):
+                ops = taint_patch(n, set())
+                if ops is not None:
+                    res.actions.append(JsonPatch("v1", "nodes", None, name, ops))
+    return res
+
+
+def _rule_actions(pool: Pool, rules: list[dict[str, Any]], *, dry_run: bool) -> list[Action]:
+    """``spec.dryRun`` of the pool's own NodeReadinessRules (by label), patched only where it differs."""
+    out: list[Action] = []
+    for r in rules:
+        labels = o.labels_of(r)
+        if labels.get(names.LABEL_POOL) != pool.name or labels.get(names.LABEL_APP_PART_OF) != "fabricguard":
+            continue
+        if bool((r.get("spec") or {}).get("dryRun")) != dry_run:
+            out.append(MergePatch(names.NRR_API, NRR_PLURAL, None, o.name_of(r), {"spec": {"dryRun": dry_run}}))
+    return out
