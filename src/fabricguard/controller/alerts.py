@@ -320,8 +320,33 @@ def node_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
     return out
 
 
+def proof_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """Node proof (controller/proof.py): coverage behind its goal, the quarantine breaker, a lifecycle timeout."""
+    if not any(p.proof is not None for p in profile.spec.pools):
+        return []
+    pool = "pool {{ $labels.pool }}"
+    return [
+        _rule("FabricguardProofCoverageBehind", "fabricguard_pool_proof_nodes_overdue > 0", "1h", "warning",
+              f"{pool}: {{{{ $value }}}} node(s) not proven within the pool's proof.every",
+              "Pair tests did not prove every node of the pool within its coverage goal: no idle nodes (a busy "
+              "pool), the GPU-hour budget spent, or no known-good partner. `fabricguard pool coverage -p POOL` "
+              "lists each node's last proof and state; the FabricValidation's status.proof says what bounded it."),
+        _rule("FabricguardQuarantineBreakerOpen", "fabricguard_pool_quarantine_breaker_open == 1", "1m", "critical",
+              f"{pool}: the quarantine breaker is open; nothing more is quarantined",
+              "More of the pool's nodes newly failed pair tests within the breaker's window than "
+              "proof.quarantine.breakerPercent allows: a platform fault (a switch, a driver rollout, our own "
+              "mistake) rather than bad nodes. fabricguard stops quarantining until a person has looked and "
+              "resets it; the FabricValidation's status.proof.breaker names the nodes counted."),
+        _rule("FabricguardNodeProofTimedOut", 'fabricguard_pool_proof_nodes{state="timed-out"} > 0', "1m",
+              "warning", f"{pool}: {{{{ $value }}}} new node(s) not proven within proof.lifecycleTimeout",
+              "A new or repaired node kept its readiness taint past the pool's lifecycleTimeout because no pair "
+              "test with a known-good node passed (no idle partner, the budget, or the test failed). It takes "
+              "no work until proven; its FabricProven condition and Events say why."),
+    ]
+
+
 def rule_groups(profile: PlatformProfile) -> dict[str, Any]:
-    return {"groups": [{"name": GROUP, "rules": rules(profile)}]}
+    return {"groups": [{"name": GROUP, "rules": rules(profile) + proof_rules(profile)}]}
 
 
 def prometheus_rule(profile: PlatformProfile, namespace: str) -> dict[str, Any]:

@@ -112,6 +112,10 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.KUEUE_API, "workloads", ["patch"]),
     # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
     *(g for v, plural, _k in names.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
+    # pairs.py: fabricguard's quarantine taint and the last-proven annotation (a merge patch of the Node), and
+    # the FabricProven condition (apply of the Node's status).
+    *grants("v1", "nodes", ["patch"]),
+    *grants("v1", "nodes", ["patch"], subresource="status"),
     # actions.Emit: Events on the objects the controller judges.
     *grants("v1", "events", ["create"]),
     # canaries.py: canaries run in the controller's namespace only.

@@ -95,37 +95,51 @@ async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, work
     observations = await asyncio.to_thread(live.poll)
     errors: list[str] = []
     for ob in observations:
-        actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
-        if actions and act:
-            failed = await apply_actions(kube, actions, {}, leading)
-            errors += failed
-            if not failed:
-                live.reported[ob.job.key] = ob.verdict.transport.value
-        if ob.busbw is None:
-            continue
-        reported = live.reported_busbw.get(ob.job.key)
-        told = busbw_actions(ob.job, ob.busbw, reported, now)
-        state = "below" if ob.busbw.below else "ok"
-        if not told and not ob.busbw.figures:
-            told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
-            state = "own-profiler"
-        if told and act:
-            failed = await apply_actions(kube, told, {}, leading)
-            errors += failed
-            if not failed:
-                live.reported_busbw[ob.job.key] = state
-        if ob.busbw.ranks is not None:  # the late rank and the slow node, joined to pods (controller/suspects.py)
-            places = job_pods(ob.job, pods or [])
-            said, now_told = suspect_actions(ob.job, ob.busbw.ranks, places, live.reported_suspects.get(ob.job.key),
-                                             now)
-            if said and act:
-                failed = await apply_actions(kube, said, {}, leading)
-                errors += failed
-                if not failed and now_told is not None:
-                    live.reported_suspects[ob.job.key] = now_told
-            elif not said and now_told is not None:
-                live.reported_suspects[ob.job.key] = now_told  # already on the job: nothing to write
+        try:
+            errors += await _follow_one(kube, live, profile, ob, workloads, now, act=act, leading=leading, pods=pods)
+        except KubeError:
+            raise
+        except Exception as exc:  # one job's data (or a bug on it) never stops the others: logged once per job
+            live.unusable_job(ob.job.key, f"cannot judge what its files say: {type(exc).__name__}: {exc}"[:500])
     return observations, errors
+
+
+async def _follow_one(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: Observation,
+                      workloads: list[dict[str, Any]], now: datetime, *, act: bool,
+                      leading: Callable[[], bool] | None, pods: list[dict[str, Any]] | None) -> list[str]:
+    """What one running job's logs and records call for, written (when ``act``); the errors of its writes."""
+    errors: list[str] = []
+    actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
+    if actions and act:
+        failed = await apply_actions(kube, actions, {}, leading)
+        errors += failed
+        if not failed:
+            live.reported[ob.job.key] = ob.verdict.transport.value
+    if ob.busbw is None:
+        return errors
+    reported = live.reported_busbw.get(ob.job.key)
+    told = busbw_actions(ob.job, ob.busbw, reported, now)
+    state = "below" if ob.busbw.below else "ok"
+    if not told and not ob.busbw.figures:
+        told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
+        state = "own-profiler"
+    if told and act:
+        failed = await apply_actions(kube, told, {}, leading)
+        errors += failed
+        if not failed:
+            live.reported_busbw[ob.job.key] = state
+    if ob.busbw.ranks is not None:  # the late rank and the slow node, joined to pods (controller/suspects.py)
+        places = job_pods(ob.job, pods or [])
+        said, now_told = suspect_actions(ob.job, ob.busbw.ranks, places, live.reported_suspects.get(ob.job.key),
+                                         now)
+        if said and act:
+            failed = await apply_actions(kube, said, {}, leading)
+            errors += failed
+            if not failed and now_told is not None:
+                live.reported_suspects[ob.job.key] = now_told
+        elif not said and now_told is not None:
+            live.reported_suspects[ob.job.key] = now_told  # already on the job: nothing to write
+    return errors
 
 
 def default_identity() -> str:
@@ -357,8 +371,8 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 try:
                     obs, errors = await follow_live(kube, live, cfg.profile, workloads, datetime.now(UTC), act=True,
                                                     leading=who.active, pods=pods)
-                except KubeError as exc:
-                    log.warning("following running jobs failed: %s", exc)
+                except Exception as exc:  # the API server, or a bug: the loop goes on, the next poll retries
+                    log.warning("following running jobs failed: %s: %s", type(exc).__name__, exc)
                 else:
                     metrics.observe_live(cfg.profile, obs, live.cost)
                     for e in errors:
