@@ -249,7 +249,9 @@ class Agent:
         if not dry_run and self.client is not None:
             # Bootstrap or not is decided on the Node as it was before this report (a first report creates
             # the condition, which would otherwise end the bootstrap at once).
-            wanted = wanted_taints(node, reported.status) if node is not None else None
+            pool_model = self._pool(node) if pool and node is not None else None
+            needs_proof = bool(pool_model and pool_model.proof and pool_model.proof.lifecycle)
+            wanted = wanted_taints(node, reported.status, needs_proof) if node is not None else None
             if node is not None and previous is not None and not needs_write(
                     previous, condition, now, self.cfg.heartbeat, self.cfg.interval):
                 condition = dict(previous)  # what the Node holds: nothing changed and the heartbeat is not due

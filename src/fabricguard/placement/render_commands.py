@@ -104,9 +104,7 @@ def preflight_cmd(
     LocalQueues, Pod Security, GKE's critical-pod quota. Exit 0 pass, 1 warnings, 2 failures, 3 unusable input."""
     import asyncio
 
-    from rich.table import Table
-
-    from fabricguard.console import console, print_json, row
+    from fabricguard.console import console, print_json
     from fabricguard.kube import KubeError, unreachable
     from fabricguard.placement.preflight import Row, exit_code, run
     from fabricguard.profile.commands import profile_or_exit
@@ -131,15 +129,23 @@ def preflight_cmd(
     if output_format == "json":
         print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]})
     else:
+        from fabricguard.console import Block, Column, Part, table_or_blocks, verdict_line
+
         style = {"pass": "green", "warn": "yellow", "fail": "bold red"}
-        table = Table(title=f"preflight: profile {prof.metadata.name}", show_lines=False)
-        for col in ("check", "target", "result", "detail", "fix"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            row(table, r.area, r.target, (r.status, style[r.status]), r.detail, r.fix or None)
-        console.print(table)
+        word = {"pass": "pass", "warn": "warning", "fail": "failed"}
         fails, warns = sum(r.status == "fail" for r in rows), sum(r.status == "warn" for r in rows)
-        say(f"{len(rows)} checks: {fails} failed, {warns} warnings")
+        verdict_line({0: "pass", 1: "degraded", 2: "failed"}[code], f"preflight: profile {prof.metadata.name}",
+                     f"{len(rows)} checks: {fails} failed, {warns} warnings")
+        console.print()
+        order = {"fail": 0, "warn": 1, "pass": 2}
+        ranked = sorted(rows, key=lambda r: order.get(r.status, 3))  # failures first, passes last
+        cols = [Column("check", no_wrap=True), Column("target"), Column("result", no_wrap=True), Column("detail"),
+                Column("fix")]
+        cells: list[list[Part]] = [[r.area, r.target, (word[r.status], style[r.status]), r.detail, r.fix or ""]
+                                   for r in ranked]
+        items = [Block(head=[(word[r.status].upper(), style[r.status]), "  ", r.area, " · ", r.target],
+                       fields=[("detail", r.detail), ("fix", r.fix or "")]) for r in ranked]
+        table_or_blocks(cols, cells, items)
     raise typer.Exit(code)
 
 

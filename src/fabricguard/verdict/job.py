@@ -24,6 +24,7 @@ from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_moun
 from fabricguard.userfiles import SourceError, input_dir, input_file, read_text, walk_files
 from fabricguard.verdict import busbw
 from fabricguard.verdict import io as jobio
+from fabricguard.verdict.fixes import fix_for
 from fabricguard.verdict.steps import StepTimes, load_step_times
 
 
@@ -34,15 +35,20 @@ class Level(StrEnum):
     failed = "failed"
 
 
+_LEVEL_ORDER = {Level.failed: 0, Level.degraded: 1, Level.warning: 2, Level.info: 3}
+
+
 @dataclass
 class Reason:
     level: Level
     check: str
     message: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    fix: str = ""  # what to change; every reason above info has one (verdict/fixes.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level.value, "check": self.check, "message": self.message, "evidence": self.evidence}
+        return {"level": self.level.value, "check": self.check, "message": self.message, "fix": self.fix or None,
+                "evidence": self.evidence}
 
 
 @dataclass
@@ -478,6 +484,10 @@ def judge_job(
     reasons += _step_reasons(pool, steps)
     io_reasons, io = _io_reasons(pool, steps)
     reasons += io_reasons
+    for r in reasons:
+        if r.level is not Level.info and not r.fix:
+            r.fix = fix_for(r.check, pool, profile, r.message)
+    reasons.sort(key=lambda r: _LEVEL_ORDER[r.level])  # failures first, as read
     verdict = verdict_of(reasons)
     return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir),
                       busbw_rows, io)
