@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -57,7 +58,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def metrics(port: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for attempt in range(20):  # a loaded machine: the bounded server may shed a scrape (503); scrape again
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            break
+        except urllib.error.HTTPError:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
     out = {}
     for line in text.splitlines():
         if line.startswith("fabricguard_agent_run_duration_seconds_") and "{" not in line:
