@@ -6,7 +6,7 @@ in annotation ``fabricguard.io/allow-override`` (then the user's value is kept).
 difference between the object and its copy, so absent maps and lists are added whole, keys are escaped per
 RFC 6901 (``jsonpointer``), and a second run over an already patched object yields an empty patch.
 
-Values are compared as the API server stores them (:func:`stored`): defaults it fills in
+Values are compared as the API server stores them (:func:`fabricguard.patching.stored`): defaults it fills in
 (``fieldRef.apiVersion: v1``), empty fields it drops, quantities in canonical form (``8.0`` is ``8``). So the
 stored form of an object this webhook patched, reviewed again (reinvocation after another webhook, or
 ``kubectl get -o yaml`` applied back), gets an empty patch instead of a conflict. For env, the last entry of a
@@ -25,14 +25,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonpointer import escape as _escape
-
 from fabricguard import fabrics, names, objects, quantity
 from fabricguard.admission import claims as dra_claims
 from fabricguard.admission import inspector as insp
 from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
+from fabricguard.patching import diff as diff  # re-exported: the webhook's patch is built there
+from fabricguard.patching import escape as escape
+from fabricguard.patching import pointer as pointer
+from fabricguard.patching import stored as stored
 from fabricguard.profile.model import PlatformProfile, Pool
 from fabricguard.socket_ifname import IfnameList
 
@@ -58,47 +60,6 @@ ENV_WORKLOAD = "FG_WORKLOAD"  # a grouped kind's name, before its group index ma
 ENV_GROUP = "FG_GROUP"
 
 
-# ---------------------------------------------------------------------------------------------- JSON Patch
-
-
-def escape(token: str | int) -> str:
-    """One RFC 6901 reference token (``~`` is ``~0``, ``/`` is ``~1``)."""
-    return _escape(str(token))
-
-
-def pointer(path: tuple[str | int, ...]) -> str:
-    return "".join("/" + escape(p) for p in path)
-
-
-# ---------------------------------------------------------------------------------------------- stored form
-
-_QUANTITY_KEYS = frozenset({"sizeLimit", "divisor"})
-
-
-def stored(value: Any, key: str = "") -> Any:
-    """``value`` as the API server would store it, for comparisons only.
-
-    Empty strings, false, null and empty maps/lists are dropped (Go's ``omitempty``); ``fieldRef`` gets its
-    default ``apiVersion: v1``; quantities (``sizeLimit``, ``divisor``, resource amounts) are canonical.
-    """
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            sv = stored(v, k)
-            if sv not in ("", False, None, {}, []):
-                out[k] = sv
-        if key == "fieldRef" and "apiVersion" not in out:
-            out["apiVersion"] = "v1"
-        if key in ("limits", "requests"):
-            out = {k: quantity.canonical(v) for k, v in out.items()}
-        return out
-    if isinstance(value, list):
-        return [stored(v) for v in value]
-    if key in _QUANTITY_KEYS:
-        return quantity.canonical(value)
-    return value
-
-
 def _same_toleration(a: Any, b: Any) -> bool:
     if not isinstance(a, dict) or not isinstance(b, dict):
         return False
@@ -108,31 +69,6 @@ def _same_toleration(a: Any, b: Any) -> bool:
     return bool(sa == sb)
 
 
-def diff(old: Any, new: Any, base: str = "") -> list[dict[str, Any]]:
-    """The JSONPatch from ``old`` to ``new`` where ``new`` only adds keys, appends items or changes values.
-
-    ``base`` is the JSON pointer of ``old`` within the document.
-    """
-    if isinstance(old, dict) and isinstance(new, dict):
-        ops: list[dict[str, Any]] = []
-        for k, v in new.items():
-            if k not in old:
-                ops.append({"op": "add", "path": f"{base}/{_escape(k)}", "value": v})
-            elif old[k] is not v and old[k] != v:
-                ops += diff(old[k], v, f"{base}/{_escape(k)}")
-        for k in old:
-            if k not in new:
-                ops.append({"op": "remove", "path": f"{base}/{_escape(k)}"})
-        return ops
-    if isinstance(old, list) and isinstance(new, list) and len(new) >= len(old):
-        ops = []
-        for i, v in enumerate(new):
-            if i >= len(old):
-                ops.append({"op": "add", "path": f"{base}/{i}", "value": v})
-            elif old[i] is not v and old[i] != v:
-                ops += diff(old[i], v, f"{base}/{i}")
-        return ops
-    return [{"op": "replace", "path": base, "value": new}]
 
 
 def json_copy(value: Any) -> Any:

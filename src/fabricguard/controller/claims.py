@@ -17,10 +17,10 @@ from typing import Any
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.admission.claims import claim_template
-from fabricguard.admission.mutate import stored
 from fabricguard.admission.render import ENABLED_LABEL
 from fabricguard.controller.actions import Action, Create, Delete
 from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.patching import stored
 from fabricguard.profile.model import PlatformProfile
 
 API = names.DRA_API
