@@ -265,7 +265,14 @@ def job_busbw_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
         "rank(s) per node, below the floor of that shape (floorFraction x baseline, x k/G for k of G GPUs per "
         f"node) for {ins.belowFloorFor}: the job runs, slowly, with no error. Its fabricguard.io/busbw "
         "annotation and Event have the figures; the dashboard's job view shows them beside step time, GPU "
-        "utilization and RDMA traffic.")]
+        "utilization and RDMA traffic."),
+        _rule("FabricguardJobHung", "max by (namespace, job, node, rank) (fabricguard_job_hung) > 0", "0m", "warning",
+              "{{ $labels.namespace }}/{{ $labels.job }} hung, waiting for rank {{ $labels.rank }} on node "
+              "{{ $labels.node }}",
+              f"The job's collectives stopped advancing for {ins.hangAfter} and NCCL's RAS, asked twice from inside "
+              "one of its pods, shows launch counts mismatched and not advancing: the other ranks wait for this "
+              "rank. Its fabricguard.io/hang annotation and FabricJobHung Event name the pod and the node's last "
+              "transport verdict.")]
 
 
 # Joins a per-node series (scraped from the agent: same ``instance``) to the node and pool the agent checks.

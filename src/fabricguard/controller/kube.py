@@ -114,6 +114,8 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.KUEUE_API, "workloads", ["patch"]),
     # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
     *(g for v, plural, _k in names.MANAGED_KINDS for g in grants(v, plural, ["patch"])),
+    # hang.py: NCCL's RAS asked from inside one pod of a job whose collectives stalled (python3 -c nccl.ras.CLIENT).
+    *grants("v1", "pods", ["create"], subresource="exec"),
     # pairs.py: fabricguard's quarantine taint and the last-proven annotation (a merge patch of the Node), and
     # the FabricProven condition (apply of the Node's status).
     *grants("v1", "nodes", ["patch"]),
