@@ -330,7 +330,7 @@ def _bandwidth_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
     return out
 
 
-def _rank_reasons(view: ranks.AttributionView | None, src: str) -> tuple[list[Reason], dict[str, Any] | None]:
+def _rank_reasons(view: AttributionView | None, src: str) -> tuple[list[Reason], dict[str, Any] | None]:
     """The late rank and the slow node the records point at (warnings: a CPU-side straggler looks the same, and
     one job's evidence is not a node's verdict)."""
     if view is None:
