@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from admission_support import PROFILES, check
 
+from fabricguard import kinds
 from fabricguard.admission.render import image_warnings, manifests
 
 IMAGE = "ghcr.io/acme/fabricguard@sha256:" + "ab" * 32
@@ -100,8 +101,7 @@ def test_webhook_configurations(rendered: list[dict[str, Any]]) -> None:
         assert hook["clientConfig"]["service"] == {"namespace": "fg-system", "name": svc["metadata"]["name"],
                                                    "path": path, "port": 443}
         resources = {(g, r) for rule in hook["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-        assert resources == {("jobset.x-k8s.io", "jobsets"), ("trainer.kubeflow.org", "trainjobs"),
-                             ("batch", "jobs"), ("", "pods")}
+        assert resources == {(k.group, k.plural) for k in kinds.KINDS}  # every kind of fabricguard.kinds
         assert all(rule["operations"] == ["CREATE"] for rule in hook["rules"])
         assert (hook.get("reinvocationPolicy") == "IfNeeded") == (kind == "MutatingWebhookConfiguration")
 

@@ -17,6 +17,7 @@ from typing import Any
 from fabricguard import fabrics
 from fabricguard.exitcodes import Verdict
 from fabricguard.nccl.inspector import CollRecord, is_inspector_file, summarize_by_shape
+from fabricguard.nccl.ranks import AttributionView
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.nccl.scan import inspect_paths, is_text
 from fabricguard.profile.model import PlatformProfile, Pool, Transport
