@@ -123,6 +123,7 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         # the verdict and transport annotations (and onFallback: stop) on every kind it follows (fabricguard.kinds)
         *((k.group, k.plural, "patch") for k in kinds.MANAGED),
         ("", "events", "create"),
+        ("", "pods/exec", "create"),  # hang.py: NCCL's RAS asked from inside one pod of a stalled job
         ("jobset.x-k8s.io", "jobsets", "create"),
         ("jobset.x-k8s.io", "jobsets", "delete"),
         ("coordination.k8s.io", "leases", "get"),
@@ -137,14 +138,14 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
     # until it is mapped, and each is granted on every resource the code writes with it.
     verb_of = {Create: ("create", ""), Delete: ("delete", ""), ApplyStatus: ("patch", "/status"),
                MergeStatus: ("patch", "/status"), Annotate: ("patch", ""), MergePatch: ("patch", ""),
-               Emit: ("create", "")}
+               actions.JsonPatch: ("patch", ""), Emit: ("create", "")}
     emitted = {c for _n, c in inspect.getmembers(actions, inspect.isclass)
                if c.__module__ == actions.__name__ and c is not actions.Counters}
     assert emitted == set(verb_of)
     uses = [(Create, "fabricguard.io", "fabricvalidations"), (Create, "jobset.x-k8s.io", "jobsets"),
             (Delete, "jobset.x-k8s.io", "jobsets"), (ApplyStatus, "kueue.x-k8s.io", "workloads"),
             (ApplyStatus, "kueue.x-k8s.io", "admissionchecks"), (MergeStatus, "fabricguard.io", "fabricvalidations"),
-            (MergePatch, "kueue.x-k8s.io", "workloads"), (Emit, "", "events"),
+            (MergePatch, "kueue.x-k8s.io", "workloads"), (Emit, "", "events"), (actions.JsonPatch, "", "nodes"),
             *((a, k.group, k.plural) for k in kinds.MANAGED for a in (Annotate, MergePatch))]
     for cls, group, resource in uses:
         verb, sub = verb_of[cls]

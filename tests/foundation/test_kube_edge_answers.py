@@ -20,7 +20,7 @@ from fabricguard.kube import Forbidden, Invalid, Kube, KubeError, Timeouts
 from kube_support import Emulator, Rbac, kubeconfig
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = Timeouts(connect=0.5, read=0.5, call=2.5, list=3.0)
+FAST = Timeouts(connect=2.0, read=2.0, call=2.5, list=3.0)
 
 
 @attrs.define(kw_only=True)

@@ -28,7 +28,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fabricguard import kinds, names, objects
+from fabricguard import names, objects
 from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
@@ -44,9 +44,7 @@ PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 APIS: tuple[tuple[str, str, str, str, str], ...] = (
     ("Kueue", names.KUEUE_API, "clusterqueues", "queues, the fabric-validated check", "fail"),
     ("JobSet", names.JOBSET_API, "jobsets", "the canaries (JobSets)", "fail"),
-    # every other workload kind the webhook admits (fabricguard.kinds): optional, a warning when not served
-    *((k.kind, k.api_version, k.plural, f"{k.kind} workloads (optional)", "warn")
-      for k in kinds.KINDS if k.optional),
+    ("Kubeflow Trainer", names.TRAINJOB_API, "trainjobs", "TrainJob workloads (optional)", "warn"),
     ("cert-manager", "cert-manager.io/v1", "certificates", "the webhook's serving certificate", "fail"),
     ("Node Readiness Controller", names.NRR_API, "nodereadinessrules",
      "the readiness taints (else render the agent with --manage-taints)", "warn"),
