@@ -239,6 +239,27 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
     ]
 
 
+def pod_monitor(namespace: str, release: str | None = None) -> dict[str, Any]:
+    """The webhook's PodMonitor (Prometheus Operator): ``/metrics`` on its plain-HTTP health port. A fail-closed
+    webhook nobody scrapes is down in silence (the alerts FabricguardWebhookDown/Errors/Slow read these series)."""
+    labels = _labels()
+    if release:
+        labels["release"] = release
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+            "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
+                     "namespaceSelector": {"matchNames": [namespace]},
+                     "podMetricsEndpoints": [{"port": "health", "path": "/metrics", "interval": "30s"}]}}
+
+
+def pod_monitoring(namespace: str) -> dict[str, Any]:
+    """The GKE Managed Prometheus form of :func:`pod_monitor`."""
+    return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+            "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
+                     "endpoints": [{"port": "health", "path": "/metrics", "interval": "30s"}]}}
+
+
 def webhook_rbac(namespace: str) -> list[dict[str, Any]]:
     """The webhook's ClusterRole (and Role in ``namespace``, for namespaced rows) with their bindings to its
     ServiceAccount, built from :data:`~fabricguard.admission.templates.WEBHOOK_GRANTS`: what its code calls."""

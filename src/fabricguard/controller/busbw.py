@@ -24,6 +24,7 @@ from fabricguard.controller.canary import job_dir
 from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series, ShapeKey, shape_text
 from fabricguard.nccl.ranks import Attribution, AttributionView
 from fabricguard.profile.model import Inspector, PlatformProfile, Pool
+from fabricguard.times import from_epoch_us
 from fabricguard.verdict.busbw import INSPECTOR_NAME, floor_of
 
 if TYPE_CHECKING:
@@ -115,7 +116,8 @@ def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: d
         return []  # a healthy job is not written to; a state is told once
     if state == "below":
         worst = view.below[0]
-        since = datetime.fromtimestamp((worst.below_since_us or 0) / 1e6, tz=now.tzinfo).isoformat()
+        at = from_epoch_us(worst.below_since_us or 0, now.tzinfo)  # range-checked where read; checked here too
+        since = at.isoformat() if at is not None else "an unreadable time"
         detail = (f"collective bus bandwidth below pool {job.pool}'s floor since {since}: {view.text()}; "
                   "the job runs but its collectives are slow (see its Inspector records and the dashboard's job view)")
         reason, warning = "FabricBusBwBelowFloor", True

@@ -56,6 +56,7 @@ class PoolState:
     # nodes' FabricReady=False, and whether the pool is known broken (Retry) or only not yet proven (Pending).
     root_cause: str = ""
     broken: bool = False
+    causes: list[str] = field(default_factory=list)  # each critical finding "rule: first sentence", cause first
     proof: Any = None  # controller.pairs.ProofOutcome of a pool with a proof goal
 
 

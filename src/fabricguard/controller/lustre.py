@@ -91,7 +91,7 @@ def read_job(profile: PlatformProfile, pool: Pool, namespace: str, name: str, ro
     logs = root / log_dir(profile, namespace, name)
     try:
         return JobFiles(str(logs), judge_job(logs, profile, pool.name))
-    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # JobInputError is a ValueError
+    except Exception as exc:  # the tenant's files, whatever they raise (JobInputError is a ValueError): this job's
         return JobFiles(str(logs), error=exc)
 
 

@@ -172,15 +172,15 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
         return []
     dash_cm = dashboard.configmap(profile, ns, gmp=opts.monitoring == "gmp")
     if opts.monitoring == "gmp":
-        return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
-                exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
+        return [controller_manifests.pod_monitoring(ns), admission_render.pod_monitoring(ns),
+                *exporters.gmp_monitors(ns), exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
     rule = alerts.prometheus_rule(profile, ns)
     if opts.dcgm_platform not in exporters.DCGM_PLATFORMS:
         raise InstallError(f"--dcgm-platform {opts.dcgm_platform!r}: use one of {', '.join(exporters.DCGM_PLATFORMS)}")
     preset = exporters.DCGM_PLATFORMS[opts.dcgm_platform]
     dcgm = ([m for m in exporters.monitors(preset, ns) if m["metadata"]["name"] == "fabricguard-dcgm-exporter"]
             if preset is not None else [])
-    objs = [controller_manifests.service_monitor(ns, opts.release),
+    objs = [controller_manifests.service_monitor(ns, opts.release), admission_render.pod_monitor(ns),
             *exporters.agent_monitors(ns), *dcgm, rule, dash_cm]
     if opts.release:
         for o in objs:
