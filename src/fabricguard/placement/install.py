@@ -98,6 +98,7 @@ class Options:
     manage_taints: bool = False
     nvml_access: str = "auto"
     dcgm_platform: str = "gpu-operator"  # exporters.DCGM_PLATFORMS: where DCGM exporter runs
+    webhook_port: int = admission_render.PORT
     mode: str = "observe"  # a new install observes: nothing denied, held or tainted (a pool's mode field wins)
 
 
@@ -223,7 +224,7 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
                                          [ds_hook] if ds_hook else None,
                                          claim_templates=any(p.claim_template_name for p in profile.spec.pools),
-                                         mode=opts.mode)
+                                         mode=opts.mode, port=opts.webhook_port)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
