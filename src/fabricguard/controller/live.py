@@ -23,6 +23,7 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import job_dir, log_dir
+from fabricguard.controller.hang import HangWatch
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
@@ -82,6 +83,7 @@ class Observation:
     job: RunningJob
     verdict: LiveVerdict
     busbw: BusbwView | None = None  # the pool's jobs get NCCL's Inspector (profile spec.inspector)
+    hang: dict[str, Any] | None = None  # a hang NCCL's RAS confirmed (controller/hang.py): what was written
 
 
 @dataclass
@@ -129,6 +131,8 @@ class LiveJobs:
     reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_busbw: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_suspects: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    hangs: dict[tuple[str, str, str], HangWatch] = field(default_factory=dict)  # controller/hang.py
+    hung: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # confirmed: what was written
     cost: LiveCost = field(default_factory=LiveCost)
     unusable: dict[tuple[str, str, str], str] = field(default_factory=dict)  # job -> why its files raised (logged)
 
@@ -148,6 +152,8 @@ class LiveJobs:
             self.reported_busbw.pop(k, None)
             self.unusable.pop(k, None)
             self.reported_suspects.pop(k, None)
+            self.hangs.pop(k, None)
+            self.hung.pop(k, None)
         now = time.monotonic()
         for k, job in wanted.items():
             known = self._followers.get(k)

@@ -203,6 +203,11 @@ class Metrics:
                                   "A node a running job's records point at as slow (confirmed over suspectRounds), "
                                   "with how sure (0-1); never acted on.", ["namespace", "job", "node"], registry=r)
         self._rank_series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self.job_hung = Gauge("fabricguard_job_hung",
+                              "1 for the rank (pod's node) a running job's other ranks wait for, once NCCL's RAS "
+                              "confirmed the hang (counts mismatched and not advancing over two queries).",
+                              ["namespace", "job", "node", "rank"], registry=r)
+        self._hung_series: set[tuple[str, str, str, str]] = set()
         self.canary_inspector_busbw = Gauge("fabricguard_canary_inspector_busbw_gbps",
                                             "Busbw per collective of the pool's latest judged canary, from NCCL's "
                                             "Inspector (the instrument running jobs are measured with).",
@@ -548,6 +553,16 @@ class Metrics:
                 with contextlib.suppress(KeyError):
                     gauges[what].remove(key[0], key[1], *labels)
         self._rank_series = now
+        hung: set[tuple[str, str, str, str]] = set()
+        for ob in observations:
+            for w in (ob.hang or {}).get("waited_for") or ():
+                hung.add((ob.job.namespace, ob.job.name, str(w.get("node") or w.get("ip") or ""), str(w.get("rank"))))
+        for h in hung:
+            self.job_hung.labels(*h).set(1)
+        for h in self._hung_series - hung:
+            with contextlib.suppress(KeyError):
+                self.job_hung.remove(*h)
+        self._hung_series = hung
 
 def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
     """A WSGI app: ``/healthz`` (200, or 503 while passes keep failing) and the metrics on every other path."""

@@ -29,6 +29,7 @@ from fabricguard import descriptors, names
 from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
+from fabricguard.controller.hang import HangWatch, RasQuerier, hang_actions, pod_to_ask
 from fabricguard.controller.kube import (
     STALE_AFTER_S,
     WATCH_IDLE_S,
@@ -39,13 +40,15 @@ from fabricguard.controller.kube import (
 )
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
 from fabricguard.controller.lease import holder as holder_of
-from fabricguard.controller.live import LiveJobs, Observation, live_actions
+from fabricguard.controller.live import LiveJobs, Observation, _workload_of, live_actions
 from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult
-from fabricguard.controller.suspects import job_pods, suspect_actions
+from fabricguard.controller.suspects import PodPlace, job_pods, suspect_actions
+from fabricguard.controller.suspects import RunningJob as JobRef
 from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
 from fabricguard.kube import Forbidden, Kube, KubeError
+from fabricguard.nccl import ras as ras_client
 from fabricguard.profile.model import PlatformProfile
 
 log = logging.getLogger("fabricguard.controller")
@@ -89,14 +92,15 @@ class PassReport:
 
 async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, workloads: list[dict[str, Any]],
                       now: datetime, *, act: bool, leading: Callable[[], bool] | None = None,
-                      pods: list[dict[str, Any]] | None = None,
+                      pods: list[dict[str, Any]] | None = None, ras: RasQuerier | None = None,
                       ) -> tuple[list[Observation], list[str]]:
     """Read what running jobs' logs gained; record every newly proven transport on its job (when ``act``)."""
     observations = await asyncio.to_thread(live.poll)
     errors: list[str] = []
     for ob in observations:
         try:
-            errors += await _follow_one(kube, live, profile, ob, workloads, now, act=act, leading=leading, pods=pods)
+            errors += await _follow_one(kube, live, profile, ob, workloads, now, act=act, leading=leading, pods=pods,
+                                        ras=ras if ras is not None else exec_querier(kube))
         except KubeError:
             raise
         except Exception as exc:  # one job's data (or a bug on it) never stops the others: logged once per job
@@ -106,7 +110,8 @@ async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, work
 
 async def _follow_one(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: Observation,
                       workloads: list[dict[str, Any]], now: datetime, *, act: bool,
-                      leading: Callable[[], bool] | None, pods: list[dict[str, Any]] | None) -> list[str]:
+                      leading: Callable[[], bool] | None, pods: list[dict[str, Any]] | None,
+                      ras: RasQuerier) -> list[str]:
     """What one running job's logs and records call for, written (when ``act``); the errors of its writes."""
     errors: list[str] = []
     actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
@@ -139,7 +144,59 @@ async def _follow_one(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: 
                 live.reported_suspects[ob.job.key] = now_told
         elif not said and now_told is not None:
             live.reported_suspects[ob.job.key] = now_told  # already on the job: nothing to write
+    errors += await _watch_hang(kube, live, profile, ob, workloads, pods or [], now, act=act, leading=leading,
+                                ras=ras)
     return errors
+
+
+def exec_querier(kube: Kube) -> RasQuerier:
+    """NCCL's RAS asked through ``pods/exec`` (controller/hang.py says why exec and not a sidecar)."""
+    async def ask(job: JobRef, pod: PodPlace) -> bytes:
+        return await kube.exec(job.namespace, pod.pod, ["python3", "-c", ras_client.CLIENT],
+                               container=pod.container, timeout=45)
+    return ask
+
+
+async def _watch_hang(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: Observation,
+                      workloads: list[dict[str, Any]], pods: list[dict[str, Any]], now: datetime, *, act: bool,
+                      leading: Callable[[], bool] | None, ras: RasQuerier) -> list[str]:
+    """A job whose collectives stopped for hangAfter: ask RAS twice; a confirmed hang is written once."""
+    if ob.busbw is None:
+        return []
+    pool = profile.pool(ob.job.pool)
+    ins = profile.inspector_for(pool)
+    if ins is None:
+        return []
+    hw = live.hangs.setdefault(ob.job.key, HangWatch())
+    hw.observe(ob.busbw.progress, now)
+    if hw.verdict is None or not hw.verdict.hung:
+        live.hung.pop(ob.job.key, None)  # progress again: the hang is over
+    ob.hang = live.hung.get(ob.job.key)
+    if not hw.due(now, ins.hang_after_s):
+        return []
+    places = job_pods(ob.job, pods)
+    pod = pod_to_ask(places)
+    if pod is None:
+        return []
+    try:
+        raw = await ras(ob.job, pod)
+    except (KubeError, OSError) as exc:
+        hw.asked_at = now
+        said = not hw.error
+        hw.error = f"{ob.job.namespace}/{ob.job.name}: cannot ask NCCL RAS in pod {pod.pod}: {exc}"[:500]
+        return [hw.error] if said else []  # said once per stall, not every poll
+    verdict = hw.answered(raw, now, ins.hang_after_s)
+    if verdict is None or not verdict.hung:
+        return []
+    w = _workload_of(ob.job, workloads)
+    actions, summary = hang_actions(ob.job, verdict, places, ob.verdict.transport.value, pool.onHang, w, now)
+    live.hung[ob.job.key] = ob.hang = summary
+    if not act:
+        return []
+    failed = await apply_actions(kube, actions, {}, leading)
+    if not failed:
+        hw.told = True
+    return failed
 
 
 def default_identity() -> str:
@@ -170,7 +227,8 @@ async def read_reference(kube: Kube, target: tuple[str, str] | None) -> tuple[Re
 
 async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
                    leading: Callable[[], bool] | None = None, live: LiveJobs | None = None,
-                   kube: Kube | None = None, cache: Cache | None = None) -> PassReport:
+                   kube: Kube | None = None, cache: Cache | None = None, ras: RasQuerier | None = None
+                   ) -> PassReport:
     """Read (the ``cache`` when given, else a fresh list), reconcile and (``act``) carry out the actions;
     ``leading`` is asked before each action. ``ReadFailed`` when a kind the pass needs cannot be read.
 
@@ -196,7 +254,7 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
             followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
             followers.sync(result.running)
             observations, live_errors = await follow_live(k, followers, cfg.profile, result.workloads, at,
-                                                          pods=result.pods,
+                                                          pods=result.pods, ras=ras,
                                                           act=act, leading=leading)
             errors += live_errors
             if live is None:

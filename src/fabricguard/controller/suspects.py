@@ -23,16 +23,30 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.nccl.ranks import AttributionView
 
-if TYPE_CHECKING:
-    from fabricguard.controller.live import RunningJob
-
 ANN_SUSPECTS = "fabricguard.io/suspects"
+
+
+class RunningJob(Protocol):
+    """What is read of a running job (``controller.live.RunningJob``; not imported: live imports this module)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def api_version(self) -> str: ...
+    @property
+    def plural(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def obj(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,7 @@ class PodPlace:
     pod: str
     node: str
     ips: tuple[str, ...]
+    container: str | None = None  # the container holding the GPUs (the NCCL processes): where RAS is asked
 
 
 def job_pods(job: RunningJob, pods: list[dict[str, Any]]) -> dict[str, PodPlace]:
@@ -61,7 +76,11 @@ def job_pods(job: RunningJob, pods: list[dict[str, Any]]) -> dict[str, PodPlace]
             ips = (str(status["podIP"]), *ips)
         if spec.get("hostNetwork") and status.get("hostIP"):
             ips = (*ips, str(status["hostIP"]))
-        place = PodPlace(o.name_of(p), node, ips)
+        containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
+        gpu = next((c for c in containers if any("gpu" in str(k) for k in
+                                                 ((c.get("resources") or {}).get("limits") or {}))), None)
+        pick = gpu or (containers[0] if containers else None)
+        place = PodPlace(o.name_of(p), node, ips, str(pick.get("name")) if pick and pick.get("name") else None)
         host = node if spec.get("hostNetwork") else str(spec.get("hostname") or o.name_of(p))
         out[host] = place
         for ip in ips:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from fabricguard.console import err_console, fail, say
-from fabricguard.options import Mode, check_namespace, mode_option
+from fabricguard.options import Mode, check_namespace, check_port, mode_option
 
 
 def render_install_cmd(
@@ -32,6 +32,9 @@ def render_install_cmd(
                                       help="Where DCGM exporter runs: gpu-operator, dcgm-exporter (its chart), or "
                                            "gke (managed DCGM, not scraped here)."),
     mode: Mode = mode_option("observe"),
+    webhook_port: int = typer.Option(
+        10250, "--webhook-port", help="The webhook's container port; 10250 is reachable from a GKE private "
+        "cluster's control plane without a firewall rule (docs/install.md)."),
 ) -> None:
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
@@ -64,7 +67,7 @@ def render_install_cmd(
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
                    monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr, any_source)),
                    manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform,
-                   mode=mode.value)
+                   mode=mode.value, webhook_port=check_port("--webhook-port", webhook_port))
     try:
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:
