@@ -126,7 +126,7 @@ def hsdp(name: str = "llm-hsdp", nodes: int = 4, gpus: int = 8, **kw: object) ->
 def megatron(name: str = "llm-3d", nodes: int = 16, gpus: int = 8, **kw: object) -> LayoutJob:
     """TP=gpus inside each node, CP=2 across node pairs (one rail), DP=nodes/2 across every second node."""
     groups = []
-    for n in range(nodes):
+    for n in range(nodes if gpus > 1 else 0):
         groups.append(Group(Comm(_id("tp", n), gpus, 1, f"tp{n}"), [(n, g) for g in range(gpus)]))
     for k in range(nodes // 2):
         for g in range(gpus):

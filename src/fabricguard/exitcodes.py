@@ -18,13 +18,15 @@ EXIT_INPUT: Final = 3
 
 # Every verdict word any command prints under the JSON key "verdict"; "skipped" judges nothing and so
 # exits like a pass only where something else was judged (validate refuses a run that judged nothing);
-# "invalid" is input that cannot be used (``profile check`` of a broken profile).
+# "invalid" is input that cannot be used (``profile check`` of a broken profile); "unjudged" reports without
+# judging (``nccl inspect`` without --expect or -p): it exits 0 and is never "pass", so no gate reads it as one.
 VERDICT_EXIT: Final[dict[str, int]] = {
     "pass": EXIT_PASS,
     "skipped": EXIT_PASS,
     "degraded": EXIT_DEGRADED,
     "failed": EXIT_FAILED,
     "invalid": EXIT_INPUT,
+    "unjudged": EXIT_PASS,
 }
 
 
@@ -36,6 +38,7 @@ class Verdict(StrEnum):
     failed = "failed"
     skipped = "skipped"
     invalid = "invalid"
+    unjudged = "unjudged"
 
     @property
     def exit_code(self) -> int:

@@ -26,6 +26,8 @@ ANN_ALLOW_OVERRIDE = "fabricguard.io/allow-override"
 ANN_GROUP_SIZE = "fabricguard.io/group-size"
 # The namespace label that opts a namespace in to the webhook, and the pod-template checksum of its profile.
 LABEL_ENABLED = "fabricguard.io/enabled"
+# A DaemonSet labelled "false" keeps its own tolerations (admission/daemonsets.py adds the readiness ones otherwise).
+LABEL_READINESS_TOLERATIONS = "fabricguard.io/readiness-tolerations"
 ANN_PROFILE_CHECKSUM = "fabricguard.io/profile-sha256"
 # Admission's field manager (the managedFields entry of what it injects).
 ADMISSION_MANAGER = "fabricguard.io/admission"
@@ -43,6 +45,12 @@ ANN_VERDICT = "fabricguard.io/verdict"
 ANN_VERDICT_DETAIL = "fabricguard.io/verdict-detail"
 ANN_TRANSPORT = "fabricguard.io/transport"
 ANN_TRANSPORT_DETAIL = "fabricguard.io/transport-detail"
+# Node proof (controller/proof.py): pair tests, the per-node evidence, the quarantine taint and condition.
+LABEL_PROOF_POOL = "fabricguard.io/proof-pool"
+LABEL_PROOF_PURPOSE = "fabricguard.io/proof-purpose"
+ANN_LAST_PROVEN = "fabricguard.io/last-proven"
+TAINT_QUARANTINED = "fabricguard.io/fabric-quarantined"
+FABRIC_PROVEN = "FabricProven"
 # The Kueue AdmissionCheck the controller answers.
 CHECK_CONTROLLER = "fabricguard.io/fabric-validated"
 CHECK_NAME = "fabric-validated"
@@ -105,6 +113,7 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_API = f"{KUEUE_GROUP}/v1beta2"
 KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
 KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -151,3 +160,8 @@ MANAGED_KINDS: tuple[tuple[str, str, str], ...] = (
     (BATCH_API, "jobs", "Job"),
     (TRAINJOB_API, "trainjobs", "TrainJob"),
 )
+
+# The environment variable the webhook sets to "<namespace>.<job>" in every container that mounts the profile's
+# Lustre, and that the nodes' Lustre client names in jobid_var so each request is tagged with its job (server
+# job_stats). Lustre takes at most 20 characters here (JOBSTATS_JOBID_VAR_MAX_LEN) and keeps 31 of the value.
+LUSTRE_JOBID_ENV = "FG_LUSTRE_JOBID"

@@ -5,6 +5,8 @@
   UTC); anything unreadable is None.
 - :func:`format_time` writes the API server's ``Time``: converted to UTC, whole seconds, ``Z``;
   :func:`format_micro` its ``MicroTime`` (Leases).
+- :func:`from_epoch_us` turns microseconds since the epoch read from a tenant's file into a datetime, or None
+  outside year 1970 to 9999 (2^63 is not a time: ``datetime`` would raise); :data:`MAX_EPOCH_US` is that bound.
 - :func:`parse_duration` reads a Go-style duration extended with days: ``90s``, ``10m``, ``1h30m``, ``2d``,
   ``1d12h``; the one grammar of every duration in a profile and on the command line.
 
@@ -48,6 +50,17 @@ def format_micro(dt: datetime) -> str:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+MAX_EPOCH_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z, the last instant datetime holds
+
+
+def from_epoch_us(us: Any, tz: Any = UTC) -> datetime | None:
+    """Microseconds since the epoch as an aware datetime; None for anything that is not one (a bool, a float,
+    a negative number, past year 9999)."""
+    if isinstance(us, bool) or not isinstance(us, int) or not 0 <= us <= MAX_EPOCH_US:
+        return None
+    return datetime.fromtimestamp(us // 1_000_000, tz=UTC).replace(microsecond=us % 1_000_000).astimezone(tz or UTC)
 
 
 def parse_duration(text: str) -> timedelta:

@@ -32,7 +32,7 @@ async def server(tls: TlsFiles) -> AsyncIterator[Running]:
     # Room for exactly one large body (the rest of the budget is kept for small reviews).
     srv = await start(Admission(load_profile(GKE)), tls.cert, tls.key, port=0, health_port=0, max_body=MAX_BODY,
                       bytes_in_flight=MAX_BODY + SMALL_RESERVE, body_timeout=5.0, header_timeout=0.5,
-                      max_connections=8)
+                      max_connections=8, max_per_source=8)  # every client here is 127.0.0.1
     yield srv
     await srv.cleanup()
 

@@ -72,7 +72,11 @@ def test_network_policy_admits_only_the_api_server_to_the_webhook_port(rendered:
     assert pol["podSelector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert pol["policyTypes"] == ["Ingress", "Egress"] and pol["egress"] == []
     webhook, health = pol["ingress"]
-    assert webhook == {"ports": [{"protocol": "TCP", "port": 8443}], "from": [{"ipBlock": {"cidr": CIDR}}]}
+    # 10250: what a GKE private cluster's control plane reaches without a firewall rule (issue 24)
+    assert webhook == {"ports": [{"protocol": "TCP", "port": 10250}], "from": [{"ipBlock": {"cidr": CIDR}}]}
+    dep = by_kind(manifests("kind: x", IMAGE, port=8443), "Deployment")
+    [c] = dep["spec"]["template"]["spec"]["containers"]
+    assert c["ports"][0]["containerPort"] == 8443 and c["args"][c["args"].index("--port") + 1] == "8443"
     assert health["ports"] == [{"protocol": "TCP", "port": 8081}]
     open_policy = by_kind(manifests("kind: x", IMAGE), "NetworkPolicy")["spec"]["ingress"][0]
     assert "from" not in open_policy

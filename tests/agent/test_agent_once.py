@@ -42,7 +42,7 @@ def test_healthy_node_is_true_with_every_check(healthy_root: Path) -> None:
     c = checks(out)
     assert set(c) == {"rdma.devices", "rdma.ports", "rdma.netdevs", "modules", "modules.gpudirect",
                       "libs.ibverbs", "libs.net_plugin", "gpu.count", "gpu.ecc", "gpu.memory", "lustre.mount",
-                      "lustre.health", "lustre.imports", "lustre.evictions", "lustre.lnet",
+                      "lustre.health", "lustre.imports", "lustre.evictions", "lustre.lnet", "lustre.jobid",
                       "fabric.allocatable", "gpu.perf"}
     assert c["gpu.count"]["data"]["found"] == 8
     assert c["gpu.perf"]["status"] == "skipped"

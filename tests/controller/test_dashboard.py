@@ -47,6 +47,11 @@ def test_grafana_model_reads_every_panel() -> None:
         assert what in titles
     variables = {v["name"] for v in doc["templating"]["list"]}
     assert {"namespace", "job"} <= variables
+    # A pool with a proof goal adds its coverage and GPU-hour panels.
+    proof = dashboard(loads_profile(PROFILE.replace("    canary:", "    proof: {every: 24h}\n    canary:")))
+    assert len(proof["panels"]) == 21
+    assert {"Node proof coverage per pool (nodes)", "Node proof GPU-hours today vs budget"} <= {
+        p["title"] for p in proof["panels"]}
 
 
 @pytest.mark.external

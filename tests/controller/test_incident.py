@@ -62,10 +62,12 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
     ours = _our_check(wl)
     # Known broken: Retry releases the Workload's quota; Kueue requeues it after one canary interval.
     assert ours["state"] == "Retry" and ours["requeueAfterSeconds"] == 600
-    # The root cause where people look: first in the check's message, then the scheduler's words.
-    assert ours["message"].startswith("fabricguard: held: pool gh200-roce canary unschedulable; root cause: "
-                                      "daemonset-never-ready: DaemonSet network-operator/rdma-shared-dp-ds never "
-                                      "ready"), ours["message"]
+    # The root cause where people look: first in the check's message (the deepest cause, issue 30), then the
+    # scheduler's words, then the other causes, each whole, and where the rest is.
+    assert ours["message"].startswith("fabricguard: held: pool gh200-roce canary unschedulable; cause: "
+                                      "image-arch-mismatch"), ours["message"]
+    assert "daemonset-never-ready: DaemonSet network-operator/rdma-shared-dp-ds never ready" in ours["message"]
+    assert ours["message"].endswith("kubectl describe fabricvalidation gh200-roce") and len(ours["message"]) <= 1024
     assert "image-arch-mismatch" in ours["message"] and "exec format error" in ours["message"]
     assert "pool gh200-roce" in ours["message"] and "unschedulable" in ours["message"]
     assert "Insufficient rdma/rdma_shared_device_a" in ours["message"]

@@ -177,6 +177,24 @@ async def test_the_pass_annotates_a_running_job_and_stops_it_when_told(cluster, 
     assert not [r for r in list(k8s) if r.method.value.upper() == "DELETE" and JOB in r.url.path]
 
 
+async def test_cronjob_mode_writes_the_per_job_series_to_its_textfile(cluster, tmp_path, lustre) -> None:
+    """``controller --once --metrics-textfile``: the running job's socket series is in the file (issue 24)."""
+    k8s, kc = cluster
+    prof_path = tmp_path / "p.yaml"
+    prof_path.write_text(PROFILE)
+    prof = loads_profile(PROFILE)
+    k8s.objects[JOBSETS, NS, JOB] = {k: v for k, v in _jobset().items() if k not in ("kind", "apiVersion")}
+    d = _logs(lustre, prof)
+    for f in SOCKET_LOGS:
+        shutil.copy(f, d / f.name)
+    prom = tmp_path / "fabricguard.prom"
+    _rc, doc = await run_once(kc, prof_path, NOW, lustre, "--metrics-textfile", str(prom))
+    assert [r["transport"] for r in doc["running"]] == ["socket"]
+    text = prom.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("fabricguard_job_on_sockets{"))
+    assert f'job="{JOB}"' in line and f'namespace="{NS}"' in line and line.endswith(" 1.0")
+
+
 def test_follower_directory_is_the_webhooks(tmp_path: Path) -> None:
     # The controller follows exactly where the webhook's NCCL_DEBUG_FILE writes, under the Lustre root.
     prof = loads_profile(PROFILE)

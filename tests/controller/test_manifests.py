@@ -107,6 +107,8 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
     assert writes == {
         ("fabricguard.io", "fabricvalidations", "create"),
         ("fabricguard.io", "fabricvalidations/status", "patch"),
+        ("", "nodes", "patch"),  # node proof: the quarantine taint, the last-proven annotation (pairs.py)
+        ("", "nodes/status", "patch"),  # node proof: the FabricProven condition
         ("resource.k8s.io", "resourceclaimtemplates", "create"),  # DRA pools' templates (controller/claims.py)
         # blast.py: the rules' dryRun, and the readiness taints of nodes behind an open blast-radius breaker
         ("readiness.node.x-k8s.io", "nodereadinessrules", "patch"),

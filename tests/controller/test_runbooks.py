@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNBOOKS = ROOT / "docs" / "runbooks"
 EVERYTHING_ON = PROFILE.replace(
     "spec:\n", "spec:\n  inspector: {delivery: hostPath, hostPath: /opt/nccl-inspector, belowFloorFor: 5m}\n", 1,
-).replace("baseline: {allReduceBusBwGBps: 45}", "baseline: {allReduceBusBwGBps: 45, lustreRpcLatencyMs: 2}")
+).replace("baseline: {allReduceBusBwGBps: 45}",
+          "baseline: {allReduceBusBwGBps: 45, lustreRpcLatencyMs: 2}\n    proof: {every: 24h}")
 SECTIONS = ("## What it means", "## How to confirm", "## What to do")
 PLATFORMS = ("### GKE", "### EKS", "### InfiniBand / RoCE", "### DRA")
 

@@ -27,10 +27,13 @@ def test_incident_exits_1_with_json_findings():
     assert r.exit_code == 1
     data = json.loads(r.stdout)
     rules = [f["rule"] for f in data["findings"]]
-    assert rules[0] == "daemonset-never-ready" and "node-not-gated" in rules
-    f = data["findings"][0]
-    assert set(f) == {"rule", "severity", "objects", "message", "evidence", "fix"}
+    # Cause first (issue 30): the image for the wrong CPU, then the never-ready DaemonSet it explains.
+    assert rules[:2] == ["image-arch-mismatch", "daemonset-never-ready"] and "node-not-gated" in rules
+    f = data["findings"][1]
+    assert set(f) == {"rule", "severity", "objects", "message", "evidence", "fix", "cause"}
     assert "never ready in 271 days" in f["message"]
+    assert f["cause"] == "image-arch-mismatch on DaemonSet network-operator/rdma-shared-dp-ds"
+    assert "-l name=rdma-shared-dp-ds" in f["fix"] and "<selector>" not in f["fix"]
     assert data["summary"] == {"critical": 4, "warning": 2, "info": 0}
 
 
@@ -47,7 +50,9 @@ def test_fail_on_warning():
 def test_table_groups_by_severity():
     r = run("doctor", "--snapshot", str(PROD), "--now", NOW)
     out = r.stdout
-    assert out.index("CRITICAL (4)") < out.index("WARNING (2)")
+    # The verdict first (issue 30), then every critical before any warning.
+    assert out.startswith("DEGRADED  fabricguard doctor: 4 critical, 2 warning")
+    assert out.rindex("\nCRITICAL ") < out.index("\nWARNING ")
     assert "daemonset-never-ready" in out
 
 

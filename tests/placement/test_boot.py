@@ -24,7 +24,7 @@ from fabricguard.admission.decide import Admission
 from fabricguard.doctor.engine import run_doctor
 from fabricguard.doctor.snapshot import snapshot_from_lists
 from fabricguard.kube import Kube
-from fabricguard.names import TAINT_UNVERIFIED
+from fabricguard.names import TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.placement import install
 from fabricguard.profile import load_profile
 from fabricguard.profile.cluster import tolerates
@@ -148,7 +148,92 @@ def test_the_doctor_reports_a_fabric_daemonset_that_would_not_schedule_on_a_tain
     assert not [f for f in report.findings if f.rule == "daemonset-untolerated-readiness"]
 
 
-def test_the_webhook_leaves_other_daemonsets_and_deployments_alone() -> None:
+def test_every_daemonset_gets_the_readiness_tolerations_unless_it_opts_out() -> None:
+    """The readiness taints are for workloads, not node agents: kube-proxy, a CNI, any DaemonSet (issue 24 item 3).
+    One labelled fabricguard.io/readiness-tolerations: "false" is excluded by the configuration's objectSelector
+    and, should it reach the webhook anyway, left as it is."""
     profile = load_profile(ROOT / "examples" / "profiles" / "aws-p5-efa.yaml")
     other = upstream("kube-system", "kube-proxy", [])
-    assert through_webhook(profile, other) == other
+    patched = through_webhook(profile, other)
+    assert {t["key"] for t in patched["spec"]["template"]["spec"]["tolerations"]} >= set(TAINT_KEYS)
+    kept = upstream("kube-system", "special", [])
+    kept["metadata"]["labels"] = {"fabricguard.io/readiness-tolerations": "false"}
+    assert through_webhook(profile, kept) == kept
+    from fabricguard.admission.daemonsets import webhook
+
+    hook = webhook(profile, "fabricguard-system", "fabricguard-admission")
+    assert hook is not None and hook["failurePolicy"] == "Ignore" and "namespaceSelector" not in hook
+    assert hook["objectSelector"] == {"matchExpressions": [
+        {"key": "fabricguard.io/readiness-tolerations", "operator": "NotIn", "values": ["false"]}]}
+
+
+# The GPU stack as published. Tolerations copied from the charts' values files:
+# - NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/values.yaml (`tolerations`: CriticalAddonsOnly
+#   Exists; nvidia.com/gpu Exists NoSchedule) and its NFD worker (`nfd.worker.tolerations`: master "" NoSchedule;
+#   nvidia.com/gpu Equal "present" NoSchedule);
+# - NVIDIA/gpu-operator deployments/gpu-operator/values.yaml (`daemonsets.tolerations`, applied to every operand:
+#   driver, toolkit, device plugin, DCGM exporter, GFD, validator: nvidia.com/gpu Exists NoSchedule) and its NFD
+#   worker (`node-feature-discovery.worker.tolerations`: master and control-plane "" NoSchedule; nvidia.com/gpu
+#   Exists NoSchedule).
+DEVICE_PLUGIN_CHART = [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                       {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+DEVICE_PLUGIN_CHART_NFD = [{"key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "",
+                            "effect": "NoSchedule"},
+                           {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+GPU_OPERATOR_OPERANDS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+GPU_OPERATOR_NFD = [{"key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+                    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "",
+                     "effect": "NoSchedule"},
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+GPU_STACK = [
+    ("nvidia-device-plugin", "nvidia-device-plugin", DEVICE_PLUGIN_CHART),
+    ("nvidia-device-plugin", "nvidia-device-plugin-node-feature-discovery-worker", DEVICE_PLUGIN_CHART_NFD),
+    *(("gpu-operator", name, GPU_OPERATOR_OPERANDS) for name in (
+        "nvidia-driver-daemonset", "nvidia-container-toolkit-daemonset", "nvidia-device-plugin-daemonset",
+        "nvidia-dcgm-exporter", "gpu-feature-discovery", "nvidia-operator-validator")),
+    ("gpu-operator", "gpu-operator-node-feature-discovery-worker", GPU_OPERATOR_NFD),
+]
+
+
+def published(namespace: str, name: str, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"tolerations": [dict(t) for t in tolerations], "priorityClassName": "system-node-critical",
+                         "containers": [{"name": "main", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"}]}}}}
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])
+async def test_a_tainted_gpu_node_boots_with_the_gpu_stacks_published_daemonsets(path: Path, emulator) -> None:
+    """A new GPU node: the readiness taint and nvidia.com/gpu=present. As published, no DaemonSet of the GPU stack
+    would run there (the agent then never sees the GPUs: a deadlock); through the webhook each one does."""
+    k8s, kube = emulator
+    profile = load_profile(path)
+    for pool in profile.spec.pools:
+        n = node(pool)
+        n["spec"]["taints"].append({"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
+        k8s.objects["v1/nodes", None, n["metadata"]["name"]] = n
+    for ns, name, tols in GPU_STACK:
+        raw = published(ns, name, tols)
+        assert not any(would_schedule(raw, node(p)) for p in profile.spec.pools), name  # the deadlock
+        k8s.objects["apps/v1/daemonsets", ns, name] = through_webhook(profile, raw)
+    stored = await kube.list("apps/v1", "daemonsets")
+    assert len(stored) == len(GPU_STACK)
+    for n in await kube.list("v1", "nodes"):
+        for ds in stored:
+            assert would_schedule(ds, n), (ds["metadata"]["name"], n["metadata"]["name"])
+
+
+def test_the_doctor_reports_the_gpu_stack_as_published_on_a_tainted_node() -> None:
+    profile = load_profile(ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml")
+    pool = profile.spec.pools[0]
+    shipped = [published(ns, name, tols) for ns, name, tols in GPU_STACK]
+    lists: dict[str, Any] = {"nodes": {"apiVersion": "v1", "kind": "List", "items": [node(pool)]},
+                             "daemonsets": {"apiVersion": "v1", "kind": "List", "items": shipped}}
+    report = run_doctor(snapshot_from_lists(lists), profile, NOW)
+    found = sorted(f.objects[0].name for f in report.findings if f.rule == "daemonset-untolerated-readiness")
+    assert found == sorted(name for _ns, name, _t in GPU_STACK)
+    lists["daemonsets"]["items"] = [through_webhook(profile, d) for d in shipped]
+    report = run_doctor(snapshot_from_lists(lists), profile, NOW)
+    assert not [f for f in report.findings if f.rule == "daemonset-untolerated-readiness"]

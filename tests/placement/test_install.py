@@ -66,6 +66,7 @@ PLURAL = {
     "PrometheusRule": ("monitoring.coreos.com/v1/prometheusrules", True),
     "PodMonitoring": ("monitoring.googleapis.com/v1/podmonitorings", True),
     "Rules": ("monitoring.googleapis.com/v1/rules", True),
+    "ClusterRules": ("monitoring.googleapis.com/v1/clusterrules", False),
 }
 BUILTIN_PRIORITY = {"system-node-critical", "system-cluster-critical"}
 
@@ -147,10 +148,18 @@ def test_gmp_variant_validates_against_managed_prometheus_crds(tmp_path: Path) -
         image=IMAGE, agent_image=AGENT_IMAGE, canary_image=CANARY_IMAGE, monitoring="gmp"))
     [mon] = [c for c in comps if c.name == install.MONITOR]
     kinds = sorted(x["kind"] for x in mon.objects)
-    assert kinds == ["ConfigMap", "PodMonitoring", "PodMonitoring", "Rules"]
+    # ClusterRules, not Rules: GMP scopes a namespaced Rules to its own namespace's series (issue 24).
+    assert kinds == ["ClusterRules", "ConfigMap", "PodMonitoring", "PodMonitoring", "PodMonitoring"]
     for x in mon.objects:
+        if x["kind"] == "ClusterRules":
+            # GMP's ClusterRules and Rules share one spec type (RulesSpec); only the scope differs, and the
+            # shipped schema is Rules': validate the spec through it.
+            assert "namespace" not in x["metadata"]
+            x = {**x, "kind": "Rules", "metadata": {**x["metadata"], "namespace": "fabricguard-system"}}
         if x["kind"] != "ConfigMap":
             assert crd_errors(x) == [], x["metadata"]["name"]
+    assert {x["metadata"]["name"] for x in mon.objects if x["kind"] == "PodMonitoring"} >= {
+        "fabricguard-admission", "fabricguard-controller"}
 
 
 def test_monitoring_for_kube_prometheus_stack(rendered) -> None:
@@ -464,7 +473,7 @@ def test_gmp_rules_read_the_jobs_labels_as_managed_prometheus_stores_them(tmp_pa
     profile = load_profile(ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml")
     comps = install.components(profile, "x", install.Options(image=IMAGE, agent_image=AGENT_IMAGE,
                                                              canary_image=CANARY_IMAGE, monitoring="gmp"))
-    [rules] = [x for c in comps for x in c.objects if x["kind"] == "Rules"]
+    [rules] = [x for c in comps for x in c.objects if x["kind"] == "ClusterRules"]
     # GMP: the target's namespace/job win; the job's own labels arrive as exported_*.
     series = ('fabricguard_job_on_sockets{namespace="fabricguard-system",job="fabricguard-controller",'
               'exported_namespace="ml-search",exported_job="qwen",pool="h200-rdma"}')

@@ -96,10 +96,12 @@ class FakeNode:
         health: str = "healthy",
         layout: str = "sys/kernel/debug/lustre",
         server: str = "10.1.0.5@tcp",
+        jobid_var: str = "FG_LUSTRE_JOBID",
     ) -> FakeNode:
         """A mounted Lustre client's files as Lustre 2.15 writes them: ``health_check`` in sysfs, one MDC and
         ``osts`` OSCs with ``import`` and ``state`` in debugfs (``layout``; procfs before 2.15)."""
         write(self.root / "sys/fs/lustre/health_check", health + "\n")
+        write(self.root / "sys/fs/lustre/jobid_var", jobid_var + "\n")
         targets = [("mdc", f"{fsname}-MDT0000")] + [("osc", f"{fsname}-OST{i:04x}") for i in range(osts)]
         for kind, target in targets:
             dev = f"{target}-{kind}-ffff8d2c3a4b5000"

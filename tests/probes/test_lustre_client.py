@@ -125,7 +125,7 @@ def test_healthy_client_passes_every_check(node, onprem, tmp_path):
     c = checks(onprem, healthy(node), fake_lnetctl(tmp_path, lnet_net_show(), lnet_peer_show()))
     assert {n: v.status for n, v in c.items()} == {  # type: ignore[attr-defined]
         "lustre.health": Status.passed, "lustre.imports": Status.passed, "lustre.evictions": Status.passed,
-        "lustre.lnet": Status.passed}
+        "lustre.lnet": Status.passed, "lustre.jobid": Status.passed}
     assert "3 imports of file system lfsfs connected" in c["lustre.imports"].detail  # type: ignore[attr-defined]
 
 
@@ -276,3 +276,17 @@ def test_disabled_in_the_profile_is_skipped(node, onprem):
     healthy(node, health="NOT HEALTHY")
     out = lustre_client_checks(prof, prof.pool("h100-ib"), node.root)
     assert [(c.name, c.status) for c in out] == [("lustre.client", Status.skipped)]
+
+
+def test_untagged_client_is_degraded_not_failed(node, onprem):
+    healthy(node, jobid_var="disable")
+    c = checks(onprem, node)["lustre.jobid"]
+    assert c.status is Status.degraded  # type: ignore[attr-defined]
+    assert "jobid_var is 'disable', not FG_LUSTRE_JOBID" in c.detail  # type: ignore[attr-defined]
+    assert "lctl set_param -P jobid_var=FG_LUSTRE_JOBID" in c.detail  # type: ignore[attr-defined]
+
+
+def test_the_jobid_variable_fits_lustres_limit():
+    from fabricguard import names
+
+    assert len(names.LUSTRE_JOBID_ENV) <= 20  # JOBSTATS_JOBID_VAR_MAX_LEN (lustre-release lprocfs_status.h)

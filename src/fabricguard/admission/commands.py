@@ -18,7 +18,7 @@ import typer
 
 from fabricguard import objects
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
-from fabricguard.options import Mode, check_namespace, mode_option
+from fabricguard.options import Mode, check_namespace, check_port, mode_option
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
@@ -28,6 +28,9 @@ admission_app = typer.Typer(help="Admission webhook: inject the fabric, reject w
                             no_args_is_help=True)
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile YAML.")
+WEBHOOK_PORT_OPT = typer.Option(
+    10250, "--webhook-port", help="The webhook's container port the API server calls. 10250: a GKE private "
+    "cluster's control plane reaches nodes only on 443 and 10250 without a firewall rule (docs/install.md).")
 
 
 def _profile(path: Path) -> PlatformProfile:
@@ -156,6 +159,7 @@ def render_webhook_cmd(
     any_source: bool = typer.Option(
         False, "--any-source", help="Render the NetworkPolicy without --apiserver-cidr: the webhook port is then "
                                     "open to every pod and node, not only the API server."),
+    webhook_port: int = WEBHOOK_PORT_OPT,
 ) -> None:
     """Print the webhook's Deployment, Service, PDB, NetworkPolicy, cert-manager objects and configurations."""
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
@@ -174,8 +178,9 @@ def render_webhook_cmd(
 
     hook = daemonset_webhook(prof, namespace, render_name)
     claims = any(p.claim_template_name for p in prof.spec.pools)
+    port = check_port("--webhook-port", webhook_port)
     sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs, [hook] if hook else None,
-                                       claim_templates=claims)))
+                                       claim_templates=claims, port=port)))
 
 
 

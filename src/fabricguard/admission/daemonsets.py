@@ -1,16 +1,20 @@
-"""No deadlock at node boot: the readiness taints tolerated by every DaemonSet a fabric node needs.
+"""No deadlock at node boot: every DaemonSet pod tolerates the readiness taints.
 
 A new fabric node carries ``readiness.k8s.io/fabric-unverified`` until the agent reports ``FabricReady=True``;
-the agent can only pass once the device plugin advertises the fabric, the CSI node plugin mounts Lustre and the
-CNI (Multus) attaches the networks. A DaemonSet among those that does not tolerate the taint never runs on the
-node, so the taint stays forever (the EFA device plugin's chart tolerates only ``CriticalAddonsOnly``).
+the agent can only pass once the GPU stack (driver, container toolkit, device plugin: it requires the GPUs in
+allocatable), the fabric's device plugin or DRA driver, the CSI node plugin and the CNI run there. A DaemonSet
+among those that does not tolerate the taint never runs on the node, so the taint stays forever: the NVIDIA
+device plugin chart tolerates only ``CriticalAddonsOnly`` and ``nvidia.com/gpu``, the GPU Operator's operands
+and NFD only ``nvidia.com/gpu``, the EFA device plugin's chart only ``CriticalAddonsOnly``, and no profile names
+them all. The readiness taints are for workloads, not node agents: like the DaemonSet controller's own
+``node.kubernetes.io/not-ready`` tolerations, every DaemonSet gets them, not only the ones the profile lists.
 
 The DaemonSet's *template* is what must tolerate the taint (the DaemonSet controller decides from the template
-whether a node should run a pod at all), so the webhook mutates the DaemonSets the profile names
-(``fabric_daemonsets()``: the pools' device plugins and ``spec.fabricDaemonSets``) on CREATE and UPDATE: an
-upgrade of the add-on that drops the toleration gets it back. The configuration is narrow (their namespaces,
-their names in ``matchConditions``) and ``failurePolicy: Ignore``: a system DaemonSet is never blocked by this
-webhook's own fault; the doctor (``daemonset-untolerated-readiness``) and ``preflight`` report what it missed.
+whether a node should run a pod at all), so the webhook mutates every DaemonSet on CREATE and UPDATE: an upgrade
+of an add-on that drops the toleration gets it back. ``failurePolicy: Ignore``: a system DaemonSet is never
+blocked by this webhook's own fault; the doctor (``daemonset-untolerated-readiness``) and ``preflight`` report
+what it missed. A DaemonSet labelled ``fabricguard.io/readiness-tolerations: "false"`` is left as it is (an
+objectSelector: such requests never reach the webhook).
 """
 
 from __future__ import annotations
@@ -50,12 +54,18 @@ def patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"op": "add", "path": "/spec/template/spec/tolerations/-", "value": t} for t in missing]
 
 
+def _opted_out(meta: dict[str, Any]) -> bool:
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    return str((labels or {}).get(names.LABEL_READINESS_TOLERATIONS, "")).lower() == "false"
+
+
 def decide(profile: PlatformProfile, req: rv.AdmissionRequest) -> tuple[dict[str, Any], bool]:
     """The review response for a DaemonSet CREATE/UPDATE, and whether it patches."""
     obj = req.object or {}
     meta = obj.get("metadata") or {}
     name = meta.get("name") or req.name
-    if req.operation not in ("CREATE", "UPDATE") or not is_fabric_daemonset(profile, req.namespace, name):
+    del name  # every DaemonSet, not only the profile's (is_fabric_daemonset says which those are)
+    if req.operation not in ("CREATE", "UPDATE") or _opted_out(meta):
         return rv.allow(req.uid), False
     ops = patch(obj)
     if not ops:
@@ -65,12 +75,9 @@ def decide(profile: PlatformProfile, req: rv.AdmissionRequest) -> tuple[dict[str
 
 
 def webhook(profile: PlatformProfile, namespace: str, service: str) -> dict[str, Any] | None:
-    """The MutatingWebhookConfiguration entry for the profile's fabric DaemonSets (None: the profile names none)."""
-    targets = profile.fabric_daemonsets()
-    if not targets:
-        return None
-    namespaces = sorted({d.namespace for d in targets})
-    listed = ", ".join(f"'{d.namespace}/{d.name}'" for d in targets)
+    """The MutatingWebhookConfiguration entry for every DaemonSet (all namespaces; opted-out ones excluded by an
+    objectSelector). ``profile`` is kept for callers: the entry no longer depends on what it names."""
+    del profile
     return {
         "name": HOOK_NAME,
         "admissionReviewVersions": ["v1"],
@@ -81,8 +88,6 @@ def webhook(profile: PlatformProfile, namespace: str, service: str) -> dict[str,
         "matchPolicy": "Equivalent",
         "sideEffects": "None",
         "timeoutSeconds": 5,
-        "namespaceSelector": {"matchExpressions": [
-            {"key": names.LABEL_NAMESPACE_NAME, "operator": "In", "values": namespaces}]},
-        "matchConditions": [{"name": "fabric-daemonset",
-                             "expression": f"(request.namespace + '/' + object.metadata.name) in [{listed}]"}],
+        "objectSelector": {"matchExpressions": [
+            {"key": names.LABEL_READINESS_TOLERATIONS, "operator": "NotIn", "values": ["false"]}]},
     }

@@ -413,6 +413,8 @@ def env_entries(plan: Plan, job_label: str, with_storage: bool) -> list[dict[str
     if with_storage and plan.lustre_claim:
         out.append({"name": ENV_NS, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
         out.append({"name": ENV_JOB, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
+        # The Lustre client tags each request with this value where jobid_var names it (docs/storage.md).
+        out.append({"name": names.LUSTRE_JOBID_ENV, "value": f"$({ENV_NS}).$({ENV_JOB})"})
     out += [{"name": k, "value": v} for k, v in plan.env]
     if with_storage and plan.debug_file:
         out.append({"name": "NCCL_DEBUG_FILE", "value": plan.debug_file})

@@ -29,7 +29,11 @@ from fabricguard.kube import rbac_rules
 
 NAME = "fabricguard-admission"
 ENABLED_LABEL = names.LABEL_ENABLED
-PORT = 8443
+# The container port the API server calls. 10250 by default: a GKE private cluster's control plane reaches nodes
+# only on 443 and 10250 without a firewall rule (docs/install.md), and a webhook it cannot reach with
+# failurePolicy Fail times out every pod create in opted-in namespaces. ``--webhook-port`` chooses another
+# (8443 with the firewall rule); 443 would need NET_BIND_SERVICE for the non-root user.
+PORT = 10250
 HEALTH_PORT = 8081
 PROFILE_KEY = "profile.yaml"
 PROFILE_CHECKSUM = names.ANN_PROFILE_CHECKSUM
@@ -85,10 +89,14 @@ def _webhook(kind: str, namespace: str, path: str) -> dict[str, Any]:
     return hook
 
 
+def _network_policy_port(port: int) -> dict[str, Any]:
+    return {"ports": [{"protocol": "TCP", "port": port}]}
+
+
 def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str], *, api_egress: bool = False,
-                    ) -> dict[str, Any]:
+                    port: int = PORT) -> dict[str, Any]:
     webhook_from: list[dict[str, Any]] = [{"ipBlock": {"cidr": c}} for c in apiserver_cidrs]
-    webhook_rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": PORT}]}
+    webhook_rule: dict[str, Any] = _network_policy_port(port)
     if webhook_from:
         webhook_rule["from"] = webhook_from
     return {
@@ -118,7 +126,7 @@ def _api_egress(apiserver_cidrs: list[str]) -> dict[str, Any]:
 def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system",
               apiserver_cidrs: list[str] | None = None,
               extra_mutating: list[dict[str, Any]] | None = None, *,
-              claim_templates: bool = False, mode: str = "enforce") -> list[dict[str, Any]]:
+              claim_templates: bool = False, mode: str = "enforce", port: int = PORT) -> list[dict[str, Any]]:
     """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server;
     ``extra_mutating``: further entries of the mutating configuration (the fabric DaemonSets' tolerations).
 
@@ -138,10 +146,10 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
         "imagePullPolicy": "IfNotPresent",
         "args": ["admission", "serve", "--profile", f"/etc/fabricguard/{PROFILE_KEY}",
                  "--cert", "/etc/fabricguard/tls/tls.crt", "--key", "/etc/fabricguard/tls/tls.key",
-                 "--host", "0.0.0.0", "--port", str(PORT), "--health-port", str(HEALTH_PORT),
+                 "--host", "0.0.0.0", "--port", str(port), "--health-port", str(HEALTH_PORT),
                  "--shutdown-delay", str(SHUTDOWN_DELAY), "--shutdown-timeout", str(SHUTDOWN_TIMEOUT),
                  "--mode", mode],
-        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"},
+        "ports": [{"name": "https", "containerPort": port, "protocol": "TCP"},
                   {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", **health_probe}, "periodSeconds": 5,
                            "failureThreshold": 2},
@@ -210,7 +218,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": {names.LABEL_APP_NAME: NAME},
                   "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]}},
-        _network_policy(meta, apiserver_cidrs or [], api_egress=claim_templates),
+        _network_policy(meta, apiserver_cidrs or [], api_egress=claim_templates, port=port),
         # The CA chain: a self-signed Issuer only makes the CA; the CA Issuer signs the serving certificate.
         {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
          "metadata": {**meta, "name": f"{NAME}-selfsigned"}, "spec": {"selfSigned": {}}},
@@ -237,6 +245,27 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
          "metadata": {"name": NAME, "labels": labels, "annotations": inject},
          "webhooks": [_webhook("validate", namespace, "/validate")]},
     ]
+
+
+def pod_monitor(namespace: str, release: str | None = None) -> dict[str, Any]:
+    """The webhook's PodMonitor (Prometheus Operator): ``/metrics`` on its plain-HTTP health port. A fail-closed
+    webhook nobody scrapes is down in silence (the alerts FabricguardWebhookDown/Errors/Slow read these series)."""
+    labels = _labels()
+    if release:
+        labels["release"] = release
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+            "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
+                     "namespaceSelector": {"matchNames": [namespace]},
+                     "podMetricsEndpoints": [{"port": "health", "path": "/metrics", "interval": "30s"}]}}
+
+
+def pod_monitoring(namespace: str) -> dict[str, Any]:
+    """The GKE Managed Prometheus form of :func:`pod_monitor`."""
+    return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+            "metadata": {"name": NAME, "namespace": namespace, "labels": _labels()},
+            "spec": {"selector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
+                     "endpoints": [{"port": "health", "path": "/metrics", "interval": "30s"}]}}
 
 
 def webhook_rbac(namespace: str) -> list[dict[str, Any]]:

@@ -13,7 +13,10 @@ block every create in the opted-in namespaces):
   is closed at once, and one from another address takes the busiest one's oldest slot); a TLS
   handshake and a first request head must complete within ``header_timeout`` seconds, and so must every later
   request head once its first byte arrives (an idle keep-alive connection stays open); at most
-  ``max_connections`` connections are open (a silent one makes room for a new one); each connection's TLS
+  ``max_connections`` connections are open: a new one closes the oldest silent one, else the one idle the
+  longest between requests (a keep-alive at rest), and is refused only while every connection is in the middle
+  of a request; one client address holds at most ``max_per_source`` (half the table by default), a new one
+  past it closing that address's own idle connection; each connection's TLS
   and HTTP buffers are small (``bench/admission/README.md``: 300 concurrent 2.9 MB reviews peak at 142 MiB);
 * a ``Content-Encoding`` other than identity is refused (415) before anything is read: the API server never
   compresses, and a small gzip body can inflate to gigabytes;
@@ -240,7 +243,8 @@ class _Guarded(asyncio.Protocol):
     evicted first (tests/admission/test_admission_load.py pins what is relied on), never kept.
     """
 
-    __slots__ = ("_fg_armed", "_fg_inner", "_fg_request", "_fg_table", "_fg_timer", "requests")
+    __slots__ = ("_fg_armed", "_fg_inner", "_fg_request", "_fg_table", "_fg_timer", "idle_since", "peer",
+                 "requests")
 
     def __init__(self, table: _Connections, inner: RequestHandler) -> None:
         self._fg_table = table
@@ -249,6 +253,14 @@ class _Guarded(asyncio.Protocol):
         self._fg_request: web.BaseRequest | None = None  # the request aiohttp is handling, if any
         self._fg_armed = False  # a head has begun and not completed yet
         self.requests = 0  # complete request heads seen
+        self.peer = "?"  # the client's address (the per-source cap counts by it)
+        self.idle_since = time.monotonic()  # since when no request is in progress (evicted oldest idle first)
+
+    @property
+    def idle(self) -> bool:
+        """At rest: nothing is being handled, and either no complete request ever came (a silent connection,
+        on its first deadline) or no next head has begun (a keep-alive between requests)."""
+        return self._fg_request is None and (not self._fg_armed or not self.requests)
 
     @property
     def handler(self) -> RequestHandler:
@@ -259,6 +271,8 @@ class _Guarded(asyncio.Protocol):
         # the socket; a review arrives in well under a second from the API server either way.
         with contextlib.suppress(AttributeError, ValueError):
             transport.set_read_buffer_limits(high=TLS_READ_BUFFER)  # type: ignore[attr-defined]
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         self._fg_inner.connection_made(transport)
         self._fg_table.add(self)
 
@@ -298,6 +312,7 @@ class _Guarded(asyncio.Protocol):
 
     def request_done(self) -> None:
         self._fg_request = None
+        self.idle_since = time.monotonic()
         if self._fg_armed:  # the next head began while this request was handled
             self._fg_armed = False
             self.arm(self._fg_table.header_timeout)
@@ -342,8 +357,10 @@ class _Connections:
     in the TLS handshake (see :meth:`admit`)."""
 
     def __init__(self, limit: int, header_timeout: float, metrics: Metrics,
-                 handshakes: int = DEFAULT_MAX_HANDSHAKES) -> None:
+                 handshakes: int = DEFAULT_MAX_HANDSHAKES, per_source: int | None = None) -> None:
         self.limit = limit
+        self.per_source = max(1, per_source if per_source is not None else limit // 2)
+        self.by_peer: dict[str, int] = {}  # open connections per client address
         self.header_timeout = header_timeout
         self.metrics = metrics
         self.max_handshakes = max(handshakes, 1)
@@ -383,22 +400,45 @@ class _Connections:
         return True
 
     def add(self, conn: _Guarded) -> None:
-        if len(self.open) >= self.limit:
-            # Only a connection that never sent a complete request is closed for a new one: an idle
-            # keep-alive connection may be the API server's, about to send a review on it.
-            silent = next((c for c in self.open if not c.requests), None)
-            if silent is None:
-                self.closed("too_many_connections")
-                conn.force_close()
-                return
-            self.discard(silent)
-            self.closed("evicted_silent")
-            silent.force_close()
+        """Admit a connection whose handshake completed, making room when needed.
+
+        A client address that holds ``per_source`` connections gets a new one only by closing one of its own
+        at rest (silent, or idle between requests; its oldest idle first): one address cannot hold the table.
+        A full table closes, for a new connection, the oldest that never sent a request, else the one idle the
+        longest: a keep-alive at rest costs its client a reconnect (Go's HTTP client, the API server's, retries
+        a request on a connection the server closed while idle), while a refused new connection would cost a
+        review. Only when every connection is in the middle of a request is the new one refused."""
+        mine = [c for c in self.open if c.peer == conn.peer] if self.by_peer.get(conn.peer, 0) >= self.per_source \
+            else None
+        if mine is not None and not self._evict(mine, "evicted_per_source"):
+            self.closed("too_many_connections" if len(self.open) >= self.limit else "too_many_from_source")
+            conn.force_close()
+            return
+        if len(self.open) >= self.limit and not self._evict(list(self.open), "evicted_idle"):
+            self.closed("too_many_connections")
+            conn.force_close()
+            return
         self.open[conn] = None
+        self.by_peer[conn.peer] = self.by_peer.get(conn.peer, 0) + 1
         self.metrics.connections.set(len(self.open))
+
+    def _evict(self, among: list[_Guarded], why: str) -> bool:
+        """Close the one of ``among`` that never sent a request (oldest first), else the one idle the longest;
+        False when each is in the middle of a request."""
+        silent = next((c for c in among if not c.requests and c.idle), None)
+        victim = silent or min((c for c in among if c.idle), key=lambda c: c.idle_since, default=None)
+        if victim is None:
+            return False
+        self.discard(victim)
+        self.closed("evicted_silent" if silent is not None else why)
+        victim.force_close()
+        return True
 
     def discard(self, conn: _Guarded) -> None:
         if self.open.pop(conn, 0) is None:
+            left = self.by_peer.pop(conn.peer, 1) - 1
+            if left > 0:
+                self.by_peer[conn.peer] = left
             self.metrics.connections.set(len(self.open))
 
     def closed(self, why: str) -> None:
@@ -772,8 +812,9 @@ async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127
                 shutdown_timeout: float = 15.0, metrics: Metrics | None = None,
                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
                 bytes_in_flight: int = DEFAULT_BYTES_IN_FLIGHT,
-                max_handshakes: int = DEFAULT_MAX_HANDSHAKES) -> Running:
-    """Start serving (and, with ``health_port``, the plain-HTTP health port); ``cleanup()`` stops."""
+                max_handshakes: int = DEFAULT_MAX_HANDSHAKES, max_per_source: int | None = None) -> Running:
+    """Start serving (and, with ``health_port``, the plain-HTTP health port); ``cleanup()`` stops.
+    ``max_per_source``: connections one client address may hold (default half of ``max_connections``)."""
     metrics = metrics or Metrics()
     reloader = CertReloader(cert, key, metrics)
     state = Lifecycle(reloader)
@@ -787,7 +828,7 @@ async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127
     runner = web.AppRunner(app, access_log=None, keepalive_timeout=30, shutdown_timeout=shutdown_timeout,
                            lingering_time=1.0, auto_decompress=False, read_bufsize=16 * 1024)
     await runner.setup()
-    table = _Connections(max_connections, header_timeout, metrics, max_handshakes)
+    table = _Connections(max_connections, header_timeout, metrics, max_handshakes, max_per_source)
     site = _GuardedSite(runner, host, port, table=table, ssl_context=reloader.context, backlog=1024)
     await site.start()
     running = Running(runner, _bound_port(site, port), reloader, state, metrics, table=table)

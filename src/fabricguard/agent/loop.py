@@ -228,7 +228,9 @@ class Agent:
         if not dry_run and self.client is not None:
             # Bootstrap or not is decided on the Node as it was before this report (a first report creates
             # the condition, which would otherwise end the bootstrap at once).
-            wanted = wanted_taints(node, reported.status) if node is not None else None
+            pool_model = self._pool(node) if pool and node is not None else None
+            needs_proof = bool(pool_model and pool_model.proof and pool_model.proof.lifecycle)
+            wanted = wanted_taints(node, reported.status, needs_proof) if node is not None else None
             try:
                 node = await self.client.patch_status(self.cfg.node, status_patch(condition))
             except KubeError as e:

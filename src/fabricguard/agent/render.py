@@ -75,6 +75,15 @@ def rule_name(pool: str, taint_key: str) -> str:
     return f"fabricguard-{pool}-{taint_key.split('/', 1)[1]}"
 
 
+def _conditions(pool: Pool, mode: str) -> list[dict[str, str]]:
+    """The agent's FabricReady; for a new node of a pool with lifecycle proof also the controller's FabricProven
+    (a pair test with a known-good node): local facts alone do not lift the bootstrap taint."""
+    out = [{"type": CONDITION_TYPE, "requiredStatus": "True"}]
+    if mode == "bootstrap-only" and pool.proof is not None and pool.proof.lifecycle:
+        out.append({"type": names.FABRIC_PROVEN, "requiredStatus": "True"})
+    return out
+
+
 def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False, mode: str = "enforce") -> list[dict[str, Any]]:
     """``dryRun`` on every rule with ``dry_run``, else on the rules of pools in observe mode (the pool's ``mode``
     field, else ``mode``, the install's): NRC then reports what it would taint and taints nothing."""
@@ -88,7 +97,7 @@ def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False, mode: st
                 "metadata": {"name": rule_name(pool.name, key), "labels": {**_labels(pool.name),
                                                                            names.LABEL_APP_COMPONENT: "readiness"}},
                 "spec": {
-                    "conditions": [{"type": CONDITION_TYPE, "requiredStatus": "True"}],
+                    "conditions": _conditions(pool, enforcement),
                     "taint": {"key": key, "value": pool.name, "effect": "NoSchedule"},
                     "enforcementMode": enforcement,
                     "nodeSelector": {"matchLabels": dict(pool.nodeSelector)},

@@ -26,9 +26,16 @@ def in_bootstrap(node: dict[str, Any]) -> bool:
     return TAINT_UNVERIFIED in taint_keys(node) or find_condition(node, names.FABRIC_READY) is None
 
 
-def wanted_taints(node: dict[str, Any], status: str) -> set[str]:
-    """The readiness taints the node should carry when its condition (about to be written) is ``status``."""
+def wanted_taints(node: dict[str, Any], status: str, needs_proof: bool = False) -> set[str]:
+    """The readiness taints the node should carry when its condition (about to be written) is ``status``.
+
+    ``needs_proof``: the pool proves new nodes with a pair test (profile ``proof.lifecycle``): a node in
+    bootstrap keeps the unverified taint until the controller's ``FabricProven`` is True as well, as the
+    NodeReadinessRule would."""
     if status == "True":
+        proven = find_condition(node, names.FABRIC_PROVEN)
+        if needs_proof and TAINT_UNVERIFIED in taint_keys(node) and (proven or {}).get("status") != "True":
+            return {TAINT_UNVERIFIED}
         return set()
     return {TAINT_UNVERIFIED} if in_bootstrap(node) else {TAINT_DEGRADED}
 

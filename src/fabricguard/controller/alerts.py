@@ -186,8 +186,62 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "nofile limit, or look for a leak in fabricguard_controller_open_fds."),
     ]
     out[6:6] = daemonset_rules(profile)
+    out += down_rules(profile)
     out += job_busbw_rules(profile)
     out += node_rules(profile)
+    return out
+
+
+# Minutes a component's series may be missing before "down" fires: longer than a rollout, shorter than an outage
+# anyone would accept for a fail-closed gate.
+DOWN_FOR = "10m"
+
+
+def down_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """Never silent when down: ``absent()`` of each component's own series (a Deployment at 0 replicas, a pool's
+    agents unscheduled, a webhook nobody scrapes leave no series at all, so no threshold alert can fire), the
+    webhook's errors and latency, a stale agent, and an open blast-radius breaker."""
+    out = [
+        _rule("FabricguardControllerDown", "absent(fabricguard_reconcile_last_timestamp_seconds)", DOWN_FOR,
+              "critical", "no fabricguard controller is reporting",
+              "No series of the controller at all: its Deployment is at 0 replicas, it crash-loops, or nothing "
+              "scrapes it. Its Kueue check holds every gated workload whose entry is not Ready, and no canary "
+              "runs. (In CronJob mode: the textfile collector has no fabricguard file.)"),
+        _rule("FabricguardWebhookDown", "absent(fabricguard_admission_draining)", DOWN_FOR, "critical",
+              "no fabricguard admission webhook is reporting",
+              "No series of the webhook: its Deployment is at 0 replicas, crash-loops, or its PodMonitor is "
+              "missing. With failurePolicy Fail, every create of a training pod in opted-in namespaces fails."),
+        _rule("FabricguardWebhookErrors",
+              'sum(rate(fabricguard_admission_requests_total{outcome=~"error|timeout|busy|too_large"}[5m]))'
+              " / sum(rate(fabricguard_admission_requests_total[5m])) > 0.05",
+              "10m", "warning", "fabricguard webhook: {{ $value | humanizePercentage }} of reviews fail",
+              "More than 5% of admission reviews end in an error, a timeout, a refusal for load or size: the API "
+              "server then applies the failurePolicy (Fail: the create is refused)."),
+        _rule("FabricguardWebhookSlow",
+              "histogram_quantile(0.99, sum by (le) (rate(fabricguard_admission_duration_seconds_bucket[5m])))"
+              " > 0.5",
+              "10m", "warning", "fabricguard webhook p99 latency above 0.5 s",
+              "The slowest 1% of reviews take more than 0.5 s (the webhook's timeout is 5 s): a creation storm, "
+              "CPU throttling, or a slow ResourceClaimTemplate cache."),
+        _rule("FabricguardBreakerOpen", "max by (pool, check) (fabricguard_breaker_open) == 1", "0m", "critical",
+              "pool {{ $labels.pool }}: blast-radius breaker open for check {{ $labels.check }}",
+              "Too many of the pool's nodes newly failed this check within the window: fabricguard assumes its "
+              "own fault (profile, agent, driver), stopped tainting and holding for it, and waits for a person. "
+              "fabricguard breaker status names the nodes; reset with fabricguard breaker reset."),
+        _rule("FabricguardAgentStale",
+              "max by (node, pool) ((time() - fabricguard_agent_last_run_timestamp_seconds)"
+              " * on(instance) group_left(node, pool) fabricguard_agent_info) > 900",
+              "5m", "warning", "agent on {{ $labels.node }} (pool {{ $labels.pool }}) has not run for 15 minutes",
+              "The agent's pod is up but its checks have not finished a run: a hung check, a stalled loop. Its "
+              "FabricReady turns Unknown when the staleness sweep sees the old heartbeat."),
+    ]
+    for p in profile.spec.pools:
+        out.append(_rule(
+            "FabricguardAgentsDown", f'absent(fabricguard_agent_info{{pool="{p.name}"}})', DOWN_FOR, "critical",
+            f"no fabricguard agent of pool {p.name} is reporting",
+            f"No agent of pool {p.name} has a series: its DaemonSet is deleted or schedules no pod (a nodeSelector "
+            "or an untolerated taint), or nothing scrapes it. No node of the pool proves its fabric; FabricReady "
+            "goes stale and the readiness taints stay."))
     return out
 
 
@@ -211,7 +265,14 @@ def job_busbw_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
         "rank(s) per node, below the floor of that shape (floorFraction x baseline, x k/G for k of G GPUs per "
         f"node) for {ins.belowFloorFor}: the job runs, slowly, with no error. Its fabricguard.io/busbw "
         "annotation and Event have the figures; the dashboard's job view shows them beside step time, GPU "
-        "utilization and RDMA traffic.")]
+        "utilization and RDMA traffic."),
+        _rule("FabricguardJobHung", "max by (namespace, job, node, rank) (fabricguard_job_hung) > 0", "0m", "warning",
+              "{{ $labels.namespace }}/{{ $labels.job }} hung, waiting for rank {{ $labels.rank }} on node "
+              "{{ $labels.node }}",
+              f"The job's collectives stopped advancing for {ins.hangAfter} and NCCL's RAS, asked twice from inside "
+              "one of its pods, shows launch counts mismatched and not advancing: the other ranks wait for this "
+              "rank. Its fabricguard.io/hang annotation and FabricJobHung Event name the pod and the node's last "
+              "transport verdict.")]
 
 
 # Joins a per-node series (scraped from the agent: same ``instance``) to the node and pool the agent checks.
@@ -266,8 +327,33 @@ def node_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
     return out
 
 
+def proof_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
+    """Node proof (controller/proof.py): coverage behind its goal, the quarantine breaker, a lifecycle timeout."""
+    if not any(p.proof is not None for p in profile.spec.pools):
+        return []
+    pool = "pool {{ $labels.pool }}"
+    return [
+        _rule("FabricguardProofCoverageBehind", "fabricguard_pool_proof_nodes_overdue > 0", "1h", "warning",
+              f"{pool}: {{{{ $value }}}} node(s) not proven within the pool's proof.every",
+              "Pair tests did not prove every node of the pool within its coverage goal: no idle nodes (a busy "
+              "pool), the GPU-hour budget spent, or no known-good partner. `fabricguard pool coverage -p POOL` "
+              "lists each node's last proof and state; the FabricValidation's status.proof says what bounded it."),
+        _rule("FabricguardQuarantineBreakerOpen", "fabricguard_pool_quarantine_breaker_open == 1", "1m", "critical",
+              f"{pool}: the quarantine breaker is open; nothing more is quarantined",
+              "More of the pool's nodes newly failed pair tests within the breaker's window than "
+              "proof.quarantine.breakerPercent allows: a platform fault (a switch, a driver rollout, our own "
+              "mistake) rather than bad nodes. fabricguard stops quarantining until a person has looked and "
+              "resets it; the FabricValidation's status.proof.breaker names the nodes counted."),
+        _rule("FabricguardNodeProofTimedOut", 'fabricguard_pool_proof_nodes{state="timed-out"} > 0', "1m",
+              "warning", f"{pool}: {{{{ $value }}}} new node(s) not proven within proof.lifecycleTimeout",
+              "A new or repaired node kept its readiness taint past the pool's lifecycleTimeout because no pair "
+              "test with a known-good node passed (no idle partner, the budget, or the test failed). It takes "
+              "no work until proven; its FabricProven condition and Events say why."),
+    ]
+
+
 def rule_groups(profile: PlatformProfile) -> dict[str, Any]:
-    return {"groups": [{"name": GROUP, "rules": rules(profile)}]}
+    return {"groups": [{"name": GROUP, "rules": rules(profile) + proof_rules(profile)}]}
 
 
 def prometheus_rule(profile: PlatformProfile, namespace: str) -> dict[str, Any]:

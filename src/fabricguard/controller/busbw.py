@@ -22,7 +22,9 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.canary import job_dir
 from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series, ShapeKey, shape_text
+from fabricguard.nccl.ranks import Attribution, AttributionView
 from fabricguard.profile.model import Inspector, PlatformProfile, Pool
+from fabricguard.times import from_epoch_us
 from fabricguard.verdict.busbw import INSPECTOR_NAME, floor_of
 
 if TYPE_CHECKING:
@@ -47,16 +49,22 @@ class JobBusbw:
     root: Path | None = None  # the job's directory: nothing is read through a link out of it
     follower: InspectorFollower = field(init=False)
     series: Series = field(init=False)
+    ranks: Attribution = field(init=False)  # the late rank and the slow node (nccl/ranks.py)
+    ranks_view: AttributionView | None = None
 
     def __post_init__(self) -> None:
         # A controller that starts (or restarts) while the job runs reads each file's last 64 KiB, not its history.
         self.follower = InspectorFollower(self.directory, tail_bytes=TAIL_BYTES, root=self.root)
         keep = max(15, 2 * self.settings.below_floor_s // 60)
         self.series = Series(self.settings.large_bytes, keep_minutes=keep)
+        self.ranks = Attribution(self.settings.large_bytes, rounds=self.settings.suspectRounds)
 
     def poll(self) -> ReadStats:
         records, stats = self.follower.poll()
         self.series.add(records)
+        if records or self.ranks_view is None:
+            self.ranks.add(records)
+            self.ranks_view = self.ranks.judge()  # judged only when records came: an idle job costs nothing
         return stats
 
 
@@ -68,6 +76,8 @@ class BusbwView:
     figures: dict[ShapeKey, MinuteFigure]
     floor_gbps: float | None
     below_for_s: int
+    ranks: AttributionView | None = None  # per rank and per node (nccl/ranks.py)
+    progress: int = 0  # collective instances seen to start: stops growing when the job stalls
 
     @property
     def below(self) -> list[MinuteFigure]:
@@ -91,7 +101,8 @@ class BusbwView:
 
 
 def view_of(jb: JobBusbw, pool: Pool) -> BusbwView:
-    return BusbwView(jb.series.figures(floor_of(pool)), pool.baseline.busbw_floor_gbps, jb.settings.below_floor_s)
+    return BusbwView(jb.series.figures(floor_of(pool)), pool.baseline.busbw_floor_gbps, jb.settings.below_floor_s,
+                     jb.ranks_view, jb.ranks.progress)
 
 
 def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: datetime) -> list[Action]:
@@ -105,7 +116,8 @@ def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: d
         return []  # a healthy job is not written to; a state is told once
     if state == "below":
         worst = view.below[0]
-        since = datetime.fromtimestamp((worst.below_since_us or 0) / 1e6, tz=now.tzinfo).isoformat()
+        at = from_epoch_us(worst.below_since_us or 0, now.tzinfo)  # range-checked where read; checked here too
+        since = at.isoformat() if at is not None else "an unreadable time"
         detail = (f"collective bus bandwidth below pool {job.pool}'s floor since {since}: {view.text()}; "
                   "the job runs but its collectives are slow (see its Inspector records and the dashboard's job view)")
         reason, warning = "FabricBusBwBelowFloor", True

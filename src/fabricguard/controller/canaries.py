@@ -56,6 +56,8 @@ class PoolState:
     # nodes' FabricReady=False, and whether the pool is known broken (Retry) or only not yet proven (Pending).
     root_cause: str = ""
     broken: bool = False
+    causes: list[str] = field(default_factory=list)  # each critical finding "rule: first sentence", cause first
+    proof: Any = None  # controller.pairs.ProofOutcome of a pool with a proof goal
 
 
 @dataclass
@@ -285,8 +287,10 @@ def reconcile_pool(
     cfg: CanaryConfig,
     counters: Counters,
     lustre: LustreFacts | None = None,
+    avoid: list[str] | None = None,
 ) -> tuple[list[Action], PoolState]:
-    """One pool's canary step. Pure: what Lustre holds comes in ``lustre`` (read by ``controller.lustre``)."""
+    """One pool's canary step. Pure: what Lustre holds comes in ``lustre`` (read by ``controller.lustre``).
+    ``avoid``: nodes the canary keeps off (proof's suspects and convicts: controller/pairs.py)."""
     lustre = lustre or LustreFacts(cfg.lustre_root)
     canary = profile.canary(pool)
     actions: list[Action] = []
@@ -342,7 +346,7 @@ def reconcile_pool(
                 ))
             else:
                 spec: CanarySpec = spec_for(profile, pool, cfg.namespace, now)
-                body = render_canary(profile, pool, spec, image=cfg.image, owner=fv)
+                body = render_canary(profile, pool, spec, image=cfg.image, owner=fv, avoid=avoid)
                 actions.append(Create(names.JOBSET_API, "jobsets", cfg.namespace, body,
                                       owner=None if fv is not None else (names.FV_PLURAL, pool.name)))
                 # ``status.active`` names it once a pass lists it: a run named there existed, so if it is ever

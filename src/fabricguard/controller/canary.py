@@ -235,9 +235,12 @@ def render_canary(
     *,
     image: str,
     owner: dict[str, Any] | None,
+    canary: Canary | None = None,
+    avoid: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The canary JobSet for ``pool``; ``owner`` is the pool's FabricValidation as the API server returned it."""
-    canary = profile.canary(pool)
+    """The canary JobSet for ``pool``; ``owner`` is the pool's FabricValidation as the API server returned it.
+    ``canary``: settings in place of the pool's own (a pair test's GPUs, priority and queue)."""
+    canary = canary or profile.canary(pool)
     if canary is None:
         raise ValueError(f"pool {pool.name} has no canary")
     if not (canary.image or image):
@@ -258,4 +261,58 @@ def render_canary(
     container["env"] = [*container.get("env", []), *_canary_env(profile, pool, canary, spec)]
     if owner is not None:
         js["metadata"]["ownerReferences"] = [o.owner_ref(owner, names.FV_API, names.FV_KIND)]
+    if avoid:
+        pod["spec"].setdefault("affinity", {})["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": names.LABEL_HOSTNAME, "operator": "NotIn", "values": sorted(avoid)[:100]}]}]}}
+    return js
+
+
+# ------------------------------------------------------------------------------------------ pair tests
+
+PAIR_PREFIX = "fgp"
+
+
+def pair_name(pool: Pool, now: datetime, index: int) -> str:
+    """``fgp-<pool>-<unix seconds>-<index>``: unique per start; its pods' hostnames stay within 63."""
+    return f"{PAIR_PREFIX}-{re.sub(r'-+$', '', pool.name[:24])}-{int(now.timestamp())}-{index}"
+
+
+def pair_started_at(name: str) -> datetime | None:
+    m = re.fullmatch(rf"{PAIR_PREFIX}-[a-z0-9-]+-(\d{{1,12}})-\d{{1,4}}", name)
+    return datetime.fromtimestamp(int(m.group(1)), UTC) if m else None
+
+
+def render_pair(profile: PlatformProfile, pool: Pool, spec: CanarySpec, nodes: tuple[str, str], *, image: str,
+                owner: dict[str, Any] | None, purpose: str, tolerate: list[str]) -> dict[str, Any]:
+    """A pair test: the pool's canary pinned to two named nodes, with the proof's GPUs (default the whole node,
+    so every rail is in the test), its scavenger PriorityClass (and Kueue WorkloadPriorityClass) and queue.
+
+    The JobSet carries ``fabricguard.io/proof-pool`` instead of the canary's pool label, so the pool canary's
+    pass never adopts or deletes it. ``tolerate``: taint keys of the tested node (the readiness taint of a new
+    node, fabricguard's quarantine taint for a re-test) -- its partner is known-good and carries neither."""
+    canary = profile.canary(pool)
+    proof = pool.proof
+    if canary is None or proof is None:
+        raise ValueError(f"pool {pool.name} has no canary or no proof")
+    pair = canary.model_copy(update={
+        "nodes": 2, "gpusPerPod": proof.gpusPerPod or pool.gpusPerNode,
+        "priorityClassName": proof.priorityClassName, "queue": proof.queue})
+    js = render_canary(profile, pool, spec, image=image, owner=owner, canary=pair)
+    labels = js["metadata"]["labels"]
+    labels.pop(names.LABEL_CANARY_POOL, None)
+    labels[names.LABEL_PROOF_POOL] = pool.name
+    labels[names.LABEL_PROOF_PURPOSE] = purpose
+    if proof.queue:
+        labels[names.KUEUE_PRIORITY_CLASS] = proof.priorityClassName  # the WorkloadPriorityClass of that name
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod["metadata"].setdefault("labels", {})[names.LABEL_PROOF_POOL] = pool.name
+    affinity = pod["spec"].setdefault("affinity", {})
+    affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": names.LABEL_HOSTNAME, "operator": "In", "values": sorted(nodes)}]}]}}
+    tolerations = pod["spec"].setdefault("tolerations", [])
+    for key in tolerate:
+        tolerations.append({"key": key, "operator": "Exists", "effect": "NoSchedule"})
+    env = pod["spec"]["containers"][0]["env"]
+    env.append({"name": "FG_PROOF_NODES", "value": ",".join(nodes)})
     return js

@@ -145,13 +145,17 @@ def controller_cmd(
 
 
 def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-def]
-    """The pass's metrics in the Prometheus text format, replaced atomically (a collector never reads half)."""
+    """The pass's metrics in the Prometheus text format, replaced atomically (a collector never reads half), with
+    the per-job series of the running jobs the pass followed (``fabricguard_job_on_sockets``, transport, busbw):
+    without them the socket alert could never fire in CronJob mode."""
     from prometheus_client import generate_latest
 
+    from fabricguard.controller.live import LiveCost
     from fabricguard.controller.metrics import Metrics
 
     metrics = Metrics()
     metrics.observe(prof, rep.result, rep.seconds, len(rep.errors))
+    metrics.observe_live(prof, rep.live, LiveCost(jobs=len(rep.live), followed=len(rep.live)))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_bytes(generate_latest(metrics.registry))

@@ -3,7 +3,8 @@
 Fabric validation: canary outcomes per pool over time, all-reduce busbw against the floor, job verdicts by
 transport, workloads held by the check, time since the last successful validation, doctor findings, jobs on
 sockets now, drift from the reference environment. Per pool: fabric ports down, RDMA link errors, Lustre client
-latency against the pool's baseline. The job view (variables ``namespace`` and ``job``), on one time axis: the
+latency against the pool's baseline; node proof coverage (proven, overdue, suspects, quarantined, the breaker)
+and its GPU-hours against the budget. The job view (variables ``namespace`` and ``job``), on one time axis: the
 transport the job's logs prove, its collectives' busbw across nodes from NCCL's Inspector against the pool's
 floor, the GPU utilization of its pods, the RDMA and TCP traffic of its nodes and their
 Lustre latency, so "low GPU utilization, uneven steps" is seen next to its cause. Every metric a query reads is
@@ -45,6 +46,19 @@ PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
     ("RDMA link errors per pool (per 15 min)", "timeseries",
      [(f"sum by (pool) ((increase(fabricguard_rdma_port_symbol_errors_total[15m])"
        f" + increase(fabricguard_rdma_port_link_downed_total[15m])) {AGENT})", "{{pool}}")], "none"),
+)
+
+# Pools with a ``proof`` goal (controller/proof.py): coverage and its GPU-hours.
+PROOF_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
+    ("Node proof coverage per pool (nodes)", "timeseries",
+     [('fabricguard_pool_proof_nodes{state="proven"}', "{{pool}} proven within every"),
+      ("fabricguard_pool_proof_nodes_overdue", "{{pool}} overdue"),
+      ('sum by (pool) (fabricguard_pool_proof_nodes{state=~"suspect|convicted"})', "{{pool}} suspect/convicted"),
+      ("fabricguard_pool_quarantined_nodes", "{{pool}} quarantined"),
+      ("fabricguard_pool_quarantine_breaker_open", "{{pool}} breaker open")], "none"),
+    ("Node proof GPU-hours today vs budget", "timeseries",
+     [("fabricguard_pool_proof_spent_gpu_hours", "{{pool}} spent"),
+      ("fabricguard_pool_proof_budget_gpu_hours", "{{pool}} budget")], "none"),
 )
 
 # The job view: one row of panels over the same time axis, filtered by the ``namespace`` and ``job`` variables.
@@ -93,7 +107,8 @@ def _lustre_panel(profile: PlatformProfile) -> tuple[str, str, list[tuple[str, s
 
 def dashboard(profile: PlatformProfile) -> dict[str, Any]:
     panels = []
-    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *JOB_PANELS)):
+    proof = PROOF_PANELS if any(p.proof is not None for p in profile.spec.pools) else ()
+    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *proof, *JOB_PANELS)):
         panels.append({
             "id": i + 1,
             "type": ptype,

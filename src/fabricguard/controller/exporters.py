@@ -121,8 +121,14 @@ def gmp_relabel(rule: dict[str, Any]) -> dict[str, Any]:
 
 
 def gmp_rules(groups: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The alert groups as a GKE Managed Prometheus ``Rules`` object (``monitoring.googleapis.com/v1``), with the
-    controller's job labels read as Managed Prometheus stores them (:func:`gmp_relabel`)."""
+    """The alert groups as a GKE Managed Prometheus ``ClusterRules`` object (``monitoring.googleapis.com/v1``,
+    cluster-scoped), with the controller's job labels read as Managed Prometheus stores them (:func:`gmp_relabel`).
+
+    ``ClusterRules``, not ``Rules``: GMP scopes a namespaced ``Rules`` to the series of its own namespace, while
+    these read kube-state-metrics, node-exporter, DCGM exporter and agents elsewhere; a never-ready alert's
+    ``absent()`` branch would then fire forever and the real signal never be seen. ``namespace`` is unused (kept
+    for callers)."""
+    del namespace
     out = []
     for g in groups["groups"]:
         rules = []
@@ -130,5 +136,7 @@ def gmp_rules(groups: dict[str, Any], namespace: str) -> dict[str, Any]:
             rule = {k: r[k] for k in ("alert", "record", "expr", "for", "labels", "annotations") if k in r}
             rules.append(gmp_relabel(rule))
         out.append({"name": g["name"], "interval": g.get("interval", "30s"), "rules": rules})
-    return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "Rules",
-            "metadata": _meta("fabricguard", namespace), "spec": {"groups": out}}
+    meta = _meta("fabricguard", "")
+    meta.pop("namespace", None)
+    return {"apiVersion": "monitoring.googleapis.com/v1", "kind": "ClusterRules", "metadata": meta,
+            "spec": {"groups": out}}

@@ -21,9 +21,9 @@ from typing import Any
 
 from fabricguard import names, times
 from fabricguard import objects as o
-from fabricguard.controller.actions import Action, ApplyStatus, event
+from fabricguard.controller.actions import Action, ApplyStatus, Emit, event
 from fabricguard.controller.canaries import PoolState
-from fabricguard.controller.rootcause import held_message
+from fabricguard.controller.rootcause import hold_message
 from fabricguard.profile.model import PlatformProfile
 
 MAX_MESSAGE = 1024  # Kueue allows 32768 characters; Events and `kubectl describe` read better short
@@ -101,7 +101,7 @@ def decide(wl: dict[str, Any], flavor_pool: dict[str, str], states: dict[str, Po
     bad = [states[p] for p in pools if p in states and not states[p].ready]
     if bad:
         state = "Retry" if any(s.broken for s in bad) else "Pending"
-        return state, "fabricguard: " + " | ".join(held_message(s) for s in bad), [s.pool for s in bad]
+        return state, hold_message(bad, MAX_MESSAGE), [s.pool for s in bad]
     return "Ready", "fabricguard: " + " | ".join(states[p].message for p in pools if p in states), pools
 
 
@@ -158,10 +158,11 @@ def gate_workloads(
         }
         if state == "Retry":
             want["requeueAfterSeconds"] = retry_after([states[p] for p in pools if p in states])
+        admits = tuple(pools) if state == "Ready" and not observed else ()  # re-checked just before the write
         res.actions.append(ApplyStatus(names.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
             "admissionChecks": [want],
-        }))
+        }, admits))
         reason = WOULD_HOLD_EVENT if observed else "FabricValidated" if state == "Ready" else "FabricNotValidated"
-        res.actions.append(event(wl, names.KUEUE_API, "Workload", reason, message, now,
-                                 warning=observed or state != "Ready"))
+        note = event(wl, names.KUEUE_API, "Workload", reason, message, now, warning=observed or state != "Ready")
+        res.actions.append(Emit(note.body, admits) if admits else note)
     return res

@@ -12,6 +12,7 @@ not judged again.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from fabricguard.verdict.job import JobInputError, Level, Reason, verdict_of
 
 MISSING = "missing-logs"
 UNUSABLE = "input-unusable"
+log = logging.getLogger("fabricguard.controller")
 FINISHED_CONDITIONS = {"JobSet": ("Completed", "Failed"), "Job": ("Complete", "Failed"),
                        "TrainJob": ("Complete", "Failed")}
 
@@ -131,6 +133,25 @@ def judge_jobs(
     for api_version, plural, kind in names.MANAGED_KINDS:
         for obj in by_kind.get(kind, ()):
             key = (o.namespace_of(obj) or "default", o.name_of(obj))
-            out += judge_finished(profile, kind, api_version, plural, obj, lustre, now, counters,
-                                  pods.get(key, []), claims)
+            try:
+                out += judge_finished(profile, kind, api_version, plural, obj, lustre, now, counters,
+                                      pods.get(key, []), claims)
+            except Exception as exc:  # one job's data (or a bug on it) is that job's verdict, never the pass's end
+                out += unusable(profile, kind, api_version, plural, obj, now, counters,
+                                f"{type(exc).__name__}: {exc}")
     return out
+
+
+def unusable(profile: PlatformProfile, kind: str, api_version: str, plural: str, obj: dict[str, Any],
+             now: datetime, counters: Counters, why: str) -> list[Action]:
+    """The ``input-unusable`` verdict of a job whose judging raised: recorded (so it is logged and told once:
+    a job with a verdict is not judged again), and the pass goes on to the next job."""
+    ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
+    detail = f"no verdict: judging the job's files failed: {why}"[:1000]
+    log.warning("%s %s/%s: %s", kind, ns, name, detail)
+    pool = o.labels_of(obj).get(names.LABEL_POOL) or ""
+    counters.job_verdicts.append((pool, UNUSABLE, "unknown"))
+    return [
+        Annotate(api_version, plural, ns, name, {names.ANN_VERDICT: UNUSABLE, names.ANN_VERDICT_DETAIL: detail}),
+        event(obj, api_version, kind, "JobVerdict", detail, now, warning=True),
+    ]

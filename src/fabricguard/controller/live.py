@@ -11,6 +11,7 @@ lost), any other job is suspended (``spec.suspend: true``). The default, ``warn`
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,10 +23,13 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import job_dir, log_dir
+from fabricguard.controller.hang import HangWatch
 from fabricguard.controller.jobs import finished
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
+
+log = logging.getLogger("fabricguard.controller")
 
 ANN_TRANSPORT = names.ANN_TRANSPORT
 ANN_TRANSPORT_DETAIL = names.ANN_TRANSPORT_DETAIL
@@ -79,6 +83,7 @@ class Observation:
     job: RunningJob
     verdict: LiveVerdict
     busbw: BusbwView | None = None  # the pool's jobs get NCCL's Inspector (profile spec.inspector)
+    hang: dict[str, Any] | None = None  # a hang NCCL's RAS confirmed (controller/hang.py): what was written
 
 
 @dataclass
@@ -125,7 +130,11 @@ class LiveJobs:
     _busbw: dict[tuple[str, str, str], JobBusbw] = field(default_factory=dict)
     reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_busbw: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    reported_suspects: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    hangs: dict[tuple[str, str, str], HangWatch] = field(default_factory=dict)  # controller/hang.py
+    hung: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # confirmed: what was written
     cost: LiveCost = field(default_factory=LiveCost)
+    unusable: dict[tuple[str, str, str], str] = field(default_factory=dict)  # job -> why its files raised (logged)
 
     @property
     def bound_s(self) -> float:
@@ -141,6 +150,10 @@ class LiveJobs:
             self._busbw.pop(k, None)
             self.reported.pop(k, None)
             self.reported_busbw.pop(k, None)
+            self.unusable.pop(k, None)
+            self.reported_suspects.pop(k, None)
+            self.hangs.pop(k, None)
+            self.hung.pop(k, None)
         now = time.monotonic()
         for k, job in wanted.items():
             known = self._followers.get(k)
@@ -156,6 +169,12 @@ class LiveJobs:
                 self._busbw[k] = JobBusbw(where, ins, root)
         return gone
 
+    def unusable_job(self, key: tuple[str, str, str], why: str) -> None:
+        """A job whose files raised: logged once per job and reason (polls repeat; the log must not)."""
+        if self.unusable.get(key) != why:
+            self.unusable[key] = why
+            log.warning("job %s/%s: %s; its other files and every other job are still followed", key[1], key[2], why)
+
     def follower(self, key: tuple[str, str, str]) -> LogFollower | None:
         """The log follower of a followed job (``RunningJob.key``)."""
         fol = self._followers.get(key)
@@ -165,11 +184,12 @@ class LiveJobs:
         """Read one job's logs (and Inspector records); returns the bytes read. Never raises."""
         job, follower = fol.job, fol.follower
         read = 0
-        try:  # one job's files cannot stop the others being followed
+        try:  # one job's files cannot stop the others being followed: any exception is this job's alone
             read = follower.poll().bytes
             verdict = follower.verdict()
-        except (OSError, ValueError, RecursionError, MemoryError) as exc:
+        except Exception as exc:
             why = f"cannot follow the job's logs: {type(exc).__name__}: {exc}"[:500]
+            self.unusable_job(key, why)
             verdict = LiveVerdict(Transport.unknown, False, NcclReport(
                 unread=[Evidence(str(follower.directory), 0, "", why)], unread_count=1))
             fol.latest = Observation(job, verdict)
@@ -180,12 +200,14 @@ class LiveJobs:
         if jb is not None:
             try:
                 got = jb.poll()
-            except (OSError, ValueError, RecursionError, MemoryError):
+                if got is not None:
+                    view = view_of(jb, self.profile.pool(job.pool))
+            except Exception as exc:  # the tenant's Inspector records: this job's busbw is not judged
+                self.unusable_job(key, f"cannot read the job's Inspector records: {type(exc).__name__}: {exc}"[:500])
                 got = None
             if got is not None:
                 self.cost.inspector_bytes_total += got.bytes
                 self.cost.inspector_records_total += got.records
-                view = view_of(jb, self.profile.pool(job.pool))
         fol.latest = Observation(job, verdict, view)
         fol.read_at = time.monotonic()
         return read

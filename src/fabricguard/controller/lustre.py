@@ -91,7 +91,7 @@ def read_job(profile: PlatformProfile, pool: Pool, namespace: str, name: str, ro
     logs = root / log_dir(profile, namespace, name)
     try:
         return JobFiles(str(logs), judge_job(logs, profile, pool.name))
-    except (OSError, ValueError, RecursionError, MemoryError) as exc:  # JobInputError is a ValueError
+    except Exception as exc:  # the tenant's files, whatever they raise (JobInputError is a ValueError): this job's
         return JobFiles(str(logs), error=exc)
 
 
@@ -128,6 +128,19 @@ def load_canaries(facts: LustreFacts, snapshot: Snapshot, profile: PlatformProfi
             wanted.append(str(active["jobSet"]))
         for name in dict.fromkeys(wanted):
             facts.canaries[(namespace, name)] = read_canary(profile, pool, namespace, name, root)
+        if pool.proof is not None:
+            # Pair tests the status lists as running: read those that are over, or whose JobSet is gone.
+            pair_canary = canary.model_copy(update={"nodes": 2})
+            jobsets = {o.name_of(js): js for js in snapshot.kind("JobSet")
+                       if o.labels_of(js).get(names.LABEL_PROOF_POOL) == pool.name and o.namespace_of(js) == namespace}
+            proof = status.get("proof")
+            for a in (proof.get("active") or ()) if isinstance(proof, dict) else ():
+                pair = a.get("name") if isinstance(a, dict) else None
+                if not isinstance(pair, str):
+                    continue
+                pair_js = jobsets.get(pair)
+                if pair_js is None or run_is_over(pair_js, pods.get(pair, []), pair_canary):
+                    facts.canaries[(namespace, pair)] = read_canary(profile, pool, namespace, pair, root)
 
 
 def load_jobs(facts: LustreFacts, profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> None:

@@ -129,6 +129,25 @@ def namespace_rules() -> list[dict[str, Any]]:
     return rules_of(CONTROLLER_GRANTS, "namespace")
 
 
+SCAVENGER_PRIORITY = -1000  # Crusoe's scavenger value: below the canaries and every workload
+
+
+def scavenger_priority(profile: PlatformProfile, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The pair tests' PriorityClass and Kueue WorkloadPriorityClass (one per name the pools' proof blocks use):
+    below everything, ``preemptionPolicy: Never``, so a pair test waits for idle nodes and never takes work's
+    place; when work wants its nodes it is the one preempted (and that is not counted as a failure)."""
+    out: list[dict[str, Any]] = []
+    for pc in sorted({p.proof.priorityClassName for p in profile.spec.pools if p.proof is not None}):
+        out.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                    "metadata": {"name": pc, "labels": labels}, "value": SCAVENGER_PRIORITY,
+                    "globalDefault": False, "preemptionPolicy": "Never",
+                    "description": "fabricguard pair tests: idle nodes only, never preempting anything"})
+        out.append({"apiVersion": names.KUEUE_API, "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": pc, "labels": labels}, "value": SCAVENGER_PRIORITY,
+                    "description": "fabricguard pair tests: the lowest Kueue priority (preempted first)"})
+    return out
+
+
 def manifests(profile: PlatformProfile, profile_text: str, image: str,
               namespace: str = "fabricguard-system", canary_image: str | None = None,
               mode: str = "enforce") -> list[dict[str, Any]]:
@@ -204,6 +223,7 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
          "metadata": {"name": CANARY_PRIORITY_CLASS, "labels": labels}, "value": CANARY_PRIORITY,
          "globalDefault": False, "preemptionPolicy": "Never",
          "description": "fabricguard canaries: below training jobs (default 0), never preempting them"},
+        *scavenger_priority(profile, labels),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole", "metadata": role_meta,
          "rules": rbac_rules()},

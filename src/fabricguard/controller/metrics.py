@@ -26,6 +26,7 @@ from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
 from fabricguard.descriptors import Limit
 from fabricguard.profile.model import PlatformProfile
+from fabricguard.times import parse_time
 
 FAILED_PASSES_UNHEALTHY = 3
 # Per-object series (a finding's object, a held workload) so an alert can name what to look at; bounded, and
@@ -69,6 +70,7 @@ class CacheAges(Collector):
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        self._proof_metrics(r)
         self.failed_passes = Gauge("fabricguard_reconcile_consecutive_failures",
                                    "Passes in a row that failed (0 after a pass that completed).", registry=r)
         self.pass_failures = Counter("fabricguard_reconcile_pass_failures", "Passes that failed.", registry=r)
@@ -185,6 +187,27 @@ class Metrics:
                                      "Minutes (by the records' dump times) a running job's collective has been "
                                      "below its shape's floor.", ["namespace", "job", "collective", "ranks_per_node"],
                                      registry=r)
+        self.rank_lateness = Gauge("fabricguard_job_rank_lateness_seconds",
+                                   "How long the other ranks of a running job wait for this rank at its collectives "
+                                   "(NCCL Inspector, aligned by coll_sn; a rank confirmed late over suspectRounds).",
+                                   ["namespace", "job", "node", "rank"], registry=r)
+        self.node_busbw = Gauge("fabricguard_job_node_busbw_gbps",
+                                "A running job's busbw on the communicators across this node (its worst GPU's "
+                                "median), per communicator shape.", ["namespace", "job", "node", "ranks_per_node"],
+                                registry=r)
+        self.node_busbw_ratio = Gauge("fabricguard_job_node_busbw_ratio",
+                                      "This node's communicators' busbw over their same-shape peers' in the job "
+                                      "(1: like the others; a slow rail on it: well below).",
+                                      ["namespace", "job", "node"], registry=r)
+        self.node_suspect = Gauge("fabricguard_job_node_suspect_confidence",
+                                  "A node a running job's records point at as slow (confirmed over suspectRounds), "
+                                  "with how sure (0-1); never acted on.", ["namespace", "job", "node"], registry=r)
+        self._rank_series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self.job_hung = Gauge("fabricguard_job_hung",
+                              "1 for the rank (pod's node) a running job's other ranks wait for, once NCCL's RAS "
+                              "confirmed the hang (counts mismatched and not advancing over two queries).",
+                              ["namespace", "job", "node", "rank"], registry=r)
+        self._hung_series: set[tuple[str, str, str, str]] = set()
         self.canary_inspector_busbw = Gauge("fabricguard_canary_inspector_busbw_gbps",
                                             "Busbw per collective of the pool's latest judged canary, from NCCL's "
                                             "Inspector (the instrument running jobs are measured with).",
@@ -212,6 +235,74 @@ class Metrics:
         self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
+
+    def _proof_metrics(self, r: CollectorRegistry) -> None:
+        self.proof_last_proven = Gauge("fabricguard_node_proof_last_proven_timestamp_seconds",
+                                       "When a pair test last proved the node's fabric data path.",
+                                       ["pool", "node"], registry=r)
+        self.proof_busbw = Gauge("fabricguard_node_proof_busbw_gbps", "All-reduce busbw of the node's proving pair.",
+                                 ["pool", "node"], registry=r)
+        self.proof_nodes = Gauge("fabricguard_pool_proof_nodes", "The pool's nodes by proof state.",
+                                 ["pool", "state"], registry=r)
+        self.proof_overdue = Gauge("fabricguard_pool_proof_nodes_overdue",
+                                   "Nodes that count (not held elsewhere, Ready) not proven within proof.every.",
+                                   ["pool"], registry=r)
+        self.proof_coverage = Gauge("fabricguard_pool_proof_coverage_ratio",
+                                    "Share of the pool's counted nodes proven within proof.every.", ["pool"],
+                                    registry=r)
+        self.proof_every = Gauge("fabricguard_pool_proof_every_seconds", "The pool's proof.every.", ["pool"],
+                                 registry=r)
+        self.proof_budget = Gauge("fabricguard_pool_proof_budget_gpu_hours",
+                                  "GPU-hours pair tests may spend per UTC day.", ["pool"], registry=r)
+        self.proof_spent = Gauge("fabricguard_pool_proof_spent_gpu_hours",
+                                 "GPU-hours pair tests spent this UTC day (finished tests) plus those running "
+                                 "(charged their pairDuration).", ["pool"], registry=r)
+        self.proof_pairs = Counter("fabricguard_pool_proof_pairs", "Pair tests recorded, by outcome and purpose.",
+                                   ["pool", "outcome", "purpose"], registry=r)
+        self.proof_quarantined = Gauge("fabricguard_pool_quarantined_nodes",
+                                       "Nodes carrying fabricguard's quarantine taint.", ["pool"], registry=r)
+        self.proof_withheld = Gauge("fabricguard_pool_quarantine_withheld_nodes", "Convicted nodes not quarantined "
+                                    "(the budget, the largest gang, or the open breaker).", ["pool"], registry=r)
+        self.proof_breaker_open = Gauge("fabricguard_pool_quarantine_breaker_open", "1 while the pool's quarantine "
+                                        "breaker is open (nothing more is quarantined until a person resets it).",
+                                        ["pool"], registry=r)
+        self._proof_nodes: set[tuple[str, str]] = set()
+
+    def observe_proof(self, profile: PlatformProfile, result: PassResult) -> None:
+        seen: set[tuple[str, str]] = set()
+        for p in profile.spec.pools:
+            s = result.pools.get(p.name)
+            out = getattr(s, "proof", None)
+            if out is None or p.proof is None:
+                continue
+            d = out.decision
+            counts = d.counts
+            for state in ("proven", "due", "unproven", "suspect", "convicted", "quarantined", "held", "new",
+                          "timed-out", "not-ready", "busy"):
+                self.proof_nodes.labels(p.name, state).set(counts.get(state, 0))
+            self.proof_overdue.labels(p.name).set(out.counted - out.proven)
+            self.proof_coverage.labels(p.name).set(out.proven / out.counted if out.counted else 1.0)
+            self.proof_every.labels(p.name).set(out.every_s)
+            self.proof_budget.labels(p.name).set(d.budget_gpu_hours)
+            self.proof_spent.labels(p.name).set(d.state.spentGpuHours + sum(a.gpuHours for a in d.state.active))
+            self.proof_quarantined.labels(p.name).set(counts.get("quarantined", 0))
+            self.proof_withheld.labels(p.name).set(len(d.withheld))
+            self.proof_breaker_open.labels(p.name).set(1 if d.state.breaker.open else 0)
+            for res in out.evaluated:
+                self.proof_pairs.labels(p.name, res.outcome, res.purpose).inc()
+            for node, row in d.state.nodes.items():
+                t = parse_time(row.lastProven)
+                if t is None:
+                    continue
+                seen.add((p.name, node))
+                self.proof_last_proven.labels(p.name, node).set(t.timestamp())
+                if row.busbwGBps is not None:
+                    self.proof_busbw.labels(p.name, node).set(row.busbwGBps)
+        for key in self._proof_nodes - seen:  # a node gone from the pool: its series go too
+            for g in (self.proof_last_proven, self.proof_busbw):
+                with contextlib.suppress(KeyError):
+                    g.remove(*key)
+        self._proof_nodes = seen
 
     def observe_descriptor_limit(self, limit: Limit) -> None:
         """The descriptor limit the controller runs with (after raising the soft limit at start)."""
@@ -291,6 +382,7 @@ class Metrics:
         for key, n in counts.items():
             self.findings.labels(*key).set(n)
         self._finding_keys |= set(counts)
+        self.observe_proof(profile, result)
         self._set_objects("fabricguard_doctor_finding", self.finding_objects, sorted(
             {(f.rule, str(f.severity), f.objects[0].kind, f.objects[0].namespace or "", f.objects[0].name)
              for f in result.findings if f.objects and str(f.severity) in ("critical", "warning")},
@@ -430,6 +522,47 @@ class Metrics:
                 with contextlib.suppress(KeyError):
                     self.job_busbw_floor.remove(key[0], key[1], pool, shape)
         self._busbw_series = now
+        self._observe_ranks(observations)
+
+    def _observe_ranks(self, observations: list[Observation]) -> None:
+        """Per job: the confirmed late ranks, the per-node view and the suspects; series gone are removed."""
+        now: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        for ob in observations:
+            v = ob.busbw.ranks if ob.busbw is not None else None
+            if v is None:
+                continue
+            key = (ob.job.namespace, ob.job.name)
+            seen: set[tuple[str, ...]] = set()
+            for r in v.confirmed_late():
+                self.rank_lateness.labels(key[0], key[1], r.hostname, str(r.rank)).set(round(r.lateness_s, 6))
+                seen.add(("late", r.hostname, str(r.rank)))
+            for n in v.nodes:
+                self.node_busbw_ratio.labels(key[0], key[1], n.hostname).set(round(n.ratio, 3))
+                seen.add(("ratio", n.hostname))
+                for k, g in n.busbw_gbps.items():
+                    self.node_busbw.labels(key[0], key[1], n.hostname, str(k)).set(round(g, 3))
+                    seen.add(("gbps", n.hostname, str(k)))
+            for s in v.confirmed_slow():
+                self.node_suspect.labels(key[0], key[1], s.hostname).set(round(s.confidence, 3))
+                seen.add(("suspect", s.hostname))
+            now[key] = seen
+        gauges = {"late": self.rank_lateness, "ratio": self.node_busbw_ratio, "gbps": self.node_busbw,
+                  "suspect": self.node_suspect}
+        for key, old in self._rank_series.items():
+            for what, *labels in old - now.get(key, set()):
+                with contextlib.suppress(KeyError):
+                    gauges[what].remove(key[0], key[1], *labels)
+        self._rank_series = now
+        hung: set[tuple[str, str, str, str]] = set()
+        for ob in observations:
+            for w in (ob.hang or {}).get("waited_for") or ():
+                hung.add((ob.job.namespace, ob.job.name, str(w.get("node") or w.get("ip") or ""), str(w.get("rank"))))
+        for h in hung:
+            self.job_hung.labels(*h).set(1)
+        for h in self._hung_series - hung:
+            with contextlib.suppress(KeyError):
+                self.job_hung.remove(*h)
+        self._hung_series = hung
 
 def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
     """A WSGI app: ``/healthz`` (200, or 503 while passes keep failing) and the metrics on every other path."""

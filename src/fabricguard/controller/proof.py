@@ -198,12 +198,13 @@ class ProofState:
             "day": self.day,
             "spentGpuHours": round(self.spentGpuHours, 4),
             "budgetGpuHours": round(budget, 4),
-            "breaker": self.breaker.to_dict(),
+            "breaker": {"check": BREAKER_CHECK, **self.breaker.to_dict()},
             "failing": dict(sorted(self.failing.items())) or None,
             "recent": self.recent or None,
         }
 
 
+BREAKER_CHECK = "node-quarantine"  # the quarantine breaker's name in the FabricValidation's status
 RECENT = 16  # judged pair outcomes kept
 ALL_FAIL = 6  # this many coverage pairs in a row failing: every pair fails, the pool itself is broken
 
@@ -228,6 +229,10 @@ class Decision:
     broken: str = ""  # non-empty: the pool itself is broken (the Kueue check holds), and why
     budget_gpu_hours: float = 0.0
     notes: list[str] = field(default_factory=list)  # bounds hit this pass (budget spent, no partner)
+
+    @property
+    def quarantined(self) -> list[str]:
+        return sorted(n for n, r in self.state.nodes.items() if r.state == "quarantined")
 
     @property
     def counts(self) -> dict[str, int]:
@@ -621,8 +626,10 @@ def _label_states(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, 
 
 
 def coverage(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, now: datetime) -> tuple[int, int]:
-    """(proven within ``every``, nodes that count): held and not-ready nodes are not counted."""
-    counted = [n for n, f in facts.items() if f.held is None and f.ready]
+    """(proven within ``every``, nodes that count): held, not-ready and named (convicted, quarantined) nodes
+    are not counted: coverage asks that every node be proven *or named*."""
+    counted = [n for n, f in facts.items() if f.held is None and f.ready
+               and (n not in state.nodes or state.nodes[n].state not in ("convicted", "quarantined"))]
     proven = 0
     for n in counted:
         t = _t(state.nodes[n].lastProven) if n in state.nodes else None

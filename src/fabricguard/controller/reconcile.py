@@ -21,6 +21,7 @@ from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
 from fabricguard.controller.lustre import LustreFacts
+from fabricguard.controller.pairs import avoided_nodes, reconcile_proof
 from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions
 from fabricguard.controller.validation import FabricValidationStatus
 from fabricguard.doctor.diff import diff_snapshots, drift_scope
@@ -48,6 +49,7 @@ class PassResult:
     breakers: dict[str, PoolBreakers] = field(default_factory=dict)  # pool -> its checks' breakers
     would_hold: dict[str, int] = field(default_factory=dict)  # observe mode: pool -> workloads enforce would hold
     observing: frozenset[str] = frozenset()  # pools in observe mode this pass
+    pods: list[dict[str, Any]] = field(default_factory=list)  # running managed jobs' pods (rank -> pod -> node)
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -93,8 +95,21 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}
+    proof_actions: list[Action] = []
     for pool in profile.spec.pools:
-        acts, state = reconcile_pool(profile, pool, fvs.get(pool.name), jobsets, inv, now, cfg, counters, lustre)
+        fv = fvs.get(pool.name)
+        avoid = avoided_nodes(fv) if pool.proof is not None else None
+        acts, state = reconcile_pool(profile, pool, fv, jobsets, inv, now, cfg, counters, lustre, avoid)
+        if pool.proof is not None and profile.canary(pool) is not None:
+            p_acts, proof_status, state.proof = reconcile_proof(profile, pool, fv, jobsets, inv,
+                                                                snapshot.kind("Workload"), now, cfg, lustre)
+            if proof_status != ((fv or {}).get("status") or {}).get("proof"):
+                record = next((a for a in acts if isinstance(a, MergeStatus) and a.plural == names.FV_PLURAL), None)
+                if record is not None:
+                    record.status["proof"] = proof_status
+                else:
+                    acts.append(MergeStatus(names.FV_API, names.FV_PLURAL, None, pool.name, {"proof": proof_status}))
+            proof_actions += p_acts
         actions += acts
         states[pool.name] = state
     # The doctor first: its critical findings and the nodes' FabricReady are part of the pool's one standing.
@@ -103,11 +118,20 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     blast = judge_breakers(profile, snapshot.nodes, fvs, snapshot.kind("Workload"),
                            snapshot.kind("NodeReadinessRule"), now, cfg.mode)
     withheld = {n for pb in blast.pools.values() for n in pb.withheld}
+    # Nodes proof quarantined are out of service already: they do not hold the pool (controller/proof.py).
+    withheld |= {n for st in states.values() if st.proof is not None for n in st.proof.decision.quarantined}
     apply_standing(profile, snapshot, states, findings, withheld)
     for name, pb in blast.pools.items():
         if pb.open_checks and name in states:
             states[name].message = (f"breaker open for check(s) {', '.join(pb.open_checks)} (not holding or "
                                     "tainting for them until `fabricguard breaker reset`); " + states[name].message)
+    for st in states.values():
+        if st.proof is not None and st.proof.broken:
+            # Only a pool that is itself broken is held: fewer healthy nodes than its largest gang, or every pair
+            # failing. One bad node is quarantined instead (controller/proof.py).
+            st.ready, st.broken = False, True
+            st.message = f"pool {st.pool}: node proof: {st.proof.broken}; " + st.message
+            st.root_cause = (st.root_cause + "; " if st.root_cause else "") + f"node proof: {st.proof.broken}"
     root = fv_actions(profile, snapshot, states, findings, now)
     root += [MergeStatus(names.FV_API, names.FV_PLURAL, None, pool, status)
              for pool, status in blast.fv_status.items() if pool in fvs]
@@ -129,11 +153,14 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
     actions += [a for a in blast.actions if not isinstance(a, MergeStatus)]
+    actions += proof_actions  # pair tests, quarantine taints, FabricProven, last-proven, their Events
     actions += [a for a in root if not isinstance(a, MergeStatus)]  # Events on the objects at fault, last
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
-    return PassResult(now, actions, states, findings, gate.pending, counters,
-                      running_jobs(profile, snapshot.by_kind), snapshot.kind("Workload"), drift, reference,
-                      gate.held, stale, breakers=blast.pools, would_hold=gate.would_hold,
+    running = running_jobs(profile, snapshot.by_kind)
+    namespaces = {j.namespace for j in running}
+    pods = [p for p in snapshot.kind("Pod") if o.namespace_of(p) in namespaces] if namespaces else []
+    return PassResult(now, actions, states, findings, gate.pending, counters, running, snapshot.kind("Workload"),
+                      drift, reference, gate.held, stale, breakers=blast.pools, would_hold=gate.would_hold,
                       observing=frozenset(p.name for p in profile.spec.pools
-                                          if profile.mode_of(p, cfg.mode) == "observe"))
+                                          if profile.mode_of(p, cfg.mode) == "observe"), pods=pods)

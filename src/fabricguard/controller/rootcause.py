@@ -21,6 +21,7 @@ Pure logic: the listed cluster, the standings and the findings in, actions out.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, MergeStatus, event
 from fabricguard.controller.canaries import PoolState
 from fabricguard.controller.outcome import Outcome
+from fabricguard.doctor.engine import rank_by_cause
 from fabricguard.doctor.model import Finding, Severity
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -59,15 +61,88 @@ def critical_by_pool(findings: list[Finding]) -> dict[str, list[Finding]]:
 
 
 def _short(text: str, limit: int = 180) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """At most ``limit`` characters, cut at a word boundary (never inside a word)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0]
+    return cut + "…"
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+
+
+def first_sentence(text: str) -> str:
+    """The message's first sentence, whole (a finding's message leads with what is wrong)."""
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+
+
+def causes_of(findings: list[Finding]) -> list[str]:
+    """One reason per rule, cause first (the doctor's ranking), each ``rule: first sentence`` whole; a rule
+    that names several objects is told once, with how many."""
+    by_rule: dict[str, list[Finding]] = {}
+    for f in rank_by_cause(list(findings)):
+        by_rule.setdefault(f.rule, []).append(f)
+    out = []
+    for rule, fs in by_rule.items():
+        many = f" (×{len(fs)})" if len(fs) > 1 else ""
+        out.append(f"{rule}{many}: {first_sentence(fs[0].message)}")
+    return out
 
 
 def cause_text(findings: list[Finding]) -> str:
-    """The first three critical findings, each cut to its first words: rule and message."""
-    text = "; ".join(f"{f.rule}: {_short(f.message)}" for f in findings[:3])
-    if len(findings) > 3:
-        text += f"; and {len(findings) - 3} more critical finding(s)"
-    return text if len(text) <= MAX_ROOT_CAUSE else text[: MAX_ROOT_CAUSE - 1] + "…"
+    """The critical findings, one per rule, cause first, each reason whole, within MAX_ROOT_CAUSE."""
+    causes = causes_of(findings)
+    kept: list[str] = []
+    for c in causes:
+        if len("; ".join([*kept, c])) > MAX_ROOT_CAUSE - 40:
+            break
+        kept.append(c)
+    if not kept and causes:
+        kept = [_short(causes[0], MAX_ROOT_CAUSE - 40)]
+    text = "; ".join(kept)
+    if len(causes) > len(kept):
+        text += f"; and {len(causes) - len(kept)} more critical finding(s)"
+    return text
+
+
+def hold_message(states: list[PoolState], limit: int = 1024) -> str:
+    """A held Workload's check message within ``limit`` characters (what ``kubectl describe workload`` shows):
+    the pool and its canary's outcome, the deepest root cause, what the canary saw, the other causes, each
+    reason whole or left out, never cut inside; it always ends with where the rest is:
+    ``kubectl describe fabricvalidation <pool>``."""
+    pools = [s.pool for s in states]
+    parts: list[tuple[str, bool]] = []  # (text, starts a pool)
+    for s in states:
+        # The deepest cause, then what the canary itself saw (a refusal quoted from the API server is often
+        # decisive), then the other causes.
+        parts.append((f"held: {headline(s)}", True))
+        parts += [(f"cause: {c}", False) for c in s.causes[:1]]
+        parts += [(m.strip(), False) for m in s.message.split("; ") if m.strip()]
+        parts += [(f"cause: {c}", False) for c in s.causes[1:]]
+
+    def pointer(left: int) -> str:
+        what = f"{left} more reason(s) and the runs" if left else "the runs and every finding"
+        return f" — {what}: " + "; ".join(f"kubectl describe fabricvalidation {p}" for p in pools)
+
+    def sep(n: int, head: bool) -> str:
+        return (" | " if n else " ") if head else "; "
+
+    # Every pool's head is kept; the other parts in order, each whole, while they fit beside the pointer.
+    keep = [head for _, head in parts]
+    used = len("fabricguard:") + sum(len(sep(n, True)) + len(p) for n, (p, h) in enumerate(parts) if h)
+    for n, (part, head) in enumerate(parts):
+        if head:
+            continue
+        if used + len(sep(n, False)) + len(part) + len(pointer(len(parts))) <= limit:
+            keep[n] = True
+            used += len(sep(n, False)) + len(part)
+    left = keep.count(False)
+    text = "fabricguard:"
+    for n, (part, head) in enumerate(parts):
+        if keep[n]:
+            room = limit - len(pointer(left)) - len(text) - len(sep(n, head))
+            text += sep(n, head) + (part if len(part) <= room else _short(part, max(room, 20)))
+    return text + pointer(left)
 
 
 def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int,
@@ -104,6 +179,7 @@ def apply_standing(profile: PlatformProfile, snapshot: Snapshot, states: dict[st
         nodes_say = broken_nodes(pool, snapshot.nodes, canary.nodes if canary else 1, withheld)
         causes = crit.get(pool.name, [])
         s.root_cause = cause_text(causes) if causes else ""
+        s.causes = causes_of(causes)
         judged_bad = s.outcome is not None and s.outcome != str(Outcome.passed)
         s.broken = bool(causes or nodes_say or judged_bad)
         if nodes_say:
@@ -180,7 +256,7 @@ def fv_actions(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, P
         if str(want[1]["message"]) == before:
             continue  # the same findings as last pass: their Events were sent then, not once per pass
         for f in causes[:3]:
-            if f"{f.rule}: {_short(f.message)}" in before:
+            if first_sentence(f.message) in before:
                 continue  # already reported
             for ref in f.objects[:3]:
                 obj = _object(snapshot, ref.kind, ref.name, ref.namespace)

@@ -29,6 +29,7 @@ from fabricguard import descriptors, names
 from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
+from fabricguard.controller.hang import HangWatch, RasQuerier, hang_actions, pod_to_ask
 from fabricguard.controller.kube import (
     STALE_AFTER_S,
     WATCH_IDLE_S,
@@ -39,12 +40,15 @@ from fabricguard.controller.kube import (
 )
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
 from fabricguard.controller.lease import holder as holder_of
-from fabricguard.controller.live import LiveJobs, Observation, live_actions
+from fabricguard.controller.live import LiveJobs, Observation, _workload_of, live_actions
 from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult
+from fabricguard.controller.suspects import PodPlace, job_pods, suspect_actions
+from fabricguard.controller.suspects import RunningJob as JobRef
 from fabricguard.doctor.reference import Reference, ReferenceError, from_configmap
 from fabricguard.kube import Forbidden, Kube, KubeError
+from fabricguard.nccl import ras as ras_client
 from fabricguard.profile.model import PlatformProfile
 
 log = logging.getLogger("fabricguard.controller")
@@ -88,31 +92,143 @@ class PassReport:
 
 async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, workloads: list[dict[str, Any]],
                       now: datetime, *, act: bool, leading: Callable[[], bool] | None = None,
+                      pods: list[dict[str, Any]] | None = None, ras: RasQuerier | None = None,
                       ) -> tuple[list[Observation], list[str]]:
     """Read what running jobs' logs gained; record every newly proven transport on its job (when ``act``)."""
     observations = await asyncio.to_thread(live.poll)
     errors: list[str] = []
     for ob in observations:
-        actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
-        if actions and act:
-            failed = await apply_actions(kube, actions, {}, leading)
-            errors += failed
-            if not failed:
-                live.reported[ob.job.key] = ob.verdict.transport.value
-        if ob.busbw is None:
-            continue
-        reported = live.reported_busbw.get(ob.job.key)
-        told = busbw_actions(ob.job, ob.busbw, reported, now)
-        state = "below" if ob.busbw.below else "ok"
-        if not told and not ob.busbw.figures:
-            told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
-            state = "own-profiler"
-        if told and act:
-            failed = await apply_actions(kube, told, {}, leading)
-            errors += failed
-            if not failed:
-                live.reported_busbw[ob.job.key] = state
+        try:
+            errors += await _follow_one(kube, live, profile, ob, workloads, now, act=act, leading=leading, pods=pods,
+                                        ras=ras if ras is not None else exec_querier(kube))
+        except KubeError:
+            raise
+        except Exception as exc:  # one job's data (or a bug on it) never stops the others: logged once per job
+            live.unusable_job(ob.job.key, f"cannot judge what its files say: {type(exc).__name__}: {exc}"[:500])
     return observations, errors
+
+
+async def _follow_one(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: Observation,
+                      workloads: list[dict[str, Any]], now: datetime, *, act: bool,
+                      leading: Callable[[], bool] | None, pods: list[dict[str, Any]] | None,
+                      ras: RasQuerier) -> list[str]:
+    """What one running job's logs and records call for, written (when ``act``); the errors of its writes."""
+    errors: list[str] = []
+    actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
+    if actions and act:
+        failed = await apply_actions(kube, actions, {}, leading)
+        errors += failed
+        if not failed:
+            live.reported[ob.job.key] = ob.verdict.transport.value
+    if ob.busbw is None:
+        return errors
+    reported = live.reported_busbw.get(ob.job.key)
+    told = busbw_actions(ob.job, ob.busbw, reported, now)
+    state = "below" if ob.busbw.below else "ok"
+    if not told and not ob.busbw.figures:
+        told = own_profiler_actions(ob.job, ob.verdict.report.profiler_plugins, reported, now)
+        state = "own-profiler"
+    if told and act:
+        failed = await apply_actions(kube, told, {}, leading)
+        errors += failed
+        if not failed:
+            live.reported_busbw[ob.job.key] = state
+    if ob.busbw.ranks is not None:  # the late rank and the slow node, joined to pods (controller/suspects.py)
+        places = job_pods(ob.job, pods or [])
+        said, now_told = suspect_actions(ob.job, ob.busbw.ranks, places, live.reported_suspects.get(ob.job.key),
+                                         now)
+        if said and act:
+            failed = await apply_actions(kube, said, {}, leading)
+            errors += failed
+            if not failed and now_told is not None:
+                live.reported_suspects[ob.job.key] = now_told
+        elif not said and now_told is not None:
+            live.reported_suspects[ob.job.key] = now_told  # already on the job: nothing to write
+    errors += await _watch_hang(kube, live, profile, ob, workloads, pods or [], now, act=act, leading=leading,
+                                ras=ras)
+    return errors
+
+
+def exec_querier(kube: Kube) -> RasQuerier:
+    """NCCL's RAS asked through ``pods/exec`` (controller/hang.py says why exec and not a sidecar)."""
+    async def ask(job: JobRef, pod: PodPlace) -> bytes:
+        return await kube.exec(job.namespace, pod.pod, ["python3", "-c", ras_client.CLIENT],
+                               container=pod.container, timeout=45)
+    return ask
+
+
+async def _watch_hang(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: Observation,
+                      workloads: list[dict[str, Any]], pods: list[dict[str, Any]], now: datetime, *, act: bool,
+                      leading: Callable[[], bool] | None, ras: RasQuerier) -> list[str]:
+    """A job whose collectives stopped for hangAfter: ask RAS twice; a confirmed hang is written once."""
+    if ob.busbw is None:
+        return []
+    pool = profile.pool(ob.job.pool)
+    ins = profile.inspector_for(pool)
+    if ins is None:
+        return []
+    hw = live.hangs.setdefault(ob.job.key, HangWatch())
+    hw.observe(ob.busbw.progress, now)
+    if hw.verdict is None or not hw.verdict.hung:
+        live.hung.pop(ob.job.key, None)  # progress again: the hang is over
+    ob.hang = live.hung.get(ob.job.key)
+    if not hw.due(now, ins.hang_after_s):
+        return []
+    places = job_pods(ob.job, pods)
+    pod = pod_to_ask(places)
+    if pod is None:
+        return []
+    try:
+        raw = await ras(ob.job, pod)
+    except (KubeError, OSError) as exc:
+        hw.asked_at = now
+        said = not hw.error
+        hw.error = f"{ob.job.namespace}/{ob.job.name}: cannot ask NCCL RAS in pod {pod.pod}: {exc}"[:500]
+        return [hw.error] if said else []  # said once per stall, not every poll
+    verdict = hw.answered(raw, now, ins.hang_after_s)
+    if verdict is None or not verdict.hung:
+        return []
+    w = _workload_of(ob.job, workloads)
+    actions, summary = hang_actions(ob.job, verdict, places, ob.verdict.transport.value, pool.onHang, w, now)
+    live.hung[ob.job.key] = ob.hang = summary
+    if not act:
+        return []
+    failed = await apply_actions(kube, actions, {}, leading)
+    if not failed:
+        hw.told = True
+    return failed
+
+
+def gate_freshness(cache: Cache, cfg: RunConfig) -> Callable[[tuple[str, ...]], str]:
+    """Asked just before each Ready write, with the pools it admits on: why it would no longer be right on what
+    the cache holds now ("" when it still is). The cache must still be fresh, and the pools' nodes must not
+    have turned FabricReady=False since the pass read them (the agents' signal, seconds old; a canary's
+    outcome comes from the pass's own writes and is decided again next pass)."""
+    from fabricguard.controller.rootcause import broken_nodes
+
+    seen: dict[tuple[tuple[str, ...], int], str] = {}  # the nodes' verdict per pools, until a node event or list
+
+    def fresh(pools: tuple[str, ...]) -> str:
+        stale = cache.stale(cfg.stale_s)
+        if stale:
+            return stale
+        heard = sum(i.events + i.lists for i in cache.informers if i.read.plural == "nodes")
+        if (pools, heard) in seen:
+            return seen[(pools, heard)]
+        seen[(pools, heard)] = why = _nodes_broken(pools)
+        return why
+
+    def _nodes_broken(pools: tuple[str, ...]) -> str:
+        nodes = cache.current("nodes")
+        for name in pools:
+            pool = cfg.profile.pool(name)
+            canary = cfg.profile.canary(pool)
+            broken = broken_nodes(pool, nodes, canary.nodes if canary else 1)
+            if broken:
+                return f"pool {name}: {broken}, heard while the pass was writing"
+        return ""
+
+    return fresh
 
 
 def default_identity() -> str:
@@ -143,7 +259,8 @@ async def read_reference(kube: Kube, target: tuple[str, str] | None) -> tuple[Re
 
 async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
                    leading: Callable[[], bool] | None = None, live: LiveJobs | None = None,
-                   kube: Kube | None = None, cache: Cache | None = None) -> PassReport:
+                   kube: Kube | None = None, cache: Cache | None = None, ras: RasQuerier | None = None
+                   ) -> PassReport:
     """Read (the ``cache`` when given, else a fresh list), reconcile and (``act``) carry out the actions;
     ``leading`` is asked before each action. ``ReadFailed`` when a kind the pass needs cannot be read.
 
@@ -162,13 +279,15 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
                                          cfg.canary_config(), reference, stale)
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
-        errors += await apply_actions(k, result.actions, known, leading) if act else []
+        fresh = gate_freshness(cache, cfg) if cache is not None else None
+        errors += await apply_actions(k, result.actions, known, leading, fresh) if act else []
         observations: list[Observation] = []
         if cfg.lustre_root is not None:
             # Without kept followers (--once) every running job is read in full, whatever it takes.
             followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
             followers.sync(result.running)
             observations, live_errors = await follow_live(k, followers, cfg.profile, result.workloads, at,
+                                                          pods=result.pods, ras=ras,
                                                           act=act, leading=leading)
             errors += live_errors
             if live is None:
@@ -308,6 +427,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
     log.info("file descriptors: soft limit %d%s, hard %d", limit.soft,
              f" (raised from {limit.raised_from})" if limit.raised_from is not None else "", limit.hard)
     workloads: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
     last_pass = last_live = 0.0
     try:
         while not stop.is_set():
@@ -328,6 +448,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 else:
                     last_pass = last_live = health.last_ok = time.monotonic()
                     workloads = rep.result.workloads
+                    pods = rep.result.pods
                     metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
                     if live is not None:
                         metrics.observe_live(cfg.profile, rep.live, live.cost)
@@ -340,9 +461,9 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 last_live = time.monotonic()
                 try:
                     obs, errors = await follow_live(kube, live, cfg.profile, workloads, datetime.now(UTC), act=True,
-                                                    leading=who.active)
-                except KubeError as exc:
-                    log.warning("following running jobs failed: %s", exc)
+                                                    leading=who.active, pods=pods)
+                except Exception as exc:  # the API server, or a bug: the loop goes on, the next poll retries
+                    log.warning("following running jobs failed: %s: %s", type(exc).__name__, exc)
                 else:
                     metrics.observe_live(cfg.profile, obs, live.cost)
                     for e in errors:

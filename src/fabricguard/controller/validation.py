@@ -19,6 +19,7 @@ from fabricguard.controller.outcome import Outcome
 MAX_RUNS = 50
 MAX_CONDITIONS = 8
 MAX_EVIDENCE = 10
+MAX_PROOF_NODES = 5000
 
 
 class _Model(BaseModel):
@@ -69,6 +70,45 @@ class Breaker(_Model):
     resetAt: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
 
 
+class NodeProofRow(_Model):
+    """One node of the pool's proof table (``controller.proof.NodeProof`` as stored)."""
+
+    node: str
+    state: str = Field(description="proven, due, unproven, suspect, convicted, quarantined, held, new, timed-out, "
+                       "not-ready or busy.")
+    lastProven: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    pair: str | None = Field(default=None, description="The pair test that last proved it.")
+    partner: str | None = None
+    busbwGBps: float | None = None
+    link: str | None = Field(default=None, description="intra or cross: the block relation of that pair.")
+    since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    failures: list[str] = Field(default_factory=list, max_length=8, description="Partners of failed pairs.")
+    labels: dict[str, str] = Field(default_factory=dict)
+    message: str = ""
+
+
+class ActivePair(_Model):
+    name: str
+    nodes: list[str] = Field(min_length=2, max_length=2)
+    purpose: str
+    started: str = Field(json_schema_extra={"format": "date-time"})
+    gpuHours: float = 0.0
+
+
+class ProofStatus(_Model):
+    """The pool's node proof (controller/proof.py): per-node table, running pairs, the day's GPU-hour spend and
+    the quarantine breaker."""
+
+    nodes: list[NodeProofRow] = Field(default_factory=list, max_length=MAX_PROOF_NODES)
+    active: list[ActivePair] = Field(default_factory=list, max_length=256)
+    day: str = ""
+    spentGpuHours: float = 0.0
+    budgetGpuHours: float = 0.0
+    breaker: Breaker | None = Field(default=None, description="The quarantine breaker (check: node-quarantine).")
+    failing: dict[str, str] | None = None
+    recent: list[str] | None = None
+
+
 class FabricValidationStatus(_Model):
     pool: str | None = None
     lastOutcome: Outcome | None = None
@@ -76,6 +116,7 @@ class FabricValidationStatus(_Model):
     lastSuccess: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     active: ActiveRun | None = None
     runs: list[Run] = Field(default_factory=list, max_length=MAX_RUNS)
+    proof: ProofStatus | None = None
     conditions: list[Condition] = Field(default_factory=list, max_length=MAX_CONDITIONS,
                                         description="Validated and RootCause (controller/rootcause.py).")
     breakers: list[Breaker] = Field(default_factory=list, max_length=64,

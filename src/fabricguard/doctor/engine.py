@@ -9,7 +9,9 @@ from typing import Any
 from fabricguard.doctor.model import SEVERITY_ORDER, Finding, Severity
 from fabricguard.doctor.rules import RULES, RuleFn, run_rules
 from fabricguard.doctor.rules._common import fabric_pools, pool_nodes
-from fabricguard.doctor.rules.daemonsets import NEVER_READY, REGRESSED, template_since
+from fabricguard.doctor.rules.daemonsets import NEVER_READY, NO_NODES, REGRESSED, template_since
+from fabricguard.doctor.rules.fabric import NOT_ADVERTISED
+from fabricguard.doctor.rules.images import RULE as ARCH_MISMATCH
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.exitcodes import exit_code
 from fabricguard.profile import PlatformProfile
@@ -45,6 +47,9 @@ class Report:
     title: str = "fabricguard doctor"
     # Lowest severity that makes the verdict "degraded" (``--fail-on``).
     fail_on: Severity = Severity.critical
+    # What was checked (rule ids, and what they read), so a run without findings says what it proved.
+    checked: list[str] = field(default_factory=list)
+    objects_read: dict[str, int] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -65,7 +70,8 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "tool": "fabricguard doctor",
+            "apiVersion": "fabricguard.io/v1",
+            "kind": "DoctorDiff" if self.title.endswith("diff") else "DoctorReport",
             "verdict": self.verdict,
             "fail_on": str(self.fail_on),
             "now": format_time(self.now),
@@ -151,6 +157,49 @@ def _grid(snapshot: Snapshot, findings: list[Finding], profile: PlatformProfile 
     return grid
 
 
+# Rules that explain others, deepest cause first: an image for the wrong CPU makes a DaemonSet never ready,
+# which leaves the fabric unadvertised on the pool's nodes.
+CAUSE_RANK = {ARCH_MISMATCH: 0, NO_NODES: 1, NEVER_READY: 2, REGRESSED: 2, NOT_ADVERTISED: 3}
+
+
+def rank_by_cause(findings: list[Finding]) -> list[Finding]:
+    """Findings by severity, each root cause followed by the findings it explains (``cause`` set on them).
+
+    A finding follows from a deeper one that names the same object, or (the fabric not advertised) from a
+    deeper one on the same pool's device plugin."""
+    deeper = sorted((f for f in findings if f.rule in CAUSE_RANK), key=lambda f: CAUSE_RANK[f.rule])
+    parent: dict[int, Finding] = {}
+    for f in findings:
+        rank = CAUSE_RANK.get(f.rule, len(CAUSE_RANK) + 1)
+        for c in deeper:
+            if c is f or CAUSE_RANK[c.rule] >= rank:
+                continue
+            shared = {o for o in set(c.objects) & set(f.objects) if o.kind != "Node"}  # nodes carry many stories
+            if shared or (f.rule == NOT_ADVERTISED and set(c.pools) & set(f.pools)):
+                parent[id(f)] = c
+                break
+
+    def root(f: Finding) -> Finding:
+        seen = 0
+        while id(f) in parent and seen < len(findings):
+            f, seen = parent[id(f)], seen + 1
+        return f
+
+    for f in findings:
+        if id(f) in parent:
+            c = parent[id(f)]
+            f.cause = f"{c.rule} on {c.objects[0]}" if c.objects else c.rule
+    roots = [f for f in findings if id(f) not in parent]
+    roots.sort(key=lambda f: (SEVERITY_ORDER[f.severity], CAUSE_RANK.get(f.rule, len(CAUSE_RANK) + 1)))
+    out: list[Finding] = []
+    for r in roots:
+        out.append(r)
+        effects = [f for f in findings if id(f) in parent and root(f) is r]
+        effects.sort(key=lambda f: (CAUSE_RANK.get(f.rule, len(CAUSE_RANK) + 1), SEVERITY_ORDER[f.severity]))
+        out += effects
+    return out
+
+
 def run_doctor(
     snapshot: Snapshot,
     profile: PlatformProfile | None,
@@ -159,8 +208,7 @@ def run_doctor(
     *,
     with_visuals: bool = True,
 ) -> Report:
-    findings = run_rules(snapshot, profile, now, extra_rules)
-    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    findings = rank_by_cause(run_rules(snapshot, profile, now, extra_rules))
     report = Report(
         findings=findings,
         now=now,
@@ -168,6 +216,9 @@ def run_doctor(
         profile_name=profile.metadata.name if profile else None,
         notes=list(snapshot.notes),
     )
+    report.checked = [r.id for r in RULES if profile is not None or not r.needs_profile]
+    report.objects_read = {"nodes": len(snapshot.nodes), "pods": len(snapshot.pods),
+                           "DaemonSets": len(snapshot.daemonsets)}
     if profile is None:
         report.notes.append("no profile: only daemonset-never-ready and image-arch-mismatch were checked")
     if with_visuals:

@@ -57,6 +57,9 @@ class Finding:
     fix: str = ""
     # Pools the finding concerns (for the pool x check grid); not part of the JSON contract.
     pools: list[str] = field(default_factory=list)
+    # The finding this one follows from ("image-arch-mismatch on DaemonSet ns/name"), set by the engine's
+    # ranking: its fix fixes this one too, so the story is told once, cause first.
+    cause: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,7 @@ class Finding:
             "message": self.message,
             "evidence": self.evidence,
             "fix": self.fix,
+            "cause": self.cause or None,
         }
 
 

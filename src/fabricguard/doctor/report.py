@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
+from fabricguard.console import Block, Column, Part, console, paragraph, table_or_blocks, verdict_line
 from fabricguard.doctor.engine import Report, Timeline
 from fabricguard.doctor.model import Finding, Severity, human_age
 from fabricguard.doctor.rules import RULES
@@ -139,30 +138,37 @@ def plain(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-def render_table(report: Report, console: Console) -> None:
+def _fix_shown(f: Finding) -> str:
+    return f"the fix of {f.cause} (above) fixes this too." if f.cause else f.fix
+
+
+def render_table(report: Report, out: Console | None = None) -> None:
+    """The report for people: the verdict first, then findings cause first (a table on a wide terminal, one
+    block per finding otherwise); a run without findings says what it checked."""
+    del out  # the one console of fabricguard.console: its width and terminal decide the layout
     c = report.counts
-    console.print(
-        f"[bold]{report.title}[/] {report.source} · profile {report.profile_name or '-'} · "
-        f"now {format_time(report.now)}"
-    )
+    counts = ", ".join(f"{c[str(s)]} {s}" for s in Severity if c[str(s)]) or "no findings"
+    verdict_line(report.verdict, f"{report.title}: {counts}")
+    paragraph(f"source {report.source} · profile {report.profile_name or '-'} · now {format_time(report.now)}",
+              indent="  ")
     for note in report.notes:
-        console.print(f"[dim]note: {escape(note)}[/]")
+        paragraph(note, first="note: ", indent="  ", style="dim")
     if not report.findings:
-        console.print("[green]No findings.[/]")
+        read = ", ".join(f"{n} {k}" for k, n in report.objects_read.items())
+        paragraph(f"checked {len(report.checked)} rules ({', '.join(report.checked)})"
+                  + (f" on {read}" if read else "") + ": nothing to fix.", style="green")
         return
-    for sev in Severity:
-        group = [f for f in report.findings if f.severity is sev]
-        if not group:
-            continue
-        table = Table(title=f"{sev.upper()} ({len(group)})", title_style=STYLE[sev], show_lines=True, expand=True)
-        table.add_column("rule", style=STYLE[sev], no_wrap=True)
-        table.add_column("objects", overflow="fold", max_width=40)
-        table.add_column("finding", overflow="fold", ratio=3)
-        table.add_column("fix", overflow="fold", ratio=2)
-        for f in group:
-            table.add_row(f.rule, escape(_objects(f)), escape(f.message), escape(f.fix))
-        console.print(table)
-    console.print(f"{c['critical']} critical, {c['warning']} warning")
+    console.print()
+    cols = [Column("severity", no_wrap=True), Column("rule", no_wrap=True), Column("objects"),
+            Column("finding"), Column("fix")]
+    rows: list[list[Part]] = [[(str(f.severity).upper(), STYLE[f.severity]), f.rule, _objects(f), f.message,
+                               _fix_shown(f)] for f in report.findings]
+    items = [Block(head=[(str(f.severity).upper(), STYLE[f.severity]), "  ", f.rule, " · ",
+                         str(f.objects[0]) if f.objects else "-"],
+                   fields=[("objects", _objects(f).replace("\n", ", ") if len(f.objects) > 1 else ""),
+                           ("caused by", f.cause), ("finding", f.message), ("fix", _fix_shown(f))])
+             for f in report.findings]
+    table_or_blocks(cols, rows, items)
 
 
 def to_json(report: Report) -> str:

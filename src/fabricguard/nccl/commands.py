@@ -7,22 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from fabricguard.console import console, fail, print_json, row, say
+from fabricguard.console import Block, blocks, console, fail, paragraph, print_json, row, say, verdict_line
 from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT, Verdict
-from fabricguard.nccl.report import EXPECT_SETS, NcclReport, NcclTestsRow, judge_expectation
+from fabricguard.nccl.report import EXPECT_SETS, NcclReport, NcclTestsRow, NcclTestsTable, judge_expectation
 from fabricguard.nccl.scan import LogInputError, inspect_paths
 from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
 from fabricguard.profile import UnknownPoolError
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.model import Transport
+from fabricguard.verdict.fixes import fix_for
 from fabricguard.verdict.job import Level, nccl_reasons, verdict_of
 
 app = typer.Typer(help="Read NCCL logs and nccl-tests output.", no_args_is_help=True)
 
-_VERDICT_STYLE = {"pass": "bold green", "degraded": "bold yellow", "failed": "bold red"}
 _STYLE = {
     Transport.ib: "green",
     Transport.roce: "green",
@@ -33,66 +32,6 @@ _STYLE = {
     Transport.none: "cyan",
     Transport.unknown: "yellow",
 }
-
-
-def render_report(report: NcclReport) -> None:
-    t = report.inter_node_transport
-    console.print(
-        f"inter-node transport: [{_STYLE[t]}]{t.value}[/]   network: {escape(report.network or '-')}   "
-        f"GPUDirect RDMA: {_tri(report.gpudirect_rdma)}   failed: " + ("[bold red]yes[/]" if report.failed else "no")
-    )
-    console.print(
-        f"NCCL {escape(', '.join(report.nccl_version) or '?')}   scope: {report.scope.value}   "
-        f"nodes: {report.nodes_text}   "
-        f"ranks: {report.ranks or '?'}   intra-node: {', '.join(report.intra_node) or '-'}   "
-        f"files: {len(report.files)}   read: {report.bytes_read / 1e6:,.1f} MB"
-    )
-    for reason in report.reasons:
-        say(f"  • {reason}")
-    for e in report.warnings:
-        say(("warning", "yellow"), f" {Path(e.file).name}:{e.line}: {e.why.removeprefix('warning: ')}")
-    if report.warning_count > len(report.warnings):
-        say(f"  … and {report.warning_count - len(report.warnings)} more warning line(s)")
-    for e in report.unread:
-        say(("not read", "yellow"), f" {e.file}" + (f":{e.line}" if e.line else "") + f": {e.why}")
-    if report.unread_count > len(report.unread):
-        say(f"  … and {report.unread_count - len(report.unread)} more not read")
-    if report.connections:
-        say("connections: " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()))
-    if report.evidence:
-        et = Table(title="evidence", show_lines=False, expand=False)
-        et.add_column("where", no_wrap=True)
-        et.add_column("why")
-        et.add_column("line", overflow="fold")
-        for e in report.evidence:
-            row(et, f"{Path(e.file).name}:{e.line}", e.why, e.text.strip()[:160])
-        console.print(et)
-    for tbl in report.nccl_tests:
-        title = escape(f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})")
-        tt = Table(title=title, expand=False)
-        # Older nccl-tests print the largest numeric error per row, not a count of wrong elements.
-        magnitude = all(r.oop_wrong is None for r in tbl.rows) and any(r.oop_max_error is not None for r in tbl.rows)
-        for c in (
-            "size",
-            "count",
-            "type",
-            "redop",
-            "time(us)",
-            "algbw",
-            "busbw",
-            "max err" if magnitude else "#wrong",
-            "ip busbw",
-        ):
-            tt.add_column(c, justify="right")
-        for r in tbl.rows:
-            row(tt, str(r.size), str(r.count), r.type, r.redop, _f(r.oop_time_us), _f(r.oop_algbw),
-                _f(r.oop_busbw), _wrong(r), _f(r.ip_busbw))
-        console.print(tt)
-        oob = "" if tbl.out_of_bounds is None else f"   out of bounds {tbl.out_of_bounds}"
-        console.print(
-            f"peak busbw {_f(tbl.peak_busbw_gbps)} GB/s   avg bus bandwidth {_f(tbl.avg_busbw_gbps)} GB/s   "
-            f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}{oob}"
-        )
 
 
 def _wrong(r: NcclTestsRow) -> str:
@@ -109,7 +48,7 @@ def _f(v: float | None) -> str:
 
 
 def _tri(v: bool | None) -> str:
-    return "unknown" if v is None else ("yes" if v else "[yellow]no[/]")
+    return "unknown" if v is None else ("yes" if v else "no")
 
 
 # Without an expectation the command reports and does not judge: its JSON "verdict" is this word (or
@@ -146,10 +85,86 @@ def judge(report: NcclReport, expect: str | None, profile: str | None, pool: str
     except UnknownPoolError as exc:
         fail(str(exc), hint="pass --pool NAME")
     found = nccl_reasons(p, report)
+    for r in found:
+        if r.level is not Level.info and not r.fix:
+            r.fix = fix_for(r.check, p, prof, r.message)
     verdict = verdict_of(found)
     shown = [r for r in found if r.level is not Level.info] or found
     return Judgement(f"pool {p.name} (fabric {p.fabric.type.value})", verdict, [r.message for r in shown],
                      [r.to_dict() for r in found])
+
+
+_FULL = ("size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "ip busbw")
+_NARROW = ("size", "time(us)", "algbw", "busbw", "#wrong", "ip busbw")  # what fits 80 columns
+
+
+def _tests_table(tbl: NcclTestsTable) -> None:
+    """nccl-tests rows as nccl-tests prints them, never a number cut: every column as wide as its widest cell;
+    on a narrow console, the columns a reader needs (size, time, bandwidths, errors) without count/type/redop."""
+    magnitude = all(r.oop_wrong is None for r in tbl.rows) and any(r.oop_max_error is not None for r in tbl.rows)
+    cells = {r.size: {"size": str(r.size), "count": str(r.count), "type": r.type, "redop": r.redop,
+                      "time(us)": _f(r.oop_time_us), "algbw": _f(r.oop_algbw), "busbw": _f(r.oop_busbw),
+                      "#wrong": _wrong(r), "ip busbw": _f(r.ip_busbw)} for r in tbl.rows}
+    rows = list(cells.values())
+
+    def width(cols: tuple[str, ...]) -> int:
+        return 1 + sum(3 + max([len(c)] + [len(r[c]) for r in rows]) for c in cols)
+
+    cols = _FULL if width(_FULL) <= console.width else _NARROW
+    title = f"{tbl.collective or 'nccl-tests'} ({Path(tbl.file).name}:{tbl.line})"
+    tt = Table(title=title, expand=False, title_justify="left", box=None)  # aligned columns, as nccl-tests prints
+    for c in cols:
+        tt.add_column("max err" if c == "#wrong" and magnitude else c, justify="right", no_wrap=True)
+    for r in rows:
+        row(tt, *[r[c] for c in cols])
+    console.print(tt)
+    oob = "" if tbl.out_of_bounds is None else f" · out of bounds {tbl.out_of_bounds}"
+    paragraph(f"peak busbw {_f(tbl.peak_busbw_gbps)} GB/s · avg bus bandwidth {_f(tbl.avg_busbw_gbps)} GB/s · "
+              f"wrong {('N/A' if tbl.wrong is None else tbl.wrong)}{oob}", indent="  ")
+
+
+def render_report(report: NcclReport, word: str = UNJUDGED, judgement: Judgement | None = None) -> None:
+    """The verdict first (``unjudged`` without --expect or -p), why, then the transport and where it was proven,
+    evidence lines (whole) and nccl-tests tables."""
+    t = report.inter_node_transport
+    verdict_line(word, f"nccl inspect: inter-node transport {t.value}",
+                 f"expected {judgement.expected}" if judgement else "", "NCCL failed" if report.failed else "")
+    if judgement is not None:
+        for reason in judgement.reasons:
+            paragraph(reason, indent="    ", first="  • ")
+        for finding in judgement.levels:
+            if finding.get("fix"):
+                paragraph(finding["fix"], indent="    ", first="  fix: ")
+    elif not report.failed:
+        paragraph("not judged: pass --expect rdma|socket|none|TRANSPORT or -p PROFILE to judge", indent="  ",
+                  first="  ", style="dim")
+    paragraph(
+        f"network {report.network or '-'} · GPUDirect RDMA {_tri(report.gpudirect_rdma)} · NCCL "
+        f"{', '.join(report.nccl_version) or '?'} · scope {report.scope.value} · nodes {report.nodes_text} · "
+        f"ranks {report.ranks or '?'} · intra-node {', '.join(report.intra_node) or '-'} · files "
+        f"{len(report.files)} · read {report.bytes_read / 1e6:,.1f} MB", indent="  ", first="  ")
+    if report.connections:
+        paragraph("connections " + ", ".join(f"{k}×{v}" for k, v in report.connections.items()), indent="  ",
+                  first="  ")
+    for reason in report.reasons:
+        paragraph(reason, indent="    ", first="  • ")
+    for e in report.warnings:
+        paragraph(f"{Path(e.file).name}:{e.line}: {e.why.removeprefix('warning: ')}", indent="    ",
+                  first="warning ", style="yellow")
+    if report.warning_count > len(report.warnings):
+        say(f"  … and {report.warning_count - len(report.warnings)} more warning line(s)")
+    for e in report.unread:
+        paragraph(f"{e.file}" + (f":{e.line}" if e.line else "") + f": {e.why}", indent="    ", first="  not read: ",
+                  style="yellow")
+    if report.unread_count > len(report.unread):
+        say(f"  … and {report.unread_count - len(report.unread)} more not read")
+    if report.evidence:
+        console.print()
+        blocks(Block(head=[("evidence", "bold"), " ", f"{Path(e.file).name}:{e.line}"],
+                     fields=[("why", e.why), ("line", f"`{e.text.strip()}`")]) for e in report.evidence)
+    for tbl in report.nccl_tests:
+        console.print()
+        _tests_table(tbl)
 
 
 @app.command("inspect")
@@ -193,15 +208,9 @@ def inspect(
     word = unjudged if judgement is None else judgement.verdict.value
     if wants_json(fmt, as_json):
         extra = judgement.to_dict() if judgement else {"expected": None, "verdict_reasons": [], "findings": []}
-        print_json({"verdict": word, **extra, **report.to_dict()})
+        print_json({"verdict": word, **extra, **report.to_dict()}, "NcclInspection")
     else:
-        if judgement is not None:
-            say((word.upper(), _VERDICT_STYLE[word]), f"  expected {judgement.expected}")
-            for reason in judgement.reasons:
-                say(f"  • {reason}")
-        render_report(report)
-        if judgement is None and not report.failed:
-            say(("not judged:", "dim"), " pass --expect rdma|socket|none|TRANSPORT or -p PROFILE to judge")
+        render_report(report, word, judgement)
     if judgement is not None:
         raise typer.Exit(judgement.verdict.exit_code)
     if report.failed:

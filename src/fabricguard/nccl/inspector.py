@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fabricguard.times import MAX_EPOCH_US
 from fabricguard.userfiles import LineCutter, SourceError, open_in
 
 FORMAT_VERSIONS = frozenset({"v4.0"})
@@ -122,15 +123,43 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+# What a record's numbers can be (a tenant writes these files): anything outside is not a record. 2^63 as a dump
+# time would stop whoever turns it into a datetime; a 2^64 size or rank count is no collective.
+MAX_RANKS = 1 << 24
+MAX_COUNT = 1 << 62  # a collective's sequence number, its execution time in microseconds, a pid
+MAX_GBPS = 100_000.0  # 100 TB/s of bus bandwidth: far past any link, so a bigger figure is not a measurement
+
+
+def _checked(rec: CollRecord) -> CollRecord | None:
+    """``rec`` when every number in it is in range (the dump time a real instant, ranks and counts possible),
+    else None; a bandwidth out of range is left out (no figure) rather than dropping the record."""
+    if not (1 <= rec.nnodes <= rec.nranks <= MAX_RANKS and 0 <= rec.rank < rec.nranks):
+        return None
+    if not (0 <= rec.dump_us <= MAX_EPOCH_US and 0 <= rec.msg_bytes < _BOGUS_SIZE):
+        return None
+    if not (0 <= rec.exec_us <= MAX_COUNT and 0 <= rec.sn <= MAX_COUNT and 0 <= rec.pid <= MAX_COUNT):
+        return None
+    for f in ("algbw_gbps", "busbw_gbps"):
+        v = getattr(rec, f)
+        if v is not None and not (0.0 <= v <= MAX_GBPS):
+            setattr(rec, f, None)
+    return rec
+
+
 # The writer's exact layout (both header variants): read without building a dict; anything else (escapes, another
 # key order, "nan") takes the general path.
 _S = rb'"([^"\\]*)"'
+# Digit counts are bounded (an integer of thousands of digits is no record: int() would refuse it); a line with
+# more takes the general path, where json's own limit refuses it.
 _FAST = re.compile(
-    rb'\{"header":\{"id":' + _S + rb',(?:"comm_name":' + _S + rb',)?"rank":(\d+),"n_ranks":(\d+),"nnodes":(\d+)\},'
+    rb'\{"header":\{"id":' + _S + rb',(?:"comm_name":' + _S + rb',)?'
+    rb'"rank":(\d{1,19}),"n_ranks":(\d{1,19}),"nnodes":(\d{1,19})\},'
     rb'"metadata":\{"inspector_output_format_version":' + _S + rb',"git_rev":"[^"\\]*","rec_mechanism":"[^"\\]*",'
-    rb'"dump_timestamp_us":(\d+),"hostname":' + _S + rb',"pid":(\d+)\},'
-    rb'"coll_perf":\{"coll":' + _S + rb',"coll_sn":(\d+),"coll_msg_size_bytes":(\d+),"coll_exec_time_us":(\d+),'
-    rb'(?:"coll_timing_source":' + _S + rb',)?"coll_algobw_gbs":(\d+\.\d+),"coll_busbw_gbs":(\d+\.\d+)[,}]'
+    rb'"dump_timestamp_us":(\d{1,19}),"hostname":' + _S + rb',"pid":(\d{1,19})\},'
+    rb'"coll_perf":\{"coll":' + _S + rb',"coll_sn":(\d{1,19}),"coll_msg_size_bytes":(\d{1,19}),'
+    rb'"coll_exec_time_us":(\d{1,19}),'
+    rb'(?:"coll_timing_source":' + _S + rb',)?'
+    rb'"coll_algobw_gbs":(\d{1,20}\.\d{1,20}),"coll_busbw_gbs":(\d{1,20}\.\d{1,20})[,}]'
 )
 
 
@@ -142,10 +171,10 @@ def _fast(line: bytes) -> CollRecord | None:
     size, nranks, nnodes = int(g[11]), int(g[3]), int(g[4])
     if size >= _BOGUS_SIZE or nranks < 1 or nnodes < 1:
         return None
-    return CollRecord(
+    return _checked(CollRecord(
         g[0].decode(), g[1].decode() if g[1] is not None else None, int(g[2]), nranks, nnodes, g[5].decode(),
         int(g[6]), g[7].decode(), int(g[8]), g[9].decode(), int(g[10]), size, int(g[12]),
-        g[13].decode() if g[13] is not None else None, float(g[14]), float(g[15]))
+        g[13].decode() if g[13] is not None else None, float(g[14]), float(g[15])))
 
 
 def parse_record(line: bytes | str) -> CollRecord | None:
@@ -177,12 +206,12 @@ def parse_record(line: bytes | str) -> CollRecord | None:
         return None
     name = h.get("comm_name")
     timing = c.get("coll_timing_source")
-    return CollRecord(
+    return _checked(CollRecord(
         comm=comm, comm_name=name if isinstance(name, str) else None, rank=rank, nranks=nranks, nnodes=nnodes,
         version=str(m.get("inspector_output_format_version") or ""), dump_us=_int(m.get("dump_timestamp_us")) or 0,
         hostname=str(m.get("hostname") or ""), pid=_int(m.get("pid")) or 0, coll=coll, sn=sn, msg_bytes=size,
         exec_us=exec_us, timing=timing if isinstance(timing, str) else None,
-        algbw_gbps=_num(c.get("coll_algobw_gbs")), busbw_gbps=_num(c.get("coll_busbw_gbs")))
+        algbw_gbps=_num(c.get("coll_algobw_gbs")), busbw_gbps=_num(c.get("coll_busbw_gbs"))))
 
 
 def is_inspector_file(path: Path, root: Path | None = None) -> bool:

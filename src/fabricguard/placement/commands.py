@@ -16,7 +16,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from fabricguard.console import console, err_console, fail, print_json, say
+from fabricguard.console import console, err_console, fail, print_json, row, say
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
 from fabricguard.options import Format, format_option, now_value
 from fabricguard.profile.commands import profile_or_exit
@@ -294,6 +294,84 @@ def transition_abort_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_poo
     t = now_value(now)
     out, _ = _run(spec, namespace, kubeconfig, context, lambda w: w.abort(t))
     _show(out.state, fmt)
+
+
+@pool_app.command("coverage")
+def coverage_cmd(
+    profile: Path = typer.Option(..., "--profile", "-p", help="Platform profile YAML."),
+    pool: str | None = typer.Option(None, "--pool", help="Pool (default: the profile's default pool)."),
+    kubeconfig: str | None = KUBECONFIG_OPT,
+    context: str | None = CONTEXT_OPT,
+    reset_breaker: bool = typer.Option(False, "--reset-breaker", help="Close the pool's quarantine breaker (a "
+                                       "person's decision: failures before now are not counted again)."),
+    now: str | None = NOW_OPT,
+    output_format: Format = FORMAT_OPT,
+) -> None:
+    """Each node of a pool with a proof goal: last proven, by which pair, at what busbw, and its state."""
+    from fabricguard import names
+    from fabricguard.controller.coverage import coverage, coverage_permissions, reset_patch
+    from fabricguard.kube import Kube, KubeError, NotFound, TimedOut, Unreachable, kubeconfig_problem
+    from fabricguard.profile.model import UnknownPoolError
+
+    prof = profile_or_exit(profile)
+    try:
+        p = prof.pool(pool)
+    except UnknownPoolError as exc:
+        fail(f"--pool: {exc}", hint="name one of the profile's pools")
+    if p.proof is None:
+        fail(f"{profile}: pool {p.name} has no proof block", hint="add proof: {every: 24h} to the pool")
+    t = now_value(now)
+    problem = kubeconfig_problem(kubeconfig, context)
+    if problem:
+        fail(problem, hint="pass a kubeconfig with the cluster's context")
+
+    async def go() -> tuple[dict | None, list[dict]]:
+        kube = await Kube.connect(kubeconfig, context, permissions=coverage_permissions(reset_breaker))
+        try:
+            try:
+                fv: dict | None = await kube.get(names.FV_API, names.FV_PLURAL, p.name)
+            except NotFound:
+                fv = None
+            sel = ",".join(f"{k}={v}" for k, v in sorted(p.nodeSelector.items()))
+            nodes = await kube.list("v1", "nodes", label_selector=sel)
+            if reset_breaker and fv is not None:
+                fv = await kube.patch(names.FV_API, names.FV_PLURAL, p.name, reset_patch(fv, t),
+                                      subresource="status", patch_type="merge",
+                                      field_manager=names.CONTROLLER_FIELD_MANAGER)
+            return fv, nodes
+        finally:
+            await kube.close()
+
+    try:
+        fv, nodes = asyncio.run(go())
+    except (Unreachable, TimedOut) as exc:
+        fail(f"cannot reach the cluster: {exc}")
+    except KubeError as exc:
+        if exc.status is None:
+            fail(str(exc), hint="check --kubeconfig/--context")
+        fail(f"the API server refused: {exc}", hint="the caller needs get on fabricvalidations and list on nodes "
+             "(and patch on fabricvalidations/status with --reset-breaker)", code=EXIT_FAILED)
+    if reset_breaker and fv is None:
+        fail(f"pool {p.name} has no FabricValidation, so no breaker to reset", code=EXIT_FAILED)
+    cov = coverage(p, fv, nodes, t)
+    if output_format is Format.json:
+        print_json(cov.to_dict())
+        raise typer.Exit(cov.exit_code)
+    colour = {"pass": "green", "degraded": "yellow", "failed": "red"}[cov.verdict]
+    say((cov.verdict.upper(), f"bold {colour}"), " ", cov.summary)
+    if reset_breaker:
+        say(("breaker reset:", "bold"), f" pool {p.name}'s quarantine breaker is closed; failures before "
+            f"{t.isoformat()} are not counted again")
+    table = Table(box=None, pad_edge=False)
+    notes = any(r["note"] for r in cov.rows)
+    for col in ("NODE", "STATE", "PROVEN", "BUSBW", "PARTNER", "LINK", *(("NOTE",) if notes else ())):
+        table.add_column(col, overflow="fold")
+    for r in cov.rows:
+        bw = f"{r['busbwGBps']:.1f}" if r["busbwGBps"] is not None else "-"
+        row(table, r["node"], r["state"], r["age"], bw, r["partner"] or "-", r["link"] or "-",
+            *((r["note"] or "",) if notes else ()))
+    console.print(table)
+    raise typer.Exit(cov.exit_code)
 
 
 def register(app: typer.Typer) -> None:

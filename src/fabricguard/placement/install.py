@@ -98,6 +98,7 @@ class Options:
     manage_taints: bool = False
     nvml_access: str = "auto"
     dcgm_platform: str = "gpu-operator"  # exporters.DCGM_PLATFORMS: where DCGM exporter runs
+    webhook_port: int = admission_render.PORT
     mode: str = "observe"  # a new install observes: nothing denied, held or tainted (a pool's mode field wins)
 
 
@@ -172,15 +173,15 @@ def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]
         return []
     dash_cm = dashboard.configmap(profile, ns, gmp=opts.monitoring == "gmp")
     if opts.monitoring == "gmp":
-        return [controller_manifests.pod_monitoring(ns), *exporters.gmp_monitors(ns),
-                exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
+        return [controller_manifests.pod_monitoring(ns), admission_render.pod_monitoring(ns),
+                *exporters.gmp_monitors(ns), exporters.gmp_rules(alerts.rule_groups(profile), ns), dash_cm]
     rule = alerts.prometheus_rule(profile, ns)
     if opts.dcgm_platform not in exporters.DCGM_PLATFORMS:
         raise InstallError(f"--dcgm-platform {opts.dcgm_platform!r}: use one of {', '.join(exporters.DCGM_PLATFORMS)}")
     preset = exporters.DCGM_PLATFORMS[opts.dcgm_platform]
     dcgm = ([m for m in exporters.monitors(preset, ns) if m["metadata"]["name"] == "fabricguard-dcgm-exporter"]
             if preset is not None else [])
-    objs = [controller_manifests.service_monitor(ns, opts.release),
+    objs = [controller_manifests.service_monitor(ns, opts.release), admission_render.pod_monitor(ns),
             *exporters.agent_monitors(ns), *dcgm, rule, dash_cm]
     if opts.release:
         for o in objs:
@@ -223,7 +224,7 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
                                          [ds_hook] if ds_hook else None,
                                          claim_templates=any(p.claim_template_name for p in profile.spec.pools),
-                                         mode=opts.mode)
+                                         mode=opts.mode, port=opts.webhook_port)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],

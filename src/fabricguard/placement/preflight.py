@@ -120,11 +120,11 @@ def pod_security_row(namespace: str, labels: dict[str, str], needs: str, why: st
     if level is None:
         return Row("Pod Security", namespace, "warn", f"no {PSA_ENFORCE} label: the cluster's default level "
                    f"applies; it must be {needs} ({why})",
-                   f"kubectl label namespace {namespace} {PSA_ENFORCE}={needs}")
+                   f"`kubectl label namespace {namespace} {PSA_ENFORCE}={needs}`")
     if order.get(level, 2) > order[needs]:
         return Row("Pod Security", namespace, "fail", f"enforces {level}, which refuses {why}: every mutated pod "
                    "is refused, visible only in the Job's events",
-                   f"kubectl label --overwrite namespace {namespace} {PSA_ENFORCE}={needs}")
+                   f"`kubectl label --overwrite namespace {namespace} {PSA_ENFORCE}={needs}`")
     return Row("Pod Security", namespace, "pass", f"enforces {level}")
 
 
@@ -173,10 +173,11 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
     minor = _minor(version if isinstance(version, dict) else {})
     git = version.get("gitVersion", "?") if isinstance(version, dict) else "?"
     if minor is None:
-        rows.append(Row("Kubernetes", "version", "warn", f"cannot read the minor version from {git}"))
+        rows.append(Row("Kubernetes", "version", "warn", f"cannot read the minor version from {git}",
+                        "check the server's version by hand: `kubectl version`"))
     elif minor < MIN_MINOR:
         rows.append(Row("Kubernetes", "version", "fail", f"{git}: matchConditions and ValidatingAdmissionPolicy v1 "
-                        f"need 1.{MIN_MINOR}", "upgrade the control plane"))
+                        f"need 1.{MIN_MINOR}", f"upgrade the control plane to 1.{MIN_MINOR} or later"))
     else:
         rows.append(Row("Kubernetes", "version", "pass", git))
 
@@ -198,7 +199,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
         target = f"{d.namespace}/{d.name} ({d.role})"
         if ds is None:
             rows.append(Row("DaemonSet", target, "fail", "not found: fabric nodes never advertise what they need",
-                            "install it, or correct the name in the profile"))
+                            "install it, or correct the name in the profile; list what runs: `kubectl get ds -A`"))
             continue
         tols = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations") or []
         missing = [k for k in TAINT_KEYS
@@ -215,7 +216,8 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
     needs, why = injected_needs(profile)
     own = await _namespace(kube, namespace)
     if own is None:
-        rows.append(Row("Namespace", namespace, "warn", "does not exist yet (00-namespace creates it)"))
+        rows.append(Row("Namespace", namespace, "warn", "does not exist yet (00-namespace creates it)",
+                        "`fabricguard render namespace | kubectl apply -f -`"))
     else:
         rows.append(pod_security_row(namespace, objects.labels_of(own), "privileged",
                                      "the agent's read-only hostPath mounts"))
@@ -223,7 +225,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
         obj = await _namespace(kube, ns)
         if obj is None:
             rows.append(Row("Namespace", ns, "fail", "a queue of the profile names it but it does not exist",
-                            f"kubectl create namespace {ns}"))
+                            f"`kubectl create namespace {ns}`"))
             continue
         rows.append(pod_security_row(ns, objects.labels_of(obj), needs, why))
 
@@ -283,12 +285,16 @@ async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list
         pv = await kube.get("v1", "persistentvolumes", pv_name)
         got = ((pv or {}).get("spec") or {}).get("csi", {}).get("volumeHandle")
         if pv is None:
-            rows.append(Row("Lustre", target, "fail", f"names volume {pv_name}, which does not exist"))
+            rows.append(Row("Lustre", target, "fail", f"names volume {pv_name}, which does not exist",
+                            "apply the static PersistentVolume of 10-storage, then re-create the claim"))
         elif handle and got != handle:
             rows.append(Row("Lustre", target, "fail", f"bound to {got!r}, not the profile's file system {handle!r}: "
-                            "the logs would be written where verdicts never look"))
+                            "the logs would be written where verdicts never look",
+                            f"re-create the claim bound to the profile's volume (10-storage); see it: "
+                            f"`kubectl -n {ns} get pvc {lustre.claimName} -o wide`"))
         elif status.get("phase") != "Bound":
-            rows.append(Row("Lustre", target, "warn", f"phase {status.get('phase')}: bindable to {pv_name}"))
+            rows.append(Row("Lustre", target, "warn", f"phase {status.get('phase')}: bindable to {pv_name}",
+                            f"wait for it to bind, or read why not: `kubectl -n {ns} describe pvc {lustre.claimName}`"))
         else:
             rows.append(Row("Lustre", target, "pass", f"bound to {pv_name} ({got})"))
     return rows

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from fabricguard.console import err_console, fail, say
-from fabricguard.options import Mode, check_namespace, mode_option
+from fabricguard.options import Mode, check_namespace, check_port, mode_option
 
 
 def render_install_cmd(
@@ -32,6 +32,9 @@ def render_install_cmd(
                                       help="Where DCGM exporter runs: gpu-operator, dcgm-exporter (its chart), or "
                                            "gke (managed DCGM, not scraped here)."),
     mode: Mode = mode_option("observe"),
+    webhook_port: int = typer.Option(
+        10250, "--webhook-port", help="The webhook's container port; 10250 is reachable from a GKE private "
+        "cluster's control plane without a firewall rule (docs/install.md)."),
 ) -> None:
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
@@ -64,7 +67,7 @@ def render_install_cmd(
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
                    monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr, any_source)),
                    manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform,
-                   mode=mode.value)
+                   mode=mode.value, webhook_port=check_port("--webhook-port", webhook_port))
     try:
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:
@@ -104,9 +107,7 @@ def preflight_cmd(
     LocalQueues, Pod Security, GKE's critical-pod quota. Exit 0 pass, 1 warnings, 2 failures, 3 unusable input."""
     import asyncio
 
-    from rich.table import Table
-
-    from fabricguard.console import console, print_json, row
+    from fabricguard.console import console, print_json
     from fabricguard.kube import KubeError, unreachable
     from fabricguard.placement.preflight import Row, exit_code, run
     from fabricguard.profile.commands import profile_or_exit
@@ -129,17 +130,26 @@ def preflight_cmd(
              hint="check that it answers (kubectl get --raw /version), or raise --timeout")
     code = exit_code(rows)
     if output_format == "json":
-        print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]})
+        print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]},
+                   "PreflightReport")
     else:
+        from fabricguard.console import Block, Column, Part, table_or_blocks, verdict_line
+
         style = {"pass": "green", "warn": "yellow", "fail": "bold red"}
-        table = Table(title=f"preflight: profile {prof.metadata.name}", show_lines=False)
-        for col in ("check", "target", "result", "detail", "fix"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            row(table, r.area, r.target, (r.status, style[r.status]), r.detail, r.fix or None)
-        console.print(table)
+        word = {"pass": "pass", "warn": "warning", "fail": "failed"}
         fails, warns = sum(r.status == "fail" for r in rows), sum(r.status == "warn" for r in rows)
-        say(f"{len(rows)} checks: {fails} failed, {warns} warnings")
+        verdict_line({0: "pass", 1: "degraded", 2: "failed"}[code], f"preflight: profile {prof.metadata.name}",
+                     f"{len(rows)} checks: {fails} failed, {warns} warnings")
+        console.print()
+        order = {"fail": 0, "warn": 1, "pass": 2}
+        ranked = sorted(rows, key=lambda r: order.get(r.status, 3))  # failures first, passes last
+        cols = [Column("check", no_wrap=True), Column("target"), Column("result", no_wrap=True), Column("detail"),
+                Column("fix")]
+        cells: list[list[Part]] = [[r.area, r.target, (word[r.status], style[r.status]), r.detail, r.fix or ""]
+                                   for r in ranked]
+        items = [Block(head=[(word[r.status].upper(), style[r.status]), "  ", r.area, " · ", r.target],
+                       fields=[("detail", r.detail), ("fix", r.fix or "")]) for r in ranked]
+        table_or_blocks(cols, cells, items)
     raise typer.Exit(code)
 
 

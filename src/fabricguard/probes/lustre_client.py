@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from fabricguard import names
 from fabricguard.probes.result import Check, Status
 from fabricguard.times import format_time
 from fabricguard.userfiles import SourceError, read_bytes
@@ -405,13 +406,32 @@ def lnet_check(root: Path, fsname: str | None, lnetctl: Lnetctl, policy: ClientH
                  + (" healthy" if peers_text is not None else ""), data)
 
 
+def jobid_check(root: Path) -> Check:
+    """Whether this client tags each request with the job (``jobid_var`` naming the variable the webhook sets):
+    a missing tag costs per-job I/O figures on the servers, not readiness, so it is at most ``degraded``."""
+    p = root / "sys/fs/lustre/jobid_var"
+    if not p.exists():
+        return Check("lustre.jobid", Status.skipped, f"no {p}: this client cannot tag requests per job")
+    text, why = _read(p)
+    if text is None:
+        return Check("lustre.jobid", Status.degraded, f"cannot read {p}: {why}", {"error": True})
+    value = text.splitlines()[0].strip() if text else ""
+    if value == names.LUSTRE_JOBID_ENV:
+        return Check("lustre.jobid", Status.passed, f"jobid_var is {value}: requests carry <namespace>.<job>",
+                     {"jobid_var": value})
+    return Check("lustre.jobid", Status.degraded,
+                 f"jobid_var is {value!r}, not {names.LUSTRE_JOBID_ENV}: the file system's job_stats cannot tell "
+                 f"this node's jobs apart (lctl set_param -P jobid_var={names.LUSTRE_JOBID_ENV} on the MGS)",
+                 {"jobid_var": value})
+
+
 def client_checks(root: Path, fsname: str | None, lnetctl: Lnetctl, policy: ClientHealthPolicy | None = None,
                   now: float | None = None) -> list[Check]:
     """Every client-health check for a node that mounts ``fsname`` (None: whatever imports the client has)."""
     p = policy or ClientHealthPolicy()
     t = time.time() if now is None else now
     return [health_check_check(root), imports_check(root, fsname), evictions_check(root, fsname, p, t),
-            lnet_check(root, fsname, lnetctl, p)]
+            lnet_check(root, fsname, lnetctl, p), jobid_check(root)]
 
 
 def fsname_from_source(source: str) -> str | None:

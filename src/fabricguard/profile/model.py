@@ -7,6 +7,7 @@ conventions (camelCase) because platform engineers write it next to their manife
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -729,6 +730,11 @@ class Pool(_Strict):
         default=None, description="Coverage goal: every node proven by a pair test within proof.every, the bad one "
         "found by bisection and quarantined within a budget (controller/proof.py). Needs the pool's canary."
     )
+    onHang: Literal["observe", "stop"] = Field(
+        default="observe",
+        description="When NCCL's RAS confirms a running managed job hung (counts mismatched and not advancing over "
+        "two queries): observe (annotation, Event, metric, alert) or also stop it like onFallback: stop.",
+    )
     onFallback: Literal["warn", "stop"] = Field(
         default="warn",
         description="When a running managed job's logs show sockets on this fabric pool: warn (annotation, "
@@ -890,6 +896,13 @@ class Inspector(_Strict):
                                "annotated, told in an Event and alerted on.")
     pools: list[str] = Field(default_factory=list, description="Pools whose jobs get it (empty: every fabric pool "
                              "with Lustre).")
+    enabled: bool = Field(default=True, description="Kill switch: false injects the plugin into no new job and "
+                          "follows no job's records (the plugin is young: NVIDIA/nccl #1992, #2304), keeping the rest.")
+    suspectRounds: int = Field(default=3, ge=1, le=20, description="Dump rounds a late rank or a slow node must hold "
+                               "before the job is annotated and told (fabricguard.io/suspects).")
+    hangAfter: str = Field(default="30m", description="A running job whose collectives stop advancing (Inspector "
+                           "records) this long is checked for a hang through NCCL's RAS; set it longer than the "
+                           "job's longest checkpoint or evaluation.")
 
     @model_validator(mode="after")
     def _source(self) -> Inspector:
@@ -909,7 +922,7 @@ class Inspector(_Strict):
         for f in ("minMessageBytes", "largeMessageBytes"):
             if not _BYTES.match(getattr(self, f)):
                 raise ValueError(f"{f} {getattr(self, f)!r} is not a size; write it like 1M or 64M")
-        for f in ("dumpInterval", "belowFloorFor"):
+        for f in ("dumpInterval", "belowFloorFor", "hangAfter"):
             if duration_seconds(getattr(self, f)) <= 0:
                 raise ValueError(f"{f} must be longer than zero")
         return self
@@ -921,6 +934,10 @@ class Inspector(_Strict):
     @property
     def below_floor_s(self) -> int:
         return duration_seconds(self.belowFloorFor)
+
+    @property
+    def hang_after_s(self) -> int:
+        return duration_seconds(self.hangAfter)
 
     @property
     def min_bytes(self) -> int:
@@ -1095,7 +1112,8 @@ class PlatformProfile(_Strict):
     def inspector_for(self, pool: Pool) -> Inspector | None:
         """The Inspector settings that apply to ``pool``'s jobs; None: the pool's jobs do not get the plugin."""
         ins = self.spec.inspector
-        if ins is None or not pool.fabric.has_fabric or not pool.lustre or self.spec.storage.lustre is None:
+        if ins is None or not ins.enabled or not pool.fabric.has_fabric or not pool.lustre \
+                or self.spec.storage.lustre is None:
             return None
         if ins.pools and pool.name not in ins.pools:
             return None
@@ -1128,6 +1146,19 @@ class PlatformProfile(_Strict):
                 out.append(f"{where}: no canary; a broken fabric is found only when a job runs on it")
             if f.has_fabric and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: no baseline.allReduceBusBwGBps; bandwidth cannot be judged, only transport")
+            pr = p.proof
+            if pr is not None and pr.queue is None:
+                out.append(f"{where}: proof.queue is not set; pair tests bypass Kueue (they still never preempt, at "
+                           f"PriorityClass {pr.priorityClassName}), so Kueue's quota does not see them")
+            if pr is not None and p.nodes:
+                # A full round proves two nodes per pair, each pair charged pairDuration on 2 x gpusPerPod GPUs.
+                gpus = pr.gpusPerPod or p.gpusPerNode
+                per_round = math.ceil(p.nodes / 2) * 2 * gpus * pr.pair_s / 3600
+                affordable = pr.budget_gpu_hours(p.nodes, p.gpusPerNode) * pr.every_s / 86400
+                if per_round > affordable:
+                    out.append(f"{where}: proving all {p.nodes} nodes costs {per_round:.0f} GPU-h per proof.every "
+                               f"({pr.every}) at pairDuration {pr.pairDuration}, more than the budget's "
+                               f"{affordable:.0f}: raise proof.budget, lengthen proof.every or shorten pairDuration")
             if self.inspector_for(p) is not None and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: its jobs get NCCL's Inspector but the pool has no baseline.allReduceBusBwGBps; "
                            "their busbw is shown, never judged")

@@ -5,41 +5,41 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from fabricguard.console import console, fail, print_json, row, say
+from fabricguard.console import Block, Column, Part, console, fail, paragraph, print_json, table_or_blocks, verdict_line
 from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
 from fabricguard.profile import UnknownPoolError
 from fabricguard.profile.commands import profile_or_exit
-from fabricguard.verdict.job import JobInputError, JobVerdict, Level, judge_job
+from fabricguard.verdict.job import JobInputError, JobVerdict, Level, Reason, judge_job
 
 _LEVEL_STYLE = {Level.info: "dim", Level.warning: "yellow", Level.degraded: "bold yellow", Level.failed: "bold red"}
-_VERDICT_STYLE = {"pass": "bold green", "degraded": "bold yellow", "failed": "bold red"}
+
+
+def _where(r: Reason) -> str:
+    ev = r.evidence[0] if r.evidence else None
+    if not ev or not ev.get("file"):
+        return ""
+    return Path(ev["file"]).name + (f":{ev['line']}" if ev.get("line") else "")
 
 
 def render_verdict(v: JobVerdict) -> None:
+    """The verdict first, the job's figures, then every reason (failures first) with its fix."""
     n = v.nccl
-    say((v.verdict.value.upper(), _VERDICT_STYLE[v.verdict.value]), f"  {v.job_dir}  pool {v.pool} (fabric {v.fabric})")
+    verdict_line(v.verdict.value, f"verify-job {v.job_dir}", f"pool {v.pool} (fabric {v.fabric})")
     med = v.steps.median_seconds
-    say(
-        f"transport {n.inter_node_transport.value}  network {n.network or '-'}  GPUDirect RDMA "
-        f"{'-' if n.gpudirect_rdma is None else n.gpudirect_rdma}  scope {n.scope.value}  nodes {n.nodes_text}  "
-        f"ranks {n.ranks or '?'}  "
-        f"steps {v.steps.count}  median {('-' if med is None else f'{med:.2f} s')}  "
-        f"total {v.steps.total_seconds:.1f} s  bound {v.bound}"
-    )
-    t = Table(expand=False, show_lines=False)
-    t.add_column("level")
-    t.add_column("check")
-    t.add_column("reason", overflow="fold")
-    t.add_column("evidence", overflow="fold")
-    for r in v.reasons:
-        ev = r.evidence[0] if r.evidence else None
-        where = ""
-        if ev and ev.get("file"):
-            where = Path(ev["file"]).name + (f":{ev['line']}" if ev.get("line") else "")
-        row(t, (r.level.value, _LEVEL_STYLE[r.level]), r.check, r.message, where)
-    console.print(t)
+    paragraph(
+        f"transport {n.inter_node_transport.value} · network {n.network or '-'} · GPUDirect RDMA "
+        f"{'-' if n.gpudirect_rdma is None else n.gpudirect_rdma} · scope {n.scope.value} · nodes {n.nodes_text} · "
+        f"ranks {n.ranks or '?'} · steps {v.steps.count} · median {('-' if med is None else f'{med:.2f} s')} · "
+        f"total {v.steps.total_seconds:.1f} s · bound {v.bound}", indent="  ", first="  ")
+    console.print()
+    cols = [Column("level", no_wrap=True), Column("check", no_wrap=True), Column("reason"), Column("fix"),
+            Column("evidence", no_wrap=True)]
+    rows: list[list[Part]] = [[(r.level.value, _LEVEL_STYLE[r.level]), r.check, r.message, r.fix, _where(r)]
+                              for r in v.reasons]
+    items = [Block(head=[(r.level.value.upper(), _LEVEL_STYLE[r.level]), "  ", r.check],
+                   fields=[("reason", r.message), ("evidence", _where(r)), ("fix", r.fix)]) for r in v.reasons]
+    table_or_blocks(cols, rows, items)
 
 
 def verify_job(
@@ -65,7 +65,7 @@ def verify_job(
     except JobInputError as exc:
         fail(str(exc))
     if wants_json(fmt, as_json):
-        print_json(v.to_dict())
+        print_json(v.to_dict(), "JobVerdict")
     else:
         render_verdict(v)
     raise typer.Exit(v.verdict.exit_code)

@@ -2,8 +2,9 @@
 
 A new fabric node is tainted ``readiness.k8s.io/fabric-unverified`` until the agent reports; the agent passes
 only once the device plugin (or DRA driver), the CSI node plugin and the CNI are running there. A DaemonSet among
-them (``PlatformProfile.fabric_daemonsets()``) whose template does not tolerate the readiness taints, or the
-agent's own DaemonSet, never gets a pod on the node, and the taint stays forever. The webhook adds the
+them (``PlatformProfile.fabric_daemonsets()``), any DaemonSet of the GPU stack (one that tolerates
+``nvidia.com/gpu``: the agent requires the GPUs it brings) or the agent's own DaemonSet whose template does not
+tolerate the readiness taints never gets a pod on the node, and the taint stays forever. The webhook adds the
 tolerations to the DaemonSets it can see (``admission/daemonsets.py``, ``failurePolicy: Ignore``); this rule
 reports what it did not reach (the webhook not installed yet, a DaemonSet created before it, another name).
 It speaks only where the gate is in use: a node carries a readiness taint or the agent's DaemonSet exists.
@@ -21,6 +22,9 @@ from fabricguard.profile.cluster import tolerates
 
 UNTOLERATED = "daemonset-untolerated-readiness"
 AGENT_PREFIX = "fabricguard-agent-"
+# A DaemonSet that tolerates the GPU taint means to run on GPU nodes (the GPU Operator's operands, NFD, the NVIDIA
+# device plugin): the agent needs the GPUs in allocatable, so it must also run before the node is ready.
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
 def untolerated(template_tolerations: list[dict[str, object]]) -> list[str]:
@@ -45,10 +49,12 @@ def daemonset_untolerated_readiness(snapshot: Snapshot, profile: PlatformProfile
     for ds in snapshot.daemonsets:
         meta = ds.get("metadata") or {}
         ident = (meta.get("namespace", ""), meta.get("name", ""))
-        role = wanted.get(ident) or ("agent" if ident[1].startswith(AGENT_PREFIX) else None)
+        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        role: str | None = wanted.get(ident) or ("agent" if ident[1].startswith(AGENT_PREFIX) else None)
+        if role is None and tolerates(spec.get("tolerations") or [], GPU_TAINT):
+            role = "GPU stack: it means to run on GPU nodes, and the agent needs the GPUs it brings"
         if role is None:
             continue
-        spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
         missing = untolerated(spec.get("tolerations") or [])
         if not missing:
             continue

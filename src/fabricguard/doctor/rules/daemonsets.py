@@ -111,6 +111,36 @@ def template_since(snapshot: Snapshot, ds: dict[str, Any]) -> tuple[datetime | N
     return None, ""
 
 
+def _selector(ds: dict[str, Any]) -> str:
+    """The DaemonSet's ``matchLabels`` as a ``-l`` argument (``<selector>`` if it has none)."""
+    labels = (((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<selector>"
+
+
+def pods_say(pods: list[dict[str, Any]]) -> str:
+    """What the pods' containers last said when they stopped (the most common message, whole), or ''."""
+    said: dict[str, int] = {}
+    for pod in pods:
+        for _, cs in all_container_statuses(pod):
+            term = (cs.get("lastState") or {}).get("terminated") or {}
+            wait = (cs.get("state") or {}).get("waiting") or {}
+            msg = str(term.get("message") or term.get("reason") or wait.get("message") or "").strip()
+            if msg:
+                said[msg] = said.get(msg, 0) + 1
+    return max(said, key=lambda m: said[m]) if said else ""
+
+
+def never_ready_fix(ds: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+    """The fix with what the doctor knows: the namespace, the selector, what the pods said."""
+    meta = ds.get("metadata") or {}
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    said = pods_say(pods)
+    heard = f" (they say: {said[:200]})" if said else ""
+    return (f"Read why its pods fail{heard}: `kubectl -n {ns} describe pod -l {_selector(ds)}`; fix the image or "
+            f"configuration, then watch it become ready: `kubectl -n {ns} rollout status ds/{name}`. "
+            "fabricguard render alerts fires FabricguardFabricDaemonSetNeverReady so this cannot stay unseen.")
+
+
 def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     """DaemonSets that want pods, have none ready and whose pods show no sign of ever having been ready.
 
@@ -209,11 +239,7 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
                     f"failure this old look recent.{template_note}"
                 ),
                 evidence=evidence,
-                fix=(
-                    f"Read why the pods fail (kubectl -n {ns} describe pod -l <selector>; look at "
-                    "lastState.terminated.message) and fix the image or configuration; then alert on "
-                    "'desired > 0 and numberReady == 0' so this cannot stay unseen."
-                ),
+                fix=never_ready_fix(ds, pods),
                 pools=pools,
             )
         )

@@ -132,11 +132,10 @@ def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: 
                 "image that "
                 "resolved to a single-architecture manifest).",
                 evidence,
-                f"Use an image (or index) that includes linux/{'+'.join(arches) or '<node arch>'}: "
-                "mirror the whole "
-                "index (e.g. crane copy / skopeo copy --all), or pin the per-architecture digest; then "
-                "verify with "
-                "fabricguard doctor --registry.",
+                f"Use an image (or index) that includes linux/{'+'.join(arches) or '<node arch>'}, or pin the "
+                "per-architecture digest. Mirror the whole index, not the one platform the mirror resolved: "
+                f"`skopeo copy --all docker://SOURCE docker://{image or 'IMAGE'}` then check it: "
+                f"`fabricguard doctor --registry {image.split('/', 1)[0] if '/' in image else 'REGISTRY'}`",
                 pools=plugin_pools.get((ns, name), []),
             )
         )

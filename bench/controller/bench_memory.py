@@ -1,0 +1,83 @@
+"""Memory the controller's cache keeps per object, and at a cluster's size: pods and nodes as the API server
+stores them (``realistic.py``: managed fields, status, real labels), decoded from JSON page by page, as the
+informers decode them, with and without ``controller.trim``.
+
+    PYTHONPATH=src .venv/bin/python bench/controller/bench_memory.py --per-object
+    PYTHONPATH=src .venv/bin/python bench/controller/bench_memory.py --nodes 20000 --pods 200000
+
+``--per-object``: bytes per decoded pod and node (tracemalloc, 200 of each), JSON bytes on the wire.
+With ``--nodes/--pods``: a child process fills a cache of that size from 500-item pages (each page's JSON
+built, decoded, trimmed, kept), then ``gc.freeze`` as after a list; prints peak RSS and the fill time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import realistic
+
+from fabricguard.controller.trim import trim
+
+
+def per_object() -> dict[str, float]:
+    out: dict[str, float] = {}
+    for kind, make in (("Pod", lambda i: realistic.pod(i, f"n{i}")), ("Node", realistic.node)):
+        wire = [json.dumps(make(i)).encode() for i in range(200)]
+        out[f"{kind} wire KiB"] = sum(map(len, wire)) / len(wire) / 1024
+        for label, slim in (("cache KiB, as stored", False), ("cache KiB, trimmed", True)):
+            gc.collect()
+            tracemalloc.start()
+            kept = []
+            for w in wire:
+                obj = json.loads(w)
+                kept.append(trim(obj, kind) if slim else obj)
+            size, _ = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            out[f"{kind} {label}"] = size / len(kept) / 1024
+            del kept
+    return out
+
+
+def fill(nodes: int, pods: int, slim: bool) -> dict[str, float]:
+    t0 = time.perf_counter()
+    cache: dict[tuple[str, str], dict] = {}
+    for kind, count, make in (("Node", nodes, realistic.node),
+                              ("Pod", pods, lambda i: realistic.pod(i, f"gke-h200-h200-rdma-{i % max(nodes, 1):05d}"))):
+        for start in range(0, count, 500):
+            page = json.dumps({"kind": f"{kind}List", "items": [make(i) for i in range(start, min(count, start + 500))]})
+            for obj in json.loads(page)["items"]:
+                if slim:
+                    trim(obj, kind)
+                m = obj["metadata"]
+                cache[(kind, m.get("namespace", "") + "/" + m["name"])] = obj
+            del page
+    gc.collect()
+    gc.freeze()
+    return {"objects": len(cache), "fill_s": time.perf_counter() - t0,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-object", action="store_true")
+    ap.add_argument("--nodes", type=int, default=0)
+    ap.add_argument("--pods", type=int, default=0)
+    ap.add_argument("--untrimmed", action="store_true")
+    a = ap.parse_args()
+    if a.per_object:
+        print(json.dumps({k: round(v, 2) for k, v in per_object().items()}, indent=1))
+    if a.nodes or a.pods:
+        print(json.dumps(fill(a.nodes, a.pods, not a.untrimmed)))
+
+
+if __name__ == "__main__":
+    main()

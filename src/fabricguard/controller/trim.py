@@ -1,0 +1,64 @@
+"""What the controller's cache keeps of an object: only what fabricguard reads (client-go's transform on decode).
+
+An object as the API server stores it carries much that no pass reads: ``metadata.managedFields`` (a realistic
+managed pod: 64 KiB in memory with them, 28 KiB without; bench/controller/README.md), kubectl's
+``last-applied-configuration`` copy of the object, a pod's probes and lifecycle hooks, a node's list of every
+image it holds. :func:`trim` drops those, in place, as each list page or watch event is decoded, so 200,000 pods
+fit the controller's memory limit. What stays is what the passes and the doctor's rules read; a field added to
+a rule must not be in the lists below (``tests/controller/test_trim.py`` checks a pass judges trimmed and
+untrimmed objects alike).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabricguard import names
+
+# Of every container of a pod: how it is started, probed and stopped, its environment and mounts. The passes
+# read a container's name, image and resources (GPU accounting, fabric requests, image architecture); the
+# webhook reads env and mounts from the AdmissionReview, never from this cache.
+_CONTAINER_FIELDS = ("env", "envFrom", "command", "args", "volumeMounts", "volumeDevices", "ports",
+                     "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
+                     "terminationMessagePolicy", "workingDir")
+_POD_SPEC_FIELDS = ("volumes", "affinity", "dnsPolicy", "dnsConfig", "enableServiceLinks", "schedulerName",
+                    "terminationGracePeriodSeconds", "hostname", "subdomain", "hostAliases")
+_POD_STATUS_FIELDS = ("podIPs", "hostIPs", "podIP", "hostIP", "qosClass")
+_STATUS_CONTAINER_FIELDS = ("volumeMounts", "allocatedResources", "resources", "user")
+# A node's images (every image it holds, often 50+ entries with all their tags), attached volumes, kubelet port.
+_NODE_STATUS_FIELDS = ("images", "volumesInUse", "volumesAttached", "daemonEndpoints")
+
+
+def trim(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``obj`` without what no pass reads (changed in place, and returned)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        ann = meta.get("annotations")
+        if isinstance(ann, dict):
+            ann.pop(names.ANN_LAST_APPLIED, None)
+    if kind == "Pod":
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            for f in _POD_SPEC_FIELDS:
+                spec.pop(f, None)
+            for part in ("initContainers", "containers", "ephemeralContainers"):
+                for c in spec.get(part) or ():
+                    if isinstance(c, dict):
+                        for f in _CONTAINER_FIELDS:
+                            c.pop(f, None)
+        status = obj.get("status")
+        if isinstance(status, dict):
+            for f in _POD_STATUS_FIELDS:
+                status.pop(f, None)
+            for part in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+                for c in status.get(part) or ():
+                    if isinstance(c, dict):
+                        for f in _STATUS_CONTAINER_FIELDS:
+                            c.pop(f, None)
+    elif kind == "Node":
+        status = obj.get("status")
+        if isinstance(status, dict):
+            for f in _NODE_STATUS_FIELDS:
+                status.pop(f, None)
+    return obj
