@@ -190,11 +190,34 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return str(m.get("namespace") or ""), str(m.get("name") or "")
 
 
-async def _list(kube: Kube, r: Read) -> tuple[list[dict[str, Any]], str, str | None]:
-    """(items, resourceVersion, note): a not-installed optional kind is ([], "", note); any other failure raises."""
+@dataclass
+class Listing:
+    """A list in progress: pages and objects so far (an informer's relist, said in the pass's notes)."""
+
+    started: float = field(default_factory=time.monotonic)
+    pages: int = 0
+    objects: int = 0
+
+
+async def _list(kube: Kube, r: Read, progress: Listing | None = None) -> tuple[list[dict[str, Any]], str, str | None]:
+    """(items, resourceVersion, note): a not-installed optional kind is ([], "", note); any other failure raises.
+
+    The list is read page by page, each page with its own deadline, and each page's objects are trimmed as it
+    arrives: what the list holds at its peak is the trimmed objects so far and one page as decoded."""
+    items: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
     try:
-        items, rv = await kube.list_page(r.api_version, r.plural, r.namespace, label_selector=r.label_selector,
-                                         field_selector=r.field_selector)
+        async for page in kube.pages(r.api_version, r.plural, r.namespace, label_selector=r.label_selector,
+                                     field_selector=r.field_selector, meta=meta, per_page=True):
+            for item in page:
+                item["kind"] = r.kind
+                item.setdefault("apiVersion", r.api_version)
+                trim(item, r.kind)  # keep only what a pass reads (managedFields are half a pod)
+            items.extend(page)
+            if progress is not None:
+                progress.pages += 1
+                progress.objects = len(items)
+        rv = str(meta.get("resourceVersion") or "")
     except NotFound as exc:
         if r.required:
             raise ReadFailed(404, f"cannot list {r.key}, which the pass needs: {exc}", server=exc.server) from None
@@ -204,10 +227,6 @@ async def _list(kube: Kube, r: Read) -> tuple[list[dict[str, Any]], str, str | N
             if isinstance(exc, Forbidden) else ""
         raise ReadFailed(exc.status, f"cannot list {r.key}, which the pass needs: {exc}{hint}",
                          server=exc.server) from None
-    for item in items:
-        item["kind"] = r.kind
-        item.setdefault("apiVersion", r.api_version)
-        trim(item, r.kind)  # keep only what a pass reads (managedFields are half a pod)
     return items, rv, None
 
 
@@ -290,6 +309,7 @@ class Informer:
     heard: float | None = None  # monotonic time of the latest list, event or bookmark
     problem: str = ""  # why the latest list-and-watch ended (logged when it changes, not on every retry)
     backoff: Backoff = field(default_factory=Backoff)
+    listing: Listing | None = None  # a (re)list in progress: the pass reads the previous list meanwhile
 
     def age(self, now: float | None = None) -> float | None:
         """Seconds since the server last spoke for this read: None before the first list, and for a kind the
@@ -317,7 +337,11 @@ class Informer:
                               idle_s: float | None) -> str:
         """List, then watch until something ends it; returns why (never raises but on cancellation)."""
         try:
-            items, rv, self.note = await _list(self.kube, self.read)
+            self.listing = Listing()
+            try:
+                items, rv, self.note = await _list(self.kube, self.read, self.listing)
+            finally:
+                self.listing = None
             self.lists += 1
             self.heard = time.monotonic()
             self.items = {_key(i): i for i in items}
@@ -440,6 +464,13 @@ class Cache:
         """A read the pass needs is failing now: the pass must run to fail loudly, not wait for it."""
         return any(i.error is not None for i in self.informers)
 
+    def relisting(self, now: float | None = None) -> list[str]:
+        """Reads whose relist is under way: a pass on the previous list says so instead of waiting for it."""
+        t = time.monotonic() if now is None else now
+        return [f"{i.read.key}: listing again for {t - i.listing.started:.0f} s ({i.listing.pages} page(s), "
+                f"{i.listing.objects} object(s) so far); this pass reads the previous list"
+                for i in self.informers if i.synced and i.listing is not None]
+
     def snapshot(self) -> Snapshot:
         """The cached cluster; ``ReadFailed`` when a read the pass needs is failing (its last error)."""
         for i in self.informers:
@@ -447,7 +478,7 @@ class Cache:
                 raise i.error
             if not i.synced:
                 raise ReadFailed(None, f"{i.read.key} has not been listed yet")
-        notes = [i.note for i in self.informers if i.note]
+        notes = [i.note for i in self.informers if i.note] + self.relisting()
         # The cached objects themselves, not copies (a copy of 26,000 objects cost 1.8 s and 240 MiB a pass:
         # bench/controller/README.md). Safe because nothing writes into them: an informer replaces an object
         # by the one its event or list decoded and never edits a stored one, and the pass is pure: it reads

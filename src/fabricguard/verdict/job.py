@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard.exitcodes import Verdict
-from fabricguard.nccl.inspector import is_inspector_file
+from fabricguard.nccl.inspector import CollRecord, is_inspector_file, summarize_by_shape
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.nccl.scan import inspect_paths, is_text
 from fabricguard.profile.model import PlatformProfile, Pool, Transport
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
 from fabricguard.userfiles import SourceError, input_dir, input_file, read_text, walk_files
-from fabricguard.verdict import busbw
+from fabricguard.verdict import busbw, ranks
 from fabricguard.verdict import io as jobio
 from fabricguard.verdict.fixes import fix_for
 from fabricguard.verdict.steps import StepTimes, load_step_times
@@ -62,6 +62,8 @@ class JobVerdict:
     job_dir: str
     busbw: list[dict[str, Any]] = field(default_factory=list)  # per collective, from NCCL's Inspector
     io: dict[str, Any] | None = None  # the job's I/O phases against the storage floor (verdict.io)
+    per_rank: dict[str, Any] | None = None  # late ranks, slow nodes, per-node view (verdict/ranks.py)
+    ras: dict[str, Any] | None = None  # what saved NCCL RAS reports pointed at
 
     @property
     def bound(self) -> str:
@@ -90,6 +92,8 @@ class JobVerdict:
             "storage": self.storage,
             "steps": self.steps.to_dict(),
             "busbw": self.busbw,
+            "per_rank": self.per_rank,
+            "ras": self.ras,
             "io": self.io,
             "bound": self.bound,
             "reasons": [r.to_dict() for r in self.reasons],
@@ -324,8 +328,57 @@ def _bandwidth_reasons(pool: Pool, n: NcclReport) -> list[Reason]:
     return out
 
 
+def _rank_reasons(view: ranks.AttributionView | None, src: str) -> tuple[list[Reason], dict[str, Any] | None]:
+    """The late rank and the slow node the records point at (warnings: a CPU-side straggler looks the same, and
+    one job's evidence is not a node's verdict)."""
+    if view is None:
+        return [], None
+    out: list[Reason] = []
+    ev = [{"file": src, "line": None, "why": f"Inspector records, {view.round} dump round(s), coverage "
+           f"{view.coverage:.0%}"}]
+    for r in view.confirmed_late()[:3]:
+        out.append(Reason(Level.warning, "ranks", f"rank {r.rank} ({r.hostname}, pid {r.pid}) was late to its "
+                          f"collectives: the other ranks waited {r.lateness_s * 1000:.0f} ms for it, it was last in "
+                          f"{r.share:.0%} of {r.instances} collectives (confidence {r.confidence:.2f}); a data loader "
+                          "or a checkpoint looks the same, so its node's fabric is not blamed", ev))
+    for s in view.confirmed_slow()[:3]:
+        tied = f"; as likely: {', '.join(s.tied_with)}" if s.tied_with else ""
+        out.append(Reason(Level.warning, "ranks", f"node {s.hostname} (pid {', '.join(map(str, s.pids))}) is a "
+                          f"suspect: the communicators across it ran at {s.ratio:.2f}x their peers' bus bandwidth "
+                          f"(confidence {s.confidence:.2f}{tied}); its pair test decides", ev))
+    if view.coverage < 0.9:
+        out.append(Reason(Level.info, "ranks", f"only {view.coverage:.0%} of the ranks' records of each collective "
+                          "were found (dropped or missing): the per-rank view is less sure", ev))
+    return out, view.to_dict()
+
+
+def _ras_reasons(files: list[Path]) -> tuple[list[Reason], dict[str, Any] | None]:
+    """What saved NCCL RAS reports (``ncclras -f json``) in the job directory pointed at."""
+    if not files:
+        return [], None
+    saved, bad = ranks.read_saved(files)
+    out = [Reason(Level.warning, "ras", f"{f}: {why}", [{"file": f, "line": None, "why": why}]) for f, why in bad]
+    f = ranks.ras_finding(saved)
+    if f is None:
+        return out, None
+    ev = [{"file": x, "line": None, "why": "NCCL RAS report"} for x in f.files]
+    doc = {"hung": f.hung, "files": f.files, "rule": f.why,
+           "waited_for": [{"rank": w.rank, "host": w.host, "pid": w.pid, "cuda_dev": w.cuda_dev, "why": w.why}
+                          for w in f.waited_for[:16]]}
+    if f.waited_for:
+        w = f.waited_for[0]
+        more = f" (and {len(f.waited_for) - 1} more)" if len(f.waited_for) > 1 else ""
+        what = "hung: its ranks waited for" if f.hung else "the saved RAS report pointed at"
+        out.append(Reason(Level.degraded if f.hung else Level.warning, "ras",
+                          f"{what} rank {w.rank} (host {w.host}, pid {w.pid}, GPU {w.cuda_dev}: {w.why}){more}; "
+                          f"{f.why}", ev))
+    else:
+        out.append(Reason(Level.info, "ras", f"the saved RAS report(s) show no rank behind: {f.why}", ev))
+    return out, doc
+
+
 def _busbw_reasons(profile: PlatformProfile, pool: Pool, job_dir: Path, n: NcclReport
-                   ) -> tuple[list[Reason], list[dict[str, Any]]]:
+                   ) -> tuple[list[Reason], list[dict[str, Any]], list[CollRecord]]:
     """One row per collective from the Inspector's records, when the job left any (jobs without the plugin
     keep the verdict they had)."""
     files, dump_dir = busbw.find_records(profile, job_dir)
@@ -334,24 +387,25 @@ def _busbw_reasons(profile: PlatformProfile, pool: Pool, job_dir: Path, n: NcclR
     if not files and dump_dir is None:
         if own is not None:
             return [Reason(Level.info, "busbw", f"NCCL loaded the job's own profiler plugin {own}, not the "
-                           "Inspector (NCCL loads one): collective bandwidth was not measured", prof_ev)], []
+                           "Inspector (NCCL loads one): collective bandwidth was not measured", prof_ev)], [], []
         if profile.inspector_for(pool) is not None:
             return [Reason(Level.warning, "busbw", "no NCCL Inspector records beside the job's logs, though pool "
-                           f"{pool.name}'s jobs get the plugin: collective bandwidth was not measured")], []
-        return [], []
+                           f"{pool.name}'s jobs get the plugin: collective bandwidth was not measured")], [], []
+        return [], [], []
     large = busbw.large_bytes(profile)
-    figures, read = busbw.figures_of(files, dump_dir, large, busbw.job_root(profile, job_dir))
+    recs, read = busbw.records_of(files, dump_dir, busbw.job_root(profile, job_dir))
+    figures = summarize_by_shape(recs, large)
     src = busbw.where(dump_dir or files[0].parent)
     if not figures:
         return [Reason(Level.warning, "busbw", f"{read} Inspector record(s) in {src}, none of a communicator "
                        f"spanning nodes at >= {large} bytes: collective bandwidth across nodes was not measured",
-                       [{"file": src, "line": None, "why": "Inspector records"}])], []
+                       [{"file": src, "line": None, "why": "Inspector records"}])], [], recs
     out: list[Reason] = []
     for r in busbw.rows(pool, figures):
         ev = [{"file": src, "line": None, "why": f"{r.figure.records} Inspector records of {r.collective} from "
                f"{r.figure.hosts} host(s)"}]
         out.append(Reason(Level.degraded if r.below else Level.info, "busbw", r.message(large), ev))
-    return out, [r.to_dict() for r in busbw.rows(pool, figures)]
+    return out, [r.to_dict() for r in busbw.rows(pool, figures)], recs
 
 
 def _storage_reasons(
@@ -465,6 +519,8 @@ def judge_job(
         raise JobInputError(f"{exc} (the directory holding the job's logs)", missing=True) from None
     pool = profile.pool(pool_name)
     logs, mountinfo, step_files, unread = _classify(job_dir)
+    ras_files = [f for f in logs if ranks.is_ras_name(f)]  # saved `ncclras -f json` reports, not logs
+    logs = [f for f in logs if not ranks.is_ras_name(f)]
     if not logs and not unread:
         raise JobInputError(
             f"{job_dir}: no log files found (expected NCCL_DEBUG=INFO output, one file per rank or pod)", missing=True
@@ -475,8 +531,13 @@ def judge_job(
     except ValueError as exc:
         raise JobInputError(str(exc)) from None
     reasons = nccl_reasons(pool, nccl)
-    busbw_reasons, busbw_rows = _busbw_reasons(profile, pool, job_dir, nccl)
+    busbw_reasons, busbw_rows, recs = _busbw_reasons(profile, pool, job_dir, nccl)
     reasons += busbw_reasons
+    rank_reasons, rank_view = _rank_reasons(ranks.replay(recs, busbw.large_bytes(profile), _rounds(profile)),
+                                            busbw.where(job_dir))
+    reasons += rank_reasons
+    ras_reasons, ras_doc = _ras_reasons(ras_files)
+    reasons += ras_reasons
     storage_reasons, storage = _storage_reasons(profile, pool, mountinfo)
     reasons += storage_reasons
     reasons += _step_reasons(pool, steps)
@@ -488,4 +549,8 @@ def judge_job(
     reasons.sort(key=lambda r: _LEVEL_ORDER[r.level])  # failures first, as read
     verdict = verdict_of(reasons)
     return JobVerdict(verdict, pool.name, pool.fabric.type.value, reasons, nccl, steps, storage, str(job_dir),
-                      busbw_rows, io)
+                      busbw_rows, io, rank_view, ras_doc)
+
+
+def _rounds(profile: PlatformProfile) -> int:
+    return profile.spec.inspector.suspectRounds if profile.spec.inspector is not None else 3
