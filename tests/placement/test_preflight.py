@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from kmock import KubernetesEmulator, Server
 from kmock._internal import parsing
@@ -114,11 +115,21 @@ def seed(k8s: KubernetesEmulator, objs: list[dict[str, Any]]) -> None:
             k8s.objects[RESOURCE[x["kind"]], meta.get("namespace"), meta["name"]] = x
 
 
+PREFLIGHT_SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" /
+                               "PreflightReport.schema.json").read_text())
+
+
 async def preflight(k8s: KubernetesEmulator, url: str, tmp_path: Path) -> tuple[int, dict[str, Any]]:
     cfg = kubeconfig(tmp_path, url)
     r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig", cfg,
                                                           "--format", "json"])
-    return r.exit_code, json.loads(r.stdout) if r.stdout.startswith("{") else {"output": r.output}
+    if not r.stdout.startswith("{"):
+        return r.exit_code, {"output": r.output}
+    doc = json.loads(r.stdout)
+    # Every preflight JSON against its published schema (docs/json.md).
+    errors = list(jsonschema.Draft202012Validator(PREFLIGHT_SCHEMA).iter_errors(doc))
+    assert not errors, [f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]]
+    return r.exit_code, doc
 
 
 def failed(report: dict[str, Any]) -> dict[str, str]:
