@@ -989,14 +989,37 @@ def _scan_file(path: Path, st: ScanState, root: Path | None = None, max_bytes: i
                                           f"job's logs are over the {max_bytes:,} bytes read per job"))
                 break
             st.bytes_read += len(block)
+            before = cutter.lines
             lines = cutter.feed(block)
             if lines:
+                _no_absurd_numbers(path, lines, before)
                 fs.feed(lines)
         last = cutter.finish()
         if last:
+            _no_absurd_numbers(path, last, cutter.lines)
             fs.feed(last, last=True)
     if cutter.overlong:
         st.unread_line(str(path), cutter.overlong_line or 0, cutter.overlong)
+
+
+# NCCL prints no number longer than a 64-bit one (20 digits; hex addresses are shorter). A run this long is not an
+# NCCL line, and Python refuses to turn more than 4,300 digits into an int: the file is refused in one line.
+_ABSURD_DIGITS = 40
+_ABSURD = re.compile(rb"\d{%d,}" % _ABSURD_DIGITS)
+
+
+def _no_absurd_numbers(path: Path, lines: bytes, before: int) -> None:
+    """``SourceError`` naming the line of ``lines`` (which start after line ``before``) that holds a number of
+    absurd length."""
+    m = _ABSURD.search(lines)
+    if m is None:
+        return
+    end = m.end()
+    while end < len(lines) and lines[end : end + 1].isdigit():
+        end += 1
+    digits = end - m.start()
+    raise SourceError(str(path), before + lines.count(b"\n", 0, m.start()) + 1,
+                      f"a number of {digits:,} digits: not an NCCL log line (NCCL prints at most 20)")
 
 
 def is_text(path: Path, root: Path | None = None) -> bool:
