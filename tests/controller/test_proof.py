@@ -237,3 +237,17 @@ def test_pool_coverage_refuses_a_pool_without_proof_in_one_line(tmp_path) -> Non
     assert r.exit_code == 3 and "has no proof block" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["pool", "coverage", "-p", str(prof), "--pool", "nope"])
     assert r.exit_code == 3 and "--pool" in r.output
+
+
+def test_observe_mode_names_the_bad_node_but_taints_nothing() -> None:
+    facts = fleet(8, 2)
+    state = pf.ProofState()
+    for k in range(6):
+        now = T0 + k * timedelta(minutes=20)
+        results = [pf.PairResult(a.name, a.nodes, "degraded" if "gpu-03" in a.nodes else "passed", now, a.purpose,
+                                 busbw=10.0) for a in state.active]
+        d = pf.decide(state, facts, results, Proof(budget="40h"), gpus_per_node=8, largest_gang=0, now=now,
+                      name_of=lambda i, k=k: f"p-{k}-{i}", observe=True)
+        assert not d.taint
+        state = d.state
+    assert state.nodes["gpu-03"].state == "convicted" and "observe mode" in state.nodes["gpu-03"].message
