@@ -178,7 +178,7 @@ class Attribution:
     min_instances: int = 6
     min_peers: int = 3
     max_instances: int = 1024  # pending (not yet complete) instances kept
-    window: int = 256
+    window: int = 64
     _comms: dict[str, _Comm] = field(default_factory=dict)
     _inst: OrderedDict[tuple[str, str, int], dict[Process, tuple[int, float | None]]] = field(
         default_factory=OrderedDict)
@@ -206,6 +206,7 @@ class Attribution:
         return int(statistics.median_low(c for _, c in self._dumps.values()))
 
     def add(self, records: Iterable[CollRecord]) -> None:
+        rnd = self.round  # once per batch: a median over the processes
         for r in records:
             proc = (r.hostname, r.pid)
             last, count = self._dumps.get(proc, (-1, 0))
@@ -223,7 +224,7 @@ class Attribution:
                 if r.sn <= self._seen.get(key[:2], -1) - self.window:
                     continue  # long finished (a late file, a restart's tail): not a new instance
                 inst = self._inst[key] = {}
-                self._born[key] = self.round
+                self._born[key] = rnd
                 if r.sn > self._seen.get(key[:2], -1):
                     self._seen[key[:2]] = r.sn
                     self._progress += 1
