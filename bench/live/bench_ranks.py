@@ -13,10 +13,9 @@ import statistics
 import time
 import tracemalloc
 
-from inspector_jobs import megatron
-
 from fabricguard.nccl.inspector import parse_record
 from fabricguard.nccl.ranks import Attribution
+from inspector_jobs import megatron
 
 
 def main() -> None:
