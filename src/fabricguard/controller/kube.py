@@ -190,11 +190,34 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
     return str(m.get("namespace") or ""), str(m.get("name") or "")
 
 
-async def _list(kube: Kube, r: Read) -> tuple[list[dict[str, Any]], str, str | None]:
-    """(items, resourceVersion, note): a not-installed optional kind is ([], "", note); any other failure raises."""
+@dataclass
+class Listing:
+    """A list in progress: pages and objects so far (an informer's relist, said in the pass's notes)."""
+
+    started: float = field(default_factory=time.monotonic)
+    pages: int = 0
+    objects: int = 0
+
+
+async def _list(kube: Kube, r: Read, progress: Listing | None = None) -> tuple[list[dict[str, Any]], str, str | None]:
+    """(items, resourceVersion, note): a not-installed optional kind is ([], "", note); any other failure raises.
+
+    The list is read page by page, each page with its own deadline, and each page's objects are trimmed as it
+    arrives: what the list holds at its peak is the trimmed objects so far and one page as decoded."""
+    items: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
     try:
-        items, rv = await kube.list_page(r.api_version, r.plural, r.namespace, label_selector=r.label_selector,
-                                         field_selector=r.field_selector)
+        async for page in kube.pages(r.api_version, r.plural, r.namespace, label_selector=r.label_selector,
+                                     field_selector=r.field_selector, meta=meta, per_page=True):
+            for item in page:
+                item["kind"] = r.kind
+                item.setdefault("apiVersion", r.api_version)
+                trim(item, r.kind)  # keep only what a pass reads (managedFields are half a pod)
+            items.extend(page)
+            if progress is not None:
+                progress.pages += 1
+                progress.objects = len(items)
+        rv = str(meta.get("resourceVersion") or "")
     except NotFound as exc:
         if r.required:
             raise ReadFailed(404, f"cannot list {r.key}, which the pass needs: {exc}", server=exc.server) from None
@@ -204,10 +227,6 @@ async def _list(kube: Kube, r: Read) -> tuple[list[dict[str, Any]], str, str | N
             if isinstance(exc, Forbidden) else ""
         raise ReadFailed(exc.status, f"cannot list {r.key}, which the pass needs: {exc}{hint}",
                          server=exc.server) from None
-    for item in items:
-        item["kind"] = r.kind
-        item.setdefault("apiVersion", r.api_version)
-        trim(item, r.kind)  # keep only what a pass reads (managedFields are half a pod)
     return items, rv, None
 
 
@@ -290,6 +309,7 @@ class Informer:
     heard: float | None = None  # monotonic time of the latest list, event or bookmark
     problem: str = ""  # why the latest list-and-watch ended (logged when it changes, not on every retry)
     backoff: Backoff = field(default_factory=Backoff)
+    listing: Listing | None = None  # a (re)list in progress: the pass reads the previous list meanwhile
 
     def age(self, now: float | None = None) -> float | None:
         """Seconds since the server last spoke for this read: None before the first list, and for a kind the
@@ -317,7 +337,11 @@ class Informer:
                               idle_s: float | None) -> str:
         """List, then watch until something ends it; returns why (never raises but on cancellation)."""
         try:
-            items, rv, self.note = await _list(self.kube, self.read)
+            self.listing = Listing()
+            try:
+                items, rv, self.note = await _list(self.kube, self.read, self.listing)
+            finally:
+                self.listing = None
             self.lists += 1
             self.heard = time.monotonic()
             self.items = {_key(i): i for i in items}
@@ -421,6 +445,10 @@ class Cache:
         t = time.monotonic() if now is None else now
         return {i.read.key: i.age(t) for i in self.informers}
 
+    def current(self, plural: str) -> list[dict[str, Any]]:
+        """The objects the cache holds now for ``plural`` (every read of it), as the watches left them."""
+        return [obj for i in self.informers if i.read.plural == plural for obj in i.items.values()]
+
     def stale(self, bound_s: float, now: float | None = None) -> str:
         """Why the cache is too old to admit on ("" when every read was heard within ``bound_s``): the reads
         the server has not spoken for, oldest first."""
@@ -440,6 +468,13 @@ class Cache:
         """A read the pass needs is failing now: the pass must run to fail loudly, not wait for it."""
         return any(i.error is not None for i in self.informers)
 
+    def relisting(self, now: float | None = None) -> list[str]:
+        """Reads whose relist is under way: a pass on the previous list says so instead of waiting for it."""
+        t = time.monotonic() if now is None else now
+        return [f"{i.read.key}: listing again for {t - i.listing.started:.0f} s ({i.listing.pages} page(s), "
+                f"{i.listing.objects} object(s) so far); this pass reads the previous list"
+                for i in self.informers if i.synced and i.listing is not None]
+
     def snapshot(self) -> Snapshot:
         """The cached cluster; ``ReadFailed`` when a read the pass needs is failing (its last error)."""
         for i in self.informers:
@@ -447,7 +482,7 @@ class Cache:
                 raise i.error
             if not i.synced:
                 raise ReadFailed(None, f"{i.read.key} has not been listed yet")
-        notes = [i.note for i in self.informers if i.note]
+        notes = [i.note for i in self.informers if i.note] + self.relisting()
         # The cached objects themselves, not copies (a copy of 26,000 objects cost 1.8 s and 240 MiB a pass:
         # bench/controller/README.md). Safe because nothing writes into them: an informer replaces an object
         # by the one its event or list decoded and never edits a stored one, and the pass is pure: it reads
@@ -464,31 +499,90 @@ class Cache:
 # ------------------------------------------------------------------------------------------ writing
 
 
+WRITE_CONCURRENCY = 16  # Workload check writes in flight at once: 10k Workloads are not 20k round trips in a row
+Fresh = Callable[[tuple[str, ...]], str]
+
+
 async def apply_actions(kube: Kube, actions: list[Action], known: dict[tuple[str, str], dict[str, Any]],
-                        leading: Callable[[], bool] | None = None) -> list[str]:
+                        leading: Callable[[], bool] | None = None, fresh: Fresh | None = None) -> list[str]:
     """Carry out the actions in order; ``known`` holds listed objects by (plural, name) for owner uids.
 
     Returns one line per action that failed (the pass goes on: the next pass retries what is still wanted).
     ``leading`` is asked before each action: a replica that lost the Lease mid-pass stops writing. A server that
     stops answering stops the pass (the rest would wait for the same timeout one by one).
+
+    ``fresh`` is asked just before each write that admits (``admits``: a Workload's check turned Ready) with
+    the pools it relies on; a reason back holds that write (and its Event) for the next pass, which decides
+    again on what the cache holds then. Consecutive Workload check writes go out ``WRITE_CONCURRENCY`` at a
+    time, each with its Event after it.
     """
     errors: list[str] = []
-    for a in actions:
+    i = 0
+    while i < len(actions):
         if leading is not None and not leading():
-            errors.append(f"lost the Lease: {len(actions) - actions.index(a)} action(s) left to the new leader")
+            errors.append(f"lost the Lease: {len(actions) - i} action(s) left to the new leader")
             break
-        try:
-            await _apply_one(kube, a, known)
-        except Conflict:
-            if isinstance(a, Create | Emit):
-                continue  # already there (a previous pass, the other replica, the same event): what we wanted
-            errors.append(f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: "
-                          "changed meanwhile (409); the next pass retries")
-        except (Unreachable, TimedOut):
-            raise
-        except KubeError as exc:
-            errors.append(f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: {exc}")
+        j = i
+        while j < len(actions) and _workload_write(actions[j]):
+            j += 1
+        if j > i:  # a run of Workload check writes (and their Events): in parallel, within the bound
+            errors += await _apply_parallel(kube, actions[i:j], known, leading, fresh)
+            i = j
+            continue
+        errors += await _apply_checked(kube, actions[i], known, fresh)
+        i += 1
     return errors
+
+
+def _workload_write(a: Action) -> bool:
+    if isinstance(a, ApplyStatus):
+        return a.plural == "workloads"
+    return isinstance(a, Emit) and (a.body.get("involvedObject") or {}).get("kind") == "Workload"
+
+
+async def _apply_parallel(kube: Kube, run: list[Action], known: dict[tuple[str, str], dict[str, Any]],
+                          leading: Callable[[], bool] | None, fresh: Fresh | None) -> list[str]:
+    groups: list[list[Action]] = []
+    for a in run:  # each status write with the Event that follows it, in that order
+        if isinstance(a, Emit) and groups and len(groups[-1]) == 1 and isinstance(groups[-1][0], ApplyStatus):
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+
+    async def one(group: list[Action]) -> list[str]:
+        async with gate:
+            if leading is not None and not leading():
+                return [f"lost the Lease: {type(group[0]).__name__} left to the new leader"]
+            out = await _apply_checked(kube, group[0], known, fresh)
+            if len(group) > 1 and not (out and isinstance(group[0], ApplyStatus) and group[0].admits):
+                out += await _apply_checked(kube, group[1], known, None)
+            return out
+
+    done = await asyncio.gather(*(one(g) for g in groups))
+    return [e for errs in done for e in errs]
+
+
+async def _apply_checked(kube: Kube, a: Action, known: dict[tuple[str, str], dict[str, Any]],
+                         fresh: Fresh | None) -> list[str]:
+    admits: tuple[str, ...] = getattr(a, "admits", ())
+    if admits and fresh is not None:
+        why = fresh(admits)
+        if why:
+            return [f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: not admitted: "
+                    f"{why}; the next pass decides again"]
+    try:
+        await _apply_one(kube, a, known)
+    except Conflict:
+        if isinstance(a, Create | Emit):
+            return []  # already there (a previous pass, the other replica, the same event): what we wanted
+        return [f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: "
+                "changed meanwhile (409); the next pass retries"]
+    except (Unreachable, TimedOut):
+        raise
+    except KubeError as exc:
+        return [f"{type(a).__name__} {getattr(a, 'plural', 'events')}/{getattr(a, 'name', '')}: {exc}"]
+    return []
 
 
 async def _apply_one(kube: Kube, a: Action, known: dict[tuple[str, str], dict[str, Any]]) -> None:

@@ -290,6 +290,12 @@ def _kustomization(**fields: Any) -> str:
 
 
 OPTIONAL_PREFLIGHT = "optional/preflight-rbac"
+KUEUE_CONFIGURATION = "kueue-configuration.yaml"
+KUEUE_CONFIGURATION_HEAD = (
+    "# The fields of Kueue's Configuration this profile needs (not a Kubernetes object: merge it into Kueue's\n"
+    "# manager ConfigMap, kueue-system/kueue-manager-config, key controller_manager_config.yaml, then restart\n"
+    "# Kueue). `fabricguard preflight` reads the live one and fails, naming the field, where it would make the\n"
+    "# profile's workloads or canaries inadmissible.\n")
 
 
 def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str, list[dict[str, Any]]] | None = None,
@@ -329,6 +335,10 @@ def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str,
                      " --user=<you>")
         lines.append("```")
         lines.append("")
+    lines.append(f"## Kueue's Configuration: `{KUEUE_CONFIGURATION}`")
+    lines.append("Not applied by kustomize: merge it into Kueue's manager ConfigMap and restart Kueue; `fabricguard "
+                 "preflight` names any field of the live one that would refuse the profile's workloads or canaries.")
+    lines.append("")
     lines.append("## Uninstall")
     lines.append("```")
     lines.extend(s.command() for s in uninstall(comps))
@@ -361,5 +371,7 @@ def write(profile: PlatformProfile, comps: list[Component], out: Path,
     for sub, objs in (optional or {}).items():
         put(out / sub / "manifests.yaml", _dump(objs))
         put(out / sub / "kustomization.yaml", _kustomization(resources=["manifests.yaml"]))
+    put(out / KUEUE_CONFIGURATION, KUEUE_CONFIGURATION_HEAD + yaml.safe_dump(kueue.configuration(profile),
+                                                                           sort_keys=False))
     put(out / "README.md", readme(profile, comps, optional))
     return written
