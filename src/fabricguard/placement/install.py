@@ -30,6 +30,7 @@ import yaml
 
 from fabricguard import names
 from fabricguard.admission import daemonsets as admission_daemonsets
+from fabricguard.admission import podsecurity as admission_podsecurity
 from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
 from fabricguard.controller import alerts, dashboard, exporters
@@ -225,8 +226,10 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                                          [ds_hook] if ds_hook else None,
                                          claim_templates=any(p.claim_template_name for p in profile.spec.pools),
                                          mode=opts.mode, port=opts.webhook_port)
-    out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
-                         [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
+    out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain), "
+                         "compensating Pod Security policy for opted-in namespaces",
+                         [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
+                         + admission_podsecurity.policy(profile, opts.mode),
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
                          remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
     out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
