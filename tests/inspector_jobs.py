@@ -75,6 +75,8 @@ class LayoutJob:
         rng = random.Random(self.seed * 1_000_003 + rnd)
         out: dict[str, list[str]] = {}
         for g in self.groups:
+            if g.comm.nranks < 2:
+                continue  # a one-rank group (DP of 1) runs no collective across anything
             bw = self.healthy_busbw(g)
             if g.comm.nnodes > 1:
                 for m in g.members:

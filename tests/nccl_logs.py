@@ -248,3 +248,17 @@ def nccl_tests_table(
         "",
     ]
     return "\n".join(lines)
+
+
+PUBLIC = Path(__file__).resolve().parent / "fixtures" / "nccl" / "public"  # real logs from public issues
+
+
+def lines_of(path: Path) -> list[str]:
+    """A fixture's lines, as the scanner's evidence quotes them."""
+    return path.read_text().splitlines()
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    """A log built from real lines (each test says which), one per line."""
+    path.write_text("\n".join(lines) + "\n")
+    return path

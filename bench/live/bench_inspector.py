@@ -54,7 +54,13 @@ def main() -> None:
     ap.add_argument("--polls", type=int, default=18)
     ap.add_argument("--history", type=int, default=3, help="dumps each file already holds at the first poll")
     ap.add_argument("--root", default="/dev/shm")
+    ap.add_argument("--no-ranks", action="store_true",
+                    help="leave out the per-rank and per-node analysis (nccl/ranks.py), to measure what it adds")
     args = ap.parse_args()
+    if args.no_ranks:
+        from fabricguard.nccl.ranks import Attribution
+
+        Attribution.add = lambda self, records: None  # type: ignore[method-assign]
     from controller_support import PROFILE
 
     prof = loads_profile(PROFILE.replace(

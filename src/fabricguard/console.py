@@ -55,6 +55,7 @@ __all__ = [
     "Part",
     "blocks",
     "console",
+    "envelope",
     "err_console",
     "exit_code",
     "fail",
@@ -248,7 +249,20 @@ def fail(message: str, *, hint: str | None = None, code: int = EXIT_INPUT) -> No
     raise typer.Exit(code)
 
 
-def print_json(data: Any) -> None:
+# Every command's JSON opens with the same two keys (docs/json.md): which schema version, which document.
+JSON_API_VERSION = "fabricguard.io/v1"
+
+
+def envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """``{"apiVersion": "fabricguard.io/v1", "kind": kind, ...data}``: the versioned form of a command's JSON."""
+    return {"apiVersion": JSON_API_VERSION, "kind": kind,
+            **{k: v for k, v in data.items() if k not in ("apiVersion", "kind")}}
+
+
+def print_json(data: Any, kind: str | None = None) -> None:
+    """Print a command's JSON; with ``kind``, in the versioned envelope (docs/json.md, docs/schemas/)."""
+    if kind is not None:
+        data = envelope(kind, data)
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 

@@ -25,7 +25,7 @@ def test_grafana_model_reads_every_panel() -> None:
     doc = dashboard(PROFILE_OBJ)
     model = gf.Dashboard.from_json(doc)
     assert model.title == doc["title"] and model.uid == doc["uid"]
-    assert len(model.panels) == len(doc["panels"]) == 19
+    assert len(model.panels) == len(doc["panels"]) == 20  # + "Pools validated now" (issue 30)
     ids = [p.id_val for p in model.panels]
     assert len(set(ids)) == len(ids)
     for p in model.panels:
@@ -49,7 +49,7 @@ def test_grafana_model_reads_every_panel() -> None:
     assert {"namespace", "job"} <= variables
     # A pool with a proof goal adds its coverage and GPU-hour panels.
     proof = dashboard(loads_profile(PROFILE.replace("    canary:", "    proof: {every: 24h}\n    canary:")))
-    assert len(proof["panels"]) == 21
+    assert len(proof["panels"]) == 22
     assert {"Node proof coverage per pool (nodes)", "Node proof GPU-hours today vs budget"} <= {
         p["title"] for p in proof["panels"]}
 

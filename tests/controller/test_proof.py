@@ -208,3 +208,46 @@ def test_metrics_export_each_nodes_proof_and_the_pools_budget_and_breaker() -> N
     assert 'fabricguard_pool_quarantined_nodes{pool="gh200-roce"} 1.0' in text
     assert 'fabricguard_pool_quarantine_breaker_open{pool="gh200-roce"} 0.0' in text
     assert 'fabricguard_pool_proof_nodes_overdue{pool="gh200-roce"} 0.0' in text
+
+
+def test_profile_check_says_when_the_budget_cannot_meet_the_goal() -> None:
+    from controller_support import PROFILE
+
+    from fabricguard.profile import loads_profile
+
+    def advice(proof: str) -> list[str]:
+        text = PROFILE.replace("    gpusPerNode: 1\n", "    gpusPerNode: 8\n").replace(
+            "    canary:", f"    nodes: 1000\n    proof: {proof}\n    canary:")
+        return [a for a in loads_profile(text).advisories() if "proof" in a]
+
+    assert any("1333 GPU-h per proof.every (24h)" in a and "960" in a for a in advice("{every: 24h}"))
+    assert not any("GPU-h" in a for a in advice("{every: 24h, pairDuration: 5m, queue: scavenger}"))
+    assert not advice("{every: 24h, pairDuration: 5m, queue: scavenger}")
+
+
+def test_pool_coverage_refuses_a_pool_without_proof_in_one_line(tmp_path) -> None:
+    from controller_support import PROFILE
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    prof = tmp_path / "p.yaml"
+    prof.write_text(PROFILE)
+    r = CliRunner().invoke(app, ["pool", "coverage", "-p", str(prof)])
+    assert r.exit_code == 3 and "has no proof block" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["pool", "coverage", "-p", str(prof), "--pool", "nope"])
+    assert r.exit_code == 3 and "--pool" in r.output
+
+
+def test_observe_mode_names_the_bad_node_but_taints_nothing() -> None:
+    facts = fleet(8, 2)
+    state = pf.ProofState()
+    for k in range(6):
+        now = T0 + k * timedelta(minutes=20)
+        results = [pf.PairResult(a.name, a.nodes, "degraded" if "gpu-03" in a.nodes else "passed", now, a.purpose,
+                                 busbw=10.0) for a in state.active]
+        d = pf.decide(state, facts, results, Proof(budget="40h"), gpus_per_node=8, largest_gang=0, now=now,
+                      name_of=lambda i, k=k: f"p-{k}-{i}", observe=True)
+        assert not d.taint
+        state = d.state
+    assert state.nodes["gpu-03"].state == "convicted" and "observe mode" in state.nodes["gpu-03"].message

@@ -13,13 +13,8 @@ import pytest
 from fabricguard.nccl import inspect_paths
 from fabricguard.nccl.report import TCP_PROVIDERS, family_transport, net_family
 from fabricguard.profile import Transport
-
-PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "nccl" / "public"
-
-
-def _write(path: Path, lines: list[str]) -> Path:
-    path.write_text("\n".join(lines) + "\n")
-    return path
+from nccl_logs import PUBLIC
+from nccl_logs import write_lines as _write
 
 
 @pytest.mark.parametrize("provider", sorted(TCP_PROVIDERS))

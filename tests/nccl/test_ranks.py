@@ -73,4 +73,4 @@ def test_dropped_records_lower_confidence_instead_of_creating_suspects(tmp_path:
 def test_the_analysis_is_bounded(tmp_path: Path) -> None:
     a, _views = _replay(megatron(nodes=4, gpus=8), tmp_path, 6, max_instances=50, window=8)
     assert len(a._inst) <= 50 and all(len(v) <= 8 for c in a._comms.values() for v in c.busbw.values())
-    assert all(len(d) <= 8 for d in a._lat.values())
+    assert all(len(d.waits) <= 8 for d in a._lat.values())

@@ -17,17 +17,9 @@ from fabricguard.console import EXIT_FAILED, EXIT_PASS
 from fabricguard.nccl import inspect_paths
 from fabricguard.nccl.report import Scope
 from fabricguard.profile import Transport
-
-PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "nccl" / "public"
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines()
-
-
-def _write(path: Path, lines: list[str]) -> Path:
-    path.write_text("\n".join(lines) + "\n")
-    return path
+from nccl_logs import PUBLIC
+from nccl_logs import lines_of as _lines
+from nccl_logs import write_lines as _write
 
 
 def _assert_quotes_its_line(r_evidence: list, path: Path) -> None:  # type: ignore[type-arg]

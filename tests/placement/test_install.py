@@ -514,3 +514,17 @@ def re_search(pattern: str, text: str) -> bool:
     import re
 
     return re.search(pattern, text) is not None
+
+
+def test_the_install_writes_the_kueue_configuration_it_needs(tmp_path: Path) -> None:
+    """Issue 24 item 5: the fragment preflight checks the live Configuration against, beside the components."""
+    from fabricguard.placement.kueue import configuration, configuration_problems
+
+    for path in PROFILES:
+        out = tmp_path / path.stem
+        render(path, out)
+        text = (out / "kueue-configuration.yaml").read_text()
+        cfg = yaml.safe_load(text)
+        profile = load_profile(path)
+        assert cfg == configuration(profile) and configuration_problems(profile, cfg, "fabricguard-system") == []
+        assert "kueue-configuration.yaml" in (out / "README.md").read_text()

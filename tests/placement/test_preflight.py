@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from kmock import KubernetesEmulator, Server
 from kmock._internal import parsing
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from fabricguard.admission.decide import Admission
 from fabricguard.cli import app
 from fabricguard.placement import install
+from fabricguard.placement.kueue import configuration as kueue_configuration
 from fabricguard.profile import load_profile
 from kube_support import ROOT, kubeconfig
 
@@ -26,7 +28,8 @@ OPTS = install.Options(image=f"r.example.com/fg:0.1.0{DIGEST}", agent_image=f"r.
 RESOURCE = {
     "ResourceQuota": "v1/resourcequotas", "PersistentVolume": "v1/persistentvolumes",
     "PersistentVolumeClaim": "v1/persistentvolumeclaims", "LocalQueue": "kueue.x-k8s.io/v1beta2/localqueues",
-    "DaemonSet": "apps/v1/daemonsets",
+    "DaemonSet": "apps/v1/daemonsets", "ConfigMap": "v1/configmaps",
+    "DeviceClass": "resource.k8s.io/v1/deviceclasses",
 }
 SERVED = ["kueue.x-k8s.io/v1beta2/clusterqueues", "jobset.x-k8s.io/v1alpha2/jobsets",
           "trainer.kubeflow.org/v1alpha1/trainjobs", "cert-manager.io/v1/certificates",
@@ -63,6 +66,15 @@ def device_plugin(namespace_: str, name: str) -> dict[str, Any]:
     return ds
 
 
+def kueue_configmap(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Kueue's manager ConfigMap as its Helm chart and manifests ship it (key controller_manager_config.yaml)."""
+    import yaml
+
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": yaml.safe_dump(cfg, sort_keys=False)}}
+
+
 def installed() -> list[dict[str, Any]]:
     """What ``render install`` of the GKE profile puts in a cluster, plus the teams' namespaces and claims."""
     profile = load_profile(GKE)
@@ -72,6 +84,7 @@ def installed() -> list[dict[str, Any]]:
     for x in objs:
         if x["kind"] == "PersistentVolumeClaim":
             x["status"] = {"phase": "Bound"}
+    objs.append(kueue_configmap(kueue_configuration(profile)))
     privileged = {"pod-security.kubernetes.io/enforce": "privileged", "fabricguard.io/enabled": "true"}
     objs += [namespace("ml-search", **privileged), namespace("ml-ranking", **privileged)]
     # The fabric DaemonSets, as their charts ship them, created after the webhook: it added the tolerations.
@@ -102,11 +115,21 @@ def seed(k8s: KubernetesEmulator, objs: list[dict[str, Any]]) -> None:
             k8s.objects[RESOURCE[x["kind"]], meta.get("namespace"), meta["name"]] = x
 
 
+PREFLIGHT_SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" /
+                               "PreflightReport.schema.json").read_text())
+
+
 async def preflight(k8s: KubernetesEmulator, url: str, tmp_path: Path) -> tuple[int, dict[str, Any]]:
     cfg = kubeconfig(tmp_path, url)
     r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig", cfg,
                                                           "--format", "json"])
-    return r.exit_code, json.loads(r.stdout) if r.stdout.startswith("{") else {"output": r.output}
+    if not r.stdout.startswith("{"):
+        return r.exit_code, {"output": r.output}
+    doc = json.loads(r.stdout)
+    # Every preflight JSON against its published schema (docs/json.md).
+    errors = list(jsonschema.Draft202012Validator(PREFLIGHT_SCHEMA).iter_errors(doc))
+    assert not errors, [f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]]
+    return r.exit_code, doc
 
 
 def failed(report: dict[str, Any]) -> dict[str, str]:
@@ -126,7 +149,8 @@ async def test_an_installed_cluster_passes(cluster, tmp_path: Path) -> None:
     code, report = await preflight(k8s, url, tmp_path)
     assert failed(report) == {} and code == 0, report
     areas = {c["area"] for c in report["checks"]}
-    assert areas == {"Kubernetes", "API", "DaemonSet", "Lustre", "Pod Security", "LocalQueue", "GKE"}
+    assert areas == {"Kubernetes", "API", "DaemonSet", "Lustre", "Pod Security", "LocalQueue", "GKE",
+                     "Kueue config"}
     assert {c["target"] for c in report["checks"] if c["area"] == "LocalQueue"} == {"ml-search/h200",
                                                                                   "ml-ranking/h200"}
     r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig",
@@ -234,3 +258,81 @@ def test_an_unreachable_api_server_is_one_line_not_a_traceback(tmp_path: Path) -
     cfg = kubeconfig(tmp_path, f"http://127.0.0.1:{port}")
     r = CliRunner().invoke(app, ["preflight", "-p", str(GKE), "--kubeconfig", cfg, "--timeout", "20"])
     assert r.exit_code == 3 and "cannot reach the cluster" in r.output and "Traceback" not in r.output
+
+
+async def test_a_kueue_configuration_that_refuses_canaries_fails_naming_the_field(cluster, tmp_path: Path) -> None:
+    """manageJobsWithoutQueueName: true with no namespace selector: Kueue suspends every canary (no queue label)."""
+    k8s, url = cluster
+    objs = [x for x in installed() if x["metadata"]["name"] != "kueue-manager-config"]
+    profile = load_profile(GKE)
+    cfg = {**kueue_configuration(profile), "manageJobsWithoutQueueName": True}
+    seed(k8s, [*objs, kueue_configmap(cfg)])
+    code, report = await preflight(k8s, url, tmp_path)
+    assert code == 2
+    bad = failed(report)
+    assert list(bad) == ["Kueue config kueue-system/kueue-manager-config manageJobsWithoutQueueName"], bad
+    cfg["managedJobsNamespaceSelector"] = {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "fabricguard-system"]}]}
+    seed(k8s, [*objs, kueue_configmap(cfg)])
+    code, report = await preflight(k8s, url, tmp_path)
+    assert failed(report) == {} and code == 0, report
+
+
+def test_each_kueue_field_that_makes_workloads_inadmissible_is_named() -> None:
+    from fabricguard.placement.kueue import configuration_problems
+
+    efa = load_profile(ROOT / "examples" / "profiles" / "aws-p5-efa.yaml")  # fabricResources: exclude
+    good = kueue_configuration(efa)
+    assert configuration_problems(efa, good, "fabricguard-system") == []
+    assert [f for f, _ in configuration_problems(efa, {}, "fabricguard-system")] == [
+        "resources.excludeResourcePrefixes"]
+    dra = load_profile(ROOT / "examples" / "profiles" / "gke-a4-dranet.yaml")  # a DRA claim pool
+    assert configuration_problems(dra, kueue_configuration(dra), "fabricguard-system") == []
+    assert "resources.deviceClassMappings" in [f for f, _ in configuration_problems(dra, {}, "fabricguard-system")]
+
+
+async def test_dra_prerequisites_and_a_never_ready_plugin_fail(tmp_path: Path) -> None:
+    from fabricguard.placement.preflight import check
+
+    dra = load_profile(ROOT / "examples" / "profiles" / "gke-a4-dranet.yaml")
+    (pool,) = [p for p in dra.spec.pools if p.fabric.dra is not None][:1]
+    assert pool.fabric.dra is not None
+    for minor, served, classes in (("33", True, True), ("34", False, False), ("34", True, False),
+                                   ("34", True, True)):
+        async with KubernetesEmulator() as k8s, Server(k8s) as server:
+            k8s["get /version/"] << {"major": "1", "minor": minor, "gitVersion": f"v1.{minor}.1"}
+            seed(k8s, [])
+            if not served:
+                del k8s.resources["resource.k8s.io/v1/deviceclasses"]
+            elif classes:
+                k8s.objects["resource.k8s.io/v1/deviceclasses", None, pool.fabric.dra.deviceClassName] = {
+                    "metadata": {"name": pool.fabric.dra.deviceClassName}, "spec": {}}
+            from fabricguard.kube import Kube
+
+            kube = await Kube.connect(kubeconfig(tmp_path, str(server.url).rstrip("/"), name=f"k{minor}{served}"))
+            try:
+                rows = [r for r in await check(kube, dra) if r.area == "DRA"]
+            finally:
+                await kube.close()
+        bad = {r.target: r.detail for r in rows if r.status == "fail"}
+        if minor == "33":
+            assert "Kubernetes version" in bad
+        elif not served:
+            assert list(bad) == ["resource.k8s.io/v1"]
+        elif not classes:
+            assert list(bad) == [f"DeviceClass {pool.fabric.dra.deviceClassName}"]
+            assert "fabric.dra.deviceClassName" in next(iter(bad.values()))
+        else:
+            assert bad == {}
+
+
+async def test_a_device_plugin_that_never_had_a_ready_pod_fails(cluster, tmp_path: Path) -> None:
+    k8s, url = cluster
+    objs = installed()
+    plugin = load_profile(GKE).fabric_daemonsets()[0]
+    for x in objs:
+        if x["kind"] == "DaemonSet" and x["metadata"]["name"] == plugin.name:
+            x["status"] = {"desiredNumberScheduled": 4, "currentNumberScheduled": 4, "numberReady": 0}
+    seed(k8s, objs)
+    code, report = await preflight(k8s, url, tmp_path)
+    assert code == 2 and any("no pod ready of 4" in d for d in failed(report).values()), report

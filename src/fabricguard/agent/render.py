@@ -304,6 +304,12 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                             "annotations, owner references or finalizers (not through nodes/status either)"},
                 {"expression": expr["sweepOnlyUnknown"], "reason": "Forbidden",
                  "message": f"the staleness sweep may only set {CONDITION_TYPE} to Unknown"},
+                # A second entry of the same type (a merge that appended instead of replacing) would let a
+                # reader that takes the first see True beside an Unknown or False: one entry, always.
+                {"expression": "!has(object.status) || !has(object.status.conditions) || "
+                               f"object.status.conditions.filter(c, c.type == '{CONDITION_TYPE}').size() <= 1",
+                 "reason": "Invalid",
+                 "message": f"a Node holds at most one {CONDITION_TYPE} condition"},
             ],
         },
     }

@@ -27,8 +27,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from fabricguard.agent.metrics import AgentMetrics
@@ -50,10 +52,20 @@ def health(last_run: float | None, started: float, stale_after: float, now: floa
     return True, "ok\n"
 
 
-class _Render:
+class HasRegistry(Protocol):
+    registry: CollectorRegistry
+
+
+class Answering(Protocol):
+    """What :class:`MetricsServer` serves: the agent's :class:`App`, the controller's and the webhook's."""
+
+    async def answer(self, path: str, accept: str) -> Answer: ...
+
+
+class Render:
     """Renders the registry on a daemon thread with a deadline; never more than one such thread at a time."""
 
-    def __init__(self, metrics: AgentMetrics) -> None:
+    def __init__(self, metrics: HasRegistry) -> None:
         self.metrics = metrics
         self._busy: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -103,7 +115,7 @@ class App:
     started: float
     stale_after: float
     render_timeout: float = RENDER_TIMEOUT
-    _render: _Render | None = field(default=None, repr=False)
+    _render: Render | None = field(default=None, repr=False)
 
     async def answer(self, path: str, accept: str) -> Answer:
         if path == "/healthz":
@@ -111,7 +123,7 @@ class App:
             return (200 if ok else 503), "text/plain", text.encode()
         if path == "/metrics":
             if self._render is None:
-                self._render = _Render(self.metrics)
+                self._render = Render(self.metrics)
             return await self._render(accept, self.render_timeout)
         return 404, "text/plain", b"/healthz or /metrics\n"
 
@@ -144,8 +156,8 @@ class _Conn:
 class MetricsServer:
     """The app on a daemon thread with its own event loop; ``close()`` stops it."""
 
-    def __init__(self, app: App, host: str, port: int, *, max_connections: int = MAX_CONNECTIONS,
-                 header_timeout: float = HEADER_TIMEOUT) -> None:
+    def __init__(self, app: Answering, host: str, port: int, *, max_connections: int = MAX_CONNECTIONS,
+                 header_timeout: float = HEADER_TIMEOUT, name: str = "agent-http") -> None:
         self.app = app
         self.max_connections = max_connections
         self.header_timeout = header_timeout
@@ -157,7 +169,7 @@ class MetricsServer:
         self.port = port
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(host, port), name="agent-http", daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(host, port), name=name, daemon=True)
         self.thread.start()
         self._ready.wait(10)
         if self._error is not None:
@@ -219,6 +231,13 @@ class MetricsServer:
         finally:
             self._conns.pop(writer, None)
             writer.transport.close()
+
+    @property
+    def server_port(self) -> int:
+        return self.port
+
+    def shutdown(self) -> None:
+        self.close()
 
     def close(self) -> None:
         async def stop() -> None:

@@ -50,6 +50,9 @@ class ApplyStatus:
     namespace: str | None
     name: str
     status: dict[str, Any]
+    # The pools whose standing this write admits on (a Workload's check turned Ready): re-checked against the
+    # cache just before it is written (``kube.apply_actions``'s ``fresh``), so a decision is fresh when written.
+    admits: tuple[str, ...] = ()
 
     def body(self) -> dict[str, Any]:
         md: dict[str, Any] = {"name": self.name}
@@ -112,6 +115,7 @@ class Emit:
     """A core/v1 Event about an object; Kueue's ``kubectl get workloads`` does not show check messages."""
 
     body: dict[str, Any]
+    admits: tuple[str, ...] = ()  # as ApplyStatus.admits: the Event that says a Workload was admitted
 
 
 Action = Create | Delete | ApplyStatus | MergeStatus | Annotate | MergePatch | JsonPatch | Emit

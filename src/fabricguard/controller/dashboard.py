@@ -105,6 +105,78 @@ def _lustre_panel(profile: PlatformProfile) -> tuple[str, str, list[tuple[str, s
     return ("Lustre client latency per pool vs baseline (ms)", "timeseries", targets, "ms")
 
 
+# Canary outcomes as one value per pool (so a state timeline colours each state), and their colours: green only
+# for passed; each failure its own colour; "never passed" (-1) darkest, since that is the 271-day pattern.
+OUTCOME_CODES = {"passed": 0, "degraded": 1, "fallback": 2, "failed": 3, "unschedulable": 4, "not-created": 5,
+                 "skipped": 6}
+NEVER_PASSED = -1
+OUTCOME_COLORS = {"passed": "green", "degraded": "yellow", "fallback": "red", "failed": "dark-red",
+                  "unschedulable": "orange", "not-created": "purple", "skipped": "blue", "never passed": "#4a0000"}
+POOL = 'pool=~"$pool"'
+
+
+def _outcome_expr() -> str:
+    codes = " or ".join(f'label_replace(vector({c}), "outcome", "{o}", "", "")' for o, c in OUTCOME_CODES.items())
+    never = (f"(fabricguard_canary_interval_seconds{{{POOL}}} unless on(pool) "
+             f"fabricguard_canary_last_success_timestamp_seconds) * 0 + ({NEVER_PASSED})")
+    latest = (f"sum by (pool) ((fabricguard_canary_last_outcome{{{POOL}}} == 1) * on(outcome) group_left() "
+              f"({codes}))")
+    return f"({latest} unless on(pool) ({never})) or ({never})"
+
+
+def _mapping(values: dict[str, tuple[int, str]]) -> list[dict[str, Any]]:
+    return [{"type": "value", "options": {str(v): {"text": text, "color": color, "index": i}
+                                          for i, (text, (v, color)) in enumerate(values.items())}}]
+
+
+def _outcome_mappings() -> list[dict[str, Any]]:
+    values = {o: (c, OUTCOME_COLORS[o]) for o, c in OUTCOME_CODES.items()}
+    values["never passed"] = (NEVER_PASSED, OUTCOME_COLORS["never passed"])
+    return _mapping(values)
+
+
+def _decorate(panels: list[dict[str, Any]], profile: PlatformProfile) -> None:
+    """Colours that mean something: outcome mappings, staleness thresholds from the pools' canary intervals (and
+    never passed as its own state), busbw in GB/s with the floor drawn, units, descriptions."""
+    intervals = [c.interval_s for p in profile.spec.pools if (c := profile.canary(p)) is not None] or [600]
+    floors = [f for p in profile.spec.pools if (f := p.baseline.busbw_floor_gbps) is not None]
+    for panel in panels:
+        title, d = panel["title"], panel["fieldConfig"]["defaults"]
+        if title == "Canary outcome per pool":
+            panel["targets"] = [{"refId": "A", "datasource": DS, "expr": _outcome_expr(), "legendFormat": "{{pool}}"}]
+            d["mappings"] = _outcome_mappings()
+            d["color"] = {"mode": "thresholds"}
+            d["thresholds"] = {"mode": "absolute", "steps": [{"color": "text", "value": None}]}
+            panel["description"] = ("The latest canary outcome per pool: green only for passed; a pool whose canary "
+                                    "never passed is drawn dark red as 'never passed'.")
+        elif title == "Time since last successful validation":
+            panel["targets"] = [{"refId": "A", "datasource": DS, "legendFormat": "{{pool}}", "expr": (
+                f"(time() - fabricguard_canary_last_success_timestamp_seconds{{{POOL}}}) or "
+                f"((fabricguard_canary_interval_seconds{{{POOL}}} unless on(pool) "
+                f"fabricguard_canary_last_success_timestamp_seconds) * 0 + ({NEVER_PASSED}))")}]
+            d["unit"] = "s"
+            d["mappings"] = _mapping({"never passed": (NEVER_PASSED, OUTCOME_COLORS["never passed"])})
+            d["color"] = {"mode": "thresholds"}
+            # Fresh within one interval, late after it, stale (the alert's two intervals) after that.
+            d["thresholds"] = {"mode": "absolute", "steps": [
+                {"color": "green", "value": None},
+                {"color": "yellow", "value": max(intervals) + 60},
+                {"color": "red", "value": 2 * max(intervals)}]}
+            panel["description"] = (f"Seconds since the pool's latest passed canary; yellow after one canary interval "
+                                    f"({max(intervals)} s), red after two (FabricguardNoRecentValidation).")
+        elif title.startswith("All-reduce busbw"):
+            d["unit"] = "GBs"
+            if floors:
+                d["thresholds"] = {"mode": "absolute", "steps": [{"color": "red", "value": None},
+                                                                   {"color": "green", "value": min(floors)}]}
+                d["custom"] = {"thresholdsStyle": {"mode": "line+area"}}
+            panel["description"] = "Canary bus bandwidth against the pool's floor (floorFraction x baseline)."
+        elif "busbw" in title:
+            d["unit"] = "GBs"
+        if d.get("unit") == "none" and "(s)" in title:
+            d["unit"] = "s"
+
+
 def dashboard(profile: PlatformProfile) -> dict[str, Any]:
     panels = []
     proof = PROOF_PANELS if any(p.proof is not None for p in profile.spec.pools) else ()
@@ -120,6 +192,22 @@ def dashboard(profile: PlatformProfile) -> dict[str, Any]:
             "targets": [{"refId": chr(ord("A") + j), "datasource": DS, "expr": expr, "legendFormat": legend}
                         for j, (expr, legend) in enumerate(targets)],
         })
+    _decorate(panels, profile)
+    n = len(panels)
+    panels.append({
+        "id": n + 1, "type": "stat", "title": "Pools validated now", "datasource": DS,
+        "description": "fabricguard_pool_fabric_validated: 1 when the pool's latest canary passed within two "
+                       "intervals and nothing critical names it; what the Kueue check admits on.",
+        "gridPos": {"h": 8, "w": 12, "x": 12 * (n % 2), "y": 8 * (n // 2)},
+        "fieldConfig": {"defaults": {"unit": "none", "color": {"mode": "thresholds"},
+                                     "mappings": _mapping({"validated": (1, "green"), "not validated": (0, "red")}),
+                                     "thresholds": {"mode": "absolute", "steps": [{"color": "red", "value": None},
+                                                                                  {"color": "green", "value": 1}]}},
+                        "overrides": []},
+        "options": {"colorMode": "background", "textMode": "value_and_name"},
+        "targets": [{"refId": "A", "datasource": DS, "expr": f"fabricguard_pool_fabric_validated{{{POOL}}}",
+                     "legendFormat": "{{pool}}"}],
+    })
     return {
         "uid": f"fabricguard-{profile.metadata.name}"[:40],
         "title": f"fabricguard: fabric validation ({profile.metadata.name})",
@@ -132,6 +220,10 @@ def dashboard(profile: PlatformProfile) -> dict[str, Any]:
         "time": {"from": "now-24h", "to": "now"},
         "templating": {"list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"},
+            {"name": "pool", "type": "query", "datasource": DS, "label": "Pool", "multi": True, "includeAll": True,
+             "allValue": ".*", "current": {"text": "All", "value": "$__all"},
+             "query": {"query": "label_values(fabricguard_canary_interval_seconds, pool)", "refId": "pool"},
+             "refresh": 2},
             {"name": "namespace", "type": "query", "datasource": DS, "label": "Job namespace",
              "query": {"query": "label_values(fabricguard_job_transport, namespace)", "refId": "ns"},
              "refresh": 2},

@@ -21,7 +21,7 @@ from typing import Any
 
 from fabricguard import names, times
 from fabricguard import objects as o
-from fabricguard.controller.actions import Action, ApplyStatus, event
+from fabricguard.controller.actions import Action, ApplyStatus, Emit, event
 from fabricguard.controller.canaries import PoolState
 from fabricguard.controller.rootcause import hold_message
 from fabricguard.profile.model import PlatformProfile
@@ -158,10 +158,11 @@ def gate_workloads(
         }
         if state == "Retry":
             want["requeueAfterSeconds"] = retry_after([states[p] for p in pools if p in states])
+        admits = tuple(pools) if state == "Ready" and not observed else ()  # re-checked just before the write
         res.actions.append(ApplyStatus(names.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
             "admissionChecks": [want],
-        }))
+        }, admits))
         reason = WOULD_HOLD_EVENT if observed else "FabricValidated" if state == "Ready" else "FabricNotValidated"
-        res.actions.append(event(wl, names.KUEUE_API, "Workload", reason, message, now,
-                                 warning=observed or state != "Ready"))
+        note = event(wl, names.KUEUE_API, "Workload", reason, message, now, warning=observed or state != "Ready")
+        res.actions.append(Emit(note.body, admits) if admits else note)
     return res

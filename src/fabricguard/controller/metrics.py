@@ -13,11 +13,10 @@ within the bound (``fabricguard_controller_cache_age_seconds`` per read, compute
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -564,32 +563,31 @@ class Metrics:
                 self.job_hung.remove(*h)
         self._hung_series = hung
 
-def health_app(metrics: Metrics) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app: ``/healthz`` (200, or 503 while passes keep failing) and the metrics on every other path."""
-    exposition = make_wsgi_app(metrics.registry)
+class HealthApp:
+    """``/healthz`` (and ``/livez``): 200, or 503 with the reason (passes failing, stalled, a stale cache); and
+    ``/metrics``, rendered on a thread with a deadline (``agent.server``)."""
 
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") in ("/healthz", "/livez"):
-            ok, why = metrics.health()
-            start_response("200 OK" if ok else "503 Service Unavailable",
-                           [("Content-Type", "text/plain; charset=utf-8")])
-            return [why.encode()]
-        out: Iterable[bytes] = exposition(environ, start_response)
-        return out
+    def __init__(self, metrics: Metrics) -> None:
+        from fabricguard.agent.server import RENDER_TIMEOUT, Render
 
-    return app
+        self.metrics = metrics
+        self._render = Render(metrics)
+        self._timeout = RENDER_TIMEOUT
+
+    async def answer(self, path: str, accept: str) -> tuple[int, str, bytes]:
+        if path in ("/healthz", "/livez"):
+            ok, why = self.metrics.health()
+            return (200 if ok else 503), "text/plain; charset=utf-8", why.encode()
+        if path == "/metrics" or path == "/":
+            return await self._render(accept, self._timeout)
+        return 404, "text/plain", b"/healthz or /metrics\n"
 
 
 def serve(metrics: Metrics, port: int, addr: str = "0.0.0.0") -> Any:
-    """Serve ``health_app`` on ``port`` from a daemon thread; returns the server (``server_port``, ``shutdown``)."""
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
+    """Serve ``/healthz`` and ``/metrics`` on ``port`` with the agent's bounded asyncio server (one event loop on
+    a daemon thread, a header deadline, at most 64 connections, idle ones closed for new ones), not a thread
+    per connection: 1,005 idle connections no longer starve the liveness probe. Returns the server
+    (``server_port``, ``shutdown``); ``OSError`` when the port cannot be bound."""
+    from fabricguard.agent.server import MetricsServer
 
-    from prometheus_client.exposition import ThreadingWSGIServer
-
-    class _Quiet(WSGIRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = make_server(addr, port, health_app(metrics), ThreadingWSGIServer, handler_class=_Quiet)
-    threading.Thread(target=httpd.serve_forever, daemon=True, name="controller-http").start()
-    return httpd
+    return MetricsServer(HealthApp(metrics), addr, port, name="controller-http")

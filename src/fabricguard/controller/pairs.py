@@ -218,7 +218,8 @@ def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | N
     gang = largest_gang(profile, pool, workloads)
     hosts = {n: _hostname(nodes[n]) for n in nodes}
     decision = pf.decide(previous, facts, results, proof, gpus_per_node=pool.gpusPerNode, largest_gang=gang,
-                         now=now, name_of=lambda i: pair_name(pool, now, i))
+                         now=now, name_of=lambda i: pair_name(pool, now, i),
+                         observe=profile.mode_of(pool, cfg.mode) == "observe")
     for p in decision.start:
         spec = CanarySpec(pool.name, p.name, cfg.namespace, job_dir(profile, cfg.namespace, p.name))
         tolerate = ([names.TAINT_UNVERIFIED] if p.tolerate_bootstrap else []) + (

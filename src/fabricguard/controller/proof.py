@@ -470,8 +470,10 @@ def largest_fit(pool_nodes: int, max_nodes: int | None, max_percent: float) -> i
 
 
 def quarantine(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, largest_gang: int,
-               now: datetime, events: list[tuple[str, str, str, bool]]) -> tuple[list[str], list[str], list[str]]:
-    """(taint, untaint, withheld): convictions into taints within the budget and the breaker; passes release."""
+               now: datetime, events: list[tuple[str, str, str, bool]], observe: bool = False
+               ) -> tuple[list[str], list[str], list[str]]:
+    """(taint, untaint, withheld): convictions into taints within the budget and the breaker; passes release.
+    ``observe`` (the pool's mode): convictions are named and withheld, nothing is tainted."""
     q = proof.quarantine
     population = len(facts)
     taint: list[str] = []
@@ -514,7 +516,9 @@ def quarantine(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, lar
         if f.quarantined:
             continue
         why = ""
-        if state.breaker.open:
+        if observe:
+            why = "observe mode (fabricguard reports, never taints)"
+        elif state.breaker.open:
             why = f"the quarantine breaker is open ({state.breaker.reason})"
         elif held_now >= cap:
             why = f"{held_now} node(s) already quarantined, the budget is {cap}"
@@ -542,7 +546,7 @@ def utc_day(now: datetime) -> str:
 
 def decide(previous: ProofState, facts: dict[str, NodeFacts], results: list[PairResult], proof: Proof, *,
            gpus_per_node: int, largest_gang: int, now: datetime, name_of: Any,
-           finished_active: set[str] | None = None) -> Decision:
+           finished_active: set[str] | None = None, observe: bool = False) -> Decision:
     """One pool's proof step (module doc). ``results``: pairs finished since the last pass, each also in
     ``previous.active`` (they are removed from it and charged); ``finished_active``: further active names that
     are over without a result worth judging (gone, preempted: already in ``results`` with no-evidence outcomes)."""
@@ -568,7 +572,7 @@ def decide(previous: ProofState, facts: dict[str, NodeFacts], results: list[Pair
         state.nodes.setdefault(n, NodeProof(n, since=times.format_time(f.joined) if f.joined else None))
     gpus = proof.gpusPerPod or gpus_per_node
     budget = proof.budget_gpu_hours(len(facts), gpus_per_node)
-    taint, untaint, withheld = quarantine(state, facts, proof, largest_gang, now, events)
+    taint, untaint, withheld = quarantine(state, facts, proof, largest_gang, now, events, observe)
     for n in taint:
         facts = {**facts, n: replace(facts[n], quarantined=True)}
     for n in untaint:

@@ -154,11 +154,15 @@ def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int,
     for n in nodes:
         if not pool.matches(n) or o.name_of(n) in withheld:
             continue
-        c = o.find_condition(n, names.FABRIC_READY)
-        if c is None:
+        entries = [c for c in o.conditions_of(n) if c.get("type") == names.FABRIC_READY]
+        if not entries:
             continue
         reporting += 1
-        if c.get("status") == "False":
+        if len(entries) > 1:  # the agent's policy allows one; a reader that took the first could read True
+            said = ", ".join(str(c.get("status")) for c in entries)
+            bad.append((o.name_of(n), "DuplicateFabricReady", f"{len(entries)} {names.FABRIC_READY} entries ({said})"))
+        elif entries[0].get("status") == "False":
+            c = entries[0]
             bad.append((o.name_of(n), str(c.get("reason") or ""), str(c.get("message") or "")))
     good = reporting - len(bad)
     if not bad or (2 * len(bad) < reporting and good >= canary_nodes):

@@ -199,6 +199,38 @@ async def _watch_hang(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: 
     return failed
 
 
+def gate_freshness(cache: Cache, cfg: RunConfig) -> Callable[[tuple[str, ...]], str]:
+    """Asked just before each Ready write, with the pools it admits on: why it would no longer be right on what
+    the cache holds now ("" when it still is). The cache must still be fresh, and the pools' nodes must not
+    have turned FabricReady=False since the pass read them (the agents' signal, seconds old; a canary's
+    outcome comes from the pass's own writes and is decided again next pass)."""
+    from fabricguard.controller.rootcause import broken_nodes
+
+    seen: dict[tuple[tuple[str, ...], int], str] = {}  # the nodes' verdict per pools, until a node event or list
+
+    def fresh(pools: tuple[str, ...]) -> str:
+        stale = cache.stale(cfg.stale_s)
+        if stale:
+            return stale
+        heard = sum(i.events + i.lists for i in cache.informers if i.read.plural == "nodes")
+        if (pools, heard) in seen:
+            return seen[(pools, heard)]
+        seen[(pools, heard)] = why = _nodes_broken(pools)
+        return why
+
+    def _nodes_broken(pools: tuple[str, ...]) -> str:
+        nodes = cache.current("nodes")
+        for name in pools:
+            pool = cfg.profile.pool(name)
+            canary = cfg.profile.canary(pool)
+            broken = broken_nodes(pool, nodes, canary.nodes if canary else 1)
+            if broken:
+                return f"pool {name}: {broken}, heard while the pass was writing"
+        return ""
+
+    return fresh
+
+
 def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -247,7 +279,8 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
                                          cfg.canary_config(), reference, stale)
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
-        errors += await apply_actions(k, result.actions, known, leading) if act else []
+        fresh = gate_freshness(cache, cfg) if cache is not None else None
+        errors += await apply_actions(k, result.actions, known, leading, fresh) if act else []
         observations: list[Observation] = []
         if cfg.lustre_root is not None:
             # Without kept followers (--once) every running job is read in full, whatever it takes.

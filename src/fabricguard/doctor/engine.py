@@ -70,7 +70,8 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "tool": "fabricguard doctor",
+            "apiVersion": "fabricguard.io/v1",
+            "kind": "DoctorDiff" if self.title.endswith("diff") else "DoctorReport",
             "verdict": self.verdict,
             "fail_on": str(self.fail_on),
             "now": format_time(self.now),

@@ -206,7 +206,7 @@ def inspect(
     word = unjudged if judgement is None else judgement.verdict.value
     if wants_json(fmt, as_json):
         extra = judgement.to_dict() if judgement else {"expected": None, "verdict_reasons": [], "findings": []}
-        print_json({"verdict": word, **extra, **report.to_dict()})
+        print_json({"verdict": word, **extra, **report.to_dict()}, "NcclInspection")
     else:
         render_report(report, word, judgement)
     if judgement is not None:

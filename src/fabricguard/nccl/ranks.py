@@ -33,6 +33,7 @@ per-communicator busbw once every rank reported it), ``window`` values per commu
 from __future__ import annotations
 
 import statistics
+from array import array
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,6 +52,23 @@ class _Comm:
     nnodes: int
     members: dict[int, Process] = field(default_factory=dict)  # comm rank -> process
     busbw: dict[str, deque[float]] = field(default_factory=dict)  # collective -> recent large-message busbw
+
+
+@dataclass
+class _Lat:
+    """One process's latest aligned collectives, compactly: was it the shortest, how long the others waited (s),
+    how long the collective took (s)."""
+
+    shortest: array[int] = field(default_factory=lambda: array("b"))
+    waits: array[float] = field(default_factory=lambda: array("d"))
+    times: array[float] = field(default_factory=lambda: array("d"))
+
+    def add(self, shortest: bool, wait: float, took: float, window: int) -> None:
+        self.shortest.append(1 if shortest else 0)
+        self.waits.append(wait)
+        self.times.append(took)
+        if len(self.waits) > window:
+            del self.shortest[0], self.waits[0], self.times[0]
 
 
 @dataclass(frozen=True)
@@ -178,13 +196,13 @@ class Attribution:
     min_instances: int = 6
     min_peers: int = 3
     max_instances: int = 1024  # pending (not yet complete) instances kept
-    window: int = 256
+    window: int = 64
     _comms: dict[str, _Comm] = field(default_factory=dict)
     _inst: OrderedDict[tuple[str, str, int], dict[Process, tuple[int, float | None]]] = field(
         default_factory=OrderedDict)
     _born: dict[tuple[str, str, int], int] = field(default_factory=dict)  # pending instance -> round first seen
     _seen: dict[tuple[str, str], int] = field(default_factory=dict)  # (comm, coll) -> highest coll_sn seen
-    _lat: dict[Process, deque[tuple[bool, float, float]]] = field(default_factory=dict)
+    _lat: dict[Process, _Lat] = field(default_factory=dict)
     _cover: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=4096))
     _dumps: dict[Process, tuple[int, int]] = field(default_factory=dict)  # process -> (last dump_us, count)
     _progress: int = 0  # new (comm, coll, sn) instances first seen: the job advancing
@@ -206,6 +224,7 @@ class Attribution:
         return int(statistics.median_low(c for _, c in self._dumps.values()))
 
     def add(self, records: Iterable[CollRecord]) -> None:
+        rnd = self.round  # once per batch: a median over the processes
         for r in records:
             proc = (r.hostname, r.pid)
             last, count = self._dumps.get(proc, (-1, 0))
@@ -223,7 +242,7 @@ class Attribution:
                 if r.sn <= self._seen.get(key[:2], -1) - self.window:
                     continue  # long finished (a late file, a restart's tail): not a new instance
                 inst = self._inst[key] = {}
-                self._born[key] = self.round
+                self._born[key] = rnd
                 if r.sn > self._seen.get(key[:2], -1):
                     self._seen[key[:2]] = r.sn
                     self._progress += 1
@@ -255,15 +274,15 @@ class Attribution:
         for p, (us, _) in execs.items():
             d = self._lat.get(p)
             if d is None:
-                d = self._lat[p] = deque(maxlen=self.window)
-            d.append((ties == 1 and us == shortest, (longest - us) / 1e6, longest / 1e6))
+                d = self._lat[p] = _Lat()
+            d.add(ties == 1 and us == shortest, (longest - us) / 1e6, longest / 1e6, self.window)
 
     # ------------------------------------------------------------------------------------------------ judging
 
     def _lateness(self) -> tuple[dict[Process, tuple[int, int, list[float], list[float]]], float]:
         """Per process: (instances, times shortest, waits in s, instance times in s); and the records' coverage."""
-        stats = {p: (len(d), sum(1 for s, _, _ in d if s), [w for _, w, _ in d], [t for _, _, t in d])
-                 for p, d in self._lat.items() if d}
+        stats = {p: (len(d.waits), sum(d.shortest), list(d.waits), list(d.times))
+                 for p, d in self._lat.items() if d.waits}
         got = sum(g for g, _ in self._cover)
         expected = sum(e for _, e in self._cover)
         return stats, (got / expected if expected else 1.0)
@@ -357,9 +376,12 @@ class Attribution:
         return out
 
     def judge(self) -> AttributionView:
-        """The findings now; a finding's ``rounds`` grows once per round in which it is seen again."""
+        """The findings now; a finding's ``rounds`` grows once per round in which it is seen again. Between two
+        rounds the last view stands (judging costs a pass over every process and communicator)."""
         rnd = self.round
         advanced = rnd > self._judged_round
+        if not advanced and self._last is not None:
+            return self._last
         if advanced:
             # Instances still missing ranks two rounds after they were first seen will not complete: their
             # records were dropped (or the plugin on those ranks failed). Judged with what came, counted as missing.

@@ -90,8 +90,8 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+(\d+) .*?\bon\s+(\S+)\s+device\b")
 # error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
-    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFPB])(?:"  # the lookahead rejects per-collective trace lines in one step
-    rb"((?:Using (?:internal |external )?[Nn]etwork|Bootstrap ?: Using|NET/|NCCL version|GPU Direct|Selected|Loaded"
+    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFP])(?:"  # the lookahead rejects per-collective trace lines in one step
+    rb"((?:Using (?:internal |external )?[Nn]etwork|NET/|NCCL version|GPU Direct|Selected|Loaded"
     rb"|PROFILER/Plugin: Loaded|Assigned NET plugin|Assigned (?:GIN|RMA) plugin"
     rb"|Initialized NET plugin|Failed to initialize NET plugin)[^\n]*)"
     rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?"
@@ -114,10 +114,12 @@ _USING_NETWORK_LINE = re.compile(rb"NCCL INFO Using network ")
 # The out-of-band (bootstrap) address each process uses: two addresses under one hostname are two nodes
 # (VMs or containers that share a hostname such as "localhost" or "ubuntu").
 _BOOTSTRAP_LINE = re.compile(rb"NCCL INFO Bootstrap ?: Using \[?\d*\]?\s*[^\s:]+:([^\s<]+)<")
+OOB_HOSTS = 8
 # NCCL 2.3 names the network it chose "internal" (IB, Socket) or "external" (a plugin).
 _OLD_NETWORK = re.compile(rb"^Using (?:internal|external) Network ")
-# A chunk this small (a pasted log, a follower's appended lines) has the prefix of every NCCL line read for
-# hosts; a larger one only up to its last fact line (past it, per-collective lines of the same processes).
+# A file this small that arrives in one chunk (a pasted log) has the prefix of every NCCL line read for hosts,
+# and is checked for nccl-tests lines without their "#"; a larger one (or a follower's appended lines) has
+# hosts read only up to its last fact line (past it, per-collective lines of the same processes).
 SMALL_CHUNK_BYTES = 256 * 1024
 _NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN) ")
 # What a process used: the network it selected, or (older NCCL) the net whose devices it listed.
@@ -424,7 +426,6 @@ class FileScanner:
         self.cur_line = 1
         self.chunk = b""
         self.procs_read = False
-        self.bootstrap = False
         # nccl-tests' own footer ("Out of bounds values : 0 OK", "Collective test concluded"): the run this
         # file shows completed, so a WARN after it (sockets closing at teardown) is not a failure. A new
         # test's header opens a new run.
@@ -451,7 +452,6 @@ class FileScanner:
         self.cur_pos = 0
         self.cur_line = self.base_line
         self.procs_read = False
-        self.bootstrap = False
         st = self.st
         rare = False
         conn_lines = 0
@@ -487,19 +487,24 @@ class FileScanner:
                 rare = True
         if fact_lines or conn_lines or rare or b"NCCL INFO" in chunk:
             st.nccl_output = True
-        if len(chunk) <= SMALL_CHUNK_BYTES and st.nccl_output:
-            self.hosts(0, 0, len(chunk))  # every line's host: a paste may hold another host's lines after the facts
+        read_to = 0
+        pasted = self.base_line == 1 and len(chunk) <= SMALL_CHUNK_BYTES  # a whole small file, not appended lines
+        if pasted and st.nccl_output:
+            # Every line's host: a paste may hold another host's lines after the last fact line.
+            read_to = self.hosts(0, 0, len(chunk))
         elif fact_lines or conn_lines:
-            self.hosts(fact_lines, conn_lines, via_end if conn_lines else 0)
-        if self.bootstrap:
-            self.oob_addresses()
+            read_to = self.hosts(fact_lines, conn_lines, via_end if conn_lines else 0)
+        if read_to and len(st.hosts) <= OOB_HOSTS:
+            # Hosts that share a name ("localhost", "ubuntu"): a job with few names is read for bootstrap addresses
+            # too; one with many has names of its own.
+            self.oob_addresses(read_to)
         # Which host selected what matters only while no connection line decides the transport.
         if selections and not st.net_conns:
             self.host_selections()
         if rank_lines and len(st.hosts) <= 1 and not st.nnodes_by_size:
             self.ranks_seen()
         self.rare_lines(rare)
-        if not st.tables and len(chunk) <= SMALL_CHUNK_BYTES:
+        if pasted and not st.tables:
             self.mangled()
         if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
             self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
@@ -533,14 +538,15 @@ class FileScanner:
             if 0 <= i < len(original):
                 st.failures[k] = Evidence(e.file, e.line, _text(original[i]), e.why)
 
-    def hosts(self, fact_lines: int, conn_lines: int, via_end: int) -> None:
-        """Hosts named by the prefix of every NCCL line up to the chunk's last fact line."""
+    def hosts(self, fact_lines: int, conn_lines: int, via_end: int) -> int:
+        """Hosts named by the prefix of every NCCL line up to the chunk's last fact line; returns where the
+        lines read end (0 in a chunk dense with facts, whose hosts come from its "Using network" lines)."""
         st, chunk = self.st, self.chunk
         if fact_lines + conn_lines > DENSE_FACT_LINES:
             if not st.max_nnodes:
                 for m in _USING_NETWORK_LINE.finditer(chunk):
                     st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
-            return
+            return 0
         end = via_end
         seen = 0
         for m in _FACTS.finditer(chunk) if fact_lines else ():
@@ -553,16 +559,22 @@ class FileScanner:
         # Past the last fact only per-collective trace lines remain, printed by the same processes.
         for m in _NCCL_LINE.finditer(chunk, 0, end):
             st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
+        return end
 
-    def oob_addresses(self) -> None:
-        """The bootstrap address of each process, by host name."""
+    def oob_addresses(self, end: int) -> None:
+        """The bootstrap address of each process up to ``end`` (the init lines), by host name."""
         st, chunk = self.st, self.chunk
-        for m in _BOOTSTRAP_LINE.finditer(chunk):
-            key = st.process(chunk[chunk.rfind(b"\n", 0, m.start()) + 1 : m.start()])
-            if key:
-                addrs = st.oob.setdefault(key[0], set())
-                if len(addrs) < 1024:
-                    addrs.add(m.group(1).decode("ascii", "replace"))
+        i = chunk.find(b"INFO Bootstrap", 0, end)  # bytes.find skips ahead in C; the regex reads the lines found
+        while i >= 0:
+            start, stop = self.line_at(i)
+            m = _BOOTSTRAP_LINE.search(chunk, start, stop)
+            if m:
+                key = st.process(chunk[start : m.start()])
+                if key:
+                    addrs = st.oob.setdefault(key[0], set())
+                    if len(addrs) < 1024:
+                        addrs.add(m.group(1).decode("ascii", "replace"))
+            i = chunk.find(b"INFO Bootstrap", stop, end)
 
     def communicator(self, size: int, nnodes: bytes, local: bytes) -> None:
         """One communicator line: its size, and where given its node count and local rank count."""
@@ -642,9 +654,6 @@ class FileScanner:
                     line, raw = self.line_of(self.chunk.find(msg))
                     st.note(f"gdr:{state}", self.fname, line, raw, f"GPUDirect RDMA {state.lower()}")
                 st.gdr_lines[state] += n
-            return
-        if msg.startswith(b"Bootstrap"):
-            self.bootstrap = True
             return
         if msg in st.facts_seen:
             return
@@ -980,14 +989,37 @@ def _scan_file(path: Path, st: ScanState, root: Path | None = None, max_bytes: i
                                           f"job's logs are over the {max_bytes:,} bytes read per job"))
                 break
             st.bytes_read += len(block)
+            before = cutter.lines
             lines = cutter.feed(block)
             if lines:
+                _no_absurd_numbers(path, lines, before)
                 fs.feed(lines)
         last = cutter.finish()
         if last:
+            _no_absurd_numbers(path, last, cutter.lines)
             fs.feed(last, last=True)
     if cutter.overlong:
         st.unread_line(str(path), cutter.overlong_line or 0, cutter.overlong)
+
+
+# NCCL prints no number longer than a 64-bit one (20 digits; hex addresses are shorter). A run this long is not an
+# NCCL line, and Python refuses to turn more than 4,300 digits into an int: the file is refused in one line.
+_ABSURD_DIGITS = 40
+_ABSURD = re.compile(rb"\d{%d,}" % _ABSURD_DIGITS)
+
+
+def _no_absurd_numbers(path: Path, lines: bytes, before: int) -> None:
+    """``SourceError`` naming the line of ``lines`` (which start after line ``before``) that holds a number of
+    absurd length."""
+    m = _ABSURD.search(lines)
+    if m is None:
+        return
+    end = m.end()
+    while end < len(lines) and lines[end : end + 1].isdigit():
+        end += 1
+    digits = end - m.start()
+    raise SourceError(str(path), before + lines.count(b"\n", 0, m.start()) + 1,
+                      f"a number of {digits:,} digits: not an NCCL log line (NCCL prints at most 20)")
 
 
 def is_text(path: Path, root: Path | None = None) -> bool:

@@ -30,6 +30,7 @@ import yaml
 
 from fabricguard import __version__, names
 from fabricguard.admission import daemonsets as admission_daemonsets
+from fabricguard.admission import podsecurity as admission_podsecurity
 from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
 from fabricguard.controller import alerts, dashboard, exporters
@@ -225,8 +226,10 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                                          [ds_hook] if ds_hook else None,
                                          claim_templates=any(p.claim_template_name for p in profile.spec.pools),
                                          mode=opts.mode, port=opts.webhook_port)
-    out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain)",
-                         [o for o in webhook if o["kind"] not in WEBHOOK_KINDS],
+    out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain), "
+                         "compensating Pod Security policy for opted-in namespaces",
+                         [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
+                         + admission_podsecurity.policy(profile, opts.mode),
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
                          remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
     out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
@@ -301,6 +304,12 @@ def _kustomization(**fields: Any) -> str:
 
 
 OPTIONAL_PREFLIGHT = "optional/preflight-rbac"
+KUEUE_CONFIGURATION = "kueue-configuration.yaml"
+KUEUE_CONFIGURATION_HEAD = (
+    "# The fields of Kueue's Configuration this profile needs (not a Kubernetes object: merge it into Kueue's\n"
+    "# manager ConfigMap, kueue-system/kueue-manager-config, key controller_manager_config.yaml, then restart\n"
+    "# Kueue). `fabricguard preflight` reads the live one and fails, naming the field, where it would make the\n"
+    "# profile's workloads or canaries inadmissible.\n")
 
 
 def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str, list[dict[str, Any]]] | None = None,
@@ -340,6 +349,10 @@ def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str,
                      " --user=<you>")
         lines.append("```")
         lines.append("")
+    lines.append(f"## Kueue's Configuration: `{KUEUE_CONFIGURATION}`")
+    lines.append("Not applied by kustomize: merge it into Kueue's manager ConfigMap and restart Kueue; `fabricguard "
+                 "preflight` names any field of the live one that would refuse the profile's workloads or canaries.")
+    lines.append("")
     lines.append("## Uninstall")
     lines.append("```")
     lines.extend(s.command() for s in uninstall(comps))
@@ -372,5 +385,7 @@ def write(profile: PlatformProfile, comps: list[Component], out: Path,
     for sub, objs in (optional or {}).items():
         put(out / sub / "manifests.yaml", _dump(objs))
         put(out / sub / "kustomization.yaml", _kustomization(resources=["manifests.yaml"]))
+    put(out / KUEUE_CONFIGURATION, KUEUE_CONFIGURATION_HEAD + yaml.safe_dump(kueue.configuration(profile),
+                                                                           sort_keys=False))
     put(out / "README.md", readme(profile, comps, optional))
     return written

@@ -223,6 +223,56 @@ def configuration(profile: PlatformProfile, *, pods_ready_timeout: str = "10m") 
     return cfg
 
 
+def _selects(selector: Any, labels: dict[str, str]) -> bool:
+    """A metav1.LabelSelector against labels (matchLabels, and In/NotIn/Exists/DoesNotExist expressions)."""
+    if not isinstance(selector, dict):
+        return True
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or ():
+        if not isinstance(e, dict):
+            continue
+        key, op, values = str(e.get("key") or ""), e.get("operator"), list(e.get("values") or ())
+        has = key in labels
+        if ((op == "In" and labels.get(key) not in values) or (op == "NotIn" and has and labels[key] in values)
+                or (op == "Exists" and not has) or (op == "DoesNotExist" and has)):
+            return False
+    return True
+
+
+def configuration_problems(profile: PlatformProfile, cfg: dict[str, Any], canary_namespace: str,
+                           namespace_labels: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(field, why) for each setting of a live Kueue Configuration that makes the profile's workloads or canaries
+    inadmissible; [] when none does. The same fields :func:`configuration` renders."""
+    out: list[tuple[str, str]] = []
+    resources = cfg.get("resources") if isinstance(cfg.get("resources"), dict) else {}
+    prefixes = [str(p) for p in (resources or {}).get("excludeResourcePrefixes") or ()]
+    for r in excluded_prefixes(profile):
+        if not any(r.startswith(p) for p in prefixes):
+            out.append(("resources.excludeResourcePrefixes",
+                        f"does not exclude {r}: a queue with fabricResources: exclude has no quota for it, so "
+                        "every workload asking for it is inadmissible"))
+    mapped = {str(c) for m in (resources or {}).get("deviceClassMappings") or () if isinstance(m, dict)
+              for c in m.get("deviceClassNames") or ()}
+    for m in device_class_mappings(profile):
+        for cls in m["deviceClassNames"]:
+            if cls not in mapped:
+                out.append(("resources.deviceClassMappings",
+                            f"has no entry for DeviceClass {cls}: Kueue does not account the DRA claims of that "
+                            "pool, so its quota never admits them"))
+    if cfg.get("manageJobsWithoutQueueName") is True:
+        labels = {names.LABEL_NAMESPACE_NAME: canary_namespace, **(namespace_labels or {})}
+        selector = cfg.get("managedJobsNamespaceSelector")
+        unqueued = [p.name for p in profile.spec.pools if (c := profile.canary(p)) is not None and not c.queue]
+        if unqueued and (selector is None or _selects(selector, labels)):
+            out.append(("manageJobsWithoutQueueName",
+                        f"is true and managedJobsNamespaceSelector selects {canary_namespace}: the canaries of "
+                        f"pool(s) {', '.join(unqueued)} carry no queue label, so Kueue suspends them forever and "
+                        "the pools are never validated; exclude the namespace in managedJobsNamespaceSelector or "
+                        "set each canary.queue"))
+    return out
+
+
 def device_class_mappings(profile: PlatformProfile) -> list[dict[str, Any]]:
     """``resources.deviceClassMappings``: each DRA claim pool's DeviceClass under its logical resource name."""
     out: dict[str, list[str]] = {}

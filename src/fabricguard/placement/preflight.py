@@ -70,7 +70,14 @@ PREFLIGHT_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.KUEUE_API, "localqueues", ["get"]),
     # GKE: the critical-pod ResourceQuota in fabricguard's namespace.
     *grants("v1", "resourcequotas", ["list"]),
+    # Kueue's live Configuration (its manager ConfigMap), read for the fields that would refuse our workloads.
+    *grants("v1", "configmaps", ["get"]),
+    # DRA pools: the API served and each DeviceClass the profile names.
+    *grants(names.DRA_API, "deviceclasses", ["get", "list"]),
 ])
+KUEUE_CONFIGMAPS = (("kueue-system", "kueue-manager-config"),)
+# resource.k8s.io/v1 (the claim form) is served from 1.34; KEP-5004's extended-resource form is alpha there.
+DRA_MIN_MINOR = 34
 
 
 def preflight_permissions(namespace: str = "") -> Permissions:
@@ -201,6 +208,14 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
             rows.append(Row("DaemonSet", target, "fail", "not found: fabric nodes never advertise what they need",
                             "install it, or correct the name in the profile; list what runs: `kubectl get ds -A`"))
             continue
+        st = ds.get("status") or {}
+        desired, ready = st.get("desiredNumberScheduled"), st.get("numberReady")
+        if isinstance(desired, int) and desired > 0 and not ready:
+            rows.append(Row("DaemonSet", target, "fail", f"no pod ready of {desired} scheduled: fabric nodes never "
+                            "advertise what they need (a plugin crash-looping since it was created looks just so)",
+                            f"kubectl -n {d.namespace} describe ds {d.name}; kubectl -n {d.namespace} logs "
+                            f"ds/{d.name} --previous"))
+            continue
         tols = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations") or []
         missing = [k for k in TAINT_KEYS
                    if not tolerates(tols, {"key": k, "value": "pool", "effect": "NoSchedule"})]
@@ -212,6 +227,8 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
             rows.append(Row("DaemonSet", target, "pass", "present, tolerates the readiness taints"))
 
     rows += await _storage(kube, profile, namespace)
+    rows += await _dra(kube, profile, minor)
+    rows += await _kueue_configuration(kube, profile, namespace)
 
     needs, why = injected_needs(profile)
     own = await _namespace(kube, namespace)
@@ -258,6 +275,65 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
                         "pods outside kube-system" if lacking else "ResourceQuota scoped to both classes",
                         "apply 00-namespace" if lacking else ""))
     return rows
+
+
+async def _dra(kube: Kube, profile: PlatformProfile, minor: int | None) -> list[Row]:
+    """Each DRA pool's prerequisites: the Kubernetes version of its form, resource.k8s.io/v1 served, its
+    DeviceClass present (every field named, so a typo is caught here, not by a pool of tainted nodes)."""
+    pools = [(i, p) for i, p in enumerate(profile.spec.pools) if p.fabric.dra is not None]
+    if not pools:
+        return []
+    rows: list[Row] = []
+    if minor is not None and minor < DRA_MIN_MINOR:
+        listed = ", ".join(p.name for _, p in pools)
+        rows.append(Row("DRA", "Kubernetes version", "fail", f"1.{minor}: the DRA pools "
+                        f"({listed}) need resource.k8s.io/v1, served from 1.{DRA_MIN_MINOR}"
+                        " (the extended-resource form also needs the DRAExtendedResource feature gate)",
+                        f"upgrade the control plane to 1.{DRA_MIN_MINOR} or later"))
+    if not await kube.served(names.DRA_API, "deviceclasses"):
+        rows.append(Row("DRA", names.DRA_API, "fail", "deviceclasses not served: no DRA pool can get its devices",
+                        "enable the DynamicResourceAllocation API (resource.k8s.io/v1) on the API server"))
+        return rows
+    for i, p in pools:
+        d = p.fabric.dra
+        assert d is not None
+        field = f"spec.pools[{i}].fabric.dra.deviceClassName"
+        if await kube.get(names.DRA_API, "deviceclasses", d.deviceClassName) is None:
+            rows.append(Row("DRA", f"DeviceClass {d.deviceClassName}", "fail",
+                            f"{field}: not found (pool {p.name}); its nodes would all fail the fabric check",
+                            "install the DRA driver that creates it, or correct the name: `kubectl get deviceclasses`"))
+        else:
+            rows.append(Row("DRA", f"DeviceClass {d.deviceClassName}", "pass", f"present (pool {p.name})"))
+    return rows
+
+
+async def _kueue_configuration(kube: Kube, profile: PlatformProfile, namespace: str) -> list[Row]:
+    """Kueue's live Configuration against what the profile's workloads and canaries need, naming the field."""
+    from fabricguard.doctor.rules.dra import kueue_configurations
+    from fabricguard.doctor.snapshot import Snapshot
+    from fabricguard.placement.kueue import configuration_problems
+
+    if not any(p.queue is not None or profile.canary(p) is not None for p in profile.spec.pools):
+        return []
+    for ns, name in KUEUE_CONFIGMAPS:
+        cm = await kube.get("v1", "configmaps", name, ns)
+        if cm is None:
+            continue
+        configs = kueue_configurations(Snapshot(objects=[{**cm, "kind": "ConfigMap"}]))
+        if not configs:
+            return [Row("Kueue config", f"{ns}/{name}", "warn", "holds no readable Kueue Configuration",
+                        "merge the Configuration `fabricguard render kueue` prints, then restart Kueue")]
+        own = await _namespace(kube, namespace)
+        problems = configuration_problems(profile, configs[0][1], namespace,
+                                          objects.labels_of(own) if own is not None else None)
+        if not problems:
+            return [Row("Kueue config", f"{ns}/{name}", "pass", "admits the profile's workloads and canaries")]
+        return [Row("Kueue config", f"{ns}/{name} {field}", "fail", why,
+                    "merge the Configuration `fabricguard render kueue` prints (kueue-configuration.yaml in the "
+                    "install directory), then restart Kueue") for field, why in problems]
+    return [Row("Kueue config", "kueue-system/kueue-manager-config", "warn", "not found: cannot tell whether "
+                "Kueue admits the profile's workloads", "merge `fabricguard render kueue`'s Configuration into "
+                "Kueue's manager ConfigMap")]
 
 
 async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list[Row]:

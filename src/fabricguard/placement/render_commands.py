@@ -130,7 +130,8 @@ def preflight_cmd(
              hint="check that it answers (kubectl get --raw /version), or raise --timeout")
     code = exit_code(rows)
     if output_format == "json":
-        print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]})
+        print_json({"verdict": {0: "pass", 1: "degraded", 2: "failed"}[code], "checks": [r.to_dict() for r in rows]},
+                   "PreflightReport")
     else:
         from fabricguard.console import Block, Column, Part, table_or_blocks, verdict_line
 

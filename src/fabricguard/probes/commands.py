@@ -126,7 +126,7 @@ def collective_cmd(
     wrong = sum(r.wrong for r in res.rows)
     verdict = res.judgement.status if res.judgement else (Status.failed if res.failed or wrong else Status.passed)
     if as_json:
-        print_json({"verdict": str(verdict), **res.to_dict()})
+        print_json({"verdict": str(verdict), **res.to_dict()}, "CollectiveProbe")
     else:
         for line in stream.close():
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -189,7 +189,7 @@ def storage_cmd(
     except ValueError as e:
         fail(str(e))
     if as_json:
-        print_json({"verdict": str(rep.status), **rep.to_dict()})
+        print_json({"verdict": str(rep.status), **rep.to_dict()}, "StorageProbe")
     else:
         for c in rep.checks:
             say((f"{c.status:>8}", STATUS_STYLE[c.status]), f" {c.name}: {c.detail}")
@@ -232,7 +232,8 @@ def host_cmd(
     reports = [probe_host(prof, p, root=root, gpu_data=gpus, require_gpus=not local) for p in pools]
     verdict = worst([r.status for r in reports])
     if as_json:
-        print_json({"verdict": str(verdict), "profile": prof.metadata.name, "pools": [r.to_dict() for r in reports]})
+        print_json({"verdict": str(verdict), "profile": prof.metadata.name, "pools": [r.to_dict() for r in reports]},
+                   "HostProbe")
     else:
         for r in reports:
             say((f"pool {r.pool}", "bold"), f" ({r.fabric}): ", (r.verdict, STATUS_STYLE[r.status]))
@@ -334,7 +335,7 @@ def validate_cmd(
         prog.update(task, completed=len(steps))
     st = Status(report["verdict"])
     if as_json:
-        print_json(report)
+        print_json(report, "ValidationReport")
     else:
         console.print(summary_table(report))
         coll = report.get("collective") or {}

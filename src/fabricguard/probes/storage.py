@@ -661,6 +661,9 @@ def probe_storage(
                 + (f"; {short}" if short else ""),
             )
         )
+    except OSError as e:  # said about the directory given, not the probe's own scratch file inside it
+        checks.append(Check("storage.workload", Status.failed,
+                            f"{type(e).__name__} in {cfg.path}: {e.strerror or e}"))
     except Exception as e:
         checks.append(Check("storage.workload", Status.failed, f"{type(e).__name__}: {e}"))
     finally:

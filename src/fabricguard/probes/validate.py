@@ -75,6 +75,8 @@ def run_validate(opts: ValidateOptions, step: Step = lambda _s: None) -> dict[st
     output_dir(opts.out_dir)
     expect = expectation_for(opts.pool)
     report: dict[str, Any] = {
+        "apiVersion": "fabricguard.io/v1",
+        "kind": "ValidationReport",
         "fabricguard": __version__,
         "mode": "local" if opts.local else "profile",
         "profile": opts.profile.metadata.name,

@@ -85,6 +85,6 @@ def check(
                 say(("!", "yellow"), " ", a)
             say(("✓", "green"), f" {f} is a valid profile")
     if as_json:
-        print_json({"verdict": "invalid" if bad else "pass", "results": results})
+        print_json({"verdict": "invalid" if bad else "pass", "results": results}, "ProfileCheck")
     if bad:
         raise typer.Exit(EXIT_INPUT)

@@ -7,6 +7,7 @@ conventions (camelCase) because platform engineers write it next to their manife
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -1126,6 +1127,19 @@ class PlatformProfile(_Strict):
                 out.append(f"{where}: no canary; a broken fabric is found only when a job runs on it")
             if f.has_fabric and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: no baseline.allReduceBusBwGBps; bandwidth cannot be judged, only transport")
+            pr = p.proof
+            if pr is not None and pr.queue is None:
+                out.append(f"{where}: proof.queue is not set; pair tests bypass Kueue (they still never preempt, at "
+                           f"PriorityClass {pr.priorityClassName}), so Kueue's quota does not see them")
+            if pr is not None and p.nodes:
+                # A full round proves two nodes per pair, each pair charged pairDuration on 2 x gpusPerPod GPUs.
+                gpus = pr.gpusPerPod or p.gpusPerNode
+                per_round = math.ceil(p.nodes / 2) * 2 * gpus * pr.pair_s / 3600
+                affordable = pr.budget_gpu_hours(p.nodes, p.gpusPerNode) * pr.every_s / 86400
+                if per_round > affordable:
+                    out.append(f"{where}: proving all {p.nodes} nodes costs {per_round:.0f} GPU-h per proof.every "
+                               f"({pr.every}) at pairDuration {pr.pairDuration}, more than the budget's "
+                               f"{affordable:.0f}: raise proof.budget, lengthen proof.every or shorten pairDuration")
             if self.inspector_for(p) is not None and p.baseline.allReduceBusBwGBps is None:
                 out.append(f"{where}: its jobs get NCCL's Inspector but the pool has no baseline.allReduceBusBwGBps; "
                            "their busbw is shown, never judged")

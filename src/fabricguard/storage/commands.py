@@ -32,7 +32,7 @@ def where(
     finding = check_path(entries, path, expect)
     verdict = "pass" if finding.ok else "degraded"
     if wants_json(fmt, as_json):
-        print_json({"verdict": verdict, **finding.to_dict()})
+        print_json({"verdict": verdict, **finding.to_dict()}, "StorageWhere")
     else:
         say(("✓ ", "green") if finding.ok else ("✗ ", "bold red"), finding.message)
     raise typer.Exit(exit_code(verdict))

@@ -65,7 +65,7 @@ def verify_job(
     except JobInputError as exc:
         fail(str(exc))
     if wants_json(fmt, as_json):
-        print_json(v.to_dict())
+        print_json(v.to_dict(), "JobVerdict")
     else:
         render_verdict(v)
     raise typer.Exit(v.verdict.exit_code)

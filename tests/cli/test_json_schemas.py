@@ -1,0 +1,93 @@
+"""Every command's JSON, as the commands print it, against its published schema (docs/schemas/, docs/json.md):
+the same envelope everywhere (``apiVersion: fabricguard.io/v1``, ``kind``, ``verdict`` first), one verdict
+vocabulary, a ``fix`` on every non-pass reason, and no path of the machine that ran the command in a message."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from cli_support import EXAMPLES, JOBS, REPO, SNAPSHOTS, run
+
+from fabricguard.exitcodes import VERDICT_EXIT
+
+SCHEMAS = REPO / "docs" / "schemas"
+PROFILES = EXAMPLES / "profiles"
+PROD = SNAPSHOTS / "incident-271-days" / "production"
+STAG = SNAPSHOTS / "incident-271-days" / "staging"
+NCCL_TESTS = REPO / "tests" / "fixtures" / "nccl" / "synthetic" / "nccl-tests" / "all_reduce_perf-ib-2x8.log"
+ONPREM = PROFILES / "onprem-infiniband.yaml"
+
+COMMANDS = [
+    ("JobVerdict", ["verify-job", str(JOBS / "socket-fallback"), "-p", str(ONPREM), "--pool", "gh200-roce"]),
+    ("JobVerdict", ["verify-job", str(JOBS / "rdma-healthy"), "-p", str(ONPREM), "--pool", "gh200-roce"]),
+    ("NcclInspection", ["nccl", "inspect", str(JOBS / "socket-fallback" / "logs")]),
+    ("NcclInspection", ["nccl", "inspect", str(NCCL_TESTS), "--expect", "ib"]),
+    ("NcclInspection", ["nccl", "inspect", str(JOBS / "socket-fallback" / "logs"), "-p", str(ONPREM),
+                        "--pool", "gh200-roce"]),
+    ("DoctorReport", ["doctor", "--snapshot", str(PROD), "--now", "2025-09-30T12:00:00Z"]),
+    ("DoctorReport", ["doctor", "--snapshot", str(SNAPSHOTS / "healthy"), "--now", "2025-09-30T12:00:00Z"]),
+    ("DoctorReport", ["doctor", "diff", str(STAG), str(PROD)]),
+    ("ProfileCheck", ["profile", "check", str(PROFILES / "gke-a3-ultra.yaml")]),
+    ("StorageWhere", ["storage", "where", "/", "--mountinfo", "/proc/self/mountinfo"]),
+    ("HostProbe", ["probe", "host", "--nvml-json", str(REPO / "tests" / "fixtures" / "h200-host" / "nvml.json")]),
+]
+
+
+def schema(kind: str) -> dict:
+    s = json.loads((SCHEMAS / f"{kind}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(s)
+    return s
+
+
+def _messages(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [m for k, v in value.items() for m in ([v] if k in ("message", "fix", "detail") and isinstance(v, str)
+                                                     else _messages(v))]
+    if isinstance(value, list):
+        return [m for v in value for m in _messages(v)]
+    return []
+
+
+@pytest.mark.parametrize(("kind", "argv"), COMMANDS, ids=lambda x: x if isinstance(x, str) else " ".join(x[:2]))
+def test_real_output_matches_its_schema(kind: str, argv: list[str]) -> None:
+    r = run(*argv, "--format", "json")
+    doc = json.loads(r.stdout)
+    assert list(doc)[:3] == ["apiVersion", "kind", "verdict"], list(doc)[:3]
+    errors = sorted(jsonschema.Draft202012Validator(schema(kind)).iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]]
+    assert doc["verdict"] in VERDICT_EXIT and r.exit_code == VERDICT_EXIT[doc["verdict"]]
+    # No path of this machine (the checkout, a temporary directory) inside a sentence meant for people.
+    for m in _messages(doc):
+        for given in sorted(argv, key=len, reverse=True):  # a path the person passed is theirs to see
+            m = m.replace(given, "")
+        assert str(REPO) not in m and "/tmp/" not in m, m
+
+
+def test_every_schema_is_documented() -> None:
+    doc = (REPO / "docs" / "json.md").read_text()
+    for p in sorted(SCHEMAS.glob("*.schema.json")):
+        assert f"schemas/{p.name}" in doc, p.name
+
+
+FALLBACK = JOBS / "socket-fallback"
+# (profile, pool, words the fix must name): the fabric's own resources, networks or device class.
+FABRICS = [
+    ("gke-a3-ultra.yaml", "h200-rdma", ("networking.gke.io/interfaces", "networking.gke.io.networks/", "gIB")),
+    ("aws-p5-efa.yaml", "p5-efa", ("vpc.amazonaws.com/efa", "aws-ofi-nccl", "NCCL_NET=Libfabric")),
+    ("onprem-infiniband.yaml", "h100-ib", ("rdma/ib", "NCCL_NET=IB")),
+    ("onprem-infiniband.yaml", "gh200-roce", ("rdma/rdma_shared_device_a", "NCCL_IB_GID_INDEX")),
+    ("gke-a4-dranet.yaml", "b200-dranet", ("DeviceClass mrdma.google.com", "resources.claims")),
+]
+
+
+@pytest.mark.parametrize(("profile", "pool", "words"), FABRICS, ids=[f[1] for f in FABRICS])
+def test_a_socket_fallback_names_the_next_step_for_its_fabric(profile: str, pool: str, words: tuple[str, ...]) -> None:
+    r = run("verify-job", str(FALLBACK), "-p", str(PROFILES / profile), "--pool", pool, "--format", "json")
+    doc = json.loads(r.stdout)
+    (reason,) = [x for x in doc["reasons"] if x["check"] == "transport" and x["level"] != "info"][:1]
+    for w in words:
+        assert w in reason["fix"], (w, reason["fix"])
+    text = run("verify-job", str(FALLBACK), "-p", str(PROFILES / profile), "--pool", pool).stdout
+    assert words[0] in text and "fix:" in text

@@ -1,0 +1,179 @@
+"""A gate decision is fresh when written (issue 25, item 6 of "What to build").
+
+A pass decides on its snapshot. Just before each Ready write, the pools that write admits on are checked again
+against the cache as it is now: a fresh view, and no node of the pool turned FabricReady=False meanwhile. A
+write that fails the check waits for the next pass. Workload check writes go out in parallel within
+``WRITE_CONCURRENCY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+from controller_support import (
+    CANARY_IMAGE,
+    NOW,
+    NS,
+    ROCE_LOGS,
+    WORKLOADS,
+    admin_kubeconfig,
+    canaries,
+    jobset_created,
+    jobset_finishes,
+    live,
+    plugin_fixed,
+    pods_run,
+    ranks_wrote,
+    run_once,
+    workload,
+)
+
+from fabricguard import names
+from fabricguard import objects as o
+from fabricguard.controller.actions import ApplyStatus
+from fabricguard.controller.kube import WRITE_CONCURRENCY, Cache, apply_actions
+from fabricguard.controller.lustre import reconcile_reading_lustre
+from fabricguard.controller.runner import RunConfig, connect, gate_freshness
+from fabricguard.profile import load_profile
+
+
+async def _until(cond: Any, seconds: float = 20.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def _fabric_ready(node: dict[str, Any], status: str) -> dict[str, Any]:
+    conds = [c for c in (node.get("status") or {}).get("conditions", []) if c.get("type") != "FabricReady"]
+    conds.append({"type": "FabricReady", "status": status, "reason": "RdmaLinkDown" if status == "False" else "Ok",
+                  "message": "mlx5_0 port 1 DOWN" if status == "False" else "ok",
+                  "lastTransitionTime": "2025-09-30T12:00:00Z", "lastHeartbeatTime": "2025-09-30T12:00:00Z"})
+    return {**node, "status": {**(node.get("status") or {}), "conditions": conds}}
+
+
+async def _validated(k8s: Any, kc: str, profile_path: Any, lustre: Any, extra: int) -> Any:
+    plugin_fixed(k8s)
+    for key, stored in list(k8s.objects.items()):
+        if key[0] == "v1/nodes" and key[2].startswith("prd-gh200-"):
+            k8s.objects[key] = _fabric_ready(json.loads(json.dumps(stored.raw)), "True")
+    for i in range(extra):
+        k8s.objects[WORKLOADS, "ml-training", f"queued-{i:03d}"] = workload(f"queued-{i:03d}")
+    await run_once(kc, profile_path, NOW, lustre)
+    (js,) = canaries(k8s)
+    js = jobset_created(k8s, js, NOW)
+    pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
+    ranks_wrote(lustre, js, ROCE_LOGS, busbw=40.0)
+    jobset_finishes(k8s, js, NOW + timedelta(minutes=2))
+    return NOW + timedelta(minutes=3)
+
+
+async def _break_nodes_via_api(kc: str) -> None:
+    """The agents report the fabric broken: status patches through the API, streamed to the nodes' watch."""
+    import kr8s.asyncio
+
+    api = await kr8s.asyncio.api(kubeconfig=admin_kubeconfig(kc))
+    async with api.call_api("GET", version="v1", url="nodes") as resp:
+        nodes = [n for n in resp.json()["items"] if n["metadata"]["name"].startswith("prd-gh200-")]
+    for n in nodes:
+        body = {"status": {"conditions": _fabric_ready(n, "False")["status"]["conditions"]}}
+        async with api.call_api("PATCH", version="v1", url=f"nodes/{n['metadata']['name']}/status",
+                                headers={"Content-Type": "application/merge-patch+json"}, content=json.dumps(body)):
+            pass
+
+
+def _ready(k8s: Any) -> list[str]:
+    out = []
+    for wl in live(k8s, WORKLOADS):
+        ours = next((c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated"), {})
+        if ours.get("state") == "Ready":
+            out.append(wl["metadata"]["name"])
+    return out
+
+
+async def test_a_ready_decision_is_not_written_once_the_pools_nodes_broke_during_the_pass(
+        cluster, profile_path, lustre) -> None:
+    k8s, kc = cluster
+    at = await _validated(k8s, kc, profile_path, lustre, extra=20)
+    cfg = RunConfig(load_profile(profile_path), image=CANARY_IMAGE, kubeconfig=kc, identity="solo",
+                    lustre_root=lustre)
+    kube = await connect(cfg)
+    cache = Cache(kube, cfg.profile, NS)
+    stop = asyncio.Event()
+    cache.start(asyncio.Event(), stop)
+    try:
+        await _until(lambda: cache.synced)
+        snap = cache.snapshot()
+        result = reconcile_reading_lustre(snap, cfg.profile, at, cfg.canary_config())
+        admitting = [a for a in result.actions if isinstance(a, ApplyStatus) and a.admits]
+        assert len(admitting) == 21  # the snapshot admits every queued Workload: written blind, all 21 go Ready
+        # While the pass is about to write, the agents report the fabric broken; the watch brings it in.
+        await _break_nodes_via_api(kc)
+        await _until(lambda: any(o.find_condition(n, "FabricReady")["status"] == "False"
+                                 for n in cache.current("nodes") if o.name_of(n).startswith("prd-gh200-")))
+        known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snap.kind(names.FV_KIND)}
+        errors = await apply_actions(kube, result.actions, known, fresh=gate_freshness(cache, cfg))
+        assert _ready(k8s) == [], _ready(k8s)
+        held = [e for e in errors if "not admitted" in e]
+        assert len(held) == 21 and "FabricReady=False" in held[0], errors[:3]
+        events = [e for e in live(k8s, "v1/events") if e.get("reason") == "FabricValidated"]
+        assert events == []  # no Event says a Workload was admitted either
+    finally:
+        stop.set()
+        await cache.close()
+        await kube.close()
+
+
+class _Recorder:
+    """Stands in for the API connection to watch the order and overlap of writes (the semantics of each write
+    are tested against the emulator above and in the other controller tests)."""
+
+    def __init__(self) -> None:
+        self.in_flight = self.most = 0
+        self.order: list[str] = []
+
+    async def _write(self, what: str) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(0.01)
+        self.in_flight -= 1
+        self.order.append(what)
+        return {}
+
+    async def apply(self, _v: str, _p: str, name: str, _body: Any, **_k: Any) -> dict[str, Any]:
+        return await self._write(f"status {name}")
+
+    async def create(self, _v: str, _p: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._write(f"event {body['involvedObject']['name']}")
+
+
+async def test_workload_writes_go_out_in_parallel_within_the_bound() -> None:
+    from controller_support import PROFILE, admission_check
+
+    from fabricguard.controller.canaries import PoolState
+    from fabricguard.controller.gate import gate_workloads
+    from fabricguard.profile import loads_profile
+
+    prof = loads_profile(PROFILE)
+    wls = [workload(f"queued-{i:03d}") for i in range(200)]
+    states = {"gh200-roce": PoolState("gh200-roce", True, True, "passed", "pool gh200-roce: canary passed")}
+    res = gate_workloads(prof, wls, [admission_check()], states, NOW)
+    assert len(res.actions) == 400
+    rec = _Recorder()
+    t0 = time.monotonic()
+    errors = await apply_actions(rec, res.actions, {}, fresh=lambda pools: "")  # type: ignore[arg-type]
+    took = time.monotonic() - t0
+    assert not errors
+    assert rec.most == WRITE_CONCURRENCY, rec.most
+    for i in range(200):  # each Workload's Event after its own status write
+        assert rec.order.index(f"status queued-{i:03d}") < rec.order.index(f"event queued-{i:03d}")
+    print(f"400 writes, {WRITE_CONCURRENCY} in flight: {took:.2f} s (one at a time: {400 * 0.01:.1f} s or more)")
+    # And a fresh check that says no holds every admitting write and its Event.
+    rec2 = _Recorder()
+    errors = await apply_actions(rec2, res.actions, {}, fresh=lambda pools: "pool broke")  # type: ignore[arg-type]
+    assert rec2.order == [] and len(errors) == 200
