@@ -90,7 +90,12 @@ def selector_matches(labels: Mapping[str, Any] | None, selector: Mapping[str, st
 
 def conditions_of(obj: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     st = obj.get("status") if isinstance(obj, Mapping) else None
-    cs = st.get("conditions") if isinstance(st, Mapping) else None
+    return conditions_in(st)
+
+
+def conditions_in(holder: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``conditions`` list of a status, or of an entry that carries its own (a ResourceClaim's device)."""
+    cs = holder.get("conditions") if isinstance(holder, Mapping) else None
     return [c for c in cs if isinstance(c, dict)] if isinstance(cs, list) else []
 
 

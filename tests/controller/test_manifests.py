@@ -123,7 +123,7 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         # the verdict and transport annotations (and onFallback: stop) on every kind it follows (fabricguard.kinds)
         *((k.group, k.plural, "patch") for k in kinds.MANAGED),
         ("", "events", "create"),
-        ("", "pods/exec", "create"),  # hang.py: NCCL's RAS asked from inside one pod of a stalled job
+        ("", "pods/exec", "create"),  # hang.py: NCCL's RAS asked inside one pod of a stalled job (issue 28)
         ("jobset.x-k8s.io", "jobsets", "create"),
         ("jobset.x-k8s.io", "jobsets", "delete"),
         ("coordination.k8s.io", "leases", "get"),

@@ -21,6 +21,7 @@ from fabricguard.controller.facts import LustreFacts
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
+from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.pairs import avoided_nodes, reconcile_proof
 from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions
 from fabricguard.controller.validation import FabricValidationStatus
@@ -117,14 +118,20 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
     # The blast-radius breakers (controller/blast.py): nodes behind an open breaker do not count against the pool.
     blast = judge_breakers(profile, snapshot.nodes, fvs, snapshot.kind("Workload"),
                            snapshot.kind("NodeReadinessRule"), now, cfg.mode)
-    withheld = {n for pb in blast.pools.values() for n in pb.withheld}
+    # An open breaker releases its nodes' taints at once, but excuses them from holding the pool only once a canary
+    # has passed after it opened: a typo of ours then costs at most one canary interval of held work, while a fabric
+    # that really broke on every node at once (a switch, the 271-day plugin) stays held (never fail open).
+    proven_after = {name: _canary_passed_after(states.get(name), pb) for name, pb in blast.pools.items()}
+    withheld = {n for name, pb in blast.pools.items() if proven_after[name] for n in pb.withheld}
     # Nodes proof quarantined are out of service already: they do not hold the pool (controller/proof.py).
     withheld |= {n for st in states.values() if st.proof is not None for n in st.proof.decision.quarantined}
     apply_standing(profile, snapshot, states, findings, withheld)
     for name, pb in blast.pools.items():
         if pb.open_checks and name in states:
-            states[name].message = (f"breaker open for check(s) {', '.join(pb.open_checks)} (not holding or "
-                                    "tainting for them until `fabricguard breaker reset`); " + states[name].message)
+            holding = ("not holding" if proven_after[name] else
+                       "holding until a canary passes after it opened")
+            states[name].message = (f"breaker open for check(s) {', '.join(pb.open_checks)} (not tainting, "
+                                    f"{holding}, until `fabricguard breaker reset`); " + states[name].message)
     for st in states.values():
         if st.proof is not None and st.proof.broken:
             # Only a pool that is itself broken is held: fewer healthy nodes than its largest gang, or every pair
@@ -164,3 +171,13 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
                       drift, reference, gate.held, stale, breakers=blast.pools, would_hold=gate.would_hold,
                       observing=frozenset(p.name for p in profile.spec.pools
                                           if profile.mode_of(p, cfg.mode) == "observe"), pods=pods)
+
+
+def _canary_passed_after(state: PoolState | None, pb: PoolBreakers) -> bool:
+    """Whether the pool's canary passed after its newest open breaker opened (the fabric works: the breaker's
+    failures are then taken as ours, and its nodes stop holding the pool)."""
+    opened = [st.since for st in pb.states.values() if st.open and st.since is not None]
+    if state is None or not opened or state.outcome != str(Outcome.passed) or not state.last_success:
+        return False
+    passed = times.parse_time(state.last_success)
+    return passed is not None and passed > max(opened)

@@ -72,7 +72,7 @@ def _unhealthy_devices(claim: dict[str, Any]) -> list[str]:
     """Devices of an allocated claim whose driver reports them not ready (KEP-4817 conditions)."""
     bad: list[str] = []
     for dev in map(_d, _l(_d(claim.get("status")).get("devices"))):
-        for c in map(_d, _l(dev.get("conditions"))):
+        for c in o.conditions_in(dev):
             t, s = str(c.get("type", "")), str(c.get("status", ""))
             if (t.lower() == "ready" and s != "True") or (t.lower() in ("unhealthy", "failed") and s == "True"):
                 why = c.get("message") or c.get("reason") or f"{t}={s}"
