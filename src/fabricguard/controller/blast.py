@@ -9,7 +9,9 @@ path) and the check's breaker opens and stays open until a person resets it (``f
 - the pool's NodeReadinessRules go ``dryRun`` (NRC stops tainting) and the readiness taints of the nodes whose
   every failing check is behind an open breaker are removed (a JSON patch that tests the Node's
   ``resourceVersion`` and keeps every other taint);
-- those nodes no longer count against the pool's standing, so the Kueue check stops holding for that check;
+- those nodes no longer count against the pool's standing once a pool canary has passed after the breaker
+  opened (``reconcile._canary_passed_after``), so the Kueue check stops holding for that check; until then the
+  pool stays held, because a fabric that broke on every node at once looks the same as our own mistake;
 - an Event (``FabricBreakerOpen``) on the pool's FabricValidation names the check, the budget and the nodes,
   and ``fabricguard_breaker_open{pool,check}`` turns 1 (a critical alert).
 
