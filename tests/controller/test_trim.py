@@ -78,3 +78,17 @@ def test_a_stored_pod_and_node_shrink_to_what_the_rules_read() -> None:
     assert slim_node["status"]["allocatable"] == node["status"]["allocatable"]
     assert slim_node["spec"]["taints"] == node["spec"]["taints"]
     assert "images" not in slim_node["status"]
+
+
+def test_what_the_live_join_reads_survives_the_trim() -> None:
+    """controller/suspects.job_pods joins a rank's host and RAS's IPs to the pod: those fields are kept."""
+    from fabricguard.controller.trim import trim
+
+    pod = {"metadata": {"name": "p", "managedFields": [{}]},
+           "spec": {"hostname": "llm-workers-0-1", "subdomain": "llm", "nodeName": "n1", "hostNetwork": False,
+                    "containers": [{"name": "c", "env": [{"name": "X"}]}]},
+           "status": {"podIP": "10.0.0.5", "podIPs": [{"ip": "10.0.0.5"}], "hostIP": "10.1.0.1", "qosClass": "X"}}
+    t = trim(pod, "Pod")
+    assert t["spec"]["hostname"] == "llm-workers-0-1" and t["status"]["podIPs"] == [{"ip": "10.0.0.5"}]
+    assert t["status"]["podIP"] == "10.0.0.5" and t["status"]["hostIP"] == "10.1.0.1"
+    assert "managedFields" not in t["metadata"] and "env" not in t["spec"]["containers"][0]

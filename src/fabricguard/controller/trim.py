@@ -21,9 +21,11 @@ from fabricguard import names
 _CONTAINER_FIELDS = ("env", "envFrom", "command", "args", "volumeMounts", "volumeDevices", "ports",
                      "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
                      "terminationMessagePolicy", "workingDir")
+# A pod's hostname and IPs stay: the live view joins a rank's host (what its process sees) and RAS's addresses to
+# the pod and node (controller/suspects.py job_pods).
 _POD_SPEC_FIELDS = ("volumes", "affinity", "dnsPolicy", "dnsConfig", "enableServiceLinks", "schedulerName",
-                    "terminationGracePeriodSeconds", "hostname", "subdomain", "hostAliases")
-_POD_STATUS_FIELDS = ("podIPs", "hostIPs", "podIP", "hostIP", "qosClass")
+                    "terminationGracePeriodSeconds", "hostAliases")
+_POD_STATUS_FIELDS = ("qosClass",)
 _STATUS_CONTAINER_FIELDS = ("volumeMounts", "allocatedResources", "resources", "user")
 # A node's images (every image it holds, often 50+ entries with all their tags), attached volumes, kubelet port.
 _NODE_STATUS_FIELDS = ("images", "volumesInUse", "volumesAttached", "daemonEndpoints")
