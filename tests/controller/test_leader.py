@@ -115,9 +115,15 @@ async def test_two_running_controllers_start_one_canary(cluster, profile_path, l
     metrics = [Metrics(), Metrics()]
     loops = [asyncio.create_task(run_forever(
         RunConfig(profile, image=CANARY_IMAGE, kubeconfig=kc, lustre_root=lustre, identity=f"replica-{i}", resync_s=0.5,
-                  lease_s=3, min_gap_s=0.5),
+                  lease_s=10, min_gap_s=0.5),
         metrics[i], stop)) for i in range(2)]
-    await asyncio.sleep(4)
+    # Wait for the leader's canary rather than a fixed time (a loaded CI machine makes election rounds slow), then
+    # give the follower a few more resync periods in which it could wrongly act.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while not canaries(k8s) and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2)
     stop.set()
     await asyncio.gather(*loops)
     leaders = [m.leader._value.get() for m in metrics]
