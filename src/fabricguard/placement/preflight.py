@@ -36,7 +36,6 @@ from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
 from fabricguard.kube import Grant, Kube, KubeError, Permissions, grants, rbac_rules
-from fabricguard.names import TAINT_KEYS
 from fabricguard.placement import install
 from fabricguard.profile.cluster import tolerates
 from fabricguard.profile.model import PlatformProfile, UnknownPoolError
@@ -222,7 +221,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
                             f"ds/{d.name} --previous"))
             continue
         tols = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations") or []
-        missing = [k for k in TAINT_KEYS
+        missing = [k for k in profile.taint_keys
                    if not tolerates(tols, {"key": k, "value": "pool", "effect": "NoSchedule"})]
         if missing:
             rows.append(Row("DaemonSet", target, "fail", f"does not tolerate {', '.join(missing)}: it would never "
