@@ -63,6 +63,11 @@ def output_option(help: str = "Write the report to this file.") -> Any:
     return typer.Option(None, "--output", "-o", help=help)
 
 
+def html_option(what: str) -> Any:
+    return typer.Option(None, "--html", help=f"Also write {what} as one self-contained HTML page to this file "
+                        "(verdict first, what to change, the evidence and plots; no script, nothing fetched).")
+
+
 OUT_ALIAS: Any = typer.Option(None, "--out", hidden=True, help="Same as --output.")
 
 

@@ -130,7 +130,7 @@ def serve_cmd(
     if any(p.claim_template_name for p in prof.spec.pools):
         # DRA claim pools: the webhook checks that the pool's ResourceClaimTemplate exists in the namespace.
         from fabricguard.admission.templates import TemplateCache, kube_lister
-        from fabricguard.kube import kubeconfig_problem
+        from fabricguard.kubeconfig import kubeconfig_problem
 
         problem = kubeconfig_problem(None)
         if problem:

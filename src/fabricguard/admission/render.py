@@ -25,7 +25,7 @@ import yaml
 from fabricguard import kinds, names
 from fabricguard.admission.templates import WEBHOOK_GRANTS
 from fabricguard.imageref import pinning_warnings
-from fabricguard.kube import rbac_rules
+from fabricguard.rbac import rbac_rules
 
 NAME = "fabricguard-admission"
 ENABLED_LABEL = names.LABEL_ENABLED

@@ -195,7 +195,7 @@ def agent_cmd(
     if dry_run:
         fail("--dry-run needs --once (the loop exists to write the condition)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
-    from fabricguard.kube import kubeconfig_problem
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig)  # a broken file does not heal: exit 3 at once; an outage does
     if problem:

@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fabricguard import names
-from fabricguard.kube import Conflict, Grant, Kube, KubeError, NotFound, Permissions, TimedOut, Unreachable, grants
+from fabricguard.kube import Conflict, Kube, KubeError, NotFound, TimedOut, Unreachable
+from fabricguard.rbac import Grant, Permissions, grants
 
 __all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_grants", "connect", "sweep_stale"]
 
@@ -43,7 +44,7 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
                   table: frozenset[Grant] | None = None, component: str = "agent") -> Kube:
     """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account),
     checked against ``table`` (default: every call the agent can make)."""
-    from fabricguard.kube import kubeconfig_problem
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig, context) if kubeconfig is not None else None
     if problem:  # a missing file, a FIFO, a directory, not a kubeconfig: named as what it is

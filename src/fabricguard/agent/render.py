@@ -34,10 +34,10 @@ import yaml
 from fabricguard import fabrics, names
 from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
 from fabricguard.agent.loop import HEARTBEAT_S
-from fabricguard.kube import rbac_rules
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
 from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.profile import PlatformProfile, Pool
+from fabricguard.rbac import rbac_rules
 
 NRR_API = names.NRR_API
 NAME = names.AGENT_NAME

@@ -118,7 +118,7 @@ def controller_cmd(
             target = parse_target(reference)
         except ReferenceError as exc:
             fail(f"--reference {exc}")
-    from fabricguard.kube import kubeconfig_problem
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig, context)
     if problem:
@@ -398,7 +398,8 @@ breaker_app = typer.Typer(help="The blast-radius breakers: which are open, and a
 
 def _breaker_call(kubeconfig: str | None, context: str | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
     from fabricguard.controller.kube import breaker_permissions
-    from fabricguard.kube import Kube, KubeError, kubeconfig_problem, unreachable
+    from fabricguard.kube import Kube, KubeError, unreachable
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig, context)
     if problem:

@@ -13,8 +13,8 @@ from typing import Any
 from fabricguard import breaker, names, times
 from fabricguard import objects as o
 from fabricguard.controller import proof as pf
-from fabricguard.kube import Grant, Permissions, grants
 from fabricguard.profile.model import Pool
+from fabricguard.rbac import Grant, Permissions, grants
 
 COVERAGE_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.FV_API, names.FV_PLURAL, ["get"]),

@@ -116,7 +116,7 @@ def clusterqueue_fragment(profile: PlatformProfile) -> dict[str, Any]:
 def rbac_rules() -> list[dict[str, Any]]:
     """The ClusterRole's rules: the cluster-scoped rows of the controller's permission table."""
     from fabricguard.controller.kube import CONTROLLER_GRANTS
-    from fabricguard.kube import rbac_rules as rules_of
+    from fabricguard.rbac import rbac_rules as rules_of
 
     return rules_of(CONTROLLER_GRANTS, "cluster")
 
@@ -124,7 +124,7 @@ def rbac_rules() -> list[dict[str, Any]]:
 def namespace_rules() -> list[dict[str, Any]]:
     """The Role's rules in the controller's own namespace (its canaries and its Lease), from the same table."""
     from fabricguard.controller.kube import CONTROLLER_GRANTS
-    from fabricguard.kube import rbac_rules as rules_of
+    from fabricguard.rbac import rbac_rules as rules_of
 
     return rules_of(CONTROLLER_GRANTS, "namespace")
 

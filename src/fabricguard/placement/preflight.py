@@ -35,10 +35,11 @@ from fabricguard import names, objects
 from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
-from fabricguard.kube import Grant, Kube, KubeError, Permissions, grants, rbac_rules
+from fabricguard.kube import Kube, KubeError
 from fabricguard.placement import install
 from fabricguard.profile.cluster import tolerates
 from fabricguard.profile.model import PlatformProfile, UnknownPoolError
+from fabricguard.rbac import Grant, Permissions, grants, rbac_rules
 
 MIN_MINOR = 30
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"

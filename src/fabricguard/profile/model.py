@@ -488,7 +488,9 @@ class Proof(_Strict):
                                   "gets FabricProven=False (ProofTimedOut), a Warning Event and an alert.")
     reproveOnLabels: list[str] = Field(
         default_factory=lambda: ["nvidia.com/cuda.driver-version.full"],
-        description="Node labels whose change (driver, device plugin version) makes a proven node due again.")
+        description="Node labels whose change (driver, firmware, device plugin version) takes a proven node out of "
+        "'proven' until a pair test proves it again; the node's kernel (status.nodeInfo.kernelVersion) always "
+        "counts. NIC firmware has no standard label: add the one your NFD local feature file writes.")
     quarantine: Quarantine = Field(default_factory=Quarantine)
 
     @field_validator("every", "pairDuration", "lifecycleTimeout")
