@@ -6,7 +6,8 @@ on the ``FabricReady`` condition: a ``bootstrap-only`` rule with taint ``readine
 rule with ``readiness.k8s.io/fabric-degraded``. Both ``NoSchedule``: never evict running jobs.
 
 ``agent_manifests``: the agent's ServiceAccount, ClusterRole and binding (read Nodes, patch ``nodes/status``;
-patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, the staleness
+patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, a NetworkPolicy
+(``:9400`` from the scrapers of ``--monitoring`` only, ``fabricguard.netpolicy``), the staleness
 sweep (a CronJob with its own account, see ``sweeper``), and a
 ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
 pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
@@ -36,6 +37,7 @@ from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
 from fabricguard.agent.loop import HEARTBEAT_S
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
 from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.netpolicy import metrics_policy
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.rbac import rbac_rules
 
@@ -370,7 +372,8 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
 def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, namespace: str = "fabricguard-system",
                     *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
                     runtime_class: str | None = None, sweep: bool = True,
-                    nvml_access: str = "auto", mode: str = "enforce") -> list[dict[str, Any]]:
+                    nvml_access: str = "auto", mode: str = "enforce",
+                    monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
     # The agent's permission table, nothing else. Each agent lists its node's ResourceSlices: a DRA pool's fabric
     # is offered there, not in allocatable, and so are GPUs a DRA driver offers (GPU Operator's GPUCluster mode).
@@ -397,6 +400,8 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
     for ds in daemonsets:
         ds["spec"]["template"]["metadata"]["annotations"][PROFILE_CHECKSUM] = checksum
     objs += daemonsets
+    # :9400 from the scrapers only: the agent runs on every GPU node, beside every tenant's pods.
+    objs.append(metrics_policy(meta, {names.LABEL_APP_NAME: NAME}, [METRICS_PORT], monitoring))
     objs += admission_policy(namespace)
     if sweep:
         objs += sweeper(image, namespace, interval)

@@ -281,7 +281,7 @@ def render_controller_cmd(
     if missing and not canary_image:
         fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
              hint="pass --canary-image REF: the controller's image has no torch; canaries need the probe extra")
-    objs = manifests(prof, profile.read_text(), image, namespace, canary_image)
+    objs = manifests(prof, profile.read_text(), image, namespace, canary_image, monitoring=monitoring)
     if monitoring == "prometheus-operator":
         objs.append(service_monitor(namespace, release))
     elif monitoring == "gmp":
