@@ -55,12 +55,32 @@ def mode_option(default: str = "enforce") -> Any:
                         "nothing; enforce: act. A pool's own profile field mode wins.")
 
 
+def monitoring_option() -> Any:
+    return typer.Option("prometheus-operator", "--monitoring",
+                        help="Who scrapes: prometheus-operator, gmp (GKE Managed Prometheus) or none. The "
+                             "NetworkPolicies admit only these scrapers (and the kubelet) to the metrics ports.")
+
+
+def check_monitoring(value: str) -> str:
+    """``--monitoring`` as given, or exit 3 naming the choices."""
+    from fabricguard.netpolicy import MONITORING
+
+    if value not in MONITORING:
+        fail(f"--monitoring {value!r}: use one of {', '.join(MONITORING)}")
+    return value
+
+
 def profile_option(required: bool = False, help: str = "Platform profile YAML ('local': the embedded one).") -> Any:
     return typer.Option(... if required else None, "--profile", "-p", help=help)
 
 
 def output_option(help: str = "Write the report to this file.") -> Any:
     return typer.Option(None, "--output", "-o", help=help)
+
+
+def html_option(what: str) -> Any:
+    return typer.Option(None, "--html", help=f"Also write {what} as one self-contained HTML page to this file "
+                        "(verdict first, what to change, the evidence and plots; no script, nothing fetched).")
 
 
 OUT_ALIAS: Any = typer.Option(None, "--out", hidden=True, help="Same as --output.")

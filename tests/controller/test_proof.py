@@ -251,3 +251,59 @@ def test_observe_mode_names_the_bad_node_but_taints_nothing() -> None:
         assert not d.taint
         state = d.state
     assert state.nodes["gpu-03"].state == "convicted" and "observe mode" in state.nodes["gpu-03"].message
+
+
+def test_a_changed_driver_or_kernel_takes_a_node_out_of_proven_until_re_proven() -> None:
+    facts = {n: replace(f, labels={"nvidia.com/cuda.driver-version.full": "580.65.06", pf.KERNEL_KEY: "6.8.0-60"})
+             for n, f in fleet(8, 2).items()}
+    p = Proof(maxConcurrent=16, budget="100h")
+    state, _d, facts = run(facts, 4, proof=p)
+    assert all(r.state == "proven" for r in state.nodes.values())
+    later = T0 + timedelta(hours=3)
+    facts["gpu-02"] = replace(facts["gpu-02"], labels={**facts["gpu-02"].labels,
+                                                       "nvidia.com/cuda.driver-version.full": "590.10.01"})
+    facts["gpu-05"] = replace(facts["gpu-05"], held="cordoned (spec.unschedulable, not by fabricguard)",
+                              labels={**facts["gpu-05"].labels, pf.KERNEL_KEY: "6.8.0-71"})
+    d = pf.decide(state, facts, [], p, gpus_per_node=8, largest_gang=0, now=later,
+                  name_of=lambda i: f"fgp-c-{i}")
+    row = d.state.nodes["gpu-02"]
+    assert row.state == "changed" and "580.65.06 -> 590.10.01" in row.message
+    assert not pf.known_good(row, Proof(), later)
+    assert [e[0] for e in d.events if e[1] == "FabricProofInvalidated"] == ["gpu-02", "gpu-05"]
+    assert d.state.nodes["gpu-05"].state == "held"  # the hold is said first; the change waits behind it
+    proven, counted = pf.coverage(d.state, facts, Proof(), later)
+    assert (proven, counted) == (6, 7)  # gpu-02 counts and is not proven; gpu-05 is held
+    first = d.start[0]
+    assert first.nodes[0] == "gpu-02" and first.purpose == "lifecycle"
+    assert all(p.nodes[1] != "gpu-02" for p in d.start)  # never anyone's known-good partner
+    # The hold ends: still changed (no event again), until its re-proof passes with the new driver recorded.
+    facts["gpu-05"] = replace(facts["gpu-05"], held=None)
+    t1 = later + timedelta(minutes=10)
+    done = [pf.PairResult(a.name, a.nodes, "passed", t1 - timedelta(minutes=2), a.purpose, 180.0) for a in d.start]
+    d1 = pf.decide(d.state, facts, done, p, gpus_per_node=8, largest_gang=0, now=t1, name_of=lambda i: f"fgp-d-{i}")
+    assert d1.state.nodes["gpu-02"].state == "proven"
+    assert d1.state.nodes["gpu-05"].state == "changed"
+    assert any(p_.nodes[0] == "gpu-05" and p_.purpose == "lifecycle" for p_ in d1.start)
+    t2 = t1 + timedelta(minutes=10)
+    done = [pf.PairResult(a.name, a.nodes, "passed", t2 - timedelta(minutes=2), a.purpose, 180.0) for a in d1.start]
+    d2 = pf.decide(d1.state, facts, done, p, gpus_per_node=8, largest_gang=0, now=t2, name_of=lambda i: f"fgp-e-{i}")
+    assert not [e for dd in (d1, d2) for e in dd.events if e[1] == "FabricProofInvalidated"]
+    assert d2.state.nodes["gpu-02"].labels["nvidia.com/cuda.driver-version.full"] == "590.10.01"
+    assert d2.state.nodes["gpu-05"].state == "proven" and d2.state.nodes["gpu-02"].state == "proven"
+
+
+def test_a_changed_node_carries_fabric_proven_false_and_its_kernel_counts() -> None:
+    from fabricguard.controller import pairs
+
+    node = {"metadata": {"name": "n1", "labels": {"nvidia.com/cuda.driver-version.full": "590.10.01"}},
+            "status": {"nodeInfo": {"kernelVersion": "6.8.0-71-generic"}, "conditions": [
+                {"type": "FabricProven", "status": "True", "reason": "PairTestPassed"}]}}
+    assert pairs.proof_basis(node, ["nvidia.com/cuda.driver-version.full", "absent.example.com/x"]) == {
+        "nvidia.com/cuda.driver-version.full": "590.10.01", pf.KERNEL_KEY: "6.8.0-71-generic"}
+    row = pf.NodeProof("n1", state="changed", lastProven="2026-12-01T00:00:00Z",
+                       message="changed since proven at 2026-12-01T00:00:00Z: nodeInfo.kernelVersion: a -> b")
+    cond = pairs._condition(node, row, T0)
+    assert cond is not None and (cond["status"], cond["reason"]) == ("False", "ChangedSinceProof")
+    assert "kernelVersion: a -> b" in cond["message"]
+    fv = {"status": {"proof": {"nodes": [row.to_dict(), {"node": "n2", "state": "proven"}]}}}
+    assert pairs.avoided_nodes(fv) == ["n1"]

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from fabricguard.htmlreport import log_axis, svg_plot
 from fabricguard.probes.bw import expectation_for
-from fabricguard.probes.report import log_axis, render_html, svg_plot
+from fabricguard.probes.report import render_html
 from fabricguard.profile.loader import load_profile
 from screenshot import dump_dom, is_ink, read_png, screenshot
 

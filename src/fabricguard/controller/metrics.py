@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from fabricguard.controller import proof as pf
 from fabricguard.controller.live import LiveCost, Observation
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.reconcile import PassResult
@@ -285,8 +286,7 @@ class Metrics:
                 continue
             d = out.decision
             counts = d.counts
-            for state in ("proven", "due", "unproven", "suspect", "convicted", "quarantined", "held", "new",
-                          "timed-out", "not-ready", "busy"):
+            for state in get_args(pf.NodeStateName):
                 self.proof_nodes.labels(p.name, state).set(counts.get(state, 0))
             self.proof_overdue.labels(p.name).set(out.counted - out.proven)
             self.proof_coverage.labels(p.name).set(out.proven / out.counted if out.counted else 1.0)

@@ -31,7 +31,7 @@ from fabricguard.profile.model import PlatformProfile, Pool
 if TYPE_CHECKING:  # the Lustre edge reads the files before the pass; this module only looks them up
     from fabricguard.controller.facts import LustreFacts
 
-OWN_TAINTS = (names.TAINT_QUARANTINED, *names.TAINT_KEYS)
+OWN_TAINTS = (names.TAINT_QUARANTINED, *names.TAINT_KEYS, names.TAINT_STARTUP_UNVERIFIED)
 MAX_CONDITION_WRITES = 200  # FabricProven writes per pool and pass; the rest follow on the next passes
 
 
@@ -56,6 +56,16 @@ def _hostname(node: dict[str, Any]) -> str:
     return o.labels_of(node).get(names.LABEL_HOSTNAME) or o.name_of(node)
 
 
+def proof_basis(node: dict[str, Any], keys: list[str]) -> dict[str, str]:
+    """What a node's proof rests on: its ``reproveOnLabels`` values and its kernel (``status.nodeInfo``)."""
+    labels = o.labels_of(node)
+    out = {k: labels[k] for k in keys if k in labels}
+    kernel = ((node.get("status") or {}).get("nodeInfo") or {}).get("kernelVersion")
+    if isinstance(kernel, str) and kernel:
+        out[pf.KERNEL_KEY] = kernel
+    return out
+
+
 def pool_facts(pool: Pool, nodes: list[dict[str, Any]], inv: Inventory) -> dict[str, pf.NodeFacts]:
     """The pool's Nodes as the decisions see them."""
     proof = pool.proof
@@ -76,10 +86,10 @@ def pool_facts(pool: Pool, nodes: list[dict[str, Any]], inv: Inventory) -> dict[
             idle=inv.used_gpus.get((name, pool.gpuResource), 0) == 0,
             held=pf.held_elsewhere(n, OWN_TAINTS),
             quarantined=names.TAINT_QUARANTINED in taints,
-            bootstrapping=names.TAINT_UNVERIFIED in taints,
+            bootstrapping=pool.bootstrap_taint in taints,
             fabric_ready=None if fr is None else fr.get("status") == "True",
             joined=o.created(n),
-            labels={k: labels[k] for k in proof.reproveOnLabels if k in labels},
+            labels=proof_basis(n, proof.reproveOnLabels),
         )
     return out
 
@@ -166,6 +176,8 @@ def _condition(node: dict[str, Any], row: pf.NodeProof, now: datetime) -> dict[s
                f"({pf._bw(row.busbwGBps)}, {row.link or 'link unknown'})")
     elif row.state in ("quarantined", "convicted"):
         status, reason, msg = "False", "Convicted", f"convicted by pair bisection: {row.message}"
+    elif row.state == "changed":
+        status, reason, msg = "False", "ChangedSinceProof", row.message
     elif row.state == "timed-out":
         status, reason, msg = "False", "ProofTimedOut", row.message
     else:
@@ -222,7 +234,7 @@ def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | N
                          observe=profile.mode_of(pool, cfg.mode) == "observe")
     for p in decision.start:
         spec = CanarySpec(pool.name, p.name, cfg.namespace, job_dir(profile, cfg.namespace, p.name))
-        tolerate = ([names.TAINT_UNVERIFIED] if p.tolerate_bootstrap else []) + (
+        tolerate = ([pool.bootstrap_taint] if p.tolerate_bootstrap else []) + (
             [names.TAINT_QUARANTINED] if p.tolerate_quarantine else [])
         body = render_pair(profile, pool, spec, (hosts[p.nodes[0]], hosts[p.nodes[1]]), image=cfg.image, owner=fv,
                            purpose=p.purpose, tolerate=tolerate)
@@ -259,8 +271,8 @@ def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | N
 
 
 def avoided_nodes(fv: dict[str, Any] | None) -> list[str]:
-    """Nodes the pool canary keeps off: under suspicion, convicted or quarantined by proof (a pool canary that
-    lands on the bad node would hold the whole pool for one node's fault)."""
+    """Nodes the pool canary keeps off: under suspicion, convicted, quarantined, or changed since proven (a pool
+    canary that lands on the bad node would hold the whole pool for one node's fault)."""
     state = pf.ProofState.from_dict(((fv or {}).get("status") or {}).get("proof"))
-    return sorted(n for n, r in state.nodes.items() if r.state in ("suspect", "convicted", "quarantined"))
+    return sorted(n for n, r in state.nodes.items() if r.state in ("suspect", "convicted", "quarantined", "changed"))
 

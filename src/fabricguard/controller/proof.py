@@ -36,8 +36,8 @@ from fabricguard import breaker, objects, times
 from fabricguard.profile.model import Proof
 
 # A node's standing in the pool's proof table.
-NodeStateName = Literal["proven", "due", "unproven", "suspect", "convicted", "quarantined", "held", "new",
-                        "timed-out", "not-ready", "busy"]
+NodeStateName = Literal["proven", "due", "changed", "unproven", "suspect", "convicted", "quarantined", "held",
+                        "new", "timed-out", "not-ready", "busy"]
 PairPurpose = Literal["coverage", "bisect", "lifecycle", "retest"]
 # Outcomes of a pair test that say something about the two nodes' path; the others say only that no test ran.
 BAD_OUTCOMES = frozenset({"failed", "fallback", "degraded"})
@@ -78,7 +78,12 @@ class NodeFacts:
     bootstrapping: bool = False  # carries the readiness taint (new, or back from repair)
     fabric_ready: bool | None = None  # the agent's FabricReady (None: not reported)
     joined: datetime | None = None  # creationTimestamp
-    labels: dict[str, str] = field(default_factory=dict)  # the reproveOnLabels values
+    # What a proof rests on: the reproveOnLabels values and the kernel (``KERNEL_KEY``). A change since the last
+    # proof takes the node out of "proven" until a pair test proves it again.
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+KERNEL_KEY = "nodeInfo.kernelVersion"  # a new kernel means a reboot and a rebuilt driver stack (DKMS, MOFED)
 
 
 @dataclass(frozen=True)
@@ -354,6 +359,40 @@ def _bw(v: float | None) -> str:
 # ------------------------------------------------------------------------------------------- planning
 
 
+def changed_since_proof(row: NodeProof | None, f: NodeFacts) -> list[str]:
+    """What changed on the node since its last proof (``key: was -> now``), each a reason it is no longer proven.
+    A key the node no longer reports is not a change (a labeller restarting is not a new driver)."""
+    if row is None or not row.lastProven:
+        return []
+    return [f"{k}: {v} -> {f.labels[k]}" for k, v in sorted(row.labels.items()) if k in f.labels and f.labels[k] != v]
+
+
+def invalidate_changed(state: ProofState, facts: dict[str, NodeFacts], now: datetime,
+                       events: list[tuple[str, str, str, bool]]) -> None:
+    """A proven node whose driver, firmware or kernel changed leaves "proven" (FabricProven=False, not a known-good
+    partner, not counted as covered) until a pair test with a known-good node proves it again. Marked before
+    planning, so the same pass neither picks it as a known-good partner nor counts it; the Warning Event once, when
+    it leaves "proven"."""
+    for n, f in facts.items():
+        row = state.nodes.get(n)
+        if row is None or row.state in ("suspect", "convicted", "quarantined", "changed"):
+            continue
+        changes = changed_since_proof(row, f)
+        if not changes:
+            continue
+        if row.state in ("proven", "due"):
+            events.append((n, "FabricProofInvalidated", f"{'; '.join(changes)} since its last pair test "
+                           f"({row.lastProven}): no longer proven until a pair test with a known-good node "
+                           "passes", True))
+        row.state, row.since = "changed", times.format_time(now)
+        row.message = _changed_message(row, changes)
+
+
+def _changed_message(row: NodeProof, changes: list[str]) -> str:
+    return f"changed since proven at {row.lastProven}: {'; '.join(changes)}; waiting for its re-proof"[:300]
+
+
+
 def _due_order(row: NodeProof | None, f: NodeFacts, proof: Proof, now: datetime) -> tuple[int, float] | None:
     """Priority of a node that wants a pair test (lower first), or None when it does not."""
     state = row.state if row else "unproven"
@@ -365,10 +404,10 @@ def _due_order(row: NodeProof | None, f: NodeFacts, proof: Proof, now: datetime)
         return (1, 0.0)
     if state == "quarantined" or state == "convicted":
         return None  # re-tests are planned separately (after retestAfter)
+    if state == "changed":
+        return (0, 1.0)  # its driver, firmware or kernel changed since it was proven: re-proven first
     if row is None or row.lastProven is None:
         return (3, 0.0)
-    if row.labels and any(f.labels.get(k) != v for k, v in row.labels.items()):
-        return (3, 1.0)  # its driver or device plugin changed since it was proven
     age = (now - (_t(row.lastProven) or now)).total_seconds()
     if age >= proof.every_s * DUE_FRACTION:
         return (4, -age)
@@ -570,6 +609,7 @@ def decide(previous: ProofState, facts: dict[str, NodeFacts], results: list[Pair
             state.failing.pop(n, None)
     for n, f in facts.items():
         state.nodes.setdefault(n, NodeProof(n, since=times.format_time(f.joined) if f.joined else None))
+    invalidate_changed(state, facts, now, events)
     gpus = proof.gpusPerPod or gpus_per_node
     budget = proof.budget_gpu_hours(len(facts), gpus_per_node)
     taint, untaint, withheld = quarantine(state, facts, proof, largest_gang, now, events, observe)
@@ -596,7 +636,7 @@ def decide(previous: ProofState, facts: dict[str, NodeFacts], results: list[Pair
 
 def _label_states(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, now: datetime,
                   events: list[tuple[str, str, str, bool]]) -> None:
-    """The table's states that follow from the facts alone (held, not-ready, new, timed-out, due, busy)."""
+    """The table's states that follow from the facts alone (held, not-ready, new, timed-out, changed, due, busy)."""
     for n, f in facts.items():
         row = state.nodes[n]
         if row.state in ("suspect", "convicted", "quarantined"):
@@ -619,6 +659,12 @@ def _label_states(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, 
             else:
                 row.state, row.message = "new", "waiting for its lifecycle pair test"
             continue
+        changes = changed_since_proof(row, f)
+        if changes:  # out of "proven" until re-proven (invalidate_changed); held or not-ready said first
+            row.state, row.message = "changed", _changed_message(row, changes)
+            if not f.idle:
+                row.message = (row.message + "; busy: no idle GPUs for a pair test")[:300]
+            continue
         if proven is None:
             row.state = "unproven"
         elif (now - proven).total_seconds() > proof.every_s:
@@ -636,6 +682,8 @@ def coverage(state: ProofState, facts: dict[str, NodeFacts], proof: Proof, now: 
                and (n not in state.nodes or state.nodes[n].state not in ("convicted", "quarantined"))]
     proven = 0
     for n in counted:
+        if n in state.nodes and state.nodes[n].state == "changed":
+            continue  # proven once, but on a driver, firmware or kernel it no longer runs
         t = _t(state.nodes[n].lastProven) if n in state.nodes else None
         if t is not None and (now - t) <= timedelta(seconds=proof.every_s):
             proven += 1

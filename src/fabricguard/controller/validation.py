@@ -99,8 +99,8 @@ class NodeProofRow(_Model):
     """One node of the pool's proof table (``controller.proof.NodeProof`` as stored)."""
 
     node: str
-    state: str = Field(description="proven, due, unproven, suspect, convicted, quarantined, held, new, timed-out, "
-                       "not-ready or busy.")
+    state: str = Field(description="proven, due, changed (driver, firmware or kernel changed since proven), "
+                       "unproven, suspect, convicted, quarantined, held, new, timed-out, not-ready or busy.")
     lastProven: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     pair: str | None = Field(default=None, description="The pair test that last proved it.")
     partner: str | None = None

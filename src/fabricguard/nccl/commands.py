@@ -15,10 +15,12 @@ from fabricguard.exitcodes import EXIT_FAILED, EXIT_INPUT, Verdict
 from fabricguard.fabrics import Transport
 from fabricguard.nccl.report import EXPECT_SETS, NcclReport, NcclTestsRow, NcclTestsTable, judge_expectation
 from fabricguard.nccl.scan import LogInputError, inspect_paths
-from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+from fabricguard.options import JSON_ALIAS, Format, format_option, html_option, profile_option, wants_json
 from fabricguard.profile import UnknownPoolError
 from fabricguard.profile.commands import profile_or_exit
+from fabricguard.userfiles import SourceError, output_file, write_text
 from fabricguard.verdict.fixes import fix_for
+from fabricguard.verdict.html import inspection_page
 from fabricguard.verdict.job import Level, nccl_reasons, verdict_of
 
 app = typer.Typer(help="Read NCCL logs and nccl-tests output.", no_args_is_help=True)
@@ -65,6 +67,7 @@ class Judgement:
     verdict: Verdict
     reasons: list[str]
     levels: list[dict[str, Any]]
+    floor_gbps: float | None = None  # the pool's busbw floor (-p), drawn in the HTML's nccl-tests plot
 
     def to_dict(self) -> dict[str, Any]:
         return {"expected": self.expected, "verdict_reasons": self.reasons, "findings": self.levels}
@@ -89,7 +92,7 @@ def judge(report: NcclReport, expect: str | None, profile: str | None, pool: str
     verdict = verdict_of(found)
     shown = [r for r in found if r.level is not Level.info] or found
     return Judgement(f"pool {p.name} (fabric {p.fabric.type.value})", verdict, [r.message for r in shown],
-                     [r.to_dict() for r in found])
+                     [r.to_dict() for r in found], p.baseline.busbw_floor_gbps)
 
 
 _FULL = ("size", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "ip busbw")
@@ -175,6 +178,7 @@ def inspect(
     pool: str | None = typer.Option(None, "--pool", help="Pool for -p (default: the profile's default pool)."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
+    html: Path | None = html_option("the report"),
 ) -> None:
     """Report the NCCL version, selected network, per-connection transports and the inter-node transport.
 
@@ -189,6 +193,11 @@ def inspect(
         fail("give --expect or -p/--pool, not both", hint="--expect names a transport; -p judges against a pool")
     if pool is not None and profile is None:
         fail("--pool needs -p/--profile", hint="pass -p PROFILE --pool NAME")
+    if html is not None:
+        try:
+            output_file(html)  # refused before the logs are read, not after
+        except SourceError as exc:
+            fail(f"--html {exc}", hint="pass a file name in a writable folder")
     try:
         report = inspect_paths(paths)
     except LogInputError as exc:
@@ -204,6 +213,17 @@ def inspect(
     judgement = judge(report, expect, profile, pool)
     unjudged = Verdict.failed.value if report.failed else UNJUDGED
     word = unjudged if judgement is None else judgement.verdict.value
+    if html is not None:
+        judged = (f" --expect {expect}" if expect else "") + (f" -p {profile}" if profile else "") + (
+            f" --pool {pool}" if pool else "")
+        command = "fabricguard nccl inspect " + " ".join(map(str, paths)) + judged
+        page = inspection_page(report, word, judgement.expected if judgement else None,
+                               judgement.levels if judgement else [], judgement.reasons if judgement else [],
+                               floor=judgement.floor_gbps if judgement else None, command=command)
+        try:
+            write_text(html, page)
+        except SourceError as exc:
+            fail(f"--html {exc}", hint="pass a file name in a writable folder")
     if wants_json(fmt, as_json):
         extra = judgement.to_dict() if judgement else {"expected": None, "verdict_reasons": [], "findings": []}
         print_json({"verdict": word, **extra, **report.to_dict()}, "NcclInspection")

@@ -7,9 +7,11 @@ from pathlib import Path
 import typer
 
 from fabricguard.console import Block, Column, Part, console, fail, paragraph, print_json, table_or_blocks, verdict_line
-from fabricguard.options import JSON_ALIAS, Format, format_option, profile_option, wants_json
+from fabricguard.options import JSON_ALIAS, Format, format_option, html_option, profile_option, wants_json
 from fabricguard.profile import UnknownPoolError
 from fabricguard.profile.commands import profile_or_exit
+from fabricguard.userfiles import SourceError, output_file, write_text
+from fabricguard.verdict.html import job_page
 from fabricguard.verdict.job import JobInputError, JobVerdict, Level, Reason, judge_job
 
 _LEVEL_STYLE = {Level.info: "dim", Level.warning: "yellow", Level.degraded: "bold yellow", Level.failed: "bold red"}
@@ -55,15 +57,29 @@ def verify_job(
     ),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
+    html: Path | None = html_option("the verdict"),
 ) -> None:
     """Judge a finished job. Exit 0 pass, 1 degraded, 2 failed, 3 input unusable."""
     prof = profile_or_exit(profile)
+    if html is not None:
+        try:
+            output_file(html)  # refused before the job is read, not after
+        except SourceError as exc:
+            fail(f"--html {exc}", hint="pass a file name in a writable folder")
     try:
         v = judge_job(job_dir, prof, pool, step_regex)
     except UnknownPoolError as exc:
         fail(str(exc), hint="pass --pool NAME")
     except JobInputError as exc:
         fail(str(exc))
+    if html is not None:
+        p = prof.pool(v.pool)
+        command = f"fabricguard verify-job {job_dir} -p {profile} --pool {v.pool}"
+        try:
+            write_text(html, job_page(v, floor=p.baseline.busbw_floor_gbps, baseline=p.baseline.stepTimeSeconds,
+                                      tolerance=p.baseline.stepTolerance, command=command))
+        except SourceError as exc:
+            fail(f"--html {exc}", hint="pass a file name in a writable folder")
     if wants_json(fmt, as_json):
         print_json(v.to_dict(), "JobVerdict")
     else:

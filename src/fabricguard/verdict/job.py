@@ -435,8 +435,10 @@ def _storage_reasons(
             raise JobInputError(str(exc)) from None
         except MountinfoError as exc:
             raise JobInputError(f"{f}: {exc} (save /proc/self/mountinfo from the worker as it is)") from None
-        finding = check_path(entries, posixpath.join(lustre.mountPath, "x"), "lustre")
-        d = finding.to_dict() | {"file": str(f), "path": lustre.mountPath}
+        probe = posixpath.join(lustre.mountPath, "x")  # a file under the mount: our probe, never shown
+        finding = check_path(entries, probe, "lustre")
+        msg = finding.message.replace(probe, lustre.mountPath)
+        d = finding.to_dict() | {"file": str(f), "path": lustre.mountPath, "message": msg}
         results.append(d)
         ev = [{"file": str(f), "line": finding.mount.line if finding.mount else None, "why": finding.message}]
         if finding.ok and finding.mount is not None:
@@ -444,7 +446,6 @@ def _storage_reasons(
                 Reason(Level.info, "storage", f"{f.name}: {lustre.mountPath} is on Lustre ({finding.mount.source})", ev)
             )
         else:
-            msg = finding.message.replace(posixpath.join(lustre.mountPath, "x"), lustre.mountPath)
             reasons.append(Reason(Level.degraded, "storage", f"{f.name}: {msg}", ev))
     return reasons, results
 
