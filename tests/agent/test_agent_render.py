@@ -136,8 +136,11 @@ def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
     assert c["image"] == IMAGE and c["command"] == ["python", "-m", "fabricguard.agent"]
     assert c["args"][c["args"].index("--pool") + 1] == "h100-ib" and "--manage-taints" not in c["args"]
     [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
+    # ResourceSlices: GPUs a DRA driver offers (GPU Operator's GPUCluster) are never in allocatable, whatever the
+    # pool's fabric (issue 24 item 8: the grant is now on every agent, on purpose).
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-                             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
+                             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+                             {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}]
 
 
 def test_gke_needs_privilege_for_nvml_only_and_says_so() -> None:
@@ -168,7 +171,8 @@ def test_manage_taints_adds_only_node_patch() -> None:
     objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, manage_taints=True)
     [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
     granted = {(g, res, v) for r in role["rules"] for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]}
-    assert granted == {("", "nodes", "get"), ("", "nodes", "patch"), ("", "nodes/status", "patch")}
+    assert granted == {("", "nodes", "get"), ("", "nodes", "patch"), ("", "nodes/status", "patch"),
+                       ("resource.k8s.io", "resourceslices", "list")}
     [ds] = by_kind(objs, "DaemonSet")
     assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]
 

@@ -26,9 +26,10 @@ from fabricguard.rbac import Grant, Permissions, grants
 __all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_grants", "connect", "sweep_stale"]
 
 
-def agent_grants(manage_taints: bool = False, dra: bool = False) -> frozenset[Grant]:
+def agent_grants(manage_taints: bool = False, dra: bool = True) -> frozenset[Grant]:
     """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints;
-    on a DRA pool list its node's ResourceSlices (the fabric is offered there, not in allocatable)."""
+    list its node's ResourceSlices (a DRA pool's fabric is offered there, and GPUs a DRA driver offers are too,
+    never in allocatable: the render always grants it, ``dra=False`` is for a caller that knows better)."""
     return frozenset([*grants("v1", "nodes", ["get"]), *grants("v1", "nodes", ["patch"], subresource="status"),
                       *(grants("v1", "nodes", ["patch"]) if manage_taints else []),
                       *(grants(names.DRA_API, "resourceslices", ["list"]) if dra else [])])

@@ -88,6 +88,8 @@ def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False, mode: st
     field, else ``mode``, the install's): NRC then reports what it would taint and taints nothing."""
     out = []
     for pool in profile.spec.pools:
+        if pool.startup_taint:
+            continue  # NRC refuses a key outside readiness.k8s.io/ (NRC #279): that pool's agent keeps its taints
         observe = dry_run or profile.mode_of(pool, mode) == "observe"
         for enforcement, key in (("bootstrap-only", TAINT_UNVERIFIED), ("continuous", TAINT_DEGRADED)):
             out.append({
@@ -110,7 +112,8 @@ def agent_tolerations(pool: Pool) -> list[dict[str, Any]]:
     """The pool's own tolerations plus the readiness taints: an agent that cannot land on a tainted node
     could never report the True that removes the taint (and its DaemonSet would just want fewer pods)."""
     tol = [t.to_k8s() for t in pool.tolerations]
-    return tol + [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in TAINT_KEYS]
+    keys = dict.fromkeys([*TAINT_KEYS, pool.bootstrap_taint])
+    return tol + [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys]
 
 
 def _host_dirs(pool: Pool) -> list[str]:
@@ -372,10 +375,11 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
                     nvml_access: str = "auto", mode: str = "enforce",
                     monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
-    # The agent's permission table, nothing else; a DRA pool's fabric is offered in ResourceSlices, not in
-    # allocatable: each agent lists its node's.
-    rules = rbac_rules(agent_grants(manage_taints, any(p.fabric.dra is not None for p in profile.spec.pools)),
-                       "cluster")
+    # The agent's permission table, nothing else. Each agent lists its node's ResourceSlices: a DRA pool's fabric
+    # is offered there, not in allocatable, and so are GPUs a DRA driver offers (GPU Operator's GPUCluster mode).
+    # A pool whose bootstrap taint is the autoscaler's startup taint has no NRC rule: its agent keeps the taints.
+    taints = manage_taints or any(p.startup_taint for p in profile.spec.pools)
+    rules = rbac_rules(agent_grants(taints, True), "cluster")
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
@@ -387,7 +391,8 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
     ]
     daemonsets = [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
-                            manage_taints=manage_taints, runtime_class=runtime_class, nvml_access=nvml_access,
+                            manage_taints=manage_taints or p.startup_taint, runtime_class=runtime_class,
+                            nvml_access=nvml_access,
                             mode=mode)
                   for p in profile.spec.pools]
     # The agent reads its profile once at start: a changed profile rolls every DaemonSet (content hash).

@@ -71,7 +71,7 @@ def coverage(pool: Pool, fv: dict[str, Any] | None, nodes: list[dict[str, Any]],
     for n in mine:
         name = o.name_of(n)
         r = state.nodes.get(name) or pf.NodeProof(name)
-        held = pf.held_elsewhere(n, (names.TAINT_QUARANTINED, *names.TAINT_KEYS))
+        held = pf.held_elsewhere(n, (names.TAINT_QUARANTINED, *names.TAINT_KEYS, names.TAINT_STARTUP_UNVERIFIED))
         st = "held" if held and r.state not in NEEDS_ATTENTION else r.state
         t = times.parse_time(r.lastProven) if r.lastProven else None
         fresh = t is not None and (now - t).total_seconds() <= proof.every_s
