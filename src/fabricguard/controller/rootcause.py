@@ -106,6 +106,23 @@ def cause_text(findings: list[Finding]) -> str:
     return text
 
 
+FIX_MARK = "\nfix: "  # the RootCause condition's message: the causes, then this, then the deepest cause's fix
+
+
+def root_cause_message(findings: list[Finding]) -> str:
+    """The RootCause condition's message: the causes (``cause_text``), then on its own line the fix of the deepest
+    cause (the doctor's, with the selector and what the pods said), so ``kubectl describe fabricvalidation`` and
+    ``kubectl fabricguard why`` say what to change, not only what is wrong."""
+    fix = next((f.fix for f in rank_by_cause(list(findings)) if f.fix), "")
+    return cause_text(findings) + (FIX_MARK + fix if fix else "")
+
+
+def read_root_cause(message: str) -> tuple[str, str]:
+    """(causes, fix) of a RootCause message written by ``root_cause_message`` (fix "" when none was written)."""
+    causes, _, fix = message.partition(FIX_MARK)
+    return causes.strip(), fix.strip()
+
+
 def hold_message(states: list[PoolState], limit: int = 1024) -> str:
     """A held Workload's check message within ``limit`` characters (what ``kubectl describe workload`` shows):
     the pool and its canary's outcome, the deepest root cause, what the canary saw, the other causes, each
@@ -250,7 +267,7 @@ def fv_actions(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, P
                        s.message if s.ready else held_message(s), now, o.generation_of(fv)),
             _condition(current, ROOT_CAUSE, "True" if causes else "False",
                        "CriticalFindings" if causes else "NoneFound",
-                       cause_text(causes) if causes else "no critical doctor finding names this pool", now,
+                       root_cause_message(causes) if causes else "no critical doctor finding names this pool", now,
                        o.generation_of(fv)),
         ]
         have = {c.get("type"): c for c in current}
