@@ -57,6 +57,7 @@ CHECK_NAME = "fabric-validated"
 # The FabricValidation's condition types (controller/rootcause.py).
 FV_VALIDATED = "Validated"
 FV_ROOT_CAUSE = "RootCause"
+FV_STORAGE_READY = "StorageReady"  # the pool's storage canary (controller/storage_proof.py)
 CONTROLLER_FIELD_MANAGER = "fabricguard-controller"
 CONTROLLER_COMPONENT = "fabricguard-controller"
 CONTROLLER_LEASE = "fabricguard-controller"
