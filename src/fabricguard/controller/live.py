@@ -28,6 +28,7 @@ from fabricguard.controller.hang import HangWatch
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
+from fabricguard.userfiles import no_link_below
 
 log = logging.getLogger("fabricguard.controller")
 
@@ -175,6 +176,7 @@ class LiveJobs:
         job, follower = fol.job, fol.follower
         read = 0
         try:  # one job's files cannot stop the others being followed: any exception is this job's alone
+            no_link_below(self.lustre_root, follower.directory)  # never another tenant's folder through a link
             read = follower.poll().bytes
             verdict = follower.verdict()
         except Exception as exc:
@@ -189,6 +191,7 @@ class LiveJobs:
         jb = self._busbw.get(key)
         if jb is not None:
             try:
+                no_link_below(self.lustre_root, jb.directory)
                 got = jb.poll()
                 if got is not None:
                     view = view_of(jb, self.profile.pool(job.pool))
