@@ -168,6 +168,8 @@ def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-d
 def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) -> None:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
+    from fabricguard.controller.live_io import io_row
+
     running = [{"kind": ob.job.kind, "namespace": ob.job.namespace, "name": ob.job.name, "pool": ob.job.pool,
                 "transport": ob.verdict.transport.value, "final": ob.verdict.final} for ob in live]
     for r, ob in zip(running, live, strict=True):
@@ -176,6 +178,7 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
                            "floor_gbps": f.floor_gbps, "below_minutes": f.below_minutes}
                           for (c, k), f in ob.busbw.figures.items()]
             r["busbw_floor_gbps"] = ob.busbw.floor_gbps
+        r |= io_row(ob.io, ob.bound)
     if as_json:
         print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})
         return
@@ -187,8 +190,10 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
     for r in running:
         console.print(f"running {escape(r['kind'])} {escape(r['namespace'])}/{escape(r['name'])} on pool "
                       f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far")
-                      + ("; busbw " + ", ".join(f"{c} {v['gbps']:g} GB/s" for c, v in r["busbw"].items())
-                         if r.get("busbw") else ""))
+                      + ("; busbw " + ", ".join(f"{v['collective']} {v['gbps']:g} GB/s" for v in r["busbw"])
+                         if r.get("busbw") else "")
+                      + (f"; I/O {r['io']['share']:.0%} of its time" if r.get("io") and r["io"]["share"] is not None
+                         else "") + (f"; bound {r['bound']}" if r["bound"] != "none" else ""))
     if result.reference is not None:
         console.print(f"drift from {escape(result.reference.environment)}: {len(result.drift)} object(s)")
         for f in result.drift:
