@@ -132,7 +132,10 @@ def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
     assert ds["metadata"]["annotations"]["fabricguard.io/privileged-for"].startswith("lnet sidecar: lustre.lnet")
     agent_vols = {m["name"] for m in c["volumeMounts"]}
     host_vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v and v["name"] in agent_vols}
-    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d"}
+    # /run/mellanox/drivers: the DOCA/MOFED driver container's root (rdma-core may live only there; issue 24).
+    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d", "/run/mellanox/drivers"}
+    doca = next(m for m in c["volumeMounts"] if m["mountPath"] == "/host/run/mellanox/drivers")
+    assert doca["mountPropagation"] == "HostToContainer"
     assert {m["name"] for m in lnet["volumeMounts"]} == {"lnet", "host-root"}  # the host's root: the sidecar's alone
     for m in c["volumeMounts"]:
         assert m["readOnly"] is True, m
