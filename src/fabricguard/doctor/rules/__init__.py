@@ -11,7 +11,7 @@ from datetime import datetime
 
 import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import boot, daemonsets, dra, fabric, images, placement
+from fabricguard.doctor.rules import boot, daemonsets, dra, fabric, images, placement, proof
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -139,6 +139,12 @@ RULES: tuple[Rule, ...] = (
         Severity.critical,
         boot.daemonset_untolerated_readiness,
         "a DaemonSet fabric nodes need before they are ready does not tolerate the readiness taints",
+    ),
+    Rule(
+        proof.BEHIND,
+        Severity.warning,
+        proof.node_proof_behind,
+        "a node of a proof pool not proven by a pair test within proof.every, or named by the controller",
     ),
 )
 
