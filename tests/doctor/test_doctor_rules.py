@@ -239,4 +239,5 @@ def test_rule_ids_are_stable():
         "flavor-matches-no-node",
         "flavor-readiness-tainted",
         "daemonset-untolerated-readiness",
+        "node-proof-behind",
     ]
