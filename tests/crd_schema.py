@@ -40,7 +40,8 @@ def _crds() -> dict[tuple[str, str], tuple[str, dict[str, Any]]]:
     """(apiVersion, kind) -> (file, translated schema) for every served version of every CRD under SCHEMAS."""
     found: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
     for path in sorted(SCHEMAS.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        # libyaml's loader: the pure-Python one took 15 s (70 s on a loaded machine) for these 2 MiB, per worker.
+        for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc["spec"]

@@ -18,8 +18,10 @@ Every request fabricguard makes goes through :class:`Kube`:
 
 An update carries the ``resourceVersion`` it read (a concurrent writer is a conflict, not a lost update), and every
 patch names its type (a JSON merge patch replaces whole lists, so callers choose it only for objects they own).
-The kubeconfig checks (:func:`kubeconfig_path`, :func:`check_kubeconfig`) live here too: every command names a
-broken kubeconfig the same way before kr8s fails on it less clearly.
+
+By concern: the typed errors live in :mod:`fabricguard.kube_errors`, the permission tables in
+:mod:`fabricguard.rbac`, the kubeconfig checks in :mod:`fabricguard.kubeconfig`; this module is the client and
+re-exports their names, so ``from fabricguard.kube import Kube, KubeError, Grant`` keeps working.
 """
 
 from __future__ import annotations
@@ -29,12 +31,34 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
+from fabricguard.kube_errors import (
+    BY_STATUS,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    NotFound,
+    TimedOut,
+    Undeclared,
+    Unreachable,
+    retry_after_seconds,
+    status_of,
+    unreachable,
+)
+from fabricguard.kubeconfig import check_kubeconfig, kubeconfig_path, kubeconfig_problem
+from fabricguard.rbac import Grant, Permissions, Scope, Verb, grants, group_of, rbac_rules, verb_of
 from fabricguard.userfiles import SourceError
+
+__all__ = [
+    "Conflict", "Forbidden", "Gone", "Grant", "Invalid", "Kube", "KubeError", "Latency", "NotFound", "PatchType",
+    "Permissions", "Scope", "TimedOut", "Timeouts", "Undeclared", "Unreachable", "Verb", "check_kubeconfig",
+    "grants", "group_of", "kubeconfig_path", "kubeconfig_problem", "rbac_rules", "unreachable",
+]
 
 PatchType = Literal["merge", "strategic", "json"]
 _CONTENT_TYPE = {
@@ -45,89 +69,6 @@ _CONTENT_TYPE = {
 TIMEOUT_ENV = "FABRICGUARD_API_TIMEOUT"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 ATTEMPTS = 3  # of an idempotent read, within its deadline
-
-
-# --------------------------------------------------------------------------------------------- errors
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (the API server sends delta-seconds); None when absent or a date."""
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
-
-
-def _status_body(body: bytes) -> tuple[str, str, tuple[dict[str, str], ...]]:
-    """(message, reason, causes) of a ``Status`` the API server answered a refusal with."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return body[:200].decode("utf-8", "replace"), "", ()
-    if not isinstance(doc, dict):
-        return "", "", ()
-    details = doc.get("details") if isinstance(doc.get("details"), dict) else {}
-    causes = tuple({k: str(c[k]) for k in ("reason", "message", "field") if k in c}
-                   for c in (details or {}).get("causes") or () if isinstance(c, dict))
-    return str(doc.get("message", "") or ""), str(doc.get("reason", "") or ""), causes
-
-
-class KubeError(RuntimeError):
-    """A request that did not succeed. ``status`` is the HTTP status (None when no answer came), ``server`` the
-    API server's URL, ``what`` the request (method, path); from the server's ``Status`` body, ``reason``
-    (``AlreadyExists``, ``Invalid``, ``Forbidden``...) and ``causes`` (``details.causes``: each a dict with
-    ``reason``, ``message`` and ``field``), and ``retry_after`` (seconds, from a 429/503's ``Retry-After``)."""
-
-    def __init__(self, status: int | None, message: str, *, server: str = "", what: str = "", reason: str = "",
-                 causes: tuple[dict[str, str], ...] = (), retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.server = server
-        self.what = what
-        self.reason = reason
-        self.causes = causes
-        self.retry_after = retry_after
-
-
-class Conflict(KubeError):
-    """409: the object changed since it was read (or already exists, for a create)."""
-
-
-class NotFound(KubeError):
-    """404: the object, or its resource type (a CRD that is not installed), does not exist."""
-
-
-class Forbidden(KubeError):
-    """401 or 403: the credentials may not do this (RBAC, an admission policy, an expired token)."""
-
-
-class Gone(KubeError):
-    """410: a watch's or a list's resourceVersion is too old; list again."""
-
-
-class Invalid(KubeError):
-    """400 or 422: the server refused the body (a failed JSON patch ``test`` is one)."""
-
-
-class Unreachable(KubeError):
-    """No answer: the connection was refused or reset, the name did not resolve, TLS failed."""
-
-
-class TimedOut(KubeError):
-    """The server accepted the connection but did not answer within the timeout or the call's deadline."""
-
-
-class Undeclared(KubeError):
-    """A request that the client's permission table does not declare: a bug here, refused before it is sent."""
-
-
-_BY_STATUS: dict[int, type[KubeError]] = {409: Conflict, 404: NotFound, 403: Forbidden, 401: Forbidden, 410: Gone,
-                                          422: Invalid, 400: Invalid}
-
-
-def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the API server did not answer (so a one-shot command exits 3, input unusable)."""
-    return isinstance(exc, Unreachable | TimedOut)
 
 
 # ------------------------------------------------------------------------------------------- timeouts
@@ -158,71 +99,6 @@ class Timeouts:
 
 
 # ---------------------------------------------------------------------------------------- permissions
-
-Scope = Literal["cluster", "namespace"]
-Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete"]
-
-
-@dataclass(frozen=True, order=True)
-class Grant:
-    """One permission a component's code uses: ``scope`` namespace means only in the component's own namespace
-    (a Role there); cluster means a ClusterRole (every namespace, or a cluster-scoped resource)."""
-
-    group: str
-    resource: str
-    subresource: str
-    verb: str
-    scope: Scope = "cluster"
-
-    @property
-    def rbac_resource(self) -> str:
-        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-
-
-def grants(api_version: str, resource: str, verbs: Iterable[str], *, subresource: str = "",
-           scope: Scope = "cluster") -> list[Grant]:
-    """Rows of a permission table: ``grants("batch/v1", "jobs", ["list", "watch"])``."""
-    return [Grant(group_of(api_version), resource, subresource, v, scope) for v in verbs]
-
-
-def group_of(api_version: str) -> str:
-    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
-
-
-def rbac_rules(table: Iterable[Grant], scope: Scope) -> list[dict[str, Any]]:
-    """The ``rules`` of a ClusterRole (``scope`` cluster) or Role (namespace) that grant ``table``'s rows of that
-    scope: one rule per (group, verbs), resources sorted, so the output is stable."""
-    by_resource: dict[tuple[str, str], set[str]] = {}
-    for g in table:
-        if g.scope == scope:
-            by_resource.setdefault((g.group, g.rbac_resource), set()).add(g.verb)
-    by_verbs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for (group, res), verbs in sorted(by_resource.items()):
-        by_verbs.setdefault((group, tuple(sorted(verbs))), []).append(res)
-    return [{"apiGroups": [group], "resources": sorted(res), "verbs": list(verbs)}
-            for (group, verbs), res in sorted(by_verbs.items())]
-
-
-@dataclass(frozen=True)
-class Permissions:
-    """A component's permission table and the namespace its namespace-scoped rows (its Role) apply in."""
-
-    table: frozenset[Grant]
-    namespace: str = ""
-    component: str = ""
-
-    def allows(self, grant: Grant, namespace: str | None) -> bool:
-        if Grant(grant.group, grant.resource, grant.subresource, grant.verb, "cluster") in self.table:
-            return True
-        return (namespace is not None and namespace == self.namespace
-                and Grant(grant.group, grant.resource, grant.subresource, grant.verb, "namespace") in self.table)
-
-
-def _verb(method: str, name: str | None, watch: bool) -> str:
-    if method == "GET":
-        return "watch" if watch else ("get" if name else "list")
-    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
-
 
 # --------------------------------------------------------------------------------------------- client
 
@@ -299,7 +175,7 @@ class Kube:
         parts = rel.split("/")
         name = parts[1] if len(parts) > 1 else None
         sub = parts[2] if len(parts) > 2 else ""
-        g = Grant(group_of(api_version), parts[0], sub, _verb(method, name, watch))
+        g = Grant(group_of(api_version), parts[0], sub, verb_of(method, name, watch))
         if not self.permissions.allows(g, namespace):
             where = f" in namespace {namespace}" if namespace else ""
             raise Undeclared(
@@ -343,7 +219,7 @@ class Kube:
                                               raise_for_status=False, **kwargs) as resp:
                     status = resp.status_code
                     body = resp.content
-                    retry_after = _retry_after(resp.headers.get("Retry-After")) if status in (429, 503) else None
+                    retry_after = retry_after_seconds(resp.headers.get("Retry-After")) if status in (429, 503) else None
         except (TimeoutError, httpx.TimeoutException, kr8s.APITimeoutError):  # kr8s wraps httpx's in its own
             self.latency.observe(time.monotonic() - t0)  # no answer is a measurement too: at least this slow
             raise self._error(method, path, None, f"no answer within {time.monotonic() - t0:.3g} s",
@@ -361,8 +237,8 @@ class Kube:
             return await self._once(method, api_version, rel, namespace, max(0.05, timeout - (time.monotonic() - t0)),
                                     True, **kwargs)
         if status >= 400:
-            detail, reason, causes = _status_body(body)
-            raise self._error(method, path, status, detail or "refused", _BY_STATUS.get(status, KubeError),
+            detail, reason, causes = status_of(body)
+            raise self._error(method, path, status, detail or "refused", BY_STATUS.get(status, KubeError),
                               reason=reason, causes=causes, retry_after=retry_after)
         try:
             return json.loads(body) if body else None
@@ -521,9 +397,9 @@ class Kube:
                                                  else {})) as resp:
                     if resp.status_code >= 400:
                         body = await resp.aread()
-                        detail, reason, causes = _status_body(body)
+                        detail, reason, causes = status_of(body)
                         raise self._error("GET", path, resp.status_code, detail or "refused",
-                                          _BY_STATUS.get(resp.status_code, KubeError), reason=reason, causes=causes)
+                                          BY_STATUS.get(resp.status_code, KubeError), reason=reason, causes=causes)
                     started = True
                     end = loop.time() + whole
                     cm.reschedule(min(loop.time() + idle, end))
@@ -633,7 +509,7 @@ class Kube:
         except Exception as exc:  # the edge: refused upgrade, Forbidden, a closed websocket leave typed
             status = getattr(getattr(exc, "response", None), "status_code", None)
             raise self._error("POST", path, status, f"exec failed ({type(exc).__name__}: {exc})",
-                              _BY_STATUS.get(status or 0, KubeError)) from None
+                              BY_STATUS.get(status or 0, KubeError)) from None
         out = bytes(done.stdout or b"")[:max_bytes]
         if done.returncode:
             err = bytes(done.stderr or b"")[-300:].decode("utf-8", "replace").strip()
@@ -660,83 +536,3 @@ class Latency:
     @property
     def worst(self) -> float:
         return max(self.samples, default=0.0)
-
-
-# ----------------------------------------------------------------------------------------- kubeconfig
-
-
-def kubeconfig_path(kubeconfig: str | None) -> Path | None:
-    """The kubeconfig kr8s will read: ``--kubeconfig``, the first of ``$KUBECONFIG``, or ``~/.kube/config``
-    (None when none exists, where kr8s falls back to the in-cluster service account)."""
-    if kubeconfig:
-        return Path(kubeconfig)
-    env = os.environ.get("KUBECONFIG", "")
-    for part in env.split(os.pathsep):
-        if part:
-            return Path(part)
-    default = Path.home() / ".kube" / "config"
-    return default if default.exists() else None
-
-
-def check_kubeconfig(path: Path, context: str | None) -> str:
-    """The API server URL of the context to use; ``SourceError`` names the file and what is wrong with it
-    (not a kubeconfig, an unknown context, a cluster without a server, a certificate file that is missing)."""
-    from fabricguard.userfiles import input_file
-    from fabricguard.yamlsource import load_documents
-
-    docs = load_documents(input_file(path, max_bytes=16 * 1024**2))
-    cfg = docs[0] if len(docs) == 1 else None
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("clusters"), list):
-        raise SourceError(str(path), None, "not a kubeconfig (a mapping with clusters, users and contexts)")
-
-    def named(section: str) -> dict[str, dict[str, Any]]:
-        entries = cfg.get(section) or []
-        if not isinstance(entries, list):
-            raise SourceError(str(path), None, f"{section} must be a list")
-        return {
-            str(e.get("name")): (e.get(section[:-1]) or {})
-            for e in entries
-            if isinstance(e, dict) and isinstance(e.get(section[:-1]) or {}, dict)
-        }
-
-    contexts, clusters, users = named("contexts"), named("clusters"), named("users")
-    wanted = context or cfg.get("current-context")
-    if not wanted:
-        raise SourceError(str(path), None, "no current-context; pass --context NAME")
-    if wanted not in contexts:
-        known = ", ".join(sorted(contexts)) or "none"
-        raise SourceError(str(path), None, f"context {wanted!r} is not in this kubeconfig (contexts: {known})")
-    ctx = contexts[wanted]
-    cluster = clusters.get(str(ctx.get("cluster")))
-    if cluster is None:
-        raise SourceError(str(path), None, f"context {wanted!r} names cluster {ctx.get('cluster')!r}, which is absent")
-    server = cluster.get("server")
-    if not isinstance(server, str) or not server:
-        raise SourceError(str(path), None, f"cluster {ctx.get('cluster')!r} has no server URL")
-    user = users.get(str(ctx.get("user")), {}) if ctx.get("user") else {}
-    for owner, entry, key in (
-        ("cluster", cluster, "certificate-authority"),
-        ("user", user, "client-certificate"),
-        ("user", user, "client-key"),
-    ):
-        ref = entry.get(key)
-        if isinstance(ref, str) and ref:
-            ref_path = Path(ref) if Path(ref).is_absolute() else path.parent / ref
-            try:
-                input_file(ref_path, max_bytes=1024**2)
-            except SourceError as exc:
-                raise SourceError(str(path), None, f"{owner} {key} {ref_path}: {exc.problem}") from None
-    return server
-
-
-def kubeconfig_problem(kubeconfig: str | None, context: str | None = None) -> str | None:
-    """What is wrong with the kubeconfig kr8s would read (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``),
-    naming the file; None when it looks usable or when there is none (in a cluster: the service account)."""
-    path = kubeconfig_path(kubeconfig)
-    if path is None:
-        return None
-    try:
-        check_kubeconfig(path, context)
-    except SourceError as exc:
-        return f"--kubeconfig {exc}"
-    return None

@@ -57,6 +57,7 @@ CHECK_NAME = "fabric-validated"
 # The FabricValidation's condition types (controller/rootcause.py).
 FV_VALIDATED = "Validated"
 FV_ROOT_CAUSE = "RootCause"
+FV_STORAGE_READY = "StorageReady"  # the pool's storage canary (controller/storage_proof.py)
 CONTROLLER_FIELD_MANAGER = "fabricguard-controller"
 CONTROLLER_COMPONENT = "fabricguard-controller"
 CONTROLLER_LEASE = "fabricguard-controller"
@@ -73,6 +74,12 @@ FABRIC_TAINT_PREFIX = "readiness.k8s.io/fabric-"
 TAINT_UNVERIFIED = "readiness.k8s.io/fabric-unverified"
 TAINT_DEGRADED = "readiness.k8s.io/fabric-degraded"
 TAINT_KEYS = (TAINT_UNVERIFIED, TAINT_DEGRADED)
+# Managed cluster autoscalers (GKE, AKS) build a zero-node pool's template node from the pool's registration taints
+# and ignore only this prefix; NRC accepts only readiness.k8s.io/ (NRC #279). A pool that scales from zero registers
+# with the startup key instead and the agent (--manage-taints) removes it (profile pools[].readinessTaintPrefix).
+STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
+TAINT_STARTUP_UNVERIFIED = STARTUP_TAINT_PREFIX + "fabric-unverified"
+BOOTSTRAP_TAINT_KEYS = (TAINT_UNVERIFIED, TAINT_STARTUP_UNVERIFIED)
 NRR_API = "readiness.node.x-k8s.io/v1alpha1"
 
 # ------------------------------------------------------------------------------------------ Kubernetes' own
@@ -114,6 +121,7 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_API = f"{KUEUE_GROUP}/v1beta2"
 KUEUE_CONFIG_API = "config.kueue.x-k8s.io/v1beta2"
 KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"  # on a Workload: the uid of the job it was made for
 KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"

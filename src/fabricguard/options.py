@@ -55,6 +55,21 @@ def mode_option(default: str = "enforce") -> Any:
                         "nothing; enforce: act. A pool's own profile field mode wins.")
 
 
+def monitoring_option() -> Any:
+    return typer.Option("prometheus-operator", "--monitoring",
+                        help="Who scrapes: prometheus-operator, gmp (GKE Managed Prometheus) or none. The "
+                             "NetworkPolicies admit only these scrapers (and the kubelet) to the metrics ports.")
+
+
+def check_monitoring(value: str) -> str:
+    """``--monitoring`` as given, or exit 3 naming the choices."""
+    from fabricguard.netpolicy import MONITORING
+
+    if value not in MONITORING:
+        fail(f"--monitoring {value!r}: use one of {', '.join(MONITORING)}")
+    return value
+
+
 def profile_option(required: bool = False, help: str = "Platform profile YAML ('local': the embedded one).") -> Any:
     return typer.Option(... if required else None, "--profile", "-p", help=help)
 

@@ -363,7 +363,21 @@ class LineCutter:
         self._skipping = False
         self.overlong = 0
         self.overlong_line: int | None = None
-        self.lines = 0  # newlines returned so far
+        self._lines = 0  # newlines returned so far, but for those of blocks in _uncounted
+        self._uncounted: list[bytes] = []
+
+    @property
+    def lines(self) -> int:
+        """Newlines returned so far (those of a block fed with ``count=False`` are counted when first asked)."""
+        if self._uncounted:
+            self._lines += sum(b.count(b"\n") for b in self._uncounted)
+            self._uncounted = []
+        return self._lines
+
+    @lines.setter
+    def lines(self, value: int) -> None:
+        self._uncounted = []
+        self._lines = value
 
     def _drop(self) -> None:
         self._partial, self._partial_len = [], 0
@@ -372,7 +386,9 @@ class LineCutter:
         if self.overlong_line is None:
             self.overlong_line = self.lines + 1
 
-    def feed(self, block: bytes) -> bytes:
+    def feed(self, block: bytes, *, count: bool = True) -> bytes:
+        """The complete lines ``block`` finishes. ``count=False``: the caller may never ask for ``lines`` again
+        (a file's last block), so its newlines are counted only if it does."""
         prefix = b""
         if self._skipping:
             nl = block.find(b"\n")
@@ -402,7 +418,10 @@ class LineCutter:
                 head = b"".join(self._partial) + head
             self._partial, self._partial_len = [], 0
         out = prefix + head
-        self.lines += out.count(b"\n")
+        if count:
+            self.lines += out.count(b"\n")
+        else:
+            self._uncounted.append(out)
         if len(tail) > self.max_line:
             self._drop()
         elif tail:

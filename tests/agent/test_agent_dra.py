@@ -151,3 +151,72 @@ def test_a_nic_held_by_a_pod_is_not_a_missing_netdev(tmp_path: Path, healthy_roo
             nd.unlink()
     code, out = run_cli(tmp_path, healthy_root, dranet_node(), slices(NODE_NAME))
     assert (code, out["status"]) == (0, "True"), out["message"]
+
+
+def nvidia_gpus(count: int = 8, tainted: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
+    """GPUs as the NVIDIA DRA driver (gpu.nvidia.com) lists them: unqualified attributes of its own domain, ``type``
+    gpu; GPU health published as a device taint (dra-driver-nvidia-gpu #663)."""
+    out = []
+    for i in range(count):
+        dev: dict[str, Any] = {"name": f"gpu-{i}", "attributes": {
+            "type": {"string": "gpu"}, "index": {"int": i}, "minor": {"int": i},
+            "uuid": {"string": f"GPU-8c1f5a0e-0000-4000-8000-00000000000{i}"},
+            "productName": {"string": "NVIDIA H200"}, "brand": {"string": "Nvidia"},
+            "architecture": {"string": "Hopper"}, "cudaComputeCapability": {"version": "9.0.0"},
+            "driverVersion": {"version": "580.95.5"}, "cudaDriverVersion": {"version": "13.0.0"},
+            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i:02x}"}},
+            "capacity": {"memory": {"value": "143771Mi"}}}
+        if i in tainted:
+            dev["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}]
+        out.append(dev)
+    out.append({"name": "gpu-0-mig-1g", "attributes": {"type": {"string": "mig"}}})  # not a whole GPU
+    return out
+
+
+def gpu_operator_dra_node() -> dict[str, Any]:
+    """The healthy A3 Ultra node where GPU Operator's GPUCluster runs the DRA driver: no nvidia.com/gpu in
+    allocatable (KEP-5004 backs it from ResourceSlices), the fabric still from its device plugin."""
+    node = json.loads((HEALTHY / "node.json").read_text())
+    for part in ("allocatable", "capacity"):
+        node["status"][part].pop("nvidia.com/gpu", None)
+    return node
+
+
+def test_gpus_offered_through_the_nvidia_dra_driver_pass_the_allocatable_check() -> None:
+    prof = load_profile(PROFILES / "gke-a3-ultra.yaml")
+    node = gpu_operator_dra_node()
+    gpus = [g.resource_slice(NODE_NAME, "gpu.nvidia.com", nvidia_gpus(), g.NOW)]
+    check = allocatable_check(prof.pool(), node, None, gpus)
+    assert check.status is Status.passed, check.detail
+    assert "nvidia.com/gpu offered through DRA: 1 ResourceSlice(s) from gpu.nvidia.com list 8 GPU(s), 8 usable" \
+        in check.detail and "networking.gke.io.networks/rdma-0=1" in check.detail
+    # a GPU the driver taints for its health is not usable: 7 of 8 fail, naming it
+    bad = allocatable_check(prof.pool(), node, None,
+                            [g.resource_slice(NODE_NAME, "gpu.nvidia.com", nvidia_gpus(tainted=frozenset({3})), g.NOW)])
+    assert bad.status is Status.failed and "gpu-3 (gpu.nvidia.com/xid)" in bad.detail
+    assert "nvidia.com/gpu is absent" in bad.detail
+    # another node's GPUs, or no slices readable: fails, saying both ways were looked at
+    other = allocatable_check(prof.pool(), node, None, [g.resource_slice("elsewhere", "gpu.nvidia.com",
+                                                                         nvidia_gpus(), g.NOW)])
+    assert other.status is Status.failed and "no ResourceSlice from gpu.nvidia.com" in other.detail
+    unread = allocatable_check(prof.pool(), node, None, None, "403 Forbidden")
+    assert unread.status is Status.failed and "cannot read this node's ResourceSlices (403 Forbidden)" \
+        in unread.detail
+
+
+async def test_live_agent_reads_dra_gpus_on_a_device_plugin_fabric_pool(apiserver, tmp_path: Path,
+                                                                       healthy_root: Path) -> None:
+    """Rendered RBAC lets every agent list its node's ResourceSlices; the agent lists them only when its GPUs are
+    missing from allocatable, and reports True on a healthy GPU Operator DRA node."""
+    k8s, url = apiserver
+    prof_path = PROFILES / "gke-a3-ultra.yaml"
+    k8s.rbac = agent_rbac(profile=prof_path)
+    k8s.put_node(gpu_operator_dra_node())
+    s = g.resource_slice(NODE_NAME, "gpu.nvidia.com", nvidia_gpus(), g.NOW)
+    k8s.objects["resource.k8s.io/v1/resourceslices", None, s["metadata"]["name"]] = {
+        k: v for k, v in s.items() if k not in ("kind", "apiVersion")}
+    api = await connect(kubeconfig(tmp_path, url, "agent-own"), table=agent_grants())
+    cfg = AgentConfig(node=NODE_NAME, profile=load_profile(prof_path), root=healthy_root,
+                      nvml_json=HEALTHY / "nvml.json", passes=1)
+    res = await Agent(cfg, NodeClient(api)).run_once()
+    assert res.reported.status == "True", res.reported.message

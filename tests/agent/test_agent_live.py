@@ -352,7 +352,9 @@ async def test_loop_reports_every_interval_until_stopped(apiserver, tmp_path, he
     agent.clock = lambda: datetime.now(UTC)
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run_forever(stop))
-    await asyncio.sleep(1.0)
+    deadline = asyncio.get_running_loop().time() + 30  # three 0.3 s intervals; generous for a loaded CI machine
+    while agent.runs < 3 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
     stop.set()
     await asyncio.wait_for(task, 5)
     assert agent.runs >= 3

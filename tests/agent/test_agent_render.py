@@ -127,7 +127,10 @@ def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
     assert "annotations" not in ds["metadata"]
     host_vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d"}
+    # /run/mellanox/drivers: the DOCA/MOFED driver container's root (rdma-core may live only there; issue 24).
+    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d", "/run/mellanox/drivers"}
+    doca = next(m for m in c["volumeMounts"] if m["mountPath"] == "/host/run/mellanox/drivers")
+    assert doca["mountPropagation"] == "HostToContainer"
     for m in c["volumeMounts"]:
         assert m["readOnly"] is True, m
     lustre = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
@@ -136,8 +139,11 @@ def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
     assert c["image"] == IMAGE and c["command"] == ["python", "-m", "fabricguard.agent"]
     assert c["args"][c["args"].index("--pool") + 1] == "h100-ib" and "--manage-taints" not in c["args"]
     [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
+    # ResourceSlices: GPUs a DRA driver offers (GPU Operator's GPUCluster) are never in allocatable, whatever the
+    # pool's fabric (issue 24 item 8: the grant is now on every agent, on purpose).
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-                             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]
+                             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+                             {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}]
 
 
 def test_gke_needs_privilege_for_nvml_only_and_says_so() -> None:
@@ -168,7 +174,8 @@ def test_manage_taints_adds_only_node_patch() -> None:
     objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, manage_taints=True)
     [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
     granted = {(g, res, v) for r in role["rules"] for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]}
-    assert granted == {("", "nodes", "get"), ("", "nodes", "patch"), ("", "nodes/status", "patch")}
+    assert granted == {("", "nodes", "get"), ("", "nodes", "patch"), ("", "nodes/status", "patch"),
+                       ("resource.k8s.io", "resourceslices", "list")}
     [ds] = by_kind(objs, "DaemonSet")
     assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]
 

@@ -42,6 +42,15 @@ def test_every_command_has_a_row_and_every_row_a_command() -> None:
     assert named and named <= cmds, sorted(named - cmds)
 
 
+def test_the_kubectl_plugin_has_its_rows() -> None:
+    from fabricguard.kubectl.commands import app as plugin
+
+    rows = table()
+    cmds = {c.name for c in typer.main.get_command(plugin).commands.values()}  # type: ignore[attr-defined]
+    assert cmds == {"why", "pools"}
+    assert all(f"| `kubectl fabricguard {c}" in rows for c in cmds), sorted(cmds)
+
+
 def test_readme_opens_with_the_two_set_up_commands() -> None:
     first = README.read_text().split("```")[1]
     assert [ln.split("#")[0].strip() for ln in first.splitlines()[1:] if ln.strip()] == ["make demo", "make test"]

@@ -57,7 +57,7 @@ def test_builtin_kinds_pass_kubernetes_validate(rendered) -> None:
             kinds.append(obj["kind"])
     assert set(kinds) == {"CustomResourceDefinition", "PriorityClass", "ServiceAccount", "ClusterRole",
                           "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment",
-                          "PodDisruptionBudget", "Service"}
+                          "PodDisruptionBudget", "Service", "NetworkPolicy"}
 
 
 def test_admission_check_and_clusterqueue_fragment_pass_kueue_schemas(rendered) -> None:

@@ -239,5 +239,6 @@ def test_rule_ids_are_stable():
         "flavor-matches-no-node",
         "flavor-readiness-tainted",
         "daemonset-untolerated-readiness",
+        "readiness-taint-blocks-scale-from-zero",
         "node-proof-behind",
     ]

@@ -14,20 +14,8 @@ import attrs
 import pytest
 from kmock import Server
 
-from fabricguard.kube import (
-    Conflict,
-    Forbidden,
-    Gone,
-    Kube,
-    NotFound,
-    Permissions,
-    TimedOut,
-    Timeouts,
-    Undeclared,
-    Unreachable,
-    grants,
-    rbac_rules,
-)
+from fabricguard.kube import Conflict, Forbidden, Gone, Kube, NotFound, TimedOut, Timeouts, Undeclared, Unreachable
+from fabricguard.rbac import Permissions, grants, rbac_rules
 from kube_support import Emulator, Rbac, attributes, kubeconfig, silent_server
 
 FAST = Timeouts(connect=0.5, read=0.5, call=0.7, list=1.0)

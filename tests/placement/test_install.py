@@ -392,8 +392,8 @@ def test_webhook_and_preflight_roles_come_from_their_permission_tables(rendered)
     """20-admission's ClusterRole is WEBHOOK_GRANTS (DRA claim pools only); the optional preflight ClusterRole is
     PREFLIGHT_GRANTS, written beside the install but not applied by ``kubectl apply -k DIR``."""
     from fabricguard.admission.templates import WEBHOOK_GRANTS
-    from fabricguard.kube import rbac_rules
     from fabricguard.placement.preflight import PREFLIGHT_ROLE, preflight_role
+    from fabricguard.rbac import rbac_rules
 
     profile, out, _comps, _built = rendered
     admission = [d for d in yaml.safe_load_all((out / install.ADMISSION / "manifests.yaml").read_text()) if d]

@@ -29,7 +29,7 @@ RESOURCE = {
     "ResourceQuota": "v1/resourcequotas", "PersistentVolume": "v1/persistentvolumes",
     "PersistentVolumeClaim": "v1/persistentvolumeclaims", "LocalQueue": "kueue.x-k8s.io/v1beta2/localqueues",
     "DaemonSet": "apps/v1/daemonsets", "ConfigMap": "v1/configmaps",
-    "DeviceClass": "resource.k8s.io/v1/deviceclasses",
+    "DeviceClass": "resource.k8s.io/v1/deviceclasses", "Node": "v1/nodes",
 }
 SERVED = ["kueue.x-k8s.io/v1beta2/clusterqueues", "jobset.x-k8s.io/v1alpha2/jobsets",
           "trainer.kubeflow.org/v1alpha1/trainjobs", "cert-manager.io/v1/certificates",
@@ -75,6 +75,20 @@ def kueue_configmap(cfg: dict[str, Any]) -> dict[str, Any]:
             "data": {"controller_manager_config.yaml": yaml.safe_dump(cfg, sort_keys=False)}}
 
 
+NODE = ROOT / "tests" / "agent" / "fixtures" / "healthy-a3-ultra" / "node.json"
+
+
+def gke_nodes(count: int = 4) -> list[dict[str, Any]]:
+    """The pool's nodes: the recorded A3 Ultra Node (its allocatable as GKE stores it), ``count`` times."""
+    out = []
+    for i in range(count):
+        node = json.loads(NODE.read_text())
+        node["metadata"]["name"] = f"gke-a3u-pool-1-7f3c9a2e-{i:04d}"
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = node["metadata"]["name"]
+        out.append({"apiVersion": "v1", "kind": "Node", **node})
+    return out
+
+
 def installed() -> list[dict[str, Any]]:
     """What ``render install`` of the GKE profile puts in a cluster, plus the teams' namespaces and claims."""
     profile = load_profile(GKE)
@@ -87,6 +101,7 @@ def installed() -> list[dict[str, Any]]:
     objs.append(kueue_configmap(kueue_configuration(profile)))
     privileged = {"pod-security.kubernetes.io/enforce": "privileged", "fabricguard.io/enabled": "true"}
     objs += [namespace("ml-search", **privileged), namespace("ml-ranking", **privileged)]
+    objs += gke_nodes()
     # The fabric DaemonSets, as their charts ship them, created after the webhook: it added the tolerations.
     admission = Admission(profile)
     for d in profile.fabric_daemonsets():
@@ -150,7 +165,7 @@ async def test_an_installed_cluster_passes(cluster, tmp_path: Path) -> None:
     assert failed(report) == {} and code == 0, report
     areas = {c["area"] for c in report["checks"]}
     assert areas == {"Kubernetes", "API", "DaemonSet", "Lustre", "Pod Security", "LocalQueue", "GKE",
-                     "Kueue config"}
+                     "Kueue config", "Allocatable"}
     assert {c["target"] for c in report["checks"] if c["area"] == "LocalQueue"} == {"ml-search/h200",
                                                                                   "ml-ranking/h200"}
     r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig",
@@ -336,3 +351,55 @@ async def test_a_device_plugin_that_never_had_a_ready_pod_fails(cluster, tmp_pat
     seed(k8s, objs)
     code, report = await preflight(k8s, url, tmp_path)
     assert code == 2 and any("no pod ready of 4" in d for d in failed(report).values()), report
+
+
+async def test_a_mistyped_resource_name_fails_naming_the_field_before_any_node_is_tainted(
+        cluster, tmp_path: Path) -> None:
+    """``rdma7`` for ``rdma-7``: every node's agent would fail at once. Preflight names the field and the name the
+    nodes do offer; a few nodes lacking a name is a warning within the blast radius, a failure beyond it."""
+    from fabricguard.placement.preflight import allocatable_rows
+
+    k8s, url = cluster
+    text = GKE.read_text().replace("networking.gke.io.networks/rdma-7:", "networking.gke.io.networks/rdma7:")
+    assert text != GKE.read_text()
+    (tmp_path / "typo.yaml").write_text(text)
+    seed(k8s, installed())
+    r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(tmp_path / "typo.yaml"),
+                                                          "--kubeconfig", kubeconfig(tmp_path, url), "--format",
+                                                          "json"])
+    assert r.exit_code == 2, r.output
+    bad = failed(json.loads(r.stdout))
+    assert list(bad) == ["Allocatable pool h200-rdma networking.gke.io.networks/rdma7"], bad
+    detail = bad["Allocatable pool h200-rdma networking.gke.io.networks/rdma7"]
+    assert "spec.pools[0].fabric.resources['networking.gke.io.networks/rdma7']" in detail
+    assert "the nodes offer networking.gke.io.networks/rdma-7" in detail
+
+    profile = load_profile(GKE)
+    nodes = gke_nodes(20)
+    for n in nodes[:2]:  # within max(1, 10%) of 20
+        del n["status"]["allocatable"]["networking.gke.io.networks/rdma-3"]
+    rows = {r.target: r for r in allocatable_rows(profile, nodes)}
+    row = rows["pool h200-rdma networking.gke.io.networks/rdma-3"]
+    assert row.status == "warn" and "2 of 20" in row.detail, row
+    del nodes[2]["status"]["allocatable"]["networking.gke.io.networks/rdma-3"]  # 3 > 2: past the budget
+    row = {r.target: r for r in allocatable_rows(profile, nodes)}["pool h200-rdma networking.gke.io.networks/rdma-3"]
+    assert row.status == "fail" and "blast radius" in row.detail, row
+    assert rows["pool h200-rdma nvidia.com/gpu"].status == "pass"
+    # No node yet (a pool at zero): cannot be checked, said so, not passed.
+    (empty,) = [r for r in allocatable_rows(profile, []) if r.target == "pool h200-rdma"]
+    assert empty.status == "warn" and "zero nodes" in empty.detail
+
+
+def test_gpus_behind_a_device_class_extended_resource_name_pass_without_allocatable() -> None:
+    """GPU Operator's DRA mode with KEP-5004: nvidia.com/gpu is never in allocatable; a DeviceClass backs it."""
+    from fabricguard.placement.preflight import allocatable_rows
+
+    profile = load_profile(GKE)
+    nodes = gke_nodes(2)
+    for n in nodes:
+        del n["status"]["allocatable"]["nvidia.com/gpu"]
+    rows = {r.target: r for r in allocatable_rows(profile, nodes)}
+    assert rows["pool h200-rdma nvidia.com/gpu"].status == "fail"
+    rows = {r.target: r for r in allocatable_rows(profile, nodes, {"nvidia.com/gpu": "gpu.nvidia.com"})}
+    assert rows["pool h200-rdma nvidia.com/gpu"].status == "pass"
+    assert "DeviceClass gpu.nvidia.com" in rows["pool h200-rdma nvidia.com/gpu"].detail

@@ -170,6 +170,30 @@ def test_parse_modules():
     }
 
 
+def test_rdma_core_in_the_doca_driver_container_root_counts_once_it_is_ready(node, onprem):
+    """On-prem with the Network Operator's DOCA/MOFED driver container: the host has no rdma-core, the container
+    rbind-mounts its root at /run/mellanox/drivers and writes .driver-ready when its modules are loaded."""
+    for i in range(8):
+        node.hca(f"mlx5_{i}")
+    node.modules().mountinfo().lustre_client()
+    pool = onprem.pool("h100-ib")
+    c = by_name(probe_host(onprem, pool, root=node.root, nvml_json=node.nvml(8)))["libs.ibverbs"]
+    assert c.status is Status.failed and "nor in a driver container root at /run/mellanox/drivers" in c.detail
+    node.lib("run/mellanox/drivers/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.50.0")
+    c = by_name(probe_host(onprem, pool, root=node.root, nvml_json=node.nvml(8)))["libs.ibverbs"]
+    assert c.status is Status.failed and "has no .driver-ready" in c.detail
+    (node.root / "run/mellanox/drivers/.driver-ready").write_text("")
+    r = probe_host(onprem, pool, root=node.root, nvml_json=node.nvml(8))
+    c = by_name(r)["libs.ibverbs"]
+    assert c.status is Status.passed and "driver container's root /run/mellanox/drivers" in c.detail
+    assert r.verdict == "ready", [x for x in r.checks if x.status is not Status.passed]
+    # EFA has no such container: the same tree is not searched there
+    from fabricguard.probes.host import ibverbs_check
+
+    efa = load_profile(EXAMPLES / "aws-p5-efa.yaml").pool()
+    assert ibverbs_check(efa, node.root).status is Status.failed
+
+
 def test_a_gpus_nearest_nic_is_the_one_behind_its_pcie_switch(tmp_path):
     from fabricguard.probes.host import nearest_nics
 

@@ -18,7 +18,7 @@ import typer
 
 from fabricguard import objects
 from fabricguard.console import EXIT_DEGRADED, EXIT_INPUT, fail, print_json, say
-from fabricguard.options import Mode, check_namespace, check_port, mode_option
+from fabricguard.options import Mode, check_monitoring, check_namespace, check_port, mode_option, monitoring_option
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.profile.loader import profile_text
 from fabricguard.profile.model import PlatformProfile
@@ -130,7 +130,7 @@ def serve_cmd(
     if any(p.claim_template_name for p in prof.spec.pools):
         # DRA claim pools: the webhook checks that the pool's ResourceClaimTemplate exists in the namespace.
         from fabricguard.admission.templates import TemplateCache, kube_lister
-        from fabricguard.kube import kubeconfig_problem
+        from fabricguard.kubeconfig import kubeconfig_problem
 
         problem = kubeconfig_problem(None)
         if problem:
@@ -160,6 +160,7 @@ def render_webhook_cmd(
         False, "--any-source", help="Render the NetworkPolicy without --apiserver-cidr: the webhook port is then "
                                     "open to every pod and node, not only the API server."),
     webhook_port: int = WEBHOOK_PORT_OPT,
+    monitoring: str = monitoring_option(),
 ) -> None:
     """Print the webhook's Deployment, Service, PDB, NetworkPolicy, cert-manager objects and configurations."""
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
@@ -180,7 +181,8 @@ def render_webhook_cmd(
     claims = any(p.claim_template_name for p in prof.spec.pools)
     port = check_port("--webhook-port", webhook_port)
     sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs, [hook] if hook else None,
-                                       claim_templates=claims, port=port)))
+                                       claim_templates=claims, port=port,
+                                       monitoring=check_monitoring(monitoring))))
 
 
 

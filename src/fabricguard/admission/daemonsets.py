@@ -34,19 +34,19 @@ def is_fabric_daemonset(profile: PlatformProfile, namespace: str | None, name: s
     return any(d.namespace == namespace and d.name == name for d in profile.fabric_daemonsets())
 
 
-def missing_tolerations(template_spec: dict[str, Any]) -> list[dict[str, Any]]:
+def missing_tolerations(template_spec: dict[str, Any], keys: tuple[str, ...] = TAINT_KEYS) -> list[dict[str, Any]]:
     """The readiness tolerations a pod template lacks (none when it tolerates every taint already)."""
     have = template_spec.get("tolerations") or []
-    return [t for t in readiness_tolerations()
+    return [t for t in readiness_tolerations(keys)
             if not tolerates(have, {"key": t["key"], "value": "any-pool", "effect": "NoSchedule"})]
 
 
-def patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
+def patch(obj: dict[str, Any], keys: tuple[str, ...] = TAINT_KEYS) -> list[dict[str, Any]]:
     """The JSONPatch adding the missing readiness tolerations to a DaemonSet's template (empty: nothing to add)."""
     spec = ((obj.get("spec") or {}).get("template") or {}).get("spec")
     if not isinstance(spec, dict):
         return []
-    missing = missing_tolerations(spec)
+    missing = missing_tolerations(spec, keys)
     if not missing:
         return []
     if not isinstance(spec.get("tolerations"), list):
@@ -67,10 +67,11 @@ def decide(profile: PlatformProfile, req: rv.AdmissionRequest) -> tuple[dict[str
     del name  # every DaemonSet, not only the profile's (is_fabric_daemonset says which those are)
     if req.operation not in ("CREATE", "UPDATE") or _opted_out(meta):
         return rv.allow(req.uid), False
-    ops = patch(obj)
+    ops = patch(obj, profile.taint_keys)
     if not ops:
         return rv.allow(req.uid), False
-    return rv.allow(req.uid, ops, [f"fabricguard: added tolerations of {', '.join(TAINT_KEYS)} so this DaemonSet "
+    keys = ", ".join(profile.taint_keys)
+    return rv.allow(req.uid, ops, [f"fabricguard: added tolerations of {keys} so this DaemonSet "
                                    "runs on fabric nodes before they are ready"]), True
 
 

@@ -6,9 +6,10 @@ ClusterRole is built from the webhook's permission table, ``admission/templates.
 a Deployment of 2 replicas spread over nodes (``system-cluster-critical``, health probes on a plain-HTTP port,
 memory sized from the measured peak under the request caps, a preStop delay and a grace period longer than the
 server's drain, a checksum annotation of the profile so that a profile change rolls the pods, a locked-down security
-context), a PodDisruptionBudget, a Service, a NetworkPolicy (only the API server reaches the webhook port, nothing
-leaves), cert-manager objects for a CA chain (a self-signed Issuer makes a long-lived CA, a CA Issuer signs the
-short-lived serving certificate, so renewals of the serving certificate never change the CA bundle), and the
+context), a PodDisruptionBudget, a Service, a NetworkPolicy (only the API server reaches the webhook port, only the
+scrapers of ``--monitoring`` and the kubelet reach the health port, nothing leaves), cert-manager objects for a
+CA chain (a self-signed Issuer makes a long-lived CA, a CA Issuer signs the short-lived serving certificate, so
+renewals of the serving certificate never change the CA bundle), and the
 Mutating and Validating webhook configurations (opt-in namespaces only; kube-system and the webhook's own namespace
 excluded by ``namespaceSelector`` on ``kubernetes.io/metadata.name`` and by ``matchConditions``; ``failurePolicy:
 Fail``, ``timeoutSeconds: 5``, ``sideEffects: None``; the mutating one with ``reinvocationPolicy: IfNeeded``), whose
@@ -25,7 +26,8 @@ import yaml
 from fabricguard import kinds, names
 from fabricguard.admission.templates import WEBHOOK_GRANTS
 from fabricguard.imageref import pinning_warnings
-from fabricguard.kube import rbac_rules
+from fabricguard.netpolicy import scrape_rule
+from fabricguard.rbac import rbac_rules
 
 NAME = "fabricguard-admission"
 ENABLED_LABEL = names.LABEL_ENABLED
@@ -91,7 +93,7 @@ def _network_policy_port(port: int) -> dict[str, Any]:
 
 
 def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str], *, api_egress: bool = False,
-                    port: int = PORT) -> dict[str, Any]:
+                    port: int = PORT, monitoring: str = "prometheus-operator") -> dict[str, Any]:
     webhook_from: list[dict[str, Any]] = [{"ipBlock": {"cidr": c}} for c in apiserver_cidrs]
     webhook_rule: dict[str, Any] = _network_policy_port(port)
     if webhook_from:
@@ -101,11 +103,9 @@ def _network_policy(meta: dict[str, Any], apiserver_cidrs: list[str], *, api_egr
         "spec": {
             "podSelector": {"matchLabels": {names.LABEL_APP_NAME: NAME}},
             "policyTypes": ["Ingress", "Egress"],
-            "ingress": [
-                webhook_rule,
-                # Probes come from the kubelet on the node, metrics from the cluster's Prometheus.
-                {"ports": [{"protocol": "TCP", "port": HEALTH_PORT}]},
-            ],
+            # Probes come from the kubelet on the pod's own node (always allowed), metrics from the scrapers of
+            # --monitoring only: no other pod may hold the health port's connections.
+            "ingress": [webhook_rule, *scrape_rule([HEALTH_PORT], monitoring)],
             # The webhook calls nothing, not even DNS; with DRA claim pools it lists ResourceClaimTemplates from
             # the API server (its in-cluster address is an IP: still no DNS).
             "egress": [_api_egress(apiserver_cidrs)] if api_egress else [],
@@ -123,7 +123,8 @@ def _api_egress(apiserver_cidrs: list[str]) -> dict[str, Any]:
 def manifests(profile_text: str, image: str, namespace: str = "fabricguard-system",
               apiserver_cidrs: list[str] | None = None,
               extra_mutating: list[dict[str, Any]] | None = None, *,
-              claim_templates: bool = False, mode: str = "enforce", port: int = PORT) -> list[dict[str, Any]]:
+              claim_templates: bool = False, mode: str = "enforce", port: int = PORT,
+              monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
     """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server;
     ``extra_mutating``: further entries of the mutating configuration (the fabric DaemonSets' tolerations).
 
@@ -215,7 +216,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": {names.LABEL_APP_NAME: NAME},
                   "ports": [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]}},
-        _network_policy(meta, apiserver_cidrs or [], api_egress=claim_templates, port=port),
+        _network_policy(meta, apiserver_cidrs or [], api_egress=claim_templates, port=port, monitoring=monitoring),
         # The CA chain: a self-signed Issuer only makes the CA; the CA Issuer signs the serving certificate.
         {"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
          "metadata": {**meta, "name": f"{NAME}-selfsigned"}, "spec": {"selfSigned": {}}},

@@ -23,7 +23,7 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard.admission.claims import TEMPLATE_KIND, ResolverUnavailable
-from fabricguard.kube import Grant, Permissions, grants
+from fabricguard.rbac import Grant, Permissions, grants
 
 log = logging.getLogger("fabricguard.admission")
 

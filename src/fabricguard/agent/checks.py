@@ -7,6 +7,11 @@ Node: without it the check fails, naming why (fail closed). On a pool whose fabr
 the fabric is never in allocatable (KEP-5004 included); the check then reads this node's ResourceSlices from the
 pool's driver and counts the usable fabric devices (for DRANET: RDMA devices whose ``dra.net/state`` is up, or
 that a pod holds), failing when they cannot be read.
+
+GPUs may be offered through DRA too: GPU Operator's ``GPUCluster`` mode runs the NVIDIA DRA driver, the GPUs are
+then ``gpu.nvidia.com`` devices in the node's ResourceSlices and (KEP-5004) never in allocatable. When the GPU
+resource is short in allocatable the check counts this node's usable ``gpu.nvidia.com`` GPUs instead, as
+NVSentinel's validation does; only when neither offers ``gpusPerNode`` does it fail, naming both.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from fabricguard.probes.host import CheckGroup, host_check_groups
 from fabricguard.probes.lustre_client import Lnetctl
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool
-from fabricguard.profile.dra import node_offer
+from fabricguard.profile.dra import gpu_offer, node_offer
 from fabricguard.quantity import amount_or_zero
 
 
@@ -41,8 +46,18 @@ def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str |
         )
     alloc = ((node.get("status") or {}).get("allocatable") or {})
     short = {k: (alloc.get(k, "absent"), v) for k, v in wanted.items() if amount_or_zero(alloc.get(k)) < v}
+    gpu_note = ""
+    if pool.gpuResource in short:
+        offered, why = dra_gpus(pool, node, slices, slices_error)
+        if offered is not None:
+            del short[pool.gpuResource]
+            wanted.pop(pool.gpuResource)
+            gpu_note = offered
+        else:
+            gpu_note = why
     if d is not None and pool.fabric.has_fabric and not short:
-        return _dra_check(pool, node, alloc, wanted, slices, slices_error)
+        check = _dra_check(pool, node, alloc, wanted, slices, slices_error)
+        return _with_gpus(check, gpu_note) if pool.gpuResource not in wanted and gpu_note else check
     if short:
         what = "; ".join(
             f"{k} is {have} (pods of pool {pool.name} request {want:g})" for k, (have, want) in short.items()
@@ -51,15 +66,37 @@ def allocatable_check(pool: Pool, node: dict[str, Any] | None, node_error: str |
             "fabric.allocatable",
             Status.failed,
             f"not advertised in status.allocatable: {what}. The hardware may be fine: the device plugin that "
-            "advertises it is not (is its DaemonSet running on this node?)",
+            "advertises it is not (is its DaemonSet running on this node?)"
+            + (f"; nor are the GPUs offered through DRA: {gpu_note}" if gpu_note else ""),
             {"missing": {k: have for k, (have, _) in short.items()}},
         )
-    return Check(
+    check = Check(
         "fabric.allocatable",
         Status.passed,
         "advertised: " + ", ".join(f"{k}={alloc[k]}" for k in wanted),
         {"allocatable": {k: alloc[k] for k in wanted}},
     )
+    return _with_gpus(check, gpu_note) if gpu_note else check
+
+
+def dra_gpus(pool: Pool, node: dict[str, Any], slices: list[dict[str, Any]] | None,
+             slices_error: str | None) -> tuple[str | None, str]:
+    """(what passes, None when the node's ``gpu.nvidia.com`` ResourceSlices do not offer ``gpusPerNode`` usable
+    GPUs; why not)."""
+    name = objects.name_of(node)
+    if slices is None:
+        return None, f"cannot read this node's ResourceSlices ({slices_error or 'not listed'})"
+    offer = gpu_offer(name, slices)
+    if offer.usable >= pool.gpusPerNode:
+        return f"{pool.gpuResource} offered through DRA: {offer.describe(name)} (pods need {pool.gpusPerNode})", ""
+    return None, f"{offer.describe(name)} (pods need {pool.gpusPerNode})"
+
+
+def _with_gpus(check: Check, note: str) -> Check:
+    if check.status is not Status.passed:
+        return check
+    return Check(check.name, check.status, f"{check.detail}; {note}" if check.detail != "advertised: " else note,
+                 {**(check.data or {}), "gpus": note})
 
 
 def _dra_check(pool: Pool, node: dict[str, Any], alloc: dict[str, Any], wanted: dict[str, float],

@@ -101,8 +101,9 @@ def agent_cmd(
     nvml_json: Path = typer.Option(None, "--nvml-json", help="Recorded NVML data instead of live NVML."),
     node_json: Path = typer.Option(None, "--node-json", help="With --dry-run: a saved Node (kubectl get node -o json)."
                                    ),
-    slices_json: Path = typer.Option(None, "--slices-json", help="With --dry-run on a DRA pool: saved ResourceSlices "
-                                     "(kubectl get resourceslices --field-selector spec.nodeName=NODE -o json)."),
+    slices_json: Path = typer.Option(None, "--slices-json", help="With --dry-run on a DRA pool (or DRA GPUs): saved "
+                                     "ResourceSlices (kubectl get resourceslices --field-selector "
+                                     "spec.nodeName=NODE -o json)."),
     gpu_ceilings: Path = typer.Option(None, "--gpu-ceilings", help="Run the GPU performance check against these."),
     lnetctl: str = typer.Option("auto", "--lnetctl", help="Command that runs lnetctl for the Lustre client's LNet "
                                 "health (auto: lnetctl on PATH; none: do not read LNet health)."),
@@ -194,7 +195,7 @@ def agent_cmd(
     if dry_run:
         fail("--dry-run needs --once (the loop exists to write the condition)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
-    from fabricguard.kube import kubeconfig_problem
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig)  # a broken file does not heal: exit 3 at once; an outage does
     if problem:
@@ -253,8 +254,10 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
 
 
 def _dra(profile: Any) -> bool:
-    """Whether a pool offers its fabric through DRA (the agent then lists its node's ResourceSlices)."""
-    return any(p.fabric.dra is not None for p in profile.spec.pools)
+    """Whether the agent may list its node's ResourceSlices: always (a DRA pool's fabric is offered there, and
+    GPUs a DRA driver offers are too, whatever the pool's fabric)."""
+    del profile
+    return True
 
 
 def sweep_cmd(

@@ -20,14 +20,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fabricguard import names
-from fabricguard.kube import Conflict, Grant, Kube, KubeError, NotFound, Permissions, TimedOut, Unreachable, grants
+from fabricguard.kube import Conflict, Kube, KubeError, NotFound, TimedOut, Unreachable
+from fabricguard.rbac import Grant, Permissions, grants
 
 __all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_grants", "connect", "sweep_stale"]
 
 
-def agent_grants(manage_taints: bool = False, dra: bool = False) -> frozenset[Grant]:
+def agent_grants(manage_taints: bool = False, dra: bool = True) -> frozenset[Grant]:
     """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints;
-    on a DRA pool list its node's ResourceSlices (the fabric is offered there, not in allocatable)."""
+    list its node's ResourceSlices (a DRA pool's fabric is offered there, and GPUs a DRA driver offers are too,
+    never in allocatable: the render always grants it, ``dra=False`` is for a caller that knows better)."""
     return frozenset([*grants("v1", "nodes", ["get"]), *grants("v1", "nodes", ["patch"], subresource="status"),
                       *(grants("v1", "nodes", ["patch"]) if manage_taints else []),
                       *(grants(names.DRA_API, "resourceslices", ["list"]) if dra else [])])
@@ -42,7 +44,7 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
                   table: frozenset[Grant] | None = None, component: str = "agent") -> Kube:
     """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account),
     checked against ``table`` (default: every call the agent can make)."""
-    from fabricguard.kube import kubeconfig_problem
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig, context) if kubeconfig is not None else None
     if problem:  # a missing file, a FIFO, a directory, not a kubeconfig: named as what it is

@@ -38,6 +38,7 @@ from fabricguard.probes.host import CheckGroup, load_gpus
 from fabricguard.probes.lustre_client import Lnetctl
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import PlatformProfile, Pool, UnknownPoolError
+from fabricguard.quantity import amount_or_zero
 
 log = logging.getLogger("fabricguard.agent")
 HEARTBEAT_S = 300.0
@@ -138,9 +139,13 @@ class Agent:
         except UnknownPoolError:
             return None
 
-    async def _slices(self, pool: Pool) -> tuple[list[dict[str, Any]] | None, str | None]:
-        """This node's ResourceSlices when the pool's fabric is offered through DRA (else nothing to read)."""
-        if pool.fabric.dra is None:
+    async def _slices(self, pool: Pool, node: dict[str, Any] | None = None,
+                      ) -> tuple[list[dict[str, Any]] | None, str | None]:
+        """This node's ResourceSlices when the pool's fabric is offered through DRA, or when the Node's
+        allocatable lacks the pool's GPUs (a DRA driver may offer them); else nothing to read."""
+        alloc = ((node or {}).get("status") or {}).get("allocatable") or {}
+        gpus_short = node is not None and amount_or_zero(alloc.get(pool.gpuResource)) < pool.gpusPerNode
+        if pool.fabric.dra is None and not gpus_short:
             return None, None
         if self.saved_slices is not None:
             return self.saved_slices, None
@@ -195,7 +200,7 @@ class Agent:
             if not self._stuck.finished.is_set():
                 return judge(self._stuck.still_hung()), pool.name
             self._stuck = None
-        slices, slices_error = await self._slices(pool)
+        slices, slices_error = await self._slices(pool, node)
         run = CheckRun(lambda: self._plan(pool, node, node_error, slices, slices_error), first="gpu.count")
         if not await run.wait(self.cfg.check_timeout):
             self._stuck = run
@@ -251,7 +256,9 @@ class Agent:
             # the condition, which would otherwise end the bootstrap at once).
             pool_model = self._pool(node) if pool and node is not None else None
             needs_proof = bool(pool_model and pool_model.proof and pool_model.proof.lifecycle)
-            wanted = wanted_taints(node, reported.status, needs_proof) if node is not None else None
+            wanted = (wanted_taints(node, reported.status, needs_proof,
+                                    pool_model.bootstrap_taint if pool_model else names.TAINT_UNVERIFIED)
+                      if node is not None else None)
             if node is not None and previous is not None and not needs_write(
                     previous, condition, now, self.cfg.heartbeat, self.cfg.interval):
                 condition = dict(previous)  # what the Node holds: nothing changed and the heartbeat is not due

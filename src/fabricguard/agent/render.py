@@ -6,7 +6,8 @@ on the ``FabricReady`` condition: a ``bootstrap-only`` rule with taint ``readine
 rule with ``readiness.k8s.io/fabric-degraded``. Both ``NoSchedule``: never evict running jobs.
 
 ``agent_manifests``: the agent's ServiceAccount, ClusterRole and binding (read Nodes, patch ``nodes/status``;
-patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, the staleness
+patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, a NetworkPolicy
+(``:9400`` from the scrapers of ``--monitoring`` only, ``fabricguard.netpolicy``), the staleness
 sweep (a CronJob with its own account, see ``sweeper``), and a
 ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
 pod runs on (the node name the kubelet-bound token carries in ``request.userInfo.extra``), only its own
@@ -34,10 +35,11 @@ import yaml
 from fabricguard import fabrics, names
 from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
 from fabricguard.agent.loop import HEARTBEAT_S
-from fabricguard.kube import rbac_rules
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
 from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.netpolicy import metrics_policy
 from fabricguard.profile import PlatformProfile, Pool
+from fabricguard.rbac import rbac_rules
 
 NRR_API = names.NRR_API
 NAME = names.AGENT_NAME
@@ -86,6 +88,8 @@ def readiness_rules(profile: PlatformProfile, *, dry_run: bool = False, mode: st
     field, else ``mode``, the install's): NRC then reports what it would taint and taints nothing."""
     out = []
     for pool in profile.spec.pools:
+        if pool.startup_taint:
+            continue  # NRC refuses a key outside readiness.k8s.io/ (NRC #279): that pool's agent keeps its taints
         observe = dry_run or profile.mode_of(pool, mode) == "observe"
         for enforcement, key in (("bootstrap-only", TAINT_UNVERIFIED), ("continuous", TAINT_DEGRADED)):
             out.append({
@@ -108,7 +112,8 @@ def agent_tolerations(pool: Pool) -> list[dict[str, Any]]:
     """The pool's own tolerations plus the readiness taints: an agent that cannot land on a tainted node
     could never report the True that removes the taint (and its DaemonSet would just want fewer pods)."""
     tol = [t.to_k8s() for t in pool.tolerations]
-    return tol + [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in TAINT_KEYS]
+    keys = dict.fromkeys([*TAINT_KEYS, pool.bootstrap_taint])
+    return tol + [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys]
 
 
 def _host_dirs(pool: Pool) -> list[str]:
@@ -154,6 +159,15 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         v = _volume_name(d)
         mounts.append({"name": v, "mountPath": HOST_ROOT + d, "readOnly": True})
         volumes.append({"name": v, "hostPath": {"path": d, "type": "Directory"}})
+    droot = pool.fabric.spec.driver_container_root
+    if droot:
+        # The DOCA/MOFED driver container rbind-mounts its root here, possibly after the agent started: the mount
+        # must propagate into the agent (HostToContainer), and the directory may not exist yet on a node without
+        # that container (DirectoryOrCreate: the driver container creates the same directory itself).
+        v = _volume_name(droot)
+        mounts.append({"name": v, "mountPath": HOST_ROOT + droot, "readOnly": True,
+                       "mountPropagation": "HostToContainer"})
+        volumes.append({"name": v, "hostPath": {"path": droot, "type": "DirectoryOrCreate"}})
     privileged = nvml_privileged(pool, nvml_access)
     env: list[dict[str, Any]] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
@@ -232,6 +246,8 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
     status_rest = " && ".join(_unchanged("object.status", "oldObject.status", f) for f in STATUS_FIELDS)
     spec_rest = " && ".join(_unchanged("object.spec", "oldObject.spec", f) for f in SPEC_FIELDS)
     meta_rest = " && ".join(_unchanged("object.metadata", "oldObject.metadata", f) for f in META_FIELDS)
+    # The agent's taints: readiness.k8s.io/fabric-*, and the autoscaler's startup key of a scale-from-zero pool.
+    not_ours = f"!(t.key.startsWith('{TAINT_PREFIX}') || t.key == '{names.TAINT_STARTUP_UNVERIFIED}')"
     return {
         "isSweep": f"request.userInfo.username == '{sweep_user}'",
         "ownNode": (
@@ -249,12 +265,8 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
             "has(oldObject.status.conditions) ? "
             f"oldObject.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
         ),
-        "otherTaints": (
-            f"has(object.spec.taints) ? object.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
-        ),
-        "oldOtherTaints": (
-            f"has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
-        ),
+        "otherTaints": f"has(object.spec.taints) ? object.spec.taints.filter(t, {not_ours}) : []",
+        "oldOtherTaints": f"has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, {not_ours}) : []",
         "statusOnlyFabricReady": (
             "request.subResource != 'status' || "
             f"(variables.otherConditions == variables.oldOtherConditions && {status_rest})"
@@ -264,7 +276,7 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
         "metadataUnchanged": meta_rest,
         "specOnlyFabricTaints": (
             "request.subResource == 'status' || (variables.otherTaints == variables.oldOtherTaints && "
-            f"(!has(object.spec.taints) || object.spec.taints.all(t, !t.key.startsWith('{TAINT_PREFIX}') || "
+            f"(!has(object.spec.taints) || object.spec.taints.all(t, {not_ours} || "
             f"t.effect == 'NoSchedule')) && {spec_rest} && {meta_rest})"
         ),
     }
@@ -298,7 +310,8 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                 {"expression": expr["statusOnlyFabricReady"], "reason": "Forbidden",
                  "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
                 {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
-                 "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* NoSchedule taints of a Node"},
+                 "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* (and "
+                            f"{names.TAINT_STARTUP_UNVERIFIED}) NoSchedule taints of a Node"},
                 {"expression": expr["metadataUnchanged"], "reason": "Forbidden",
                  "message": "the fabricguard agent and its staleness sweep may not change a Node's labels, "
                             "annotations, owner references or finalizers (not through nodes/status either)"},
@@ -367,12 +380,14 @@ def sweeper(image: str, namespace: str, interval: int) -> list[dict[str, Any]]:
 def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, namespace: str = "fabricguard-system",
                     *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
                     runtime_class: str | None = None, sweep: bool = True,
-                    nvml_access: str = "auto", mode: str = "enforce") -> list[dict[str, Any]]:
+                    nvml_access: str = "auto", mode: str = "enforce",
+                    monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
-    # The agent's permission table, nothing else; a DRA pool's fabric is offered in ResourceSlices, not in
-    # allocatable: each agent lists its node's.
-    rules = rbac_rules(agent_grants(manage_taints, any(p.fabric.dra is not None for p in profile.spec.pools)),
-                       "cluster")
+    # The agent's permission table, nothing else. Each agent lists its node's ResourceSlices: a DRA pool's fabric
+    # is offered there, not in allocatable, and so are GPUs a DRA driver offers (GPU Operator's GPUCluster mode).
+    # A pool whose bootstrap taint is the autoscaler's startup taint has no NRC rule: its agent keeps the taints.
+    taints = manage_taints or any(p.startup_taint for p in profile.spec.pools)
+    rules = rbac_rules(agent_grants(taints, True), "cluster")
     objs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": names.RBAC_API, "kind": "ClusterRole",
@@ -384,7 +399,8 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
     ]
     daemonsets = [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
-                            manage_taints=manage_taints, runtime_class=runtime_class, nvml_access=nvml_access,
+                            manage_taints=manage_taints or p.startup_taint, runtime_class=runtime_class,
+                            nvml_access=nvml_access,
                             mode=mode)
                   for p in profile.spec.pools]
     # The agent reads its profile once at start: a changed profile rolls every DaemonSet (content hash).
@@ -392,6 +408,8 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
     for ds in daemonsets:
         ds["spec"]["template"]["metadata"]["annotations"][PROFILE_CHECKSUM] = checksum
     objs += daemonsets
+    # :9400 from the scrapers only: the agent runs on every GPU node, beside every tenant's pods.
+    objs.append(metrics_policy(meta, {names.LABEL_APP_NAME: NAME}, [METRICS_PORT], monitoring))
     objs += admission_policy(namespace)
     if sweep:
         objs += sweeper(image, namespace, interval)

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from fabricguard.console import fail
+from fabricguard.options import check_monitoring, monitoring_option
 
 
 def render_readiness_cmd(
@@ -56,8 +57,10 @@ def render_agent_cmd(
     nvml_access: str = typer.Option("auto", "--nvml-access", help="How the GPU checks reach NVML: runtime (the "
                                     "NVIDIA container toolkit injects the devices), privileged (driver on the host "
                                     "without the toolkit, e.g. GKE), or auto (by the pool's platform)."),
+    monitoring: str = monitoring_option(),
 ) -> None:
-    """Print the agent's DaemonSets (one per pool), RBAC, profile ConfigMap and own-node admission policy."""
+    """Print the agent's DaemonSets (one per pool), RBAC, profile ConfigMap, NetworkPolicy and own-node admission
+    policy."""
     from fabricguard.agent.render import agent_manifests, to_yaml
     from fabricguard.profile.commands import profile_or_exit
 
@@ -71,5 +74,5 @@ def render_agent_cmd(
         fail(f"--nvml-access {nvml_access!r}: use auto, runtime or privileged")
     objs = agent_manifests(prof, profile.read_text(), image, namespace, interval=interval, passes=passes,
                            manage_taints=manage_taints, runtime_class=runtime_class, sweep=sweep,
-                           nvml_access=nvml_access)
+                           nvml_access=nvml_access, monitoring=check_monitoring(monitoring))
     sys.stdout.write(to_yaml(objs, head))

@@ -32,6 +32,8 @@ from fabricguard.controller.canary import (
 )
 from fabricguard.controller.facts import CanaryFiles, LustreFacts
 from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, creation_reason, scheduler_reason
+from fabricguard.controller.storage_proof import StorageProof, StorageStanding
+from fabricguard.controller.storage_proof import standing as storage_standing
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -58,6 +60,8 @@ class PoolState:
     broken: bool = False
     causes: list[str] = field(default_factory=list)  # each critical finding "rule: first sentence", cause first
     proof: Any = None  # controller.pairs.ProofOutcome of a pool with a proof goal
+    # The pool's storage as its canaries' storage probe proved it (controller/storage_proof.py); None: no canary.
+    storage: StorageStanding | None = None
 
 
 @dataclass
@@ -133,7 +137,7 @@ def run_from_files(name: str, files: CanaryFiles, started: str, finished: str, n
                          nodes=nodes)
     j = files.judged
     return CanaryRun(name, j.outcome, started, finished, j.message + note, j.evidence, j.transport, j.busbw, nodes,
-                     j.inspector)
+                     j.inspector, j.storage.to_dict() if j.storage is not None else None)
 
 
 def _start_key(r: CanaryRun) -> datetime:
@@ -221,8 +225,29 @@ def _evaluate(
     return None
 
 
+def storage_of(pool: Pool, canary: Canary | None, runs: list[CanaryRun], previous: dict[str, Any] | None,
+               now: datetime) -> StorageStanding | None:
+    """The pool's storage standing from its runs (newest first) and the status's last ``storage``."""
+    if canary is None:
+        return None
+    last = previous.get("lastProven") if isinstance(previous, dict) else None
+    return storage_standing(pool, canary, [(r.name, r.finished, _proof_of(r)) for r in runs],
+                            str(last) if last else None, now)
+
+
+def _proof_of(r: CanaryRun) -> StorageProof | None:
+    """A run's storage proof. A run recorded before storage proofs had its storage checks inside its outcome: a
+    pass then proved the storage too (an upgrade must not hold every pool until the next canary)."""
+    if r.storage is not None:
+        return StorageProof.from_dict(r.storage)
+    if r.outcome is Outcome.passed:
+        return StorageProof("passed", "storage checked within the canary's outcome (a run recorded before storage "
+                            "proofs)")
+    return None
+
+
 def _status(runs: list[CanaryRun], history: int, active: dict[str, Any] | None,
-            previous_success: str | None, pool: Pool) -> dict[str, Any]:
+            previous_success: str | None, pool: Pool, storage: StorageStanding | None = None) -> dict[str, Any]:
     runs = runs[:history]
     success = next((r.finished for r in runs if r.outcome is Outcome.passed), previous_success)
     # Every key, None where absent: the merge patch then removes what no longer applies.
@@ -234,11 +259,26 @@ def _status(runs: list[CanaryRun], history: int, active: dict[str, Any] | None,
         "lastSuccess": success,
         "active": {"jobSet": o.name_of(active), "started": o.meta(active).get("creationTimestamp")}
         if active is not None else None,
+        "storage": storage.to_status() if storage is not None else None,
     }
 
 
 def pool_state(pool: Pool, canary: Canary | None, runs: list[CanaryRun], last_success: str | None,
-               now: datetime) -> PoolState:
+               now: datetime, storage: StorageStanding | None = None) -> PoolState:
+    """The pool's standing: its fabric's from the newest judged run, then its storage's (both must hold)."""
+    state = _fabric_state(pool, canary, runs, last_success, now)
+    state.storage = storage
+    if storage is not None and not storage.ready:
+        if state.ready:
+            state.message = storage.message
+        elif storage.proof is not None and storage.proof.outcome != "passed":
+            state.message += f"; {storage.message}"
+        state.ready = False
+    return state
+
+
+def _fabric_state(pool: Pool, canary: Canary | None, runs: list[CanaryRun], last_success: str | None,
+                  now: datetime) -> PoolState:
     if canary is None:
         return PoolState(pool.name, False, True, None, f"pool {pool.name} has no canary")
     judged = next((r for r in runs if r.outcome in JUDGED), None)
@@ -355,8 +395,9 @@ def reconcile_pool(
         counters.canary_runs.append((pool.name, str(r.outcome)))
     # Newest run first, by start (a run id carries its start): the pool stands on its latest run.
     all_runs = sorted(new_runs + runs, key=_start_key, reverse=True)
-    want = _status(all_runs, cfg.history, active, previous_success, pool)
+    storage = storage_of(pool, canary, all_runs[: cfg.history], status.get("storage"), now)
+    want = _status(all_runs, cfg.history, active, previous_success, pool, storage)
     if want != {k: status.get(k) for k in want}:
         actions.append(MergeStatus(names.FV_API, names.FV_PLURAL, None, pool.name, want))
-    state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now)
+    state = pool_state(pool, canary, all_runs[: cfg.history], want.get("lastSuccess"), now, storage)
     return actions, state

@@ -118,7 +118,7 @@ def controller_cmd(
             target = parse_target(reference)
         except ReferenceError as exc:
             fail(f"--reference {exc}")
-    from fabricguard.kube import kubeconfig_problem
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig, context)
     if problem:
@@ -281,7 +281,7 @@ def render_controller_cmd(
     if missing and not canary_image:
         fail(f"pool(s) {', '.join(missing)} run canaries but have no canary.image",
              hint="pass --canary-image REF: the controller's image has no torch; canaries need the probe extra")
-    objs = manifests(prof, profile.read_text(), image, namespace, canary_image)
+    objs = manifests(prof, profile.read_text(), image, namespace, canary_image, monitoring=monitoring)
     if monitoring == "prometheus-operator":
         objs.append(service_monitor(namespace, release))
     elif monitoring == "gmp":
@@ -398,7 +398,8 @@ breaker_app = typer.Typer(help="The blast-radius breakers: which are open, and a
 
 def _breaker_call(kubeconfig: str | None, context: str | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
     from fabricguard.controller.kube import breaker_permissions
-    from fabricguard.kube import Kube, KubeError, kubeconfig_problem, unreachable
+    from fabricguard.kube import Kube, KubeError, unreachable
+    from fabricguard.kubeconfig import kubeconfig_problem
 
     problem = kubeconfig_problem(kubeconfig, context)
     if problem:

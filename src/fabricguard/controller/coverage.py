@@ -13,8 +13,8 @@ from typing import Any
 from fabricguard import breaker, names, times
 from fabricguard import objects as o
 from fabricguard.controller import proof as pf
-from fabricguard.kube import Grant, Permissions, grants
 from fabricguard.profile.model import Pool
+from fabricguard.rbac import Grant, Permissions, grants
 
 COVERAGE_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.FV_API, names.FV_PLURAL, ["get"]),
@@ -71,7 +71,7 @@ def coverage(pool: Pool, fv: dict[str, Any] | None, nodes: list[dict[str, Any]],
     for n in mine:
         name = o.name_of(n)
         r = state.nodes.get(name) or pf.NodeProof(name)
-        held = pf.held_elsewhere(n, (names.TAINT_QUARANTINED, *names.TAINT_KEYS))
+        held = pf.held_elsewhere(n, (names.TAINT_QUARANTINED, *names.TAINT_KEYS, names.TAINT_STARTUP_UNVERIFIED))
         st = "held" if held and r.state not in NEEDS_ATTENTION else r.state
         t = times.parse_time(r.lastProven) if r.lastProven else None
         fresh = t is not None and (now - t).total_seconds() <= proof.every_s

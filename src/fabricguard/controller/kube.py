@@ -45,20 +45,9 @@ from fabricguard.controller.actions import (
 from fabricguard.controller.trim import trim
 from fabricguard.doctor.diff import drift_scope
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot
-from fabricguard.kube import (
-    Conflict,
-    Forbidden,
-    Gone,
-    Grant,
-    Kube,
-    KubeError,
-    NotFound,
-    Permissions,
-    TimedOut,
-    Unreachable,
-    grants,
-)
+from fabricguard.kube import Conflict, Forbidden, Gone, Kube, KubeError, NotFound, TimedOut, Unreachable
 from fabricguard.profile.model import PlatformProfile
+from fabricguard.rbac import Grant, Permissions, grants
 
 log = logging.getLogger("fabricguard.controller")
 

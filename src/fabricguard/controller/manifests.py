@@ -4,7 +4,8 @@ Rendered: the FabricValidation CRD (cluster-scoped, status subresource, printer 
 AdmissionCheck ``fabric-validated``, the canaries' PriorityClass, a ServiceAccount with RBAC granting exactly
 the verbs the controller uses, a ConfigMap with the profile, a Deployment of 2 replicas (Lease leader
 election; non-root, read-only root filesystem, the Lustre claim mounted read-only to read NCCL logs), a
-PodDisruptionBudget, a metrics Service and a ServiceMonitor. The ClusterQueue fragment that attaches the check
+PodDisruptionBudget, a metrics Service, a NetworkPolicy (``:8080`` from the scrapers of ``--monitoring`` only) and
+a ServiceMonitor. The ClusterQueue fragment that attaches the check
 to the fabric pools' flavors is printed as a comment: a ClusterQueue is the platform team's object to edit.
 """
 
@@ -17,6 +18,7 @@ import yaml
 
 from fabricguard import names
 from fabricguard import objects as o
+from fabricguard.netpolicy import metrics_policy
 from fabricguard.profile.model import PlatformProfile
 
 NAME = names.CONTROLLER_COMPONENT
@@ -116,7 +118,7 @@ def clusterqueue_fragment(profile: PlatformProfile) -> dict[str, Any]:
 def rbac_rules() -> list[dict[str, Any]]:
     """The ClusterRole's rules: the cluster-scoped rows of the controller's permission table."""
     from fabricguard.controller.kube import CONTROLLER_GRANTS
-    from fabricguard.kube import rbac_rules as rules_of
+    from fabricguard.rbac import rbac_rules as rules_of
 
     return rules_of(CONTROLLER_GRANTS, "cluster")
 
@@ -124,7 +126,7 @@ def rbac_rules() -> list[dict[str, Any]]:
 def namespace_rules() -> list[dict[str, Any]]:
     """The Role's rules in the controller's own namespace (its canaries and its Lease), from the same table."""
     from fabricguard.controller.kube import CONTROLLER_GRANTS
-    from fabricguard.kube import rbac_rules as rules_of
+    from fabricguard.rbac import rbac_rules as rules_of
 
     return rules_of(CONTROLLER_GRANTS, "namespace")
 
@@ -150,7 +152,7 @@ def scavenger_priority(profile: PlatformProfile, labels: dict[str, str]) -> list
 
 def manifests(profile: PlatformProfile, profile_text: str, image: str,
               namespace: str = "fabricguard-system", canary_image: str | None = None,
-              mode: str = "enforce") -> list[dict[str, Any]]:
+              mode: str = "enforce", monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
     labels = _labels()
     meta = {"name": NAME, "namespace": namespace, "labels": labels}
     selector = {names.LABEL_APP_NAME: NAME}
@@ -243,6 +245,8 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"selector": selector, "ports": [{"name": "metrics", "port": METRICS_PORT,
                                                    "targetPort": "metrics", "protocol": "TCP"}]}},
+        # :8080 from the scrapers only (the kubelet's probes come from the node, always allowed).
+        metrics_policy(meta, selector, [METRICS_PORT], monitoring),
     ]
 
 

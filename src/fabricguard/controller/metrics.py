@@ -92,6 +92,15 @@ class Metrics:
                               registry=r)
         self.ready = Gauge("fabricguard_pool_fabric_validated",
                            "1 when the pool's latest canary passed within two intervals.", ["pool"], registry=r)
+        self.storage_ready = Gauge("fabricguard_pool_storage_ready",
+                                   "1 when the pool's storage canary proved its Lustre within two intervals.",
+                                   ["pool"], registry=r)
+        self.storage_mbps = Gauge("fabricguard_canary_storage_mbps",
+                                  "The storage canary's nodes' summed rate per phase (write, read).",
+                                  ["pool", "phase"], registry=r)
+        self.storage_floor = Gauge("fabricguard_canary_storage_floor_mbps",
+                                   "The pool's storage floor per phase (baseline x floorFraction).",
+                                   ["pool", "phase"], registry=r)
         self.verdicts = Counter("fabricguard_job_verdicts", "Verdicts of finished managed jobs.",
                                 ["pool", "verdict", "transport"], registry=r)
         self.findings = Gauge("fabricguard_doctor_findings", "Doctor findings on the latest pass.",
@@ -359,6 +368,15 @@ class Metrics:
                 continue
             self.interval.labels(p.name).set(s.interval_s)
             self.ready.labels(p.name).set(1 if s.ready else 0)
+            if s.storage is not None:
+                self.storage_ready.labels(p.name).set(1 if s.storage.ready else 0)
+                proof = s.storage.proof
+                for phase, got, floor in (("write", proof.writeMBps, proof.floorWriteMBps),
+                                          ("read", proof.readMBps, proof.floorReadMBps)) if proof else ():
+                    if got is not None:
+                        self.storage_mbps.labels(p.name, phase).set(got)
+                    if floor is not None:
+                        self.storage_floor.labels(p.name, phase).set(floor)
             t = parse_time(s.last_success)
             if t is not None:
                 self.last_success.labels(p.name).set(t.timestamp())

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import objects as o
+from fabricguard.controller.storage_proof import StorageProof, judge_storage
 from fabricguard.nccl.inspector import summarize
 from fabricguard.probes.bw import Row, SlowRail, expectation_for, judge, slow_rails
 from fabricguard.probes.records import CollectiveRecord, RecordError, StorageRecord
@@ -58,6 +59,8 @@ class CanaryRun:
     nodes: list[str] = field(default_factory=list)
     # NCCL's Inspector in the canary's ranks: the same instrument the pool's running jobs are measured with.
     inspectorBusbwGBps: dict[str, float] = field(default_factory=dict)
+    # The storage probe's judgement (controller/storage_proof.py): the pool's storage, apart from its fabric.
+    storage: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,6 +84,7 @@ class CanaryRun:
             busbwGBps={str(k): float(v) for k, v in (d.get("busbwGBps") or {}).items()},
             nodes=[str(n) for n in d.get("nodes") or ()],
             inspectorBusbwGBps={str(k): float(v) for k, v in (d.get("inspectorBusbwGBps") or {}).items()},
+            storage=sp.to_dict() if (sp := StorageProof.from_dict(d.get("storage"))) is not None else None,
         )
 
 
@@ -92,6 +96,7 @@ class Judged:
     transport: str | None
     busbw: dict[str, float]
     inspector: dict[str, float] = field(default_factory=dict)
+    storage: StorageProof | None = None
     rails: list[SlowRail] = field(default_factory=list)  # a pair test's slow rails (probe collective --rails)
 
 
@@ -154,7 +159,7 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
     storage, bad_storage = _load_results(result_dir, "storage.node*.json", StorageRecord)
     failed: list[str] = list(bad)
     fallback: list[str] = []
-    degraded: list[str] = [f"storage probe gave no result: {b}" for b in bad_storage]
+    degraded: list[str] = []
     evidence: list[str] = []
     transport: str | None = None
 
@@ -209,30 +214,28 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
                 failed.append(f"collective results were wrong: {c.detail}")
             if c.name == "collective.busbw" and c.status is Status.degraded:
                 degraded.append(f"busbw below the floor: {c.detail}")
-    for sr in storage:
-        for c in sr.checks:
-            if c.status in (Status.failed, Status.degraded):
-                msg = f"storage {c.name}: {c.detail}"
-                (failed if c.status is Status.failed and c.name != "storage.fstype" else degraded).append(msg)
-        if not sr.checks and sr.status in (Status.failed, Status.degraded):
-            degraded.append(f"storage probe {sr.status}")
+    # The storage probe's results are the pool's storage proof, judged apart: a slow file system is the file
+    # system's, not the fabric's (controller/storage_proof.py). A run whose pods never started left neither.
+    canary = profile.canary(pool)
+    sp = (judge_storage(pool, storage, bad_storage, canary.nodes if canary else len(storage))
+          if storage or bad_storage or collective or bad else None)
 
     busbw = _peaks(rows)
     ins = _inspector_figures(profile, log_dir)
     if failed:
-        return Judged(Outcome.failed, failed[0], (failed[1:] + evidence)[:MAX_EVIDENCE], transport, busbw,
-                      ins, slow)
+        return Judged(Outcome.failed, failed[0], (failed[1:] + evidence)[:MAX_EVIDENCE], transport, busbw, ins, sp,
+                      slow)
     if fallback:
-        return Judged(Outcome.fallback, fallback[0], (evidence + fallback[1:])[:MAX_EVIDENCE], transport, busbw,
-                      ins, slow)
+        return Judged(Outcome.fallback, fallback[0], (evidence + fallback[1:])[:MAX_EVIDENCE], transport, busbw, ins,
+                      sp, slow)
     if degraded:
-        return Judged(Outcome.degraded, degraded[0], (degraded[1:] + evidence)[:MAX_EVIDENCE], transport, busbw,
-                      ins, slow)
+        return Judged(Outcome.degraded, degraded[0], (degraded[1:] + evidence)[:MAX_EVIDENCE], transport, busbw, ins,
+                      sp, slow)
     peak = ", ".join(f"{k} {v:g} GB/s" for k, v in busbw.items())
     if ins:
         peak += "; Inspector " + ", ".join(f"{k} {v:g} GB/s" for k, v in ins.items())
-    return Judged(Outcome.passed, f"transport {transport}; {peak}", evidence[:MAX_EVIDENCE], transport, busbw,
-                  ins, slow)
+    return Judged(Outcome.passed, f"transport {transport}; {peak}", evidence[:MAX_EVIDENCE], transport, busbw, ins,
+                  sp, slow)
 
 
 def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:

@@ -31,7 +31,7 @@ from fabricguard.profile.model import PlatformProfile, Pool
 if TYPE_CHECKING:  # the Lustre edge reads the files before the pass; this module only looks them up
     from fabricguard.controller.facts import LustreFacts
 
-OWN_TAINTS = (names.TAINT_QUARANTINED, *names.TAINT_KEYS)
+OWN_TAINTS = (names.TAINT_QUARANTINED, *names.TAINT_KEYS, names.TAINT_STARTUP_UNVERIFIED)
 MAX_CONDITION_WRITES = 200  # FabricProven writes per pool and pass; the rest follow on the next passes
 
 
@@ -86,7 +86,7 @@ def pool_facts(pool: Pool, nodes: list[dict[str, Any]], inv: Inventory) -> dict[
             idle=inv.used_gpus.get((name, pool.gpuResource), 0) == 0,
             held=pf.held_elsewhere(n, OWN_TAINTS),
             quarantined=names.TAINT_QUARANTINED in taints,
-            bootstrapping=names.TAINT_UNVERIFIED in taints,
+            bootstrapping=pool.bootstrap_taint in taints,
             fabric_ready=None if fr is None else fr.get("status") == "True",
             joined=o.created(n),
             labels=proof_basis(n, proof.reproveOnLabels),
@@ -235,7 +235,7 @@ def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | N
                          observe=profile.mode_of(pool, cfg.mode) == "observe")
     for p in decision.start:
         spec = CanarySpec(pool.name, p.name, cfg.namespace, job_dir(profile, cfg.namespace, p.name))
-        tolerate = ([names.TAINT_UNVERIFIED] if p.tolerate_bootstrap else []) + (
+        tolerate = ([pool.bootstrap_taint] if p.tolerate_bootstrap else []) + (
             [names.TAINT_QUARANTINED] if p.tolerate_quarantine else [])
         body = render_pair(profile, pool, spec, (hosts[p.nodes[0]], hosts[p.nodes[1]]), image=cfg.image, owner=fv,
                            purpose=p.purpose, tolerate=tolerate)

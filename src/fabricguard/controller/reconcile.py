@@ -73,7 +73,8 @@ class PassResult:
                     "message": s.message, "rootCause": s.root_cause or None, "broken": s.broken,
                     "lastSuccess": s.last_success, "heldWorkloads": self.pending.get(p, 0),
                     "wouldHold": self.would_hold.get(p, 0),
-                    "openBreakers": self.breakers[p].open_checks if p in self.breakers else []}
+                    "openBreakers": self.breakers[p].open_checks if p in self.breakers else [],
+                    "storage": s.storage.to_status() if s.storage is not None else None}
                 for p, s in self.pools.items()
             },
             "findings": [f.to_dict() | {"pools": f.pools} for f in self.findings],

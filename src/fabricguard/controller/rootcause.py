@@ -1,7 +1,8 @@
 """The root cause where people look, and one meaning of "validated".
 
-A pool is **validated** when all three hold, and only then: its latest canary passed within two intervals (or it
-runs no canary), no critical doctor finding about its infrastructure names it (findings about one workload,
+A pool is **validated** when all four hold, and only then: its latest canary passed within two intervals (or it
+runs no canary), its storage canary proved its Lustre within two intervals (``controller/storage_proof.py``), no
+critical doctor finding about its infrastructure names it (findings about one workload,
 such as a job that requests no fabric, are that job's), and its nodes' agents do not report the fabric broken
 (``FabricReady=False`` on at least half of the pool's nodes that report, or on so many that fewer than the
 canary's node count still report ``True``). The exit code of ``controller --once``, the Kueue check
@@ -10,8 +11,9 @@ canary's node count still report ``True``). The exit code of ``controller --once
 
 What the pass knows about why a pool is not validated is written where people look:
 
-* the FabricValidation's conditions: ``Validated`` (status, a reason, the pool's message) and ``RootCause`` (the
-  pool's critical doctor findings, each with its rule and message);
+* the FabricValidation's conditions: ``Validated`` (status, a reason, the pool's message), ``RootCause`` (the
+  pool's critical doctor findings, each with its rule and message) and, for a pool with a canary,
+  ``StorageReady`` (the storage proof's outcome and figures);
 * an Event (``FabricRootCause``) on each object a critical finding names (the never-ready device plugin
   DaemonSet, a Node), once per change of the finding, not once per pass;
 * the held Workload's check message: ``held: pool P canary unschedulable; root cause: <rule>: <message>; ...``.
@@ -37,6 +39,7 @@ from fabricguard.profile.model import PlatformProfile, Pool
 
 VALIDATED = names.FV_VALIDATED
 ROOT_CAUSE = names.FV_ROOT_CAUSE
+STORAGE_READY = names.FV_STORAGE_READY
 ROOT_CAUSE_EVENT = "FabricRootCause"
 MAX_ROOT_CAUSE = 600  # the check message is cut at 1024 characters: the root cause comes before the details
 _API = {"DaemonSet": names.APPS_API, "Deployment": names.APPS_API, "Node": "v1", "Pod": "v1", "ConfigMap": "v1",
@@ -104,6 +107,23 @@ def cause_text(findings: list[Finding]) -> str:
     if len(causes) > len(kept):
         text += f"; and {len(causes) - len(kept)} more critical finding(s)"
     return text
+
+
+FIX_MARK = "\nfix: "  # the RootCause condition's message: the causes, then this, then the deepest cause's fix
+
+
+def root_cause_message(findings: list[Finding]) -> str:
+    """The RootCause condition's message: the causes (``cause_text``), then on its own line the fix of the deepest
+    cause (the doctor's, with the selector and what the pods said), so ``kubectl describe fabricvalidation`` and
+    ``kubectl fabricguard why`` say what to change, not only what is wrong."""
+    fix = next((f.fix for f in rank_by_cause(list(findings)) if f.fix), "")
+    return cause_text(findings) + (FIX_MARK + fix if fix else "")
+
+
+def read_root_cause(message: str) -> tuple[str, str]:
+    """(causes, fix) of a RootCause message written by ``root_cause_message`` (fix "" when none was written)."""
+    causes, _, fix = message.partition(FIX_MARK)
+    return causes.strip(), fix.strip()
 
 
 def hold_message(states: list[PoolState], limit: int = 1024) -> str:
@@ -186,7 +206,7 @@ def apply_standing(profile: PlatformProfile, snapshot: Snapshot, states: dict[st
         s.root_cause = cause_text(causes) if causes else ""
         s.causes = causes_of(causes)
         judged_bad = s.outcome is not None and s.outcome != str(Outcome.passed)
-        s.broken = bool(causes or nodes_say or judged_bad)
+        s.broken = bool(causes or nodes_say or judged_bad or storage_bad(s))
         if nodes_say:
             s.message = f"pool {pool.name}: {nodes_say}; " + s.message
         if causes and s.ready:
@@ -195,10 +215,20 @@ def apply_standing(profile: PlatformProfile, snapshot: Snapshot, states: dict[st
             s.ready = False
 
 
+def storage_bad(s: PoolState) -> bool:
+    """The pool's storage proof says its storage is degraded or failed (not merely not proven yet)."""
+    return s.storage is not None and s.storage.proof is not None and s.storage.proof.outcome != "passed"
+
+
 def headline(s: PoolState) -> str:
-    """``pool P canary unschedulable`` / ``pool P not validated``: the first words of a held Workload's check."""
+    """``pool P canary unschedulable`` / ``pool P storage degraded`` / ``pool P not validated``: the first words
+    of a held Workload's check."""
     if s.outcome and s.outcome != str(Outcome.passed):
         return f"pool {s.pool} canary {s.outcome}"
+    if s.storage is not None and not s.storage.ready:
+        proof = s.storage.proof
+        return f"pool {s.pool} storage " + (proof.outcome if proof is not None and proof.outcome != "passed"
+                                             else "not proven")
     return f"pool {s.pool} not validated"
 
 
@@ -214,6 +244,8 @@ def _reason(s: PoolState) -> str:
         return "CriticalFindings"
     if "FabricReady=False" in s.message:
         return "NodesNotFabricReady"
+    if s.outcome == str(Outcome.passed) and s.storage is not None and not s.storage.ready:
+        return "StorageNotReady"
     if s.outcome:
         return "Canary" + "".join(w.capitalize() for w in s.outcome.split("-"))
     return "NotYetValidated"
@@ -250,9 +282,15 @@ def fv_actions(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, P
                        s.message if s.ready else held_message(s), now, o.generation_of(fv)),
             _condition(current, ROOT_CAUSE, "True" if causes else "False",
                        "CriticalFindings" if causes else "NoneFound",
-                       cause_text(causes) if causes else "no critical doctor finding names this pool", now,
+                       root_cause_message(causes) if causes else "no critical doctor finding names this pool", now,
                        o.generation_of(fv)),
         ]
+        if s.storage is not None:
+            st = s.storage
+            reason = ("StorageProven" if st.ready else "StorageNotProven" if st.proof is None or
+                      st.proof.outcome == "passed" else "Storage" + st.proof.outcome.capitalize())
+            want.append(_condition(current, STORAGE_READY, "True" if st.ready else "False", reason, st.message, now,
+                                   o.generation_of(fv)))
         have = {c.get("type"): c for c in current}
         if all(have.get(c["type"]) == c for c in want) and len(current) == len(want):
             continue

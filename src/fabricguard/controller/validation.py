@@ -26,6 +26,30 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class StorageProofRow(_Model):
+    """One canary run's storage proof (``controller.storage_proof.StorageProof`` as stored)."""
+
+    outcome: Literal["passed", "degraded", "failed"]
+    message: str = Field(default="", max_length=1000)
+    nodes: int = Field(default=0, ge=0)
+    writeMBps: float | None = Field(default=None, description="The canary nodes' write rates, summed.")
+    readMBps: float | None = None
+    floorWriteMBps: float | None = None
+    floorReadMBps: float | None = None
+    floorJudged: bool = False
+
+
+class StorageStatus(_Model):
+    """The pool's storage standing (controller/storage_proof.py): ready when the newest storage proof passed
+    within two canary intervals."""
+
+    ready: bool
+    message: str = Field(default="", max_length=1024)
+    run: str | None = Field(default=None, description="The canary run the standing is from.")
+    lastProven: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    proof: StorageProofRow | None = None
+
+
 class Run(_Model):
     """One canary run (``controller.outcome.CanaryRun`` as stored)."""
 
@@ -40,6 +64,7 @@ class Run(_Model):
     nodes: list[str] = Field(default_factory=list)
     inspectorBusbwGBps: dict[str, float] = Field(
         default_factory=dict, description="Median busbw per collective from NCCL's Inspector in the canary.")
+    storage: StorageProofRow | None = Field(default=None, description="The run's storage probe, judged apart.")
 
 
 class ActiveRun(_Model):
@@ -119,8 +144,10 @@ class FabricValidationStatus(_Model):
     active: ActiveRun | None = None
     runs: list[Run] = Field(default_factory=list, max_length=MAX_RUNS)
     proof: ProofStatus | None = None
+    storage: StorageStatus | None = None
     conditions: list[Condition] = Field(default_factory=list, max_length=MAX_CONDITIONS,
-                                        description="Validated and RootCause (controller/rootcause.py).")
+                                        description="Validated, RootCause (controller/rootcause.py) and "
+                                        "StorageReady.")
     breakers: list[Breaker] = Field(default_factory=list, max_length=64,
                                     description="Blast-radius breakers per check (controller/blast.py).")
 

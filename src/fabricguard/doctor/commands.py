@@ -104,7 +104,8 @@ def _live(kubeconfig: str | None, context: str | None) -> Snapshot:
 def _read_cluster(read: Callable[[Any], Awaitable[T]], kubeconfig: str | None, context: str | None, hint: str) -> T:
     """Run ``read(kube)`` against the cluster; a kubeconfig problem names the file, a server that refuses or never
     answers names the server (one line, exit 3, within the request timeouts of ``fabricguard.kube``)."""
-    from fabricguard.kube import Kube, KubeError, check_kubeconfig, kubeconfig_path
+    from fabricguard.kube import Kube, KubeError
+    from fabricguard.kubeconfig import check_kubeconfig, kubeconfig_path
 
     path = kubeconfig_path(kubeconfig)
     if path is not None:
@@ -282,7 +283,7 @@ def snapshot_command(
             target = parse_target(publish)
         except ReferenceError as exc:
             fail(f"--publish {exc}")
-        from fabricguard.kube import check_kubeconfig, kubeconfig_path
+        from fabricguard.kubeconfig import check_kubeconfig, kubeconfig_path
 
         where = kubeconfig_path(publish_kubeconfig) if publish_kubeconfig else None
         try:  # before the snapshot is read and written, under its own option's name

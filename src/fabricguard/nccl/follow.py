@@ -291,7 +291,7 @@ class LogFollower:
             st.bytes_read += len(block)
             lines = cutter.feed(block)
             if lines:
-                scan.feed(lines)
+                scan.feed(lines, next_line=cutter.lines + 1)
         if f.moved:
             # Rotated: the file is complete, its unterminated last line is a line.
             last = cutter.finish()

@@ -90,7 +90,8 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+(\d+) .*?\bon\s+(\S+)\s+device\b")
 # error, failure), 5 a torch watchdog line.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
 _FACTS = re.compile(
-    rb"NCCL(?: (?:INFO (?=[UNGSLncrAIFP])(?:"  # the lookahead rejects per-collective trace lines in one step
+    # The lookahead rejects per-collective trace lines ("AllReduce:", "Send:") in one step.
+    rb"NCCL(?: (?:INFO (?=[UNGLncrIFP]|As|Sel)(?:"
     rb"((?:Using (?:internal |external )?[Nn]etwork|NET/|NCCL version|GPU Direct|Selected|Loaded"
     rb"|PROFILER/Plugin: Loaded|Assigned NET plugin|Assigned (?:GIN|RMA) plugin"
     rb"|Initialized NET plugin|Failed to initialize NET plugin)[^\n]*)"
@@ -233,6 +234,7 @@ class ScanState:
     tables: list[NcclTestsTable] = field(default_factory=list)
     via_cache: dict[bytes, tuple[str, str, bool] | None] = field(default_factory=dict)
     facts_seen: set[bytes] = field(default_factory=set)
+    device_lists: set[tuple[bytes, bytes]] = field(default_factory=set)  # (net, "[0]mlx5_0:1/IB ...") parsed
     prefix_cache: dict[bytes, tuple[str, str] | None] = field(default_factory=dict)
     nccl_output: bool = False
     bytes_read: int = 0
@@ -447,7 +449,10 @@ class FileScanner:
         end = self.chunk.find(b"\n", pos)
         return start, (len(self.chunk) if end < 0 else end)
 
-    def feed(self, chunk: bytes, last: bool = False) -> None:
+    def feed(self, chunk: bytes, last: bool = False, *, next_line: int | None = None) -> None:
+        """Scan ``chunk`` (complete lines). ``next_line``: the line number after the chunk, when the caller
+        already counted its lines (a :class:`~fabricguard.userfiles.LineCutter` does), so that no newline is
+        counted twice; otherwise the chunk's newlines are counted here."""
         self.chunk = chunk
         self.cur_pos = 0
         self.cur_line = self.base_line
@@ -506,7 +511,9 @@ class FileScanner:
         self.rare_lines(rare)
         if pasted and not st.tables:
             self.mangled()
-        if not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
+        if next_line is not None:
+            self.base_line = next_line
+        elif not last:  # the next chunk's line numbers start here; a file's last chunk needs no count
             self.base_line = self.cur_line + chunk.count(b"\n", self.cur_pos)
 
     def mangled(self) -> None:
@@ -729,6 +736,12 @@ class FileScanner:
         m = _NET_USING.search(msg)
         if not m:
             return
+        # Every node prints the same device list with its own OOB address after it: parse each list once.
+        listed: tuple[bytes, bytes] = (m.group(1), m.group(2))
+        if listed in st.device_lists:
+            return
+        if len(st.device_lists) < 100_000:
+            st.device_lists.add(listed)
         net = m.group(1).decode("utf-8", "replace")
         found = False
         for dm in _DEVICE.finditer(m.group(2)):
@@ -983,20 +996,29 @@ def _scan_file(path: Path, st: ScanState, root: Path | None = None, max_bytes: i
     fs = FileScanner(path, st)
     cutter = LineCutter()
     with open_in(root, path) if root is not None else path.open("rb") as f:
-        while block := f.read(CHUNK):
+        block = f.read(CHUNK)
+        while block:
             if max_bytes is not None and st.bytes_read + len(block) > max_bytes:
                 st.unread.append(Evidence(str(path), cutter.lines + 1, "", f"not read past line {cutter.lines}: the "
                                           f"job's logs are over the {max_bytes:,} bytes read per job"))
                 break
             st.bytes_read += len(block)
+            # One block ahead: the file's last block (a whole rank file, most often) has its newlines counted
+            # only if a line number past it is asked for (an unterminated last line).
+            ahead = f.read(CHUNK)
             before = cutter.lines
-            lines = cutter.feed(block)
+            lines = cutter.feed(block, count=bool(ahead))
             if lines:
                 _no_absurd_numbers(path, lines, before)
-                fs.feed(lines)
+                if ahead:
+                    fs.feed(lines, next_line=cutter.lines + 1)
+                else:
+                    fs.feed(lines, last=True)
+            block = ahead
         last = cutter.finish()
         if last:
-            _no_absurd_numbers(path, last, cutter.lines)
+            _no_absurd_numbers(path, last, cutter.lines - 1)
+            fs.base_line = cutter.lines
             fs.feed(last, last=True)
     if cutter.overlong:
         st.unread_line(str(path), cutter.overlong_line or 0, cutter.overlong)
@@ -1006,11 +1028,34 @@ def _scan_file(path: Path, st: ScanState, root: Path | None = None, max_bytes: i
 # NCCL line, and Python refuses to turn more than 4,300 digits into an int: the file is refused in one line.
 _ABSURD_DIGITS = 40
 _ABSURD = re.compile(rb"\d{%d,}" % _ABSURD_DIGITS)
+# A regex over every byte costs 30-50x a newline count on trace lines full of digits (hex addresses), so runs are
+# looked for in every 8th byte first: a run of 40 digits holds 5 consecutive bytes at multiples of 8.
+_STRIDE = 8
+_DIGIT_MARKS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_SAMPLED_RUN = b"0" * (_ABSURD_DIGITS // _STRIDE)
+_MAX_CANDIDATES = 64  # past this many near misses in one chunk, one exact pass over the chunk is cheaper
+
+
+def _may_hold_absurd_number(lines: bytes) -> bool:
+    """Whether ``lines`` may hold a run of ``_ABSURD_DIGITS`` digits; False is exact (no such run)."""
+    sampled = lines[::_STRIDE].translate(_DIGIT_MARKS)
+    i = sampled.find(_SAMPLED_RUN)
+    for _ in range(_MAX_CANDIDATES):
+        if i < 0:
+            return False
+        # The run through bytes i*8 .. i*8+32 lies (40 digits of it at least) within this window.
+        at = i * _STRIDE
+        if _ABSURD.search(lines, max(0, at - _ABSURD_DIGITS), at + 2 * _ABSURD_DIGITS):
+            return True
+        i = sampled.find(_SAMPLED_RUN, i + 1)
+    return i >= 0
 
 
 def _no_absurd_numbers(path: Path, lines: bytes, before: int) -> None:
     """``SourceError`` naming the line of ``lines`` (which start after line ``before``) that holds a number of
     absurd length."""
+    if not _may_hold_absurd_number(lines):
+        return
     m = _ABSURD.search(lines)
     if m is None:
         return

@@ -179,7 +179,8 @@ def _spec(source: Path, target: Path, old_pool: str | None, new_pool: str | None
 
 def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: str | None,
          action: Callable[[Workflow], Awaitable[T]]) -> T:
-    from fabricguard.kube import Kube, KubeError, TimedOut, Unreachable, kubeconfig_problem
+    from fabricguard.kube import Kube, KubeError, TimedOut, Unreachable
+    from fabricguard.kubeconfig import kubeconfig_problem
     from fabricguard.placement.workflow import TransitionConflict, Workflow, transition_permissions
 
     problem = kubeconfig_problem(kubeconfig, context)
@@ -310,7 +311,8 @@ def coverage_cmd(
     """Each node of a pool with a proof goal: last proven, by which pair, at what busbw, and its state."""
     from fabricguard import names
     from fabricguard.controller.coverage import coverage, coverage_permissions, reset_patch
-    from fabricguard.kube import Kube, KubeError, NotFound, TimedOut, Unreachable, kubeconfig_problem
+    from fabricguard.kube import Kube, KubeError, NotFound, TimedOut, Unreachable
+    from fabricguard.kubeconfig import kubeconfig_problem
     from fabricguard.profile.model import UnknownPoolError
 
     prof = profile_or_exit(profile)

@@ -35,6 +35,7 @@ from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
 from fabricguard.controller import alerts, dashboard, exporters
 from fabricguard.controller import manifests as controller_manifests
+from fabricguard.netpolicy import MONITORING
 from fabricguard.placement import kueue
 from fabricguard.profile.model import MODES, PlatformProfile
 
@@ -45,7 +46,6 @@ CRITICAL_QUOTA = "fabricguard-critical-pods"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 WITHOUT_CHECK = "without-fabric-check"
 TEAM_STORAGE = "team-namespaces"
-MONITORING = ("prometheus-operator", "gmp", "none")
 
 NAMESPACE = "00-namespace"
 STORAGE = "10-storage"
@@ -225,7 +225,7 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
                                          [ds_hook] if ds_hook else None,
                                          claim_templates=any(p.claim_template_name for p in profile.spec.pools),
-                                         mode=opts.mode, port=opts.webhook_port)
+                                         mode=opts.mode, port=opts.webhook_port, monitoring=opts.monitoring)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain), "
                          "compensating Pod Security policy for opted-in namespaces",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
@@ -235,14 +235,16 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
-                                                      nvml_access=opts.nvml_access, mode=opts.mode),
+                                                      nvml_access=opts.nvml_access, mode=opts.mode,
+                                                      monitoring=opts.monitoring),
                          remove=([] if opts.manage_taints else [Step("delete", READINESS)])
                          + [Step("delete", AGENT)]))
     if not opts.manage_taints:  # with --manage-taints the agent keeps the taints itself: no rules, no NRC
         out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded "
                              "taints", agent_render.readiness_rules(profile, mode=opts.mode),
                              remove=[Step("delete", READINESS)]))
-    ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image, opts.mode)
+    ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image, opts.mode,
+                                          monitoring=opts.monitoring)
     kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]
     checked = [o for o in kueue_objs if o["kind"] == "ClusterQueue" and "admissionChecksStrategy" in o["spec"]]
     controller_remove = ([Step("apply", f"{KUEUE}-{WITHOUT_CHECK}")] if checked else []) + [Step("delete", CONTROLLER)]

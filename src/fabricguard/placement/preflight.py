@@ -8,6 +8,9 @@ something is weaker than it should be) or fail (the install would block training
   Trainer v1alpha1, cert-manager v1 (the webhook's certificates), the Node Readiness Controller v1alpha1, and
   Prometheus Operator (``monitoring.coreos.com/v1``) or GKE Managed Prometheus (``monitoring.googleapis.com/v1``);
 - each DaemonSet fabric nodes need (``fabric_daemonsets()``) present and tolerating the readiness taints;
+- every resource name a pool's pods request (its GPUs, its fabric's extended resources) advertised in the
+  ``status.allocatable`` of the pool's nodes (or backed by a DeviceClass's ``extendedResourceName``): one typo in
+  the profile would otherwise fail every node's agent at once, and the breaker would be all that stops it;
 - the Lustre claim in every namespace that mounts it: present, static (not a class that would provision a new file
   system) and bound to the profile's file system;
 - every namespace opted in to the webhook has the LocalQueue the webhook labels its workloads with;
@@ -32,11 +35,11 @@ from fabricguard import names, objects
 from fabricguard.admission import render as admission_render
 from fabricguard.admission import runtime
 from fabricguard.exitcodes import EXIT_DEGRADED, EXIT_FAILED, EXIT_PASS
-from fabricguard.kube import Grant, Kube, KubeError, Permissions, grants, rbac_rules
-from fabricguard.names import TAINT_KEYS
+from fabricguard.kube import Kube, KubeError
 from fabricguard.placement import install
 from fabricguard.profile.cluster import tolerates
 from fabricguard.profile.model import PlatformProfile, UnknownPoolError
+from fabricguard.rbac import Grant, Permissions, grants, rbac_rules
 
 MIN_MINOR = 30
 PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -74,6 +77,8 @@ PREFLIGHT_GRANTS: frozenset[Grant] = frozenset([
     *grants("v1", "configmaps", ["get"]),
     # DRA pools: the API served and each DeviceClass the profile names.
     *grants(names.DRA_API, "deviceclasses", ["get", "list"]),
+    # each pool's nodes: do they advertise the resource names the profile makes pods request?
+    *grants("v1", "nodes", ["list"]),
 ])
 KUEUE_CONFIGMAPS = (("kueue-system", "kueue-manager-config"),)
 # resource.k8s.io/v1 (the claim form) is served from 1.34; KEP-5004's extended-resource form is alpha there.
@@ -217,7 +222,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
                             f"ds/{d.name} --previous"))
             continue
         tols = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("tolerations") or []
-        missing = [k for k in TAINT_KEYS
+        missing = [k for k in profile.taint_keys
                    if not tolerates(tols, {"key": k, "value": "pool", "effect": "NoSchedule"})]
         if missing:
             rows.append(Row("DaemonSet", target, "fail", f"does not tolerate {', '.join(missing)}: it would never "
@@ -227,6 +232,7 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
             rows.append(Row("DaemonSet", target, "pass", "present, tolerates the readiness taints"))
 
     rows += await _storage(kube, profile, namespace)
+    rows += await _allocatable(kube, profile)
     rows += await _dra(kube, profile, minor)
     rows += await _kueue_configuration(kube, profile, namespace)
 
@@ -275,6 +281,96 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
                         "pods outside kube-system" if lacking else "ResourceQuota scoped to both classes",
                         "apply 00-namespace" if lacking else ""))
     return rows
+
+
+def wanted_resources(profile: PlatformProfile, index: int) -> dict[str, tuple[str, float]]:
+    """Resource name -> (the profile field that names it, what one node must offer) for pool ``index``: what its
+    pods request and the agent's ``fabric.allocatable`` check reads from ``status.allocatable``."""
+    p = profile.spec.pools[index]
+    d = p.fabric.dra
+    out: dict[str, tuple[str, float]] = {}
+    if d is None or not d.alignWithGpus:
+        out[p.gpuResource] = (f"spec.pools[{index}].gpuResource", float(p.gpusPerNode))
+    if d is None:
+        for r, n in p.fabric.resources.items():
+            out[r] = (f"spec.pools[{index}].fabric.resources[{r!r}]", float(n))
+    return out
+
+
+def allocatable_rows(profile: PlatformProfile, nodes: list[dict[str, Any]],
+                     dra_backed: dict[str, str] | None = None) -> list[Row]:
+    """Every resource name each pool requests against its nodes' ``status.allocatable`` (pure).
+
+    ``dra_backed``: extended resource name -> the DeviceClass whose ``extendedResourceName`` it is (KEP-5004: the
+    scheduler satisfies it from ResourceSlices and it is never in allocatable). A name no node of the pool offers
+    is a failed row naming the profile field (and the closest names the nodes do offer); some nodes lacking it is
+    a warning when within the pool's blast radius, else a failure (the breaker would open on the first rollout).
+    A pool with no node yet (scale from zero) cannot be checked: a warning that says so.
+    """
+    import difflib
+
+    from fabricguard.breaker import Budget
+    from fabricguard.quantity import amount_or_zero
+
+    dra_backed = dra_backed or {}
+    rows: list[Row] = []
+    for i, p in enumerate(profile.spec.pools):
+        mine = [n for n in nodes if p.matches(n)]
+        wanted = wanted_resources(profile, i)
+        if not wanted:
+            continue
+        if not mine:
+            rows.append(Row("Allocatable", f"pool {p.name}", "warn", f"no node matches spec.pools[{i}].nodeSelector "
+                            f"yet: {', '.join(wanted)} cannot be checked against a node (a pool at zero nodes, "
+                            "or a selector that matches nothing)",
+                            f"run preflight again once the pool has a node: `kubectl get nodes -l "
+                            f"{','.join(f'{k}={v}' for k, v in p.nodeSelector.items())}`"))
+            continue
+        budget = Budget(p.blastRadius.fraction, p.blastRadius.minimum, p.blastRadius.window_s)
+        allowed = budget.allowed(len(mine))
+        for res, (field, want) in wanted.items():
+            target = f"pool {p.name} {res}"
+            lacking = [objects.name_of(n) for n in mine
+                       if amount_or_zero(((n.get("status") or {}).get("allocatable") or {}).get(res)) < want]
+            if res in dra_backed and len(lacking) == len(mine):
+                rows.append(Row("Allocatable", target, "pass", f"offered through DRA: DeviceClass "
+                                f"{dra_backed[res]} has extendedResourceName {res} (never in allocatable)"))
+                continue
+            if not lacking:
+                rows.append(Row("Allocatable", target, "pass", f"advertised by all {len(mine)} node(s) "
+                                f"(pods request {want:g})"))
+                continue
+            if len(lacking) == len(mine):
+                offered = sorted({k for n in mine for k in ((n.get("status") or {}).get("allocatable") or {})})
+                close = difflib.get_close_matches(res, offered, n=2, cutoff=0.75)
+                hint = f"; the nodes offer {' or '.join(close)}" if close else ""
+                rows.append(Row("Allocatable", target, "fail", f"{field}: no node of the pool ({len(mine)}) "
+                                f"advertises {want:g} {res}{hint}: every agent of the pool would report "
+                                "FabricReady=False at once", f"correct {field} in the profile, or install the device "
+                                f"plugin that advertises it; see what nodes offer: `kubectl get node "
+                                f"{objects.name_of(mine[0])} -o jsonpath='{{.status.allocatable}}'`"))
+                continue
+            named = ", ".join(lacking[:8]) + (f" and {len(lacking) - 8} more" if len(lacking) > 8 else "")
+            over = len(lacking) > allowed
+            rows.append(Row("Allocatable", target, "fail" if over else "warn",
+                            f"{len(lacking)} of {len(mine)} node(s) do not advertise {want:g} {res} ({named})"
+                            + (f": more than the pool's blast radius ({budget.describe(len(mine))}), so the "
+                               "breaker would open as soon as their agents report" if over else
+                               ": their agents will report FabricReady=False"),
+                            f"kubectl describe node {lacking[0]} (is the device plugin running there?)"))
+    return rows
+
+
+async def _allocatable(kube: Kube, profile: PlatformProfile) -> list[Row]:
+    """The pools' resource names against the nodes (one list of every Node), DeviceClasses read for KEP-5004."""
+    nodes = await kube.list("v1", "nodes")
+    backed: dict[str, str] = {}
+    if await kube.served(names.DRA_API, "deviceclasses"):
+        for dc in await kube.list(names.DRA_API, "deviceclasses"):
+            ext = (dc.get("spec") or {}).get("extendedResourceName")
+            if isinstance(ext, str) and ext:
+                backed[ext] = objects.name_of(dc)
+    return allocatable_rows(profile, nodes, backed)
 
 
 async def _dra(kube: Kube, profile: PlatformProfile, minor: int | None) -> list[Row]:

@@ -19,7 +19,7 @@ import yaml
 
 from fabricguard import names, objects
 from fabricguard.exitcodes import exit_code
-from fabricguard.kube import Conflict, Grant, Kube, Permissions, grants
+from fabricguard.kube import Conflict, Kube
 from fabricguard.placement import kueue
 from fabricguard.placement.transition import (
     FABRIC_VALIDATION,
@@ -35,6 +35,7 @@ from fabricguard.placement.transition import (
     still_running,
     switched_queue,
 )
+from fabricguard.rbac import Grant, Permissions, grants
 from fabricguard.times import format_time, parse_time
 
 KUEUE = names.KUEUE_API
@@ -63,7 +64,7 @@ def transition_permissions(namespace: str) -> Permissions:
 
 def transition_roles(namespace: str) -> list[dict[str, Any]]:
     """A ClusterRole and a Role (in ``namespace``) named fabricguard-transition, from TRANSITION_GRANTS."""
-    from fabricguard.kube import rbac_rules
+    from fabricguard.rbac import rbac_rules
 
     name = "fabricguard-transition"
     labels = {**kueue.MANAGED_BY, names.LABEL_APP_COMPONENT: "pool-transition"}

@@ -499,18 +499,37 @@ def module_checks(profile: PlatformProfile | None, pool: Pool, root: Path) -> li
     return checks
 
 
+DRIVER_READY = ".driver-ready"  # what the driver container writes once its modules are loaded
+
+
+def ibverbs_check(pool: Pool, root: Path) -> Check:
+    """rdma-core's libibverbs on the host, else in the fabric's driver container root (DOCA/MOFED driver container:
+    the host has no rdma-core, the container shares its root at ``/run/mellanox/drivers``); there it counts only
+    once the container wrote ``.driver-ready`` (the GPU Operator's MOFED validation waits on the same file)."""
+    hits = find_library(root, ["libibverbs.so.1*"])
+    if hits:
+        return Check("libs.ibverbs", Status.passed, hits[0])
+    missing = "libibverbs.so.1 not found (rdma-core): NCCL cannot open any RDMA device"
+    where = pool.fabric.spec.driver_container_root
+    if where is None:
+        return Check("libs.ibverbs", Status.failed, missing)
+    droot = root / where.lstrip("/")
+    hits = find_library(droot, ["libibverbs.so.1*"]) if droot.is_dir() else []
+    if not hits:
+        return Check("libs.ibverbs", Status.failed, f"{missing}; nor in a driver container root at {where}")
+    if not (droot / DRIVER_READY).is_file():
+        return Check("libs.ibverbs", Status.failed, f"{hits[0]} is in the driver container root {where}, which "
+                     f"has no {DRIVER_READY}: the DOCA/MOFED driver container has not finished loading",
+                     {"driverContainerRoot": where})
+    return Check("libs.ibverbs", Status.passed, f"{hits[0]} (the DOCA/MOFED driver container's root {where}, ready)",
+                 {"driverContainerRoot": where})
+
+
 def library_checks(pool: Pool, root: Path) -> list[Check]:
     f = pool.fabric
     checks = []
     if f.spec.rdma_verbs:
-        hits = find_library(root, ["libibverbs.so.1*"])
-        checks.append(
-            Check(
-                "libs.ibverbs",
-                Status.passed if hits else Status.failed,
-                hits[0] if hits else "libibverbs.so.1 not found (rdma-core): NCCL cannot open any RDMA device",
-            )
-        )
+        checks.append(ibverbs_check(pool, root))
     patterns = [f"{f.netPlugin}*"] if f.netPlugin else list(f.spec.net_plugin_globs)
     if patterns:
         hits = find_library(root, patterns)

@@ -81,11 +81,36 @@ class CollectiveRecord:
 
 
 @dataclass(frozen=True)
+class PhaseRate:
+    """One sequential phase of ``probe storage`` (``metrics.write`` / ``metrics.read``): its aggregate rate and
+    whether it lasted long enough to mean anything (``storage.mark_meaningful``)."""
+
+    mbps: float
+    seconds: float
+    meaningful: bool
+
+    @classmethod
+    def from_dict(cls, d: Any, key: str) -> PhaseRate | None:
+        if d is None:
+            return None
+        if not isinstance(d, Mapping):
+            raise RecordError(f"metrics.{key}: not an object")
+        rate, secs = d.get("MBps"), d.get("seconds", 0.0)
+        for name, v in (("MBps", rate), ("seconds", secs)):
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1e12:
+                raise RecordError(f"metrics.{key}.{name}: {v!r} is not a rate")
+        assert isinstance(rate, int | float) and isinstance(secs, int | float)
+        return cls(float(rate), float(secs), d.get("meaningful") is not False)
+
+
+@dataclass(frozen=True)
 class StorageRecord:
-    """One node's ``probe storage`` result."""
+    """One node's ``probe storage`` result: its checks and, when the workload ran, its write and read rates."""
 
     status: Status | None
     checks: list[Check] = field(default_factory=list)
+    write: PhaseRate | None = None
+    read: PhaseRate | None = None
 
     @classmethod
     def from_dict(cls, d: Any) -> StorageRecord:
@@ -96,4 +121,6 @@ class StorageRecord:
             status = Status(str(raw).lower()) if raw else None
         except ValueError:
             raise RecordError(f"status: {raw!r} is not a status") from None
-        return cls(status, [_check(c, i) for i, c in enumerate(_field(d, "checks", list, []))])
+        metrics = _field(d, "metrics", Mapping, {})
+        return cls(status, [_check(c, i) for i, c in enumerate(_field(d, "checks", list, []))],
+                   PhaseRate.from_dict(metrics.get("write"), "write"), PhaseRate.from_dict(metrics.get("read"), "read"))

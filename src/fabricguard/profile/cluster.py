@@ -208,6 +208,7 @@ def tolerates(tolerations: list[dict[str, Any]] | tuple[dict[str, Any], ...], ta
     return False
 
 
-def readiness_tolerations() -> list[dict[str, Any]]:
-    """Tolerations of both readiness taints, whatever pool they name (NoSchedule, as the rules set them)."""
-    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in TAINT_KEYS]
+def readiness_tolerations(keys: tuple[str, ...] = TAINT_KEYS) -> list[dict[str, Any]]:
+    """Tolerations of the readiness taints (``PlatformProfile.taint_keys``: both readiness keys, plus the
+    autoscaler's startup key where a pool uses it), whatever pool they name (NoSchedule, as the rules set them)."""
+    return [{"key": k, "operator": "Exists", "effect": "NoSchedule"} for k in keys]

@@ -10,7 +10,10 @@ Pure reading of objects as the API server stores them, shared by the agent (its 
   driver it is usable when ``dra.net/state`` is ``up``, or when a ResourceClaim holds it (DRANET moves an allocated
   NIC into the pod and drops its interface attributes from the slice);
 - a pod requested the fabric when a container requests the extended resource, when one of its ResourceClaims asks
-  for the fabric's DeviceClass, or when ``status.extendedResourceClaimStatus`` shows the scheduler's KEP-5004 claim.
+  for the fabric's DeviceClass, or when ``status.extendedResourceClaimStatus`` shows the scheduler's KEP-5004 claim;
+- GPUs the NVIDIA DRA driver offers (driver ``gpu.nvidia.com``, as GPU Operator's ``GPUCluster`` mode runs it:
+  then never in allocatable) are its devices with attribute ``type`` ``gpu`` (MIG devices say ``mig``); a device
+  carrying a ``NoSchedule``/``NoExecute`` device taint (the driver publishes GPU health so) is not usable.
 """
 
 from __future__ import annotations
@@ -88,6 +91,49 @@ class Offer:
         if self.down:
             text += f"; not up: {', '.join(self.down[:8])}"
         return text
+
+
+GPU_DRIVER = "gpu.nvidia.com"
+UNUSABLE_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass
+class GpuOffer:
+    """Whole GPUs a node's ``gpu.nvidia.com`` ResourceSlices list, and those a device taint keeps from use."""
+
+    slices: int = 0
+    gpus: int = 0
+    usable: int = 0
+    tainted: list[str] = field(default_factory=list)
+
+    def describe(self, node: str) -> str:
+        if not self.slices:
+            return f"no ResourceSlice from {GPU_DRIVER} for node {node}"
+        text = f"{self.slices} ResourceSlice(s) from {GPU_DRIVER} list {self.gpus} GPU(s), {self.usable} usable"
+        if self.tainted:
+            text += f"; device-tainted: {', '.join(self.tainted[:8])}"
+        return text
+
+
+def gpu_offer(node: str, slices: Iterable[dict[str, Any]]) -> GpuOffer:
+    """The whole GPUs the NVIDIA DRA driver offers on ``node`` (devices of ``type`` gpu; a device taint with a
+    NoSchedule or NoExecute effect makes one unusable)."""
+    offer = GpuOffer()
+    for s in node_slices(slices, node, GPU_DRIVER):
+        offer.slices += 1
+        for dev in _l(_m(s.get("spec")).get("devices")):
+            if not isinstance(dev, dict):
+                continue
+            kind = attribute(dev, "type") or attribute(dev, f"{GPU_DRIVER}/type")
+            if kind != "gpu":
+                continue
+            offer.gpus += 1
+            taints = [t for t in _l(dev.get("taints")) if isinstance(t, dict) and t.get("effect") in UNUSABLE_EFFECTS]
+            if taints:
+                offer.tainted.append(f"{dev.get('name', '?')} ({taints[0].get('key', '?')})")
+            else:
+                offer.usable += 1
+    return offer
 
 
 def wanted_devices(pool: Pool) -> int:

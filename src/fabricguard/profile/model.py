@@ -726,6 +726,28 @@ class Pool(_Strict):
         "Kueue check reports but never holds, the NodeReadinessRules run dryRun, agent taints are not written); "
         "enforce: they act. Unset: the install's --mode (a new install observes).")
     blastRadius: BlastRadius = Field(default_factory=BlastRadius)
+    readinessTaintPrefix: Literal["readiness.k8s.io/", "startup-taint.cluster-autoscaler.kubernetes.io/"] = Field(
+        default="readiness.k8s.io/",
+        description="Prefix of the bootstrap taint new nodes of this pool register with (<prefix>fabric-unverified). "
+        "readiness.k8s.io/: the Node Readiness Controller removes it. startup-taint.cluster-autoscaler.kubernetes.io/:"
+        " for a pool a managed autoscaler (GKE, AKS) scales from zero, which ignores only that prefix when it "
+        "simulates a new node; NRC refuses it (NRC #279), so the agent removes it (rendered with --manage-taints).")
+
+    @property
+    def bootstrap_taint(self) -> str:
+        """The key of the taint a new node of this pool registers with until its fabric is proven."""
+        return names.TAINT_STARTUP_UNVERIFIED if self.readinessTaintPrefix == names.STARTUP_TAINT_PREFIX \
+            else names.TAINT_UNVERIFIED
+
+    @property
+    def taint_keys(self) -> tuple[str, str]:
+        """(bootstrap, continuous) taint keys of this pool."""
+        return self.bootstrap_taint, names.TAINT_DEGRADED
+
+    @property
+    def startup_taint(self) -> bool:
+        """The bootstrap taint is the autoscaler's startup taint: the agent, not NRC, removes it."""
+        return self.bootstrap_taint == names.TAINT_STARTUP_UNVERIFIED
 
     @field_validator("name")
     @classmethod
@@ -1053,6 +1075,12 @@ class PlatformProfile(_Strict):
     @property
     def pool_names(self) -> list[str]:
         return [p.name for p in self.spec.pools]
+
+    @property
+    def taint_keys(self) -> tuple[str, ...]:
+        """Every readiness taint key the profile's pools use (what node agents and DaemonSets must tolerate)."""
+        keys = [k for p in self.spec.pools for k in p.taint_keys]
+        return tuple(dict.fromkeys([*names.TAINT_KEYS, *keys]))
 
     def mode_of(self, pool: Pool, default: str = "enforce") -> Mode:
         """The pool's mode: its own ``mode`` field, else the install's (``--mode`` of each component; anything

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import boot, daemonsets, dra, fabric, images, placement, proof
+from fabricguard.doctor.rules import autoscaler, boot, daemonsets, dra, fabric, images, placement, proof
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -139,6 +139,12 @@ RULES: tuple[Rule, ...] = (
         Severity.critical,
         boot.daemonset_untolerated_readiness,
         "a DaemonSet fabric nodes need before they are ready does not tolerate the readiness taints",
+    ),
+    Rule(
+        autoscaler.RULE,
+        Severity.critical,
+        autoscaler.scale_from_zero_blocked,
+        "a pool the autoscaler may scale from zero registers nodes with a readiness taint it cannot ignore",
     ),
     Rule(
         proof.BEHIND,

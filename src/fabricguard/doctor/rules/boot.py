@@ -27,9 +27,9 @@ AGENT_PREFIX = "fabricguard-agent-"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 
-def untolerated(template_tolerations: list[dict[str, object]]) -> list[str]:
+def untolerated(template_tolerations: list[dict[str, object]], keys: tuple[str, ...] = TAINT_KEYS) -> list[str]:
     """The readiness taint keys a pod template does not tolerate."""
-    return [k for k in TAINT_KEYS
+    return [k for k in keys
             if not tolerates(template_tolerations, {"key": k, "value": "any-pool", "effect": "NoSchedule"})]
 
 
@@ -40,7 +40,8 @@ def daemonset_untolerated_readiness(snapshot: Snapshot, profile: PlatformProfile
         return []
     # Only where the readiness gate is in use (a node carries a readiness taint, or the agent runs): elsewhere no
     # node is ever tainted and the toleration is moot.
-    tainted = any(t.get("key") in TAINT_KEYS for n in snapshot.nodes for t in (n.get("spec") or {}).get("taints") or ())
+    keys = profile.taint_keys
+    tainted = any(t.get("key") in keys for n in snapshot.nodes for t in (n.get("spec") or {}).get("taints") or ())
     agents = any(((d.get("metadata") or {}).get("name") or "").startswith(AGENT_PREFIX) for d in snapshot.daemonsets)
     if not (tainted or agents):
         return []
@@ -55,7 +56,7 @@ def daemonset_untolerated_readiness(snapshot: Snapshot, profile: PlatformProfile
             role = "GPU stack: it means to run on GPU nodes, and the agent needs the GPUs it brings"
         if role is None:
             continue
-        missing = untolerated(spec.get("tolerations") or [])
+        missing = untolerated(spec.get("tolerations") or [], profile.taint_keys)
         if not missing:
             continue
         findings.append(Finding(

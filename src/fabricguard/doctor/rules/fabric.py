@@ -26,7 +26,7 @@ from fabricguard.doctor.rules._common import (
 )
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.names import FABRIC_READY as READY_CONDITION
-from fabricguard.names import TAINT_KEYS, TAINT_UNVERIFIED
+from fabricguard.names import TAINT_UNVERIFIED
 from fabricguard.objects import find_condition, taint_keys
 from fabricguard.profile import PlatformProfile, Pool, dra
 from fabricguard.workload_identity import KIND_OF_LABEL
@@ -248,7 +248,7 @@ def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
             spec = n.get("spec") or {}
             if spec.get("unschedulable"):
                 continue
-            if taint_keys(n) & set(TAINT_KEYS):
+            if taint_keys(n) & set(pool.taint_keys):
                 continue
             cond = find_condition(n, READY_CONDITION)
             if cond and cond.get("status") == "True":

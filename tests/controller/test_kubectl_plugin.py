@@ -1,0 +1,99 @@
+"""``kubectl fabricguard why`` and ``pools`` on the 271-day incident, held for real: the controller's passes
+(``controller --once`` against kmock's emulator, as in test_incident.py) hold the training Workload, then the
+plugin, as the operator's kubeconfig and with only its own read-only permission table, answers in one screen
+of 80 columns: the verdict first, the cause, the fix, where the rest is."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_support import JOBSETS, NOW, WORKLOADS, admin_kubeconfig, canaries, jobset_created, run_once, ts
+from controller_support import schedule_fails as fails
+from typer.testing import CliRunner
+
+from fabricguard.console import console
+from fabricguard.kubectl.commands import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHED = "0/9 nodes are available: 6 Insufficient rdma/rdma_shared_device_a."
+
+
+async def _held(k8s: Any, kc: str, profile_path: Path, lustre: Path) -> str:
+    """Three controller passes: the canary goes unschedulable and the Workload is held (Retry)."""
+    await run_once(kc, profile_path, NOW, lustre)
+    (js,) = canaries(k8s)
+    fails(k8s, jobset_created(k8s, js, NOW), SCHED, NOW + timedelta(seconds=5))
+    await run_once(kc, profile_path, NOW + timedelta(minutes=4), lustre)
+    # The training JobSet the Workload was made for, and Kueue's owner reference on the Workload.
+    k8s.objects[JOBSETS, "ml-training", "llama-ft"] = {
+        "metadata": {"name": "llama-ft", "namespace": "ml-training", "uid": "js-uid",
+                     "labels": {"fabricguard.io/pool": "gh200-roce", "fabricguard.io/managed": "true"},
+                     "creationTimestamp": ts(NOW - timedelta(minutes=6))},
+        "spec": {"replicatedJobs": []}}
+    k8s.objects[WORKLOADS, "ml-training", "jobset-llama-ft-3b1c2"].patch({"metadata": {"ownerReferences": [
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "llama-ft", "uid": "js-uid",
+         "controller": True}]}})
+    return admin_kubeconfig(kc)
+
+
+def _plugin(*args: str) -> Any:
+    saved = console._width
+    console.width = 80  # a pipe: rich's 80 columns
+    try:
+        return CliRunner().invoke(app, list(args), catch_exceptions=False)
+    finally:
+        console._width = saved
+
+
+@pytest.mark.slow
+async def test_why_a_held_job_prints_the_cause_and_the_fix_in_one_screen(cluster, profile_path, lustre) -> None:
+    k8s, kc = cluster
+    admin = await _held(k8s, kc, profile_path, lustre)
+    at = ts(NOW + timedelta(minutes=5))
+    r = await asyncio.to_thread(_plugin, "why", "llama-ft", "-n", "ml-training", "--kubeconfig", admin, "--now", at,
+                                "--fabricguard-namespace", "fabricguard")
+    out = r.stdout
+    lines = out.splitlines()
+    assert r.exit_code == 1, out
+    assert lines[0].startswith("DEGRADED  JobSet ml-training/llama-ft"), lines[0]
+    assert "held: pool gh200-roce canary unschedulable" in " ".join(" ".join(lines[:3]).split())
+    # One screen; a line over 80 columns is only a command, whole (never split mid-token).
+    assert len(lines) <= 40, out
+    assert all(x.startswith("      skopeo copy --all ") for x in lines if len(x) > 80), out
+    text = " ".join(out.split())
+    # The cause first (the deepest one: the plugin's image is built for another architecture), then its fix.
+    cause = text.index("cause: image-arch-mismatch")
+    fix = text.index("fix: ")
+    assert cause < fix, text
+    assert "skopeo copy --all" in text  # the doctor's fix of that cause, from the RootCause condition
+    assert "last pass: never passed" in text and "NOT validated" in text
+    assert "\n      kubectl describe fabricvalidation gh200-roce\n" in out  # whole, on its own line
+    # The same answer as JSON, by kind/name.
+    r = await asyncio.to_thread(_plugin, "why", "jobset/llama-ft", "-n", "ml-training", "--kubeconfig", admin,
+                                "--now", at, "--format", "json")
+    doc = json.loads(r.stdout)
+    assert (doc["kind"], doc["verdict"], doc["state"]) == ("WhyAnswer", "degraded", "held")
+    assert doc["cause"].startswith("image-arch-mismatch") and "skopeo copy --all" in doc["fix"]
+    # pools: the held pool first, "never passed" said, exit 1.
+    r = await asyncio.to_thread(_plugin, "pools", "--kubeconfig", admin, "--now", at)
+    assert r.exit_code == 1 and r.stdout.startswith("DEGRADED  pools · 0 of 1 validated"), r.stdout
+    assert "DEGRADED  gh200-roce" in r.stdout and "never passed" in r.stdout and "unschedulable" in r.stdout
+    # A job that is not there is input that cannot be used: one line, exit 3.
+    r = await asyncio.to_thread(_plugin, "why", "nope", "-n", "ml-training", "--kubeconfig", admin, "--now", at)
+    assert r.exit_code == 3 and "no workload named nope in namespace ml-training" in r.stderr
+    r = await asyncio.to_thread(_plugin, "why", "deployment/x", "--kubeconfig", admin)
+    assert r.exit_code == 3 and "'deployment' is not a workload kind" in r.stderr
+
+
+def test_the_plugin_is_installed_with_the_package() -> None:
+    """kubectl finds plugins by name on the PATH: the package installs ``kubectl-fabricguard``."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["kubectl-fabricguard"] == "fabricguard.kubectl.commands:main"
+    r = CliRunner().invoke(app, ["--help"])
+    assert r.exit_code == 0 and "why" in r.stdout and "pools" in r.stdout
