@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from fabricguard.probes.bw import Expectation
@@ -144,6 +145,9 @@ def test_out_directory_is_kept_and_a_rerun_does_not_replay_old_rows(tmp_path):
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
         assert res["log_dir"] == str(out) and res["log_dir_removed"] is False
+        schema = json.loads((Path(__file__).parents[2] / "docs/schemas/CollectiveProbe.schema.json").read_text())
+        assert list(res)[:3] == ["apiVersion", "kind", "verdict"]
+        assert not list(jsonschema.Draft202012Validator(schema).iter_errors(res))
     assert (out / "config.json").is_file() and (out / "rank0.stderr.txt").is_file()
     assert len((out / "rows.jsonl").read_text().splitlines()) == 2  # this run's two sizes, not four
 
