@@ -14,7 +14,9 @@ POOL = PROFILE.pool("b200-dranet")
 NS = "team-a"
 
 
-def pod(name: str, claim: str, health: str | None = None) -> dict[str, Any]:
+def pod(name: str, claim: str, health: str | None = None, *, ran: bool = True) -> dict[str, Any]:
+    """A pod of the job: ``ran`` (default) Succeeded after its container ran; otherwise Failed at the kubelet's
+    admission (``UnexpectedAdmissionError``: no container ever started, as when its claim was never allocated)."""
     pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}",
@@ -26,8 +28,15 @@ def pod(name: str, claim: str, health: str | None = None) -> dict[str, Any]:
                    "resourceClaimStatuses": [{"name": "fabric", "resourceClaimName": claim}],
                    "containerStatuses": [{"name": "trainer", "ready": False, "restartCount": 0, "image": "img",
                                           "imageID": "", "started": False,
-                                          "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]},
+                                          "state": {"terminated": {
+                                              "exitCode": 0, "reason": "Completed",
+                                              "startedAt": "2026-12-01T10:00:05Z",
+                                              "finishedAt": "2026-12-01T11:49:00Z"}}}]},
     }
+    if not ran:
+        pod["status"] = {"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                         "message": "Pod was rejected: failed to prepare dynamic resources",
+                         "resourceClaimStatuses": pod["status"]["resourceClaimStatuses"]}
     if health is not None:
         pod["status"]["containerStatuses"][0]["allocatedResourcesStatus"] = [
             {"name": "claim:fabric/nic", "resources": [{"resourceID": "dra.net/gke-a4-0/eth1", "health": health}]}]

@@ -136,7 +136,9 @@ def test_human_output_names_the_verdict(healthy_root: Path) -> None:
     r = RUN.invoke(app, ["agent", "--once", "--dry-run", *args])
     assert r.exit_code == 0
     text = " ".join(r.stdout.split())
-    assert "FabricReady=True (AllChecksPassed)" in text and "fabric.allocatable: advertised:" in text
+    # The verdict first (issue 30's one layout), then each check as a block: name, then why.
+    assert r.stdout.startswith("PASS  agent node "), r.stdout[:80]
+    assert "FabricReady=True (AllChecksPassed)" in text and "PASS fabric.allocatable why: advertised:" in text
 
 
 @pytest.mark.parametrize(

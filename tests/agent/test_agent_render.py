@@ -127,7 +127,10 @@ def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
     assert "annotations" not in ds["metadata"]
     host_vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d"}
+    # /run/mellanox/drivers: the DOCA/MOFED driver container's root (rdma-core may live only there; issue 24).
+    assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d", "/run/mellanox/drivers"}
+    doca = next(m for m in c["volumeMounts"] if m["mountPath"] == "/host/run/mellanox/drivers")
+    assert doca["mountPropagation"] == "HostToContainer"
     for m in c["volumeMounts"]:
         assert m["readOnly"] is True, m
     lustre = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]

@@ -71,3 +71,37 @@ def test_the_webhook_gives_every_daemonset_the_startup_toleration() -> None:
     patch = decode_patch(Admission(profile).handle("mutate", body).body)
     added = [op["value"] for op in patch if op["op"] == "add"]
     assert {"key": STARTUP, "operator": "Exists", "effect": "NoSchedule"} in added, patch
+
+
+async def test_the_agent_lifts_the_startup_taint_through_the_rendered_policy(apiserver, tmp_path, healthy_root) -> None:
+    """Live, with the rendered ClusterRole and ValidatingAdmissionPolicy enforced: a node registered with the
+    autoscaler's startup taint keeps it while failing and loses it on True; the policy lets the agent touch that
+    key and no other."""
+    from agent_support import HEALTHY, NODE_NAME, Rbac, healthy_node, kubeconfig
+    from test_agent_live import break_port, fix_port
+
+    from fabricguard.agent.kube import NodeClient, agent_grants, connect
+    from fabricguard.agent.loop import Agent, AgentConfig
+    from fabricguard.agent.render import admission_policy
+
+    k8s, url = apiserver
+    profile = loads_profile(TEXT)
+    k8s.policies = admission_policy("fabricguard-system")
+    k8s.rbac = Rbac.from_manifests(agent_manifests(profile, TEXT, "ghcr.io/acme/fabricguard:1"))
+    node = healthy_node()
+    node["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                              {"key": STARTUP, "value": "h200-rdma", "effect": "NoSchedule"}]
+    node["status"]["conditions"] = [c for c in node["status"].get("conditions", []) if c["type"] != "FabricReady"]
+    k8s.put_node(node)
+    api = await connect(kubeconfig(tmp_path, url, "agent-own"), table=agent_grants(True))
+    cfg = AgentConfig(node=NODE_NAME, profile=profile, root=healthy_root, nvml_json=HEALTHY / "nvml.json",
+                      passes=1, manage_taints=True, mode="enforce")
+    agent = Agent(cfg, NodeClient(api))
+    keys = lambda: [t["key"] for t in k8s.node(NODE_NAME)["spec"]["taints"]]  # noqa: E731
+    break_port(healthy_root)
+    res = await agent.run_once()
+    assert res.reported.status == "False" and res.errors == [] and keys() == ["nvidia.com/gpu", STARTUP]
+    fix_port(healthy_root)
+    res = await agent.run_once()
+    assert res.reported.status == "True" and res.errors == [], res.errors
+    assert keys() == ["nvidia.com/gpu"]

@@ -27,6 +27,7 @@ PROD = SNAPSHOTS / "incident-271-days" / "production"
 STAG = SNAPSHOTS / "incident-271-days" / "staging"
 ONPREM = EXAMPLES / "profiles" / "onprem-infiniband.yaml"
 NCCL_TESTS = REPO / "tests" / "fixtures" / "nccl" / "synthetic" / "nccl-tests" / "all_reduce_perf-ib-2x8.log"
+NVML = REPO / "tests" / "fixtures" / "h200-host" / "nvml.json"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 BOX = re.compile(r"[┃│┏┓┗┛━─┡┩╇┼]")
 CODE = re.compile(r"`([^`\n]+)`")
@@ -52,6 +53,15 @@ CASES = [
          ["--format", "json"], ("FAILED", "DEGRADED", "WARNING", "INFO")),
     Case("nccl-inspect", ["nccl", "inspect", str(JOBS / "socket-fallback" / "logs")], ["--format", "json"]),
     Case("nccl-inspect-tests", ["nccl", "inspect", str(NCCL_TESTS)], ["--format", "json"]),
+    Case("profile-check", ["profile", "check", str(EXAMPLES / "profiles" / "gke-a3-ultra.yaml"),
+                           str(EXAMPLES / "profiles" / "aws-p5-efa-dra.yaml")], ["--format", "json"]),
+    Case("probe-host", ["probe", "host", "-p", str(ONPREM), "--pool", "gh200-roce", "--nvml-json", str(NVML)],
+         ["--format", "json"],
+         ("FAILED", "DEGRADED", "PASS", "SKIPPED")),
+    Case("probe-host-local", ["probe", "host", "--nvml-json", str(NVML)], ["--format", "json"],
+         ("FAILED", "DEGRADED", "PASS", "SKIPPED")),
+    Case("placement-simulate", ["placement", "simulate", "-p", str(ONPREM), "--free", "a=12,b=4"],
+         ["--format", "json"]),
 ]
 
 

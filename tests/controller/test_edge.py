@@ -200,7 +200,11 @@ async def test_the_loop_lists_once_and_then_reads_its_watch_fed_cache(cluster, p
     pod_lists = [q for q in list(k8s) if q.url.path == "/api/v1/pods" and "limit" in q.params]
     event_lists = [q for q in list(k8s) if q.url.path == "/api/v1/events" and "limit" in q.params]
     watches = [q for q in list(k8s) if q.params.get("watch") == "true"]
-    assert len(pod_lists) == 1 and len(event_lists) == 1, (len(pod_lists), len(event_lists))
+    # Two cluster-wide pod reads (pods not Succeeded; the managed jobs' Succeeded pods), each listed once.
+    pod_reads = sorted((q.params.get("fieldSelector"), q.params.get("labelSelector")) for q in pod_lists)
+    assert sorted(set(pod_reads)) == [("status.phase!=Succeeded", None),
+                                      ("status.phase=Succeeded", "fabricguard.io/job")], pod_reads
+    assert len(pod_lists) == 2 and len(event_lists) == 1, (pod_reads, len(event_lists))
     assert any(q.url.path == "/api/v1/pods" for q in watches)
 
 

@@ -30,7 +30,8 @@ def test_allocated_healthy_claims_list_the_path_each_pod_got() -> None:
 
 
 def test_a_claim_never_allocated_degrades_the_job() -> None:
-    pods = [_pod("llm-0", "llm-0-fabric-x1"), _pod("llm-1", "llm-1-fabric-x2")]
+    # llm-1 never ran: the kubelet refused it because its claim was not allocated.
+    pods = [_pod("llm-0", "llm-0-fabric-x1"), _pod("llm-1", "llm-1-fabric-x2", ran=False)]
     found = claim_findings(POOL, pods, _index([_claim("llm-0-fabric-x1", "llm-0"),
                                               _claim("llm-1-fabric-x2", "llm-1", allocated=False)]))
     bad = [f for f in found if f.level == "degraded"]
@@ -55,8 +56,22 @@ def test_kubelet_allocated_resources_status_unhealthy() -> None:
 
 
 def test_a_claim_that_is_gone_is_a_warning_not_a_pass_or_a_failure() -> None:
-    found = claim_findings(POOL, [_pod("llm-0", "llm-0-fabric-x1")], {})
+    found = claim_findings(POOL, [_pod("llm-0", "llm-0-fabric-x1", ran=False)], {})
     assert [f.level for f in found] == ["warning"]
+
+
+def test_a_finished_pods_released_claim_is_said_not_held_against_the_job() -> None:
+    # Once a pod is done, the DRA controller deallocates its claims and deletes the generated ones: a finished
+    # job's claims are gone or unallocated by the time it is judged, and that is no fault of the fabric.
+    pods = [_pod("llm-0", "llm-0-fabric-x1"), _pod("llm-1", "llm-1-fabric-x2")]
+    found = claim_findings(POOL, pods, _index([_claim("llm-1-fabric-x2", "llm-1", allocated=False)]))
+    assert [f.level for f in found] == ["info"]
+    assert "released when their pods finished" in found[0].message
+    assert "llm-0/llm-0-fabric-x1" in found[0].message and "llm-1/llm-1-fabric-x2" in found[0].message
+    # A pod that failed after its container ran released its claim too; one refused at admission did not run.
+    failed = _pod("llm-2", "llm-2-fabric-x3")
+    failed["status"]["phase"] = "Failed"
+    assert [f.level for f in claim_findings(POOL, [failed], {})] == ["info"]
 
 
 def test_a_claim_of_another_device_class_is_not_the_fabric() -> None:

@@ -528,3 +528,58 @@ def test_the_install_writes_the_kueue_configuration_it_needs(tmp_path: Path) -> 
         profile = load_profile(path)
         assert cfg == configuration(profile) and configuration_problems(profile, cfg, "fabricguard-system") == []
         assert "kueue-configuration.yaml" in (out / "README.md").read_text()
+
+
+@needs_kubectl
+def test_knobs_for_fabricguards_own_pods_build_and_validate(tmp_path: Path) -> None:
+    """A real install behind a private registry, on tainted system nodes, with the NVIDIA runtime not the default:
+    pull secrets on every pod and ServiceAccount of ours (the canaries' default one too), placement for the
+    controller, the webhook and the sweep (never the agents: they follow their pools), the agents' RuntimeClass,
+    resources per component, and every NodeReadinessRule dryRun. The tree still builds and validates strictly."""
+    profile = ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml"
+    render(profile, tmp_path / "o", "--mode", "enforce", "--runtime-class", "nvidia", "--dry-run-rules",
+           "--image-pull-secret", "registry-credentials", "--node-selector", "cloud.google.com/gke-nodepool=system",
+           "--toleration", "components.gke.io/gke-managed-components=true:NoSchedule", "--toleration",
+           "dedicated:NoExecute", "--resources", "controller:limits.memory=4Gi", "--resources",
+           "webhook:requests.cpu=250m")
+    built = build(tmp_path / "o")
+    pods = {(o["kind"], o["metadata"]["name"]): install._pod_spec(o) for o in built
+            if o["kind"] in install.POD_KINDS}
+    assert pods and all(p is not None and p["imagePullSecrets"] == [{"name": "registry-credentials"}]
+                        for p in pods.values()), pods.keys()
+    sas = [o for o in built if o["kind"] == "ServiceAccount"]
+    assert {"default", "fabricguard-controller"} <= {o["metadata"]["name"] for o in sas}
+    assert all(o["imagePullSecrets"] == [{"name": "registry-credentials"}] for o in sas)
+    for (kind, name), pod in pods.items():
+        assert pod is not None
+        agent = kind == "DaemonSet"
+        assert (pod.get("nodeSelector", {}).get("cloud.google.com/gke-nodepool") == "system") is not agent, name
+        assert ({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"} in pod.get("tolerations", [])) \
+            is not agent, name
+        assert (pod.get("runtimeClassName") == "nvidia") is agent, name
+    ctrl = pods[("Deployment", "fabricguard-controller")]
+    hook = pods[("Deployment", "fabricguard-admission")]
+    assert ctrl is not None and hook is not None
+    assert ctrl["containers"][0]["resources"]["limits"]["memory"] == "4Gi"
+    assert hook["containers"][0]["resources"]["requests"]["cpu"] == "250m"
+    assert all(o["spec"]["dryRun"] is True for o in built if o["kind"] == "NodeReadinessRule")
+    for obj in built:
+        if not has_schema(obj["apiVersion"], obj["kind"]) and obj["kind"] != "NodeReadinessRule":
+            kubernetes_validate.validate(obj, K8S, strict=True)
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--toleration", "dedicated:Sometimes", "EFFECT one of"),
+    ("--node-selector", "no-equals-sign", "KEY=VALUE"),
+    ("--resources", "scheduler:limits.memory=1Gi", "component 'scheduler'"),
+    ("--resources", "controller:memory=1Gi", "requests.RESOURCE or limits.RESOURCE"),
+    ("--resources", "controller:limits.memory=lots", "not a positive Kubernetes quantity"),
+    ("--image-pull-secret", "Registry_Creds", "lowercase DNS subdomain"),
+    ("--runtime-class", "NVIDIA", "lowercase DNS subdomain"),
+])
+def test_a_bad_knob_is_one_line_naming_the_option(tmp_path: Path, option: str, value: str, says: str) -> None:
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o"),
+                                 "--apiserver-cidr", "172.16.0.0/28", option, value])
+    assert r.exit_code == 3 and option in r.output and says in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "o").exists()

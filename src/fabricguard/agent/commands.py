@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.console import console, err_console, fail, paragraph, print_json, verdict_line
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
 from fabricguard.options import JSON_ALIAS, Format, Mode, format_option, mode_option, profile_option, wants_json
 
@@ -82,15 +82,16 @@ def verdict_word(status: str, reason: str) -> str:
 
 
 def _print_human(out: dict[str, Any]) -> None:
-    from fabricguard.probes.result import STATUS_STYLE, Status
+    """Line 1 the verdict and the condition written; the message's head (it names the failing checks); every
+    check, failures first, one block each (fabricguard.probes.report.print_checks)."""
+    from fabricguard.probes.report import print_checks
 
-    style = "bold green" if out["status"] == "True" else "bold red"
-    console.print(f"Node {out['node']} pool {out['pool']}: FabricReady=[{style}]{out['status']}[/] ({out['reason']})")
-    # The message's details repeat what the check lines below say; its head names the failing checks.
-    console.print(f"  {out['message'].split(' | ')[0]}", markup=False)
-    for c in out["checks"]:
-        st = Status(c["status"])
-        console.print(f"  [{STATUS_STYLE[st]}]{st:>8}[/] {c['name']}: {c['detail']}", highlight=False)
+    verdict_line(verdict_word(out["status"], out["reason"]), f"agent node {out['node']} pool {out['pool']}",
+                 f"FabricReady={out['status']} ({out['reason']})")
+    # The message's details repeat what the check blocks below say; its head names the failing checks.
+    paragraph(out["message"].split(" | ")[0], first="  ", indent="  ")
+    console.print()
+    print_checks([("", c["status"], c["name"], c.get("detail") or "") for c in out["checks"]])
 
 
 def agent_cmd(

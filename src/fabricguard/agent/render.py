@@ -159,6 +159,15 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         v = _volume_name(d)
         mounts.append({"name": v, "mountPath": HOST_ROOT + d, "readOnly": True})
         volumes.append({"name": v, "hostPath": {"path": d, "type": "Directory"}})
+    droot = pool.fabric.spec.driver_container_root
+    if droot:
+        # The DOCA/MOFED driver container rbind-mounts its root here, possibly after the agent started: the mount
+        # must propagate into the agent (HostToContainer), and the directory may not exist yet on a node without
+        # that container (DirectoryOrCreate: the driver container creates the same directory itself).
+        v = _volume_name(droot)
+        mounts.append({"name": v, "mountPath": HOST_ROOT + droot, "readOnly": True,
+                       "mountPropagation": "HostToContainer"})
+        volumes.append({"name": v, "hostPath": {"path": droot, "type": "DirectoryOrCreate"}})
     privileged = nvml_privileged(pool, nvml_access)
     env: list[dict[str, Any]] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
@@ -237,6 +246,8 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
     status_rest = " && ".join(_unchanged("object.status", "oldObject.status", f) for f in STATUS_FIELDS)
     spec_rest = " && ".join(_unchanged("object.spec", "oldObject.spec", f) for f in SPEC_FIELDS)
     meta_rest = " && ".join(_unchanged("object.metadata", "oldObject.metadata", f) for f in META_FIELDS)
+    # The agent's taints: readiness.k8s.io/fabric-*, and the autoscaler's startup key of a scale-from-zero pool.
+    not_ours = f"!(t.key.startsWith('{TAINT_PREFIX}') || t.key == '{names.TAINT_STARTUP_UNVERIFIED}')"
     return {
         "isSweep": f"request.userInfo.username == '{sweep_user}'",
         "ownNode": (
@@ -254,12 +265,8 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
             "has(oldObject.status.conditions) ? "
             f"oldObject.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
         ),
-        "otherTaints": (
-            f"has(object.spec.taints) ? object.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
-        ),
-        "oldOtherTaints": (
-            f"has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, !t.key.startsWith('{TAINT_PREFIX}')) : []"
-        ),
+        "otherTaints": f"has(object.spec.taints) ? object.spec.taints.filter(t, {not_ours}) : []",
+        "oldOtherTaints": f"has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, {not_ours}) : []",
         "statusOnlyFabricReady": (
             "request.subResource != 'status' || "
             f"(variables.otherConditions == variables.oldOtherConditions && {status_rest})"
@@ -269,7 +276,7 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
         "metadataUnchanged": meta_rest,
         "specOnlyFabricTaints": (
             "request.subResource == 'status' || (variables.otherTaints == variables.oldOtherTaints && "
-            f"(!has(object.spec.taints) || object.spec.taints.all(t, !t.key.startsWith('{TAINT_PREFIX}') || "
+            f"(!has(object.spec.taints) || object.spec.taints.all(t, {not_ours} || "
             f"t.effect == 'NoSchedule')) && {spec_rest} && {meta_rest})"
         ),
     }
@@ -303,7 +310,8 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                 {"expression": expr["statusOnlyFabricReady"], "reason": "Forbidden",
                  "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
                 {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
-                 "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* NoSchedule taints of a Node"},
+                 "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* (and "
+                            f"{names.TAINT_STARTUP_UNVERIFIED}) NoSchedule taints of a Node"},
                 {"expression": expr["metadataUnchanged"], "reason": "Forbidden",
                  "message": "the fabricguard agent and its staleness sweep may not change a Node's labels, "
                             "annotations, owner references or finalizers (not through nodes/status either)"},

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from fabricguard.console import console, err_console, fail, print_json
+from fabricguard.console import Block, blocks, console, err_console, fail, paragraph, print_json, verdict_line
 from fabricguard.options import (
     JSON_ALIAS,
     Format,
@@ -179,25 +179,31 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
     if as_json:
         print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})
         return
-    for name, s in result.pools.items():
-        state = "[green]VALIDATED[/]" if s.ready else ("[red]HELD[/]" if s.canary else "[yellow]UNHEALTHY[/]")
-        held = result.pending.get(name, 0)
-        console.print(f"{state}  pool {escape(name)}  outcome {s.outcome or '-'}  held workloads {held}")
-        console.print(f"  {escape(s.message)}", soft_wrap=True)
+    summary = result.summary()
+    verdict_line(summary["verdict"], "controller pass", f"{sum(1 for s in result.pools.values() if s.ready)} of "
+                 f"{len(result.pools)} pool(s) validated", f"actions {len(result.actions)}"
+                 + ("" if acted else " (not carried out)") + (f", {len(errors)} refused" if errors else ""))
+    items = []
+    for name, s in sorted(result.pools.items(), key=lambda kv: kv[1].ready):  # not validated first
+        state = ("VALIDATED", "bold green") if s.ready else (("HELD", "bold red") if s.canary else
+                                                            ("UNHEALTHY", "bold yellow"))
+        items.append(Block(head=[state, "  ", f"pool {name}"], fields=[
+            ("outcome", s.outcome or "-"), ("held workloads", str(result.pending.get(name, 0))),
+            ("root cause", s.root_cause), ("why", s.message)]))
     for r in running:
-        console.print(f"running {escape(r['kind'])} {escape(r['namespace'])}/{escape(r['name'])} on pool "
-                      f"{escape(r['pool'])}: transport {r['transport']}" + (" (final)" if r["final"] else " so far")
-                      + ("; busbw " + ", ".join(f"{c} {v['gbps']:g} GB/s" for c, v in r["busbw"].items())
-                         if r.get("busbw") else ""))
+        busbw = ", ".join(f"{b['collective']} {b['gbps']:g} GB/s" for b in r.get("busbw") or ())
+        items.append(Block(head=[("RUNNING", "bold"), "  ", f"{r['kind']} {r['namespace']}/{r['name']}"], fields=[
+            ("pool", r["pool"]), ("transport", r["transport"] + (" (final)" if r["final"] else " so far")),
+            ("busbw", busbw)]))
+    blocks(items)
     if result.reference is not None:
-        console.print(f"drift from {escape(result.reference.environment)}: {len(result.drift)} object(s)")
+        paragraph(f"drift from {result.reference.environment}: {len(result.drift)} object(s)", first="", indent="  ")
         for f in result.drift:
-            console.print(f"  {escape(f.message[:300])}", soft_wrap=True)
+            paragraph(f.message[:300], first="  • ", indent="    ")
     crit = [f for f in result.findings if str(f.severity) == "critical"]
     if crit:
-        console.print(f"doctor: {len(crit)} critical finding(s): " + ", ".join(sorted({f.rule for f in crit})))
-    console.print(f"actions: {len(result.actions)}" + ("" if acted else " (not carried out)")
-                  + (f", {len(errors)} refused" if errors else ""))
+        paragraph(f"doctor: {len(crit)} critical finding(s): " + ", ".join(sorted({f.rule for f in crit})),
+                  first="", indent="  ")
     for e in errors:
         err_console.print(f"[red]refused:[/] {escape(e)}")
 

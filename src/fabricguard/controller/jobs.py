@@ -21,8 +21,8 @@ from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
 from fabricguard.controller.facts import LustreFacts
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
-from fabricguard.verdict.claims import claim_findings
-from fabricguard.verdict.job import JobInputError, Level, Reason, verdict_of
+from fabricguard.verdict.claims import JobObjects
+from fabricguard.verdict.job import JobInputError, Level, claim_reasons, verdict_of
 
 MISSING = "missing-logs"
 UNUSABLE = "input-unusable"
@@ -93,8 +93,7 @@ def judge_finished(
             detail = f"no verdict: the job's files in {files.log_dir} cannot be used: {type(err).__name__}: {err}"
         else:
             v = files.verdict
-            found = [Reason(Level(f.level), "fabric-claims", f.message, list(f.evidence))
-                     for f in claim_findings(pool, pods or [], claims or {})]
+            found = claim_reasons(pool, JobObjects(pods or [], claims or {}))
             reasons = [*v.reasons, *found]
             verdict, transport = verdict_of(reasons).value, v.nccl.inter_node_transport.value
             worst = [r for r in reasons if r.level in (Level.failed, Level.degraded)]

@@ -50,6 +50,7 @@ from fabricguard.profile.model import PlatformProfile
 from fabricguard.rbac import Grant, Permissions, grants
 
 log = logging.getLogger("fabricguard.controller")
+SUCCEEDED = "status.phase=Succeeded"
 
 LEASE_API = names.LEASE_API
 CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
@@ -154,7 +155,9 @@ def reads(profile: PlatformProfile, namespace: str) -> list[Read]:
 
     * events: Warning only (the scheduler's FailedScheduling, the kubelet's exec format errors);
     * pods: every pod not Succeeded (GPU accounting and the doctor's rules need running, pending and failed
-      ones), plus the canaries' own pods in any phase (their completion is the canary's result);
+      ones), plus the canaries' own pods in any phase (their completion is the canary's result), plus the
+      managed jobs' Succeeded pods, trimmed to their claims and device health (a finished job's verdict reads
+      them: ``verdict.claims``);
     * ConfigMaps: only where drift compares them (kube-system and the device plugins' namespaces).
     """
     out: list[Read] = []
@@ -165,6 +168,9 @@ def reads(profile: PlatformProfile, namespace: str) -> list[Read]:
         elif plural == "pods":
             out.append(Read(v, plural, kind, field_selector="status.phase!=Succeeded"))
             out.append(Read(v, plural, kind, namespace, label_selector=names.LABEL_CANARY_POOL))
+            # Last, so a canary's pod keeps its full form: the managed jobs' finished pods, trimmed to what a
+            # verdict reads of them (their claims and the kubelet's device health: controller/trim.py).
+            out.append(Read(v, plural, kind, label_selector=names.LABEL_JOB, field_selector=SUCCEEDED))
         elif plural == "configmaps":
             out += [Read(v, plural, kind, ns) for ns in sorted(drift_scope([profile]).configmap_namespaces or ())]
         else:
@@ -407,6 +413,8 @@ def _selected(r: Read, obj: dict[str, Any]) -> bool:
         return obj.get("type") == "Warning"
     if r.field_selector == "status.phase!=Succeeded":
         return (obj.get("status") or {}).get("phase") != "Succeeded"
+    if r.field_selector == SUCCEEDED:
+        return (obj.get("status") or {}).get("phase") == "Succeeded"
     return True
 
 

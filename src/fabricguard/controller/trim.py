@@ -31,6 +31,29 @@ _STATUS_CONTAINER_FIELDS = ("volumeMounts", "allocatedResources", "resources", "
 _NODE_STATUS_FIELDS = ("images", "volumesInUse", "volumesAttached", "daemonEndpoints")
 
 
+# Of a managed job's Succeeded pod, only what its verdict reads (verdict/claims.py): which claims it held and the
+# kubelet's health of its devices. No pass accounts GPUs or checks images of a pod that is done.
+_FINISHED_META = ("name", "namespace", "uid", "labels", "ownerReferences", "resourceVersion", "creationTimestamp")
+_FINISHED_STATUS = ("phase", "resourceClaimStatuses", "extendedResourceClaimStatus")
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _finished(obj: dict[str, Any]) -> None:
+    meta, spec, status = (_dict(obj.get(k)) for k in ("metadata", "spec", "status"))
+    obj["metadata"] = {k: meta[k] for k in _FINISHED_META if k in meta}
+    obj["spec"] = {k: spec[k] for k in ("nodeName", "resourceClaims") if k in spec}
+    kept: dict[str, Any] = {k: status[k] for k in _FINISHED_STATUS if k in status}
+    health = [{"name": c.get("name"), "allocatedResourcesStatus": c["allocatedResourcesStatus"]}
+              for c in status.get("containerStatuses") or ()
+              if isinstance(c, dict) and c.get("allocatedResourcesStatus")]
+    if health:
+        kept["containerStatuses"] = health
+    obj["status"] = kept
+
+
 def trim(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     """``obj`` without what no pass reads (changed in place, and returned)."""
     meta = obj.get("metadata")
@@ -40,6 +63,12 @@ def trim(obj: dict[str, Any], kind: str) -> dict[str, Any]:
         if isinstance(ann, dict):
             ann.pop(names.ANN_LAST_APPLIED, None)
     if kind == "Pod":
+        status = obj.get("status")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if (isinstance(status, dict) and status.get("phase") == "Succeeded" and isinstance(labels, dict)
+                and names.LABEL_JOB in labels and names.LABEL_CANARY_POOL not in labels):
+            _finished(obj)
+            return obj
         spec = obj.get("spec")
         if isinstance(spec, dict):
             for f in _POD_SPEC_FIELDS:

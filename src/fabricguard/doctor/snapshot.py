@@ -25,9 +25,10 @@ from typing import Any
 
 from fabricguard import names, objects
 from fabricguard.kube import Kube
+from fabricguard.kubectl_output import documents, is_list, is_object, list_items
 from fabricguard.profile.dra import SliceIndex
 from fabricguard.userfiles import input_file
-from fabricguard.yamlsource import SourceError, YamlSyntaxError, loads_documents, read_text
+from fabricguard.yamlsource import SourceError
 
 SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
 PROFILE_API_PREFIX = "fabricguard.io/"
@@ -111,34 +112,20 @@ class Snapshot:
         return out
 
 
-def _is_k8s_object(doc: Any) -> bool:
-    return isinstance(doc, dict) and isinstance(doc.get("kind"), str) and isinstance(doc.get("apiVersion"), str)
-
-
 def _ingest(snapshot: Snapshot, docs: Iterable[Any], name: str) -> int:
     """Add every object in ``docs`` (objects or Lists); returns how many were added."""
     count = 0
     for doc in docs:
-        if doc is None:
-            continue
-        if not _is_k8s_object(doc):
+        if not is_object(doc):
             continue
         if doc["apiVersion"].startswith(PROFILE_API_PREFIX):
             if doc["kind"] == "PlatformProfile" and snapshot.profile_path is None:
                 snapshot.profile_path = Path(snapshot.source) / name
             continue
-        if doc["kind"] == "List" or (doc["kind"].endswith("List") and isinstance(doc.get("items"), list)):
-            item_kind = doc["kind"][: -len("List")] if doc["kind"] != "List" else ""
-            for item in doc.get("items") or ():
-                if not isinstance(item, dict):
-                    continue
-                # The API server leaves kind out of list items; kubectl fills it in. Accept both shapes.
-                if "kind" not in item and item_kind:
-                    item["kind"] = item_kind
-                    item.setdefault("apiVersion", doc["apiVersion"])
-                if _is_k8s_object(item):
-                    snapshot.objects.append(item)
-                    count += 1
+        if is_list(doc):
+            items = list(list_items(doc))
+            snapshot.objects.extend(items)
+            count += len(items)
             continue
         snapshot.objects.append(doc)
         count += 1
@@ -149,29 +136,12 @@ def load_file(snapshot: Snapshot, path: Path) -> None:
     """Parse one file into ``snapshot``; notes a file with no Kubernetes object, raises on bad syntax."""
     name = path.name
     try:
-        text = read_text(path)
+        docs = documents(path)
     except SourceError as exc:
         raise SnapshotError(exc.source, exc.line, exc.problem) from None
-    docs: list[Any]
-    if path.suffix == ".json" or text.lstrip().startswith(("{", "[")):
-        try:
-            docs = [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise SnapshotError(str(path), exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
-        except RecursionError:
-            raise SnapshotError(str(path), None, "JSON nested too deeply to read (no Kubernetes object is); "
-                                "save the objects with kubectl get ... -o json") from None
-    else:
-        try:
-            docs = loads_documents(text, str(path))
-        except SourceError as exc:
-            problem = f"invalid YAML: {exc.problem}" if isinstance(exc, YamlSyntaxError) else exc.problem
-            raise SnapshotError(exc.source, exc.line, problem) from None
-    if len(docs) == 1 and isinstance(docs[0], list):
-        docs = docs[0]
     before_profile = snapshot.profile_path
     added = _ingest(snapshot, docs, name)
-    if added == 0 and any(_is_k8s_object(d) and d.get("kind") == "List" for d in docs):
+    if added == 0 and any(is_object(d) and d.get("kind") == "List" for d in docs):
         snapshot.notes.append(f"{name}: an empty List")
     elif added == 0:
         if snapshot.profile_path is not None and snapshot.profile_path != before_profile:

@@ -22,6 +22,7 @@ SPEC = FabricSpec(
     net_plugin_globs=("libnccl-net-ofi.so*", "libnccl-net.so*"),
     lib_dirs=("opt/amazon/ofi-nccl/lib", "opt/amazon/efa/lib"),
     host_dirs=("/opt/amazon",),
+    driver_container_root=None,
     driver_without_toolkit=None,
     image_needs="libfabric with the EFA provider and aws-ofi-nccl (libnccl-net-ofi.so, NCCL_NET=Libfabric)",
     host_userspace=None,

@@ -24,6 +24,7 @@ SPEC = FabricSpec(
     net_plugin_globs=("libnccl-net*.so*",),
     lib_dirs=("usr/local/gib/lib64", "home/kubernetes/bin/gib/lib64"),
     host_dirs=("/home/kubernetes/bin",),
+    driver_container_root=None,
     driver_without_toolkit=GKE_DRIVER,
     image_needs="nothing fabric-specific: the gIB plugin and NCCL come from the host (/usr/local/gib)",
     host_userspace=HostUserspace(

@@ -22,6 +22,7 @@ SPEC = FabricSpec(
     net_plugin_globs=(),
     lib_dirs=(),
     host_dirs=(),
+    driver_container_root="/run/mellanox/drivers",
     driver_without_toolkit=None,
     image_needs="rdma-core: libibverbs and the mlx5 provider (libmlx5)",
     host_userspace=None,

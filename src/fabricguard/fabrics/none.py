@@ -17,6 +17,7 @@ SPEC = FabricSpec(
     net_plugin_globs=(),
     lib_dirs=(),
     host_dirs=(),
+    driver_container_root=None,
     driver_without_toolkit=None,
     image_needs="nothing",
     host_userspace=None,

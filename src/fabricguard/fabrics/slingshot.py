@@ -27,6 +27,7 @@ SPEC = FabricSpec(
     net_plugin_globs=("libnccl-net-ofi.so*", "libnccl-net.so*"),
     lib_dirs=("opt/cray/lib64",),
     host_dirs=(),
+    driver_container_root=None,
     driver_without_toolkit=None,
     image_needs="libfabric with the cxi provider (libcxi) and aws-ofi-nccl (libnccl-net-ofi.so, NCCL_NET=Libfabric)",
     host_userspace=None,

@@ -66,6 +66,9 @@ class FabricSpec:
     net_plugin_globs: tuple[str, ...]  # libraries that carry its NCCL net plugin (empty: built into NCCL)
     lib_dirs: tuple[str, ...]  # where its userspace lives below the node root (searched besides the usual)
     host_dirs: tuple[str, ...]  # extra host directories the agent mounts to check it
+    # Where a driver container shares its root with the host (NVIDIA Network Operator's DOCA/MOFED driver container
+    # rbind-mounts its / at /run/mellanox/drivers): rdma-core may live only there. None: no such container.
+    driver_container_root: str | None
     driver_without_toolkit: str | None  # host NVIDIA driver dir when no container toolkit runs (GKE)
     image_needs: str  # what the job's image must carry
     host_userspace: HostUserspace | None  # what the host provides and the webhook mounts

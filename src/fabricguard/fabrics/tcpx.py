@@ -20,6 +20,7 @@ SPEC = FabricSpec(
     net_plugin_globs=("libnccl-net*.so*",),
     lib_dirs=("usr/local/tcpx/lib64",),
     host_dirs=("/home/kubernetes/bin",),
+    driver_container_root=None,
     driver_without_toolkit="/home/kubernetes/bin/nvidia",
     image_needs="the GPUDirect-TCPX NCCL plugin and its rxdm sidecar (GKE's TCPX guide)",
     host_userspace=HostUserspace(

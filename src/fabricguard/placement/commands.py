@@ -16,7 +16,19 @@ import typer
 import yaml
 from rich.table import Table
 
-from fabricguard.console import console, err_console, fail, print_json, row, say
+from fabricguard.console import (
+    Block,
+    Column,
+    Part,
+    console,
+    err_console,
+    fail,
+    print_json,
+    row,
+    say,
+    table_or_blocks,
+    verdict_line,
+)
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
 from fabricguard.options import Format, format_option, now_value
 from fabricguard.profile.commands import profile_or_exit
@@ -154,14 +166,19 @@ def simulate_cmd(
         raise typer.Exit(exit_code(answer))
     # What the busbw figure needs: the pool's all-reduce baseline first, then the cross-block factor.
     missing = "allReduceBusBwGBps" if base is None else "crossBlockFactor"
-    t = Table(title=f"pool {p.name}: free {free_blocks}" + (f" of {size_blocks}" if size_blocks else ""))
-    for col in ("gang (nodes)", "topology", "lands on", "busbw GB/s"):
-        t.add_column(col, justify="right" if col != "lands on" else "left")
+    verdict_line(answer, f"placement simulate pool {p.name}",
+                 f"free {free_blocks}" + (f" of {size_blocks}" if size_blocks else ""))
+    cols = [Column("gang (nodes)", justify="right", no_wrap=True), Column("topology", no_wrap=True),
+            Column("lands on"), Column("busbw GB/s")]
+    rows: list[list[Part]] = []
+    items: list[Block] = []
     for o in outcomes:
         bw = "-" if o.busbw_gbps is None and o.waits != "no" else (
             f"{o.busbw_gbps:g}" if o.busbw_gbps is not None else f"unknown (set baseline.{missing})")
-        t.add_row(str(o.gang), o.mode, o.describe(), bw)
-    console.print(t)
+        rows.append([str(o.gang), o.mode, o.describe(), bw])
+        items.append(Block(head=[(f"{o.gang} nodes", "bold"), f", {o.mode} topology"],
+                           fields=[("lands on", o.describe()), ("busbw GB/s", bw)]))
+    table_or_blocks(cols, rows, items)
     raise typer.Exit(exit_code(answer))
 
 

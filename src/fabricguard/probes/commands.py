@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from fabricguard.console import EXIT_INPUT, console, err_console, fail, print_json, say
+from fabricguard.console import EXIT_INPUT, console, err_console, fail, paragraph, print_json, say, verdict_line
 from fabricguard.options import JSON_ALIAS, OUT_ALIAS, Format, format_option, output_path, profile_option, wants_json
 from fabricguard.userfiles import SourceError
 
@@ -81,6 +81,10 @@ def collective_cmd(
         None, "--force-net/--no-force-net", help="Set NCCL_NET to the pool's net (default: on for fabric pools)."
     ),
     timeout: float = typer.Option(600, "--timeout", help="Seconds before spawned ranks are stopped."),
+    rails: bool = typer.Option(False, "--rails", help="Then time each rail alone (local rank k of every node: "
+                               "GPU k and its NIC) at the largest size, and name each rail's NIC per node."),
+    local_world: int = typer.Option(0, "--local-world", min=0, help="Ranks per node for --rails (default: the "
+                                    "launcher's LOCAL_WORLD_SIZE; with --local-ranks it splits them into nodes)."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
 ) -> None:
@@ -106,6 +110,8 @@ def collective_cmd(
         check=check,
         log_dir=str(log_dir) if log_dir else "",
         nccl_net=net,
+        rails=rails,
+        local_world=local_world,
     )
     try:
         cfg.validate()
@@ -133,6 +139,9 @@ def collective_cmd(
         kept = "read and removed (-o/--output DIR keeps them)" if res.log_dir_removed else "kept"
         say(f"# {res.backend}, {res.world_size} ranks; logs in {res.log_dir} {kept}")
         console.print(f"# transport: {res.transport} ({res.transport_why})", markup=False)
+        for r in res.rails:  # --rails: each rail alone, its NIC per node
+            nics = ", ".join(f"{m.get('node')} {m.get('nic') or '?'}" for m in r.get("members") or ())
+            console.print(f"# rail {r['rail']}: {r['busbw_gbps']:.2f} GB/s busbw alone ({nics})", markup=False)
         if res.failed:
             say(("failed:", "bold red"), f" {res.error}", err=True)
         if res.judgement:
@@ -160,7 +169,7 @@ def storage_cmd(
     """Check the path's filesystem and Lustre health, then measure checkpoint and small-file workloads."""
     as_json = wants_json(fmt, as_json)
     from fabricguard.probes.bw import parse_size
-    from fabricguard.probes.result import STATUS_STYLE, exit_code
+    from fabricguard.probes.result import exit_code
     from fabricguard.probes.storage import StorageConfig, StorageRefused, probe_storage
 
     prof, p = _profile_and_pool(profile, pool, local_default=False)
@@ -191,8 +200,10 @@ def storage_cmd(
     if as_json:
         print_json({"verdict": str(rep.status), **rep.to_dict()}, "StorageProbe")
     else:
-        for c in rep.checks:
-            say((f"{c.status:>8}", STATUS_STYLE[c.status]), f" {c.name}: {c.detail}")
+        from fabricguard.probes.report import print_checks
+
+        verdict_line(str(rep.status), f"probe storage {path}", f"engine {rep.engine}")
+        print_checks([("", str(c.status), c.name, c.detail) for c in rep.checks])
         m = rep.metrics
         for ph in ("write", "read"):
             if ph in m:
@@ -200,10 +211,8 @@ def storage_cmd(
         for ph in ("create", "stat", "unlink"):
             if ph in m:
                 say(f"  {ph:<7} {m[ph]['ops_per_s']:10.0f} /s    latency ms {m[ph].get('latency_ms')}")
-        say(
-            f"engine {rep.engine}; worked in {rep.workdir}"
-            + (f"; left {rep.left_behind}" if rep.left_behind else ", removed")
-        )
+        paragraph(f"engine {rep.engine}; worked in {rep.workdir}"
+                  + (f"; left {rep.left_behind}" if rep.left_behind else ", removed"), first="", indent="  ")
     raise typer.Exit(exit_code(rep.status))
 
 
@@ -218,7 +227,7 @@ def host_cmd(
 ) -> None:
     """Readiness of this node for each pool: RDMA ports, modules, libraries, GPUs, the Lustre mount."""
     from fabricguard.probes.host import load_gpus, probe_host
-    from fabricguard.probes.result import STATUS_STYLE, exit_code, worst
+    from fabricguard.probes.result import exit_code, worst
 
     as_json = wants_json(fmt, as_json)
     prof, _ = _profile_and_pool(profile, pool)
@@ -235,10 +244,14 @@ def host_cmd(
         print_json({"verdict": str(verdict), "profile": prof.metadata.name, "pools": [r.to_dict() for r in reports]},
                    "HostProbe")
     else:
+        from fabricguard.probes.report import print_checks
+
+        verdict_line(str(verdict), "probe host", f"profile {prof.metadata.name}",
+                     ", ".join(f"pool {r.pool} {r.status}" for r in reports))
         for r in reports:
-            say((f"pool {r.pool}", "bold"), f" ({r.fabric}): ", (r.verdict, STATUS_STYLE[r.status]))
-            for c in r.checks:
-                say("  ", (f"{c.status:>8}", STATUS_STYLE[c.status]), f" {c.name}: {c.detail}")
+            console.print()
+            paragraph(f"pool {r.pool} ({r.fabric}): {r.verdict}", first="", indent="  ", style="bold")
+            print_checks([("", str(c.status), c.name, c.detail) for c in r.checks])
     raise typer.Exit(exit_code(verdict))
 
 
@@ -274,8 +287,8 @@ def validate_cmd(
     from fabricguard.probes.bw import parse_size
     from fabricguard.probes.gpu import load_ceilings
     from fabricguard.probes.host import read_nvml_json
-    from fabricguard.probes.report import summary_table
-    from fabricguard.probes.result import STATUS_STYLE, Status, exit_code
+    from fabricguard.probes.report import print_summary
+    from fabricguard.probes.result import Status, exit_code
     from fabricguard.probes.validate import LOCAL_NOTE, PROBES, ValidateOptions, default_out_dir, run_validate
     from fabricguard.userfiles import input_dir
 
@@ -337,17 +350,13 @@ def validate_cmd(
     if as_json:
         print_json(report, "ValidationReport")
     else:
-        console.print(summary_table(report))
+        print_summary(report, f"{opts.out_dir / 'report.html'} and {opts.out_dir / 'report.json'}")
         coll = report.get("collective") or {}
         if coll.get("rows"):
             from fabricguard.probes.bw import Row, render_table
 
-            console.print(render_table([Row(**r) for r in coll["rows"]]), markup=False)
-        say(
-            "verdict: ",
-            (str(st), STATUS_STYLE[st]),
-            f" in {report['seconds']:.1f} s; report {opts.out_dir / 'report.html'} and {opts.out_dir / 'report.json'}",
-        )
+            console.print()
+            console.print(render_table([Row(**r) for r in coll["rows"]]), markup=False, soft_wrap=True)
     if st is Status.skipped:
         fail(
             f"nothing was validated: every check of {', '.join(sorted(set(PROBES) - skipped))} was skipped",

@@ -178,6 +178,37 @@ def read_rdma(root: Path) -> tuple[bool, list[RdmaPort]]:
     return True, ports
 
 
+def nearest_nics(root: Path, gpu_pci: str) -> list[str]:
+    """The RDMA NICs nearest a GPU on the PCIe tree (``/sys/bus/pci/devices/<gpu_pci>`` against each
+    ``/sys/class/infiniband/<dev>/device``): the ones whose device path shares the longest prefix with the GPU's,
+    which on a rail-optimized node (one NIC per GPU behind the same PCIe switch) is the GPU's own NIC, the one
+    NCCL gives its traffic. Several when they tie (two NICs behind one switch); empty when nothing is readable."""
+    gpu = root / "sys/bus/pci/devices" / gpu_pci
+    base = root / "sys/class/infiniband"
+    try:
+        gparts = gpu.resolve(strict=True).parts
+        devs = sorted(base.iterdir()) if base.is_dir() else []
+    except OSError:
+        return []
+    best, names = 0, []
+    for dev in devs:
+        try:
+            parts = (dev / "device").resolve(strict=True).parts
+        except OSError:
+            continue
+        common = 0
+        for a, b in zip(gparts, parts, strict=False):
+            if a != b:
+                break
+            common += 1
+        if common > best:
+            best, names = common, [dev.name]
+        elif common == best and common:
+            names.append(dev.name)
+    # Sharing only /sys/devices (or a PCI root complex with everything else) is no nearness at all.
+    return names if best > len(Path(root, "sys/devices").resolve().parts) + 1 else []
+
+
 def library_dirs(root: Path) -> list[Path]:
     dirs = [root / d for d in LIB_DIRS]
     for conf in sorted((root / "etc/ld.so.conf.d").glob("*.conf")):
@@ -468,18 +499,37 @@ def module_checks(profile: PlatformProfile | None, pool: Pool, root: Path) -> li
     return checks
 
 
+DRIVER_READY = ".driver-ready"  # what the driver container writes once its modules are loaded
+
+
+def ibverbs_check(pool: Pool, root: Path) -> Check:
+    """rdma-core's libibverbs on the host, else in the fabric's driver container root (DOCA/MOFED driver container:
+    the host has no rdma-core, the container shares its root at ``/run/mellanox/drivers``); there it counts only
+    once the container wrote ``.driver-ready`` (the GPU Operator's MOFED validation waits on the same file)."""
+    hits = find_library(root, ["libibverbs.so.1*"])
+    if hits:
+        return Check("libs.ibverbs", Status.passed, hits[0])
+    missing = "libibverbs.so.1 not found (rdma-core): NCCL cannot open any RDMA device"
+    where = pool.fabric.spec.driver_container_root
+    if where is None:
+        return Check("libs.ibverbs", Status.failed, missing)
+    droot = root / where.lstrip("/")
+    hits = find_library(droot, ["libibverbs.so.1*"]) if droot.is_dir() else []
+    if not hits:
+        return Check("libs.ibverbs", Status.failed, f"{missing}; nor in a driver container root at {where}")
+    if not (droot / DRIVER_READY).is_file():
+        return Check("libs.ibverbs", Status.failed, f"{hits[0]} is in the driver container root {where}, which "
+                     f"has no {DRIVER_READY}: the DOCA/MOFED driver container has not finished loading",
+                     {"driverContainerRoot": where})
+    return Check("libs.ibverbs", Status.passed, f"{hits[0]} (the DOCA/MOFED driver container's root {where}, ready)",
+                 {"driverContainerRoot": where})
+
+
 def library_checks(pool: Pool, root: Path) -> list[Check]:
     f = pool.fabric
     checks = []
     if f.spec.rdma_verbs:
-        hits = find_library(root, ["libibverbs.so.1*"])
-        checks.append(
-            Check(
-                "libs.ibverbs",
-                Status.passed if hits else Status.failed,
-                hits[0] if hits else "libibverbs.so.1 not found (rdma-core): NCCL cannot open any RDMA device",
-            )
-        )
+        checks.append(ibverbs_check(pool, root))
     patterns = [f"{f.netPlugin}*"] if f.netPlugin else list(f.spec.net_plugin_globs)
     if patterns:
         hits = find_library(root, patterns)

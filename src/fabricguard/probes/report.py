@@ -7,9 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from rich.table import Table
-
-from fabricguard.console import row, text
+from fabricguard.console import Block, blocks, paragraph, verdict_line
 from fabricguard.htmlreport import svg_plot
 from fabricguard.probes.result import STATUS_STYLE, Status
 
@@ -90,13 +88,22 @@ def _lat(lat: dict[str, float]) -> str:
     return " / ".join(f"{lat[k]:.3f}" for k in ("p50", "p90", "p99") if k in lat) or "-"
 
 
-def summary_table(report: dict[str, Any]) -> Table:
-    t = Table(title=text(f"fabricguard validate: pool {report['pool']} ({report['mode']})"), show_lines=False)
-    t.add_column("probe")
-    t.add_column("check")
-    t.add_column("status")
-    t.add_column("why", overflow="fold")
-    for probe, c in all_checks(report):
-        s = Status(c["status"])
-        row(t, probe, c["name"], (str(s), STATUS_STYLE[s]), c["detail"])  # details quote log lines
-    return t
+_ORDER = {Status.failed: 0, Status.degraded: 1, Status.passed: 2, Status.skipped: 3}
+
+
+def print_checks(checks: list[tuple[str, str, str, str]]) -> None:
+    """Checks as ``(probe, status, name, detail)``, failures first: one block each (``FAILED  probe check``,
+    then its detail wrapped at word boundaries, a quoted command whole), at any width; passes and skips are
+    one block each too, so a pipe reads the same as a terminal."""
+    ordered = sorted(checks, key=lambda c: _ORDER.get(Status(c[1]), 9))
+    blocks(Block(head=[(c[1].upper(), STATUS_STYLE[Status(c[1])]), "  ", f"{c[0]} {c[2]}".strip()],
+                 fields=[("why", c[3])] if c[3] else []) for c in ordered)
+
+
+def print_summary(report: dict[str, Any], where: str) -> None:
+    """``validate``'s text: the verdict first (line 1), every check (failures first), the busbw rows as
+    nccl-tests prints them (78 columns), where the report files are."""
+    st = Status(report["verdict"])
+    verdict_line(str(st), f"validate pool {report['pool']} ({report['mode']})", f"{report['seconds']:.1f} s")
+    print_checks([(probe, c["status"], c["name"], c.get("detail") or "") for probe, c in all_checks(report)])
+    paragraph(f"report: {where}", first="", indent="  ")

@@ -11,18 +11,26 @@ as the API server stores them (``resource.k8s.io/v1``):
 * ``status.containerStatuses[].allocatedResourcesStatus[]`` (KEP-4680, where the kubelet reports it): a
   fabric resource or claim whose device reports ``Unhealthy``.
 
-Pure: the objects are handed in (the controller's cache); what it says becomes the job's reasons, with the
-object as evidence.
+A pod cannot start before its claims are allocated, and once it is done the DRA controller deallocates its
+claims and deletes those generated from a template: a finished pod's claim that is gone or unallocated was
+released, not refused, and is said at info level.
+
+Pure: the objects are handed in (the controller's cache, or ``verify-job --objects``); what it says becomes the
+job's reasons (:func:`claim_reasons` in ``verdict.job``), with the object as evidence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from fabricguard import names
 from fabricguard import objects as o
+from fabricguard.kubectl_output import objects_in
 from fabricguard.profile.dra import claim_classes
 from fabricguard.profile.model import Pool
+from fabricguard.yamlsource import SourceError
 
 MAX_PODS_NAMED = 5
 
@@ -68,6 +76,32 @@ def _pod_claims(pod: dict[str, Any], pool: Pool, claims: dict[tuple[str, str], d
     return out
 
 
+@dataclass
+class JobObjects:
+    """A job's pods and its namespace's ResourceClaims (by namespace and name)."""
+
+    pods: list[dict[str, Any]]
+    claims: dict[tuple[str, str], dict[str, Any]]
+
+    @classmethod
+    def of(cls, objs: list[dict[str, Any]]) -> JobObjects:
+        return cls([x for x in objs if x.get("kind") == "Pod"],
+                   {(o.namespace_of(c) or "default", o.name_of(c)): c for c in objs
+                    if c.get("kind") == "ResourceClaim"})
+
+
+def load_job_objects(paths: list[Path]) -> JobObjects:
+    """The pods and ResourceClaims saved in ``paths`` (``kubectl get ... -o json|yaml``); ``SourceError`` naming
+    the file that cannot be read, or the first when none holds a Pod."""
+    objs = [x for p in paths for x in objects_in(p)]
+    found = JobObjects.of(objs)
+    if not found.pods:
+        raise SourceError(str(paths[0]), None, "no Pod in it; save the job's pods with kubectl get pods -n NS "
+                          f"-l {names.LABEL_JOB}=JOB -o json (and its claims with kubectl get resourceclaims "
+                          "-n NS -o json)")
+    return found
+
+
 def _unhealthy_devices(claim: dict[str, Any]) -> list[str]:
     """Devices of an allocated claim whose driver reports them not ready (KEP-4817 conditions)."""
     bad: list[str] = []
@@ -107,6 +141,22 @@ def _unhealthy_allocated(pod: dict[str, Any], pool: Pool, pod_claims: list[PodCl
     return bad
 
 
+def ran_and_finished(pod: dict[str, Any]) -> bool:
+    """A pod that is done after its containers ran: ``Succeeded``, or ``Failed`` with a container that started
+    (a pod the kubelet refused at admission is Failed without one)."""
+    status = _d(pod.get("status"))
+    phase = status.get("phase")
+    if phase == "Succeeded":
+        return True
+    if phase != "Failed":
+        return False
+    for cs in map(_d, _l(status.get("containerStatuses"))):
+        for st in (_d(cs.get("state")), _d(cs.get("lastState"))):
+            if _d(st.get("terminated")).get("startedAt") or st.get("running"):
+                return True
+    return False
+
+
 @dataclass(frozen=True)
 class ClaimFinding:
     """What the job's pods' objects say: a level (as a verdict reason's) and the message."""
@@ -118,22 +168,32 @@ class ClaimFinding:
 
 def claim_findings(pool: Pool, pods: list[dict[str, Any]],
                    claims: dict[tuple[str, str], dict[str, Any]]) -> list[ClaimFinding]:
-    """The job's fabric claims and device health, judged: a claim not allocated or a device unhealthy degrades
-    the job; the interfaces and addresses the pods got are listed. Empty when the pool claims nothing through
+    """The job's fabric claims and device health, judged: a claim not allocated to a pod that never ran, or a
+    device unhealthy, degrades the job; a finished pod's released claim is said, not held against it; the
+    interfaces and addresses the pods got are listed. Empty when the pool claims nothing through
     DRA and no container reports the health of a fabric resource."""
     out: list[ClaimFinding] = []
     unallocated: list[tuple[str, str]] = []
     unknown: list[str] = []
     unhealthy: list[tuple[str, str]] = []
     paths: list[tuple[str, str]] = []
+    released: list[str] = []
     for pod in pods:
         pname = o.name_of(pod)
         pcs = _pod_claims(pod, pool, claims)
+        finished = ran_and_finished(pod)
         for c in pcs:
+            allocated = c.obj is not None and bool(
+                _l(_d(_d(_d(c.obj.get("status")).get("allocation")).get("devices")).get("results")))
+            if not allocated and finished:
+                # A pod that ran had its claims allocated (the kubelet starts no container before); once it is
+                # done the DRA controller deallocates its claims and deletes the generated ones.
+                released.append(f"{pname}/{c.claim or c.pod_claim}")
+                continue
             if c.obj is None:
                 unknown.append(f"{pname}/{c.claim or c.pod_claim}")
                 continue
-            if not _l(_d(_d(_d(c.obj.get("status")).get("allocation")).get("devices")).get("results")):
+            if not allocated:
                 unallocated.append((pname, c.claim or c.pod_claim))
                 continue
             unhealthy += [(pname, f"claim {c.claim}: {d}") for d in _unhealthy_devices(c.obj)]
@@ -152,6 +212,11 @@ def claim_findings(pool: Pool, pods: list[dict[str, Any]],
         out.append(ClaimFinding("warning", f"{len(unknown)} fabric claim(s) of the job's pods could not be read "
                                 f"(gone, or not yet named in the pod's status): {', '.join(unknown[:MAX_PODS_NAMED])}",
                                 ()))
+    if released:
+        out.append(ClaimFinding("info", f"{len(released)} fabric claim(s) were released when their pods finished "
+                                "(the DRA controller deallocates a finished pod's claims and deletes generated "
+                                "ones), so their devices are judged from the pods' own status only: "
+                                f"{', '.join(released[:MAX_PODS_NAMED])}", ()))
     if paths:
         shown = "; ".join(f"{p}: {w}" for p, w in paths[:MAX_PODS_NAMED])
         more = f" (and {len(paths) - MAX_PODS_NAMED} more)" if len(paths) > MAX_PODS_NAMED else ""

@@ -11,6 +11,7 @@ from fabricguard.options import JSON_ALIAS, Format, format_option, html_option, 
 from fabricguard.profile import UnknownPoolError
 from fabricguard.profile.commands import profile_or_exit
 from fabricguard.userfiles import SourceError, output_file, write_text
+from fabricguard.verdict.claims import load_job_objects
 from fabricguard.verdict.html import job_page
 from fabricguard.verdict.job import JobInputError, JobVerdict, Level, Reason, judge_job
 
@@ -55,19 +56,30 @@ def verify_job(
         "--step-regex",
         help=r"Regex for step times in plain logs, e.g. 'step (?P<step>\d+) .* (?P<seconds>[\d.]+)s'",
     ),
+    objects: list[Path] = typer.Option(
+        [], "--objects", help="The job's pods and ResourceClaims as kubectl saved them (repeatable): kubectl get "
+        "pods -n NS -l fabricguard.io/job=JOB -o json, and kubectl get resourceclaims -n NS -o json. On a DRA "
+        "pool a fabric claim never allocated or a device reported unhealthy degrades the job, as the controller's "
+        "verdict does."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
     html: Path | None = html_option("the verdict"),
 ) -> None:
     """Judge a finished job. Exit 0 pass, 1 degraded, 2 failed, 3 input unusable."""
     prof = profile_or_exit(profile)
+    job_objects = None
+    if objects:
+        try:
+            job_objects = load_job_objects(objects)
+        except SourceError as exc:
+            fail(f"--objects {exc}")
     if html is not None:
         try:
             output_file(html)  # refused before the job is read, not after
         except SourceError as exc:
             fail(f"--html {exc}", hint="pass a file name in a writable folder")
     try:
-        v = judge_job(job_dir, prof, pool, step_regex)
+        v = judge_job(job_dir, prof, pool, step_regex, job_objects)
     except UnknownPoolError as exc:
         fail(str(exc), hint="pass --pool NAME")
     except JobInputError as exc:
