@@ -25,15 +25,16 @@ def test_grafana_model_reads_every_panel() -> None:
     doc = dashboard(PROFILE_OBJ)
     model = gf.Dashboard.from_json(doc)
     assert model.title == doc["title"] and model.uid == doc["uid"]
-    # 20 panels (+ "Pools validated now", issue 30) under 3 rows: Pools, Nodes, Jobs (issue 30, session 24).
-    assert len(model.panels) == len(doc["panels"]) == 23
+    # 20 panels (+ "Pools validated now", issue 30) + the Lustre panels of a profile with Lustre (issue 32), under
+    # 3 rows: Pools, Nodes, Jobs (issue 30, session 24).
+    assert len(model.panels) == len(doc["panels"]) == 28
     assert [p["title"] for p in doc["panels"] if p["type"] == "row"] == ["Pools", "Nodes", "Jobs"]
     ids = [p.id_val for p in model.panels]
     assert len(set(ids)) == len(ids)
     for p in model.panels:
         if p.type_val == "row":
             continue
-        assert p.type_val in ("timeseries", "stat", "state-timeline")
+        assert p.type_val in ("timeseries", "stat", "state-timeline", "table")
         assert p.grid_pos is not None and p.grid_pos.w == 12 and p.grid_pos.h == 8
         assert p.targets
     # Every panel says what it shows; every query follows the cluster variable, every pool series the pool one.
@@ -59,13 +60,14 @@ def test_grafana_model_reads_every_panel() -> None:
     titles = " ".join(p["title"] for p in doc["panels"])
     for what in ("outcome", "busbw", "verdicts", "held", "last successful", "ports down", "link errors",
                  "Lustre client latency per pool", "GPU utilization of its pods", "RDMA traffic of its nodes",
-                 "TCP traffic", "transport its NCCL logs prove", "collective busbw across nodes (NCCL Inspector)"):
+                 "TCP traffic", "transport its NCCL logs prove", "collective busbw across nodes (NCCL Inspector)",
+                 "Lustre client health per node", "Storage canary vs floor", "share of its time in I/O"):
         assert what in titles
     variables = {v["name"] for v in doc["templating"]["list"]}
     assert {"cluster", "pool", "namespace", "job"} <= variables
     # A pool with a proof goal adds its coverage and GPU-hour panels.
     proof = dashboard(loads_profile(PROFILE.replace("    canary:", "    proof: {every: 24h}\n    canary:")))
-    assert len(proof["panels"]) == 25
+    assert len(proof["panels"]) == 30
     assert {"Node proof coverage per pool (nodes)", "Node proof GPU-hours today vs budget"} <= {
         p["title"] for p in proof["panels"]}
 

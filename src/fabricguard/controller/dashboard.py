@@ -3,7 +3,9 @@
 Fabric validation: canary outcomes per pool over time, all-reduce busbw against the floor, job verdicts by
 transport, workloads held by the check, time since the last successful validation, doctor findings, jobs on
 sockets now, drift from the reference environment. Per pool: fabric ports down, RDMA link errors, Lustre client
-latency against the pool's baseline; node proof coverage (proven, overdue, suspects, quarantined, the breaker)
+latency against the pool's baseline; with Lustre, its client's checks per node, imports not connected, client
+throughput, the storage canary against its floor and the jobs' I/O share and bound; node proof coverage
+(proven, overdue, suspects, quarantined, the breaker)
 and its GPU-hours against the budget. The job view (variables ``namespace`` and ``job``), on one time axis: the
 transport the job's logs prove, its collectives' busbw across nodes from NCCL's Inspector against the pool's
 floor, the GPU utilization of its pods, the RDMA and TCP traffic of its nodes and their
@@ -94,6 +96,31 @@ JOB_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
 )
 
 
+# Profiles with Lustre (docs/storage.md): the client's health per node, the same checks FabricReady reads (one row
+# per node and lustre.* check, with its status: the doctor's per-node grid), imports not connected, the clients'
+# throughput, the storage canary against the floor, and the running jobs' I/O share and bound.
+AGENT_NODE = 'on(instance) group_left(node, pool) fabricguard_agent_info{pool=~"$pool"}'
+LUSTRE_TABLE = "Lustre client health per node (FabricReady's lustre.* checks)"
+LUSTRE_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
+    (LUSTRE_TABLE, "table",
+     [(f'max by (node, pool, check, status) ((fabricguard_node_check{{check=~"lustre[.].+"}} == 1) * {AGENT_NODE})',
+       "{{node}} {{check}} {{status}}")], "none"),
+    ("Lustre imports not connected per node", "timeseries",
+     [(f"count by (node, pool) ((fabricguard_lustre_import_full == 0) * {AGENT_NODE})", "{{node}}")], "none"),
+    ("Lustre client throughput per node", "timeseries",
+     [(f"sum by (node) (rate(fabricguard_lustre_client_write_bytes_total[5m]) * {AGENT_NODE})", "{{node}} write"),
+      (f"sum by (node) (rate(fabricguard_lustre_client_read_bytes_total[5m]) * {AGENT_NODE})", "{{node}} read")],
+     "Bps"),
+    ("Storage canary vs floor (MB/s) and storage ready", "timeseries",
+     [('fabricguard_canary_storage_mbps{pool=~"$pool"}', "{{pool}} {{phase}}"),
+      ('fabricguard_canary_storage_floor_mbps{pool=~"$pool"}', "{{pool}} {{phase}} floor"),
+      ('fabricguard_pool_storage_ready{pool=~"$pool"}', "{{pool}} ready")], "none"),
+    ("Job $namespace/$job: share of its time in I/O and what bounds it", "timeseries",
+     [('fabricguard_job_io_share{namespace="$namespace",job="$job"}', "{{job}} I/O share"),
+      ('max by (bound) (fabricguard_job_bound{namespace="$namespace",job="$job"})', "bound {{bound}}")], "percentunit"),
+)
+
+
 def _lustre_panel(profile: PlatformProfile) -> tuple[str, str, list[tuple[str, str]], str]:
     targets = [(f"avg by (pool) ({lustre_latency_ms()} * on(instance) group_left(pool) fabricguard_agent_info)",
                 "{{pool}}")]
@@ -179,6 +206,24 @@ def _decorate(panels: list[dict[str, Any]], profile: PlatformProfile) -> None:
                                     "missing-logs and input-unusable are never a pass.")
         elif "busbw" in title:
             d["unit"] = "GBs"
+        elif title == LUSTRE_TABLE:
+            # One row per node and check, the latest value: failed red, degraded yellow, pass green.
+            for t in panel["targets"]:
+                t |= {"instant": True, "format": "table"}
+            panel["options"] = {"sortBy": [{"displayName": "status", "desc": False}]}
+            panel["transformations"] = [{"id": "organize", "options": {"excludeByName": {"Time": True,
+                                                                                        "Value": True}}}]
+            panel["fieldConfig"]["overrides"] = [{
+                "matcher": {"id": "byName", "options": "status"},
+                "properties": [{"id": "custom.cellOptions", "value": {"type": "color-background"}},
+                               {"id": "mappings", "value": [{"type": "value", "options": {
+                                   "failed": {"color": "red", "index": 0}, "degraded": {"color": "yellow", "index": 1},
+                                   "pass": {"color": "green", "index": 2},
+                                   "skipped": {"color": "blue", "index": 3}}}]}]}]
+            panel["description"] = ("Each node's Lustre client checks as its agent last ran them (lustre.health, "
+                                    "lustre.imports, lustre.evictions, lustre.lnet, lustre.jobid): the line each "
+                                    "failed check read is in the node's FabricReady message and in `fabricguard "
+                                    "doctor`.")
         if d.get("unit") == "none" and "(s)" in title:
             d["unit"] = "s"
 
@@ -212,6 +257,13 @@ DESCRIPTIONS = {
     "Node proof coverage per pool (nodes)": "Nodes proven by pair tests within the goal, overdue, suspect, "
     "quarantined, and the quarantine breaker.",
     "Node proof GPU-hours today vs budget": "GPU-hours the pair tests spent today against the daily budget.",
+    "Lustre imports not connected per node": "Lustre imports (OSC/MDC) each node's client reads as not FULL: "
+    "a node that lost a server.",
+    "Lustre client throughput per node": "Bytes each node's Lustre client writes and reads.",
+    "Storage canary vs floor (MB/s) and storage ready": "The storage canary's write/read rates against the pool's "
+    "storage floor, and whether the pool's storage is ready.",
+    "Job $namespace/$job: share of its time in I/O and what bounds it": "The running job's share of step time "
+    "spent in I/O and whether the fabric or storage bounds it.",
     "Job $namespace/$job: transport its NCCL logs prove": "The inter-node transport the running job's NCCL logs "
     "prove over time: socket on a fabric pool is the fallback that halves the step rate.",
     "Job $namespace/$job: collective busbw across nodes (NCCL Inspector) vs the pool's floor (GB/s)": "The job's "
@@ -232,7 +284,8 @@ DESCRIPTIONS = {
 # Rows, top to bottom: the pools' standing, their nodes, then the job view.
 ROW_OF = {"Nodes": ("Fabric ports down per pool", "RDMA link errors per pool (per 15 min)",
                     "Lustre client latency per pool vs baseline (ms)", "Node proof coverage per pool (nodes)",
-                    "Node proof GPU-hours today vs budget"),
+                    "Node proof GPU-hours today vs budget", LUSTRE_TABLE, "Lustre imports not connected per node",
+                    "Lustre client throughput per node"),
           "Jobs": ("Job verdicts by transport (per hour)", "Running jobs on sockets (fabric pools)")}
 ROWS = ("Pools", "Nodes", "Jobs")
 CLUSTER = 'cluster=~"$cluster"'
@@ -338,7 +391,8 @@ def _row(title: str) -> str:
 def dashboard(profile: PlatformProfile) -> dict[str, Any]:
     panels: list[dict[str, Any]] = []
     proof = PROOF_PANELS if any(p.proof is not None for p in profile.spec.pools) else ()
-    for title, ptype, targets, unit in (*PANELS, _lustre_panel(profile), *proof, *JOB_PANELS):
+    lustre = LUSTRE_PANELS if profile.spec.storage.lustre is not None else ()
+    for title, ptype, targets, unit in (*PANELS, _lustre_panel(profile), *lustre, *proof, *JOB_PANELS):
         panels.append({
             "type": ptype,
             "title": title,
