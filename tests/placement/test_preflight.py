@@ -403,3 +403,25 @@ def test_gpus_behind_a_device_class_extended_resource_name_pass_without_allocata
     rows = {r.target: r for r in allocatable_rows(profile, nodes, {"nvidia.com/gpu": "gpu.nvidia.com"})}
     assert rows["pool h200-rdma nvidia.com/gpu"].status == "pass"
     assert "DeviceClass gpu.nvidia.com" in rows["pool h200-rdma nvidia.com/gpu"].detail
+
+
+async def test_before_the_install_what_it_creates_is_said_so_not_failed(cluster, tmp_path: Path) -> None:
+    """The person runs preflight before `render install` is applied: the Lustre claims and the LocalQueues the
+    install creates are rows that say so (warn, naming the component); once installed, their absence fails."""
+    k8s, url = cluster
+    own = {"fabricguard-system"}
+    pre = [x for x in installed() if x["kind"] not in ("PersistentVolumeClaim", "PersistentVolume", "LocalQueue")
+           and not (x["kind"] == "Namespace" and x["metadata"]["name"] in own)]
+    seed(k8s, pre)
+    code, report = await preflight(k8s, url, tmp_path)
+    rows = {f"{c['area']} {c['target']}": c for c in report["checks"]}
+    assert failed(report) == {}, failed(report)
+    assert code == 1
+    for target in ("Lustre fabricguard-system/training-lustre", "Lustre ml-search/training-lustre",
+                   "LocalQueue ml-search/h200", "LocalQueue ml-ranking/h200"):
+        assert rows[target]["status"] == "warn" and "created by the install" in rows[target]["detail"], rows[target]
+    # Installed (its namespace exists), the same absences fail.
+    seed(k8s, [*pre, namespace("fabricguard-system")])
+    code, report = await preflight(k8s, url, tmp_path)
+    assert code == 2 and {"Lustre fabricguard-system/training-lustre", "LocalQueue ml-search/h200"} <= set(
+        failed(report))

@@ -231,13 +231,15 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
         else:
             rows.append(Row("DaemonSet", target, "pass", "present, tolerates the readiness taints"))
 
-    rows += await _storage(kube, profile, namespace)
+    # Before the install (fabricguard's namespace absent) an object the install creates is not missing: its row
+    # says which component creates it, and warns instead of failing.
+    own = await _namespace(kube, namespace)
+    rows += await _storage(kube, profile, namespace, installed=own is not None)
     rows += await _allocatable(kube, profile)
     rows += await _dra(kube, profile, minor)
     rows += await _kueue_configuration(kube, profile, namespace)
 
     needs, why = injected_needs(profile)
-    own = await _namespace(kube, namespace)
     if own is None:
         rows.append(Row("Namespace", namespace, "warn", "does not exist yet (00-namespace creates it)",
                         "`fabricguard render namespace | kubectl apply -f -`"))
@@ -263,7 +265,10 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
             rows.append(pod_security_row(ns, objects.labels_of(obj), needs, why))
         for q in queues_for(profile, ns):
             lq = await kube.get(names.KUEUE_API, "localqueues", q, ns)
-            if lq is None:
+            if lq is None and own is None and ns in _queue_namespaces(profile, q):
+                rows.append(Row("LocalQueue", f"{ns}/{q}", "warn", "not there yet: created by the install "
+                                "(60-kueue)", "apply the install, then run preflight again"))
+            elif lq is None:
                 rows.append(Row("LocalQueue", f"{ns}/{q}", "fail", "the webhook labels workloads here with this "
                                 "queue, which does not exist: they are never admitted",
                                 f"add {ns} to the queue's namespaces in the profile and apply 60-kueue"))
@@ -432,7 +437,12 @@ async def _kueue_configuration(kube: Kube, profile: PlatformProfile, namespace: 
                 "Kueue's manager ConfigMap")]
 
 
-async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list[Row]:
+def _queue_namespaces(profile: PlatformProfile, queue: str) -> set[str]:
+    """The namespaces the install gives a LocalQueue named ``queue`` (its queues' ``namespaces``)."""
+    return {n for p in profile.spec.pools if p.queue is not None and p.queue.name == queue for n in p.queue.namespaces}
+
+
+async def _storage(kube: Kube, profile: PlatformProfile, namespace: str, installed: bool = True) -> list[Row]:
     lustre = profile.spec.storage.lustre
     if lustre is None:
         return [Row("Lustre", "spec.storage.lustre", "fail", "the profile has no Lustre: canaries cannot be judged",
@@ -442,6 +452,11 @@ async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list
     for ns in [namespace, *[n for n in install.lustre_namespaces(profile) if n != namespace]]:
         target = f"{ns}/{lustre.claimName}"
         pvc = await kube.get("v1", "persistentvolumeclaims", lustre.claimName, ns)
+        if pvc is None and not installed:
+            part = "10-storage" if ns == namespace else "10-storage/team-namespaces"
+            rows.append(Row("Lustre", target, "warn", f"not there yet: created by the install ({part}, a static "
+                            "claim of the profile's file system)", "apply the install, then run preflight again"))
+            continue
         if pvc is None:
             rows.append(Row("Lustre", target, "fail", "claim not found: pods that mount it stay Pending",
                             "apply 10-storage (fabricguard-system) or 10-storage/team-namespaces"))
