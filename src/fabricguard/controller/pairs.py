@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from fabricguard import names, times
+from fabricguard import names, proofmark, times
 from fabricguard import objects as o
 from fabricguard.controller import proof as pf
 from fabricguard.controller.actions import Action, Annotate, ApplyStatus, Create, Delete, JsonPatch, event
@@ -163,8 +163,10 @@ def _results(profile: PlatformProfile, pool: Pool, state: pf.ProofState, listed:
                 finished = times.parse_time(run.finished) or now
         on_gpu = max(0.0, (finished - started).total_seconds()) if outcome not in ("unschedulable", "not-created",
                                                                                      "lost") else 0.0
+        files = lustre.canaries.get((cfg.namespace, a.name))
+        rails = list(files.judged.rails) if files is not None and files.judged is not None else []
         out.append(pf.PairResult(a.name, a.nodes, outcome, finished, a.purpose, busbw, msg[:300],
-                                 2 * gpus * on_gpu / 3600))
+                                 2 * gpus * on_gpu / 3600, rails))
     return out
 
 
@@ -190,8 +192,7 @@ def _condition(node: dict[str, Any], row: pf.NodeProof, now: datetime) -> dict[s
 
 
 def last_proven_annotation(row: pf.NodeProof) -> str:
-    return (f"{row.lastProven} pair={row.pair} partner={row.partner} busbw={pf._bw(row.busbwGBps).replace(' ', '')}"
-            + (f" link={row.link}" if row.link else ""))
+    return proofmark.format_last_proven(row.lastProven or "", row.pair, row.partner, row.busbwGBps, row.link)
 
 
 def _taint_patch(node: dict[str, Any], quarantine: bool, pool: str) -> JsonPatch:

@@ -136,13 +136,14 @@ def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path], list[E
     steps: list[Path] = []
     others: list[Path] = []
     named: set[Path] = set()
+    files = set(walk.files)  # a list: `in` on it made 8,192 files 33 million path comparisons (a minute)
     # A folder, FIFO or link named like a mountinfo or step-timing file is one of them, refused below.
     for f in sorted([*walk.files, *walk.dirs, *(p for p, _why in walk.refused)]):
         if any(fnmatch.fnmatchcase(f.name, g) for g in MOUNTINFO_GLOBS):
             mountinfo.append(f)
         elif any(fnmatch.fnmatchcase(f.name, g) for g in STEP_GLOBS):
             steps.append(f)
-        elif f in walk.files:
+        elif f in files:
             others.append(f)
             continue
         else:
