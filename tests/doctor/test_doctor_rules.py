@@ -241,4 +241,5 @@ def test_rule_ids_are_stable():
         "daemonset-untolerated-readiness",
         "readiness-taint-blocks-scale-from-zero",
         "node-proof-behind",
+        "enforce-would-have-acted",
     ]

@@ -14,6 +14,7 @@ something is weaker than it should be) or fail (the install would block training
 - the Lustre claim in every namespace that mounts it: present, static (not a class that would provision a new file
   system) and bound to the profile's file system;
 - every namespace opted in to the webhook has the LocalQueue the webhook labels its workloads with;
+- on each pool that observes: what enforce would have held (Workloads) or tainted (nodes) in the last day;
 - the Pod Security level of the training namespaces against what the webhook injects (``IPC_LOCK`` is not in
   *baseline*; GKE's host mounts need *privileged*) and of fabricguard's own namespace (the agent's hostPath);
 - on GKE, the ResourceQuota scoped to the ``system-*-critical`` PriorityClasses in fabricguard's namespace.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from fabricguard import names, objects
@@ -79,6 +81,8 @@ PREFLIGHT_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.DRA_API, "deviceclasses", ["get", "list"]),
     # each pool's nodes: do they advertise the resource names the profile makes pods request?
     *grants("v1", "nodes", ["list"]),
+    # observe mode: the Workloads enforce would have held in the last day (their fabric-validated entries).
+    *grants(names.KUEUE_API, "workloads", ["list"]),
 ])
 KUEUE_CONFIGMAPS = (("kueue-system", "kueue-manager-config"),)
 # resource.k8s.io/v1 (the claim form) is served from 1.34; KEP-5004's extended-resource form is alpha there.
@@ -235,7 +239,9 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
     # says which component creates it, and warns instead of failing.
     own = await _namespace(kube, namespace)
     rows += await _storage(kube, profile, namespace, installed=own is not None)
-    rows += await _allocatable(kube, profile)
+    nodes = await kube.list("v1", "nodes")  # once: the resource names and what enforce would have tainted
+    rows += await _allocatable(kube, profile, nodes)
+    rows += await _observed(kube, profile, nodes)
     rows += await _dra(kube, profile, minor)
     rows += await _kueue_configuration(kube, profile, namespace)
 
@@ -366,9 +372,37 @@ def allocatable_rows(profile: PlatformProfile, nodes: list[dict[str, Any]],
     return rows
 
 
-async def _allocatable(kube: Kube, profile: PlatformProfile) -> list[Row]:
-    """The pools' resource names against the nodes (one list of every Node), DeviceClasses read for KEP-5004."""
-    nodes = await kube.list("v1", "nodes")
+def observed_rows(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]],
+                  now: datetime) -> list[Row]:
+    """What enforce would have held or tainted in the last day on each observing pool (doctor/rules/observe.py):
+    a warning to read before moving the pool to enforce, or a pass that says it would have done nothing."""
+    from fabricguard.doctor.rules.observe import MAX_LISTED, would_have
+
+    found = would_have(profile, nodes, workloads, now)
+    rows = []
+    for p in profile.spec.pools:
+        if p.name not in found and profile.mode_of(p, "observe") != "observe":
+            continue
+        w = found.get(p.name)
+        if w is None:
+            rows.append(Row("Observe", f"pool {p.name}", "pass", "enforce would have held and tainted nothing in "
+                            "the last 24 h"))
+            continue
+        named = [n for n, _, _ in w.tainted[:MAX_LISTED // 2]] + [ref for ref, _ in w.held[:MAX_LISTED // 2]]
+        rows.append(Row("Observe", f"pool {p.name}", "warn", f"{w.describe()}: {', '.join(named)}",
+                        "before mode: enforce on this pool, read why: `fabricguard doctor` (rule "
+                        "enforce-would-have-acted) lists each node and Workload"))
+    return rows
+
+
+async def _observed(kube: Kube, profile: PlatformProfile, nodes: list[dict[str, Any]]) -> list[Row]:
+    workloads = (await kube.list(names.KUEUE_API, "workloads")
+                 if await kube.served(names.KUEUE_API, "workloads") else [])
+    return observed_rows(profile, nodes, workloads, datetime.now(UTC))
+
+
+async def _allocatable(kube: Kube, profile: PlatformProfile, nodes: list[dict[str, Any]]) -> list[Row]:
+    """The pools' resource names against the nodes, DeviceClasses read for KEP-5004."""
     backed: dict[str, str] = {}
     if await kube.served(names.DRA_API, "deviceclasses"):
         for dc in await kube.list(names.DRA_API, "deviceclasses"):
