@@ -21,6 +21,7 @@ from crd_schema import crd_errors, has_schema
 from fabricguard import names
 from fabricguard.cli import app
 from fabricguard.controller import canary as canary_mod
+from fabricguard.controller.manifests import memory_for
 from fabricguard.kube import Kube
 from fabricguard.placement import install
 from fabricguard.profile import load_profile
@@ -583,3 +584,28 @@ def test_a_bad_knob_is_one_line_naming_the_option(tmp_path: Path, option: str, v
                                  "--apiserver-cidr", "172.16.0.0/28", option, value])
     assert r.exit_code == 3 and option in r.output and says in r.output and "Traceback" not in r.output, r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_cluster_size_sizes_the_controllers_memory_and_resources_still_wins(tmp_path: Path) -> None:
+    """`--cluster-size NODES:PODS:JOBS` renders the memory docs/install.md derives from the cluster's size (20,000
+    nodes, 200,000 pods, 50,000 running jobs: about 5.7 GiB, past the 1Gi default that OOM-kills there); an
+    explicit `--resources controller:...` is applied after it; a bad value is one line naming the option."""
+    profile = ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml"
+
+    def controller_memory(out: Path) -> dict[str, str]:
+        docs = [d for f in sorted(out.rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+        dep = next(d for d in docs if d.get("kind") == "Deployment" and d["metadata"]["name"] == "fabricguard-controller")
+        res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+        return {part: res[part]["memory"] for part in ("requests", "limits")}
+
+    assert memory_for(20000, 200000, 50000) == {"requests": "4096Mi", "limits": "5824Mi"}
+    assert memory_for(100, 1000, 50) == {"requests": "320Mi", "limits": "1024Mi"}  # never below the default
+    # One render: the request comes from the size, the limit from the explicit --resources that wins over it.
+    render(profile, tmp_path / "both", "--cluster-size", "20000:200000:50000", "--resources",
+           "controller:limits.memory=8Gi")
+    assert controller_memory(tmp_path / "both") == {"requests": "4096Mi", "limits": "8Gi"}
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(profile), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "bad"),
+                                 "--apiserver-cidr", "172.16.0.0/28", "--cluster-size", "20k"])
+    assert r.exit_code == 3 and "--cluster-size" in r.output and "NODES:PODS:JOBS" in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "bad").exists()

@@ -109,6 +109,7 @@ class Options:
     node_selector: tuple[tuple[str, str], ...] = ()  # the controller's, the webhook's and the sweep's pods
     tolerations: tuple[tuple[str, str | None, str | None], ...] = ()  # (key, value, effect) for those pods
     resources: tuple[tuple[str, str, str, str], ...] = ()  # (component, requests|limits, resource, quantity)
+    cluster_size: tuple[int, int, int] | None = None  # (nodes, pods, running jobs): the controller's memory
 
 
 # The workloads of ``render install`` by component name (``--resources COMPONENT:...``); the agent DaemonSets
@@ -161,6 +162,17 @@ def parse_resources(text: str) -> tuple[str, str, str, str]:
     return comp, part, res, qty
 
 
+def parse_cluster_size(text: str) -> tuple[int, int, int]:
+    """``NODES:PODS:JOBS`` (``--cluster-size``): the cluster the controller's memory is sized for."""
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.isdigit() and len(p) <= 9 for p in parts) or not int(parts[0]):
+        raise InstallError(f"--cluster-size {text!r}: not NODES:PODS:JOBS, whole numbers with at least one node "
+                           "(e.g. --cluster-size 20000:200000:50000 for 20,000 nodes, 200,000 pods, 50,000 running "
+                           "jobs)")
+    nodes, pods, jobs = (int(p) for p in parts)
+    return nodes, pods, jobs
+
+
 _KEY_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
@@ -192,7 +204,8 @@ def own_pods(objs: list[dict[str, Any]], opts: Options) -> list[dict[str, Any]]:
 
     Every pod template and ServiceAccount of ours gets ``imagePullSecrets`` (a private registry); the controller's,
     the webhook's and the sweep's pods get ``--node-selector``/``--toleration`` (system nodes, not GPU nodes);
-    ``--resources`` replaces one component's requests or limits; the agent DaemonSets get ``runtimeClassName``.
+    ``--cluster-size`` sizes the controller's memory (``controller.manifests.memory_for``); ``--resources``
+    replaces one component's requests or limits (after it); the agent DaemonSets get ``runtimeClassName``.
     """
     secrets = [{"name": s} for s in opts.image_pull_secrets]
     for obj in objs:
@@ -218,6 +231,11 @@ def own_pods(objs: list[dict[str, Any]], opts: Options) -> list[dict[str, Any]]:
                 pod.setdefault("tolerations", []).append(tol)
         elif opts.runtime_class:
             pod["runtimeClassName"] = opts.runtime_class
+        if comp == "controller" and opts.cluster_size is not None:
+            # Sized for the cluster (docs/install.md "Memory"); an explicit --resources below still wins.
+            for part, qty in controller_manifests.memory_for(*opts.cluster_size).items():
+                for container in pod.get("containers") or []:
+                    container.setdefault("resources", {}).setdefault(part, {})["memory"] = qty
         for c, part, res, qty in opts.resources:
             if c == comp:
                 for container in pod.get("containers") or []:

@@ -50,6 +50,9 @@ def render_install_cmd(
     resources: list[str] = typer.Option([], "--resources", help="COMPONENT:requests|limits.RESOURCE=QUANTITY for "
                                         "controller, webhook, agent or sweep (repeatable), e.g. "
                                         "controller:limits.memory=4Gi."),
+    cluster_size: str = typer.Option(None, "--cluster-size", help="NODES:PODS:JOBS the controller's memory request "
+                                     "and limit are sized for (docs/install.md, Memory), e.g. 20000:200000:50000; "
+                                     "--resources controller:... wins over it."),
 ) -> None:
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
@@ -60,6 +63,7 @@ def render_install_cmd(
         InstallError,
         Options,
         components,
+        parse_cluster_size,
         parse_node_selector,
         parse_resources,
         parse_toleration,
@@ -96,6 +100,7 @@ def render_install_cmd(
         selector = tuple(parse_node_selector(x) for x in node_selector)
         tolerations = tuple(parse_toleration(x) for x in toleration)
         own_resources = tuple(parse_resources(x) for x in resources)
+        size = parse_cluster_size(cluster_size) if cluster_size is not None else None
     except InstallError as exc:
         fail(str(exc))
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
@@ -104,7 +109,7 @@ def render_install_cmd(
                    mode=mode.value, webhook_port=check_port("--webhook-port", webhook_port),
                    runtime_class=runtime_class, dry_run_rules=dry_run_rules,
                    image_pull_secrets=tuple(image_pull_secret), node_selector=selector, tolerations=tolerations,
-                   resources=own_resources)
+                   resources=own_resources, cluster_size=size)
     try:
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:
