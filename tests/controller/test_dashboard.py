@@ -25,11 +25,12 @@ def test_grafana_model_reads_every_panel() -> None:
     doc = dashboard(PROFILE_OBJ)
     model = gf.Dashboard.from_json(doc)
     assert model.title == doc["title"] and model.uid == doc["uid"]
-    assert len(model.panels) == len(doc["panels"]) == 20  # + "Pools validated now" (issue 30)
+    # + "Pools validated now" (issue 30); + the Lustre panels of a profile with Lustre (issue 32).
+    assert len(model.panels) == len(doc["panels"]) == 25
     ids = [p.id_val for p in model.panels]
     assert len(set(ids)) == len(ids)
     for p in model.panels:
-        assert p.type_val in ("timeseries", "stat", "state-timeline")
+        assert p.type_val in ("timeseries", "stat", "state-timeline", "table")
         assert p.grid_pos is not None and p.grid_pos.w == 12 and p.grid_pos.h == 8
         assert p.targets
     # No two panels overlap on the 24-column grid.
@@ -43,13 +44,14 @@ def test_grafana_model_reads_every_panel() -> None:
     titles = " ".join(p["title"] for p in doc["panels"])
     for what in ("outcome", "busbw", "verdicts", "held", "last successful", "ports down", "link errors",
                  "Lustre client latency per pool", "GPU utilization of its pods", "RDMA traffic of its nodes",
-                 "TCP traffic", "transport its NCCL logs prove", "collective busbw across nodes (NCCL Inspector)"):
+                 "TCP traffic", "transport its NCCL logs prove", "collective busbw across nodes (NCCL Inspector)",
+                 "Lustre client health per node", "Storage canary vs floor", "share of its time in I/O"):
         assert what in titles
     variables = {v["name"] for v in doc["templating"]["list"]}
     assert {"namespace", "job"} <= variables
     # A pool with a proof goal adds its coverage and GPU-hour panels.
     proof = dashboard(loads_profile(PROFILE.replace("    canary:", "    proof: {every: 24h}\n    canary:")))
-    assert len(proof["panels"]) == 22
+    assert len(proof["panels"]) == 27
     assert {"Node proof coverage per pool (nodes)", "Node proof GPU-hours today vs budget"} <= {
         p["title"] for p in proof["panels"]}
 

@@ -3,7 +3,9 @@
 Fabric validation: canary outcomes per pool over time, all-reduce busbw against the floor, job verdicts by
 transport, workloads held by the check, time since the last successful validation, doctor findings, jobs on
 sockets now, drift from the reference environment. Per pool: fabric ports down, RDMA link errors, Lustre client
-latency against the pool's baseline; node proof coverage (proven, overdue, suspects, quarantined, the breaker)
+latency against the pool's baseline; with Lustre, its client's checks per node, imports not connected, client
+throughput, the storage canary against its floor and the jobs' I/O share and bound; node proof coverage
+(proven, overdue, suspects, quarantined, the breaker)
 and its GPU-hours against the budget. The job view (variables ``namespace`` and ``job``), on one time axis: the
 transport the job's logs prove, its collectives' busbw across nodes from NCCL's Inspector against the pool's
 floor, the GPU utilization of its pods, the RDMA and TCP traffic of its nodes and their
@@ -95,6 +97,31 @@ JOB_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
 )
 
 
+# Profiles with Lustre (docs/storage.md): the client's health per node, the same checks FabricReady reads (one row
+# per node and lustre.* check, with its status: the doctor's per-node grid), imports not connected, the clients'
+# throughput, the storage canary against the floor, and the running jobs' I/O share and bound.
+AGENT_NODE = 'on(instance) group_left(node, pool) fabricguard_agent_info{pool=~"$pool"}'
+LUSTRE_TABLE = "Lustre client health per node (FabricReady's lustre.* checks)"
+LUSTRE_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
+    (LUSTRE_TABLE, "table",
+     [(f'max by (node, pool, check, status) ((fabricguard_node_check{{check=~"lustre[.].+"}} == 1) * {AGENT_NODE})',
+       "{{node}} {{check}} {{status}}")], "none"),
+    ("Lustre imports not connected per node", "timeseries",
+     [(f"count by (node, pool) ((fabricguard_lustre_import_full == 0) * {AGENT_NODE})", "{{node}}")], "none"),
+    ("Lustre client throughput per node", "timeseries",
+     [(f"sum by (node) (rate(fabricguard_lustre_client_write_bytes_total[5m]) * {AGENT_NODE})", "{{node}} write"),
+      (f"sum by (node) (rate(fabricguard_lustre_client_read_bytes_total[5m]) * {AGENT_NODE})", "{{node}} read")],
+     "Bps"),
+    ("Storage canary vs floor (MB/s) and storage ready", "timeseries",
+     [('fabricguard_canary_storage_mbps{pool=~"$pool"}', "{{pool}} {{phase}}"),
+      ('fabricguard_canary_storage_floor_mbps{pool=~"$pool"}', "{{pool}} {{phase}} floor"),
+      ('fabricguard_pool_storage_ready{pool=~"$pool"}', "{{pool}} ready")], "none"),
+    ("Job $namespace/$job: share of its time in I/O and what bounds it", "timeseries",
+     [('fabricguard_job_io_share{namespace="$namespace",job="$job"}', "{{job}} I/O share"),
+      ('max by (bound) (fabricguard_job_bound{namespace="$namespace",job="$job"})', "bound {{bound}}")], "percentunit"),
+)
+
+
 def _lustre_panel(profile: PlatformProfile) -> tuple[str, str, list[tuple[str, str]], str]:
     targets = [(f"avg by (pool) ({lustre_latency_ms()} * on(instance) group_left(pool) fabricguard_agent_info)",
                 "{{pool}}")]
@@ -173,6 +200,24 @@ def _decorate(panels: list[dict[str, Any]], profile: PlatformProfile) -> None:
             panel["description"] = "Canary bus bandwidth against the pool's floor (floorFraction x baseline)."
         elif "busbw" in title:
             d["unit"] = "GBs"
+        elif title == LUSTRE_TABLE:
+            # One row per node and check, the latest value: failed red, degraded yellow, pass green.
+            for t in panel["targets"]:
+                t |= {"instant": True, "format": "table"}
+            panel["options"] = {"sortBy": [{"displayName": "status", "desc": False}]}
+            panel["transformations"] = [{"id": "organize", "options": {"excludeByName": {"Time": True,
+                                                                                        "Value": True}}}]
+            panel["fieldConfig"]["overrides"] = [{
+                "matcher": {"id": "byName", "options": "status"},
+                "properties": [{"id": "custom.cellOptions", "value": {"type": "color-background"}},
+                               {"id": "mappings", "value": [{"type": "value", "options": {
+                                   "failed": {"color": "red", "index": 0}, "degraded": {"color": "yellow", "index": 1},
+                                   "pass": {"color": "green", "index": 2},
+                                   "skipped": {"color": "blue", "index": 3}}}]}]}]
+            panel["description"] = ("Each node's Lustre client checks as its agent last ran them (lustre.health, "
+                                    "lustre.imports, lustre.evictions, lustre.lnet, lustre.jobid): the line each "
+                                    "failed check read is in the node's FabricReady message and in `fabricguard "
+                                    "doctor`.")
         if d.get("unit") == "none" and "(s)" in title:
             d["unit"] = "s"
 
@@ -180,7 +225,9 @@ def _decorate(panels: list[dict[str, Any]], profile: PlatformProfile) -> None:
 def dashboard(profile: PlatformProfile) -> dict[str, Any]:
     panels = []
     proof = PROOF_PANELS if any(p.proof is not None for p in profile.spec.pools) else ()
-    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *proof, *JOB_PANELS)):
+    lustre = LUSTRE_PANELS if profile.spec.storage.lustre is not None else ()
+    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *lustre, *proof,
+                                                       *JOB_PANELS)):
         panels.append({
             "id": i + 1,
             "type": ptype,
