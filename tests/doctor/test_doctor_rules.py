@@ -241,4 +241,6 @@ def test_rule_ids_are_stable():
         "daemonset-untolerated-readiness",
         "readiness-taint-blocks-scale-from-zero",
         "node-proof-behind",
+        "lustre-client-unhealthy",
+        "enforce-would-have-acted",
     ]

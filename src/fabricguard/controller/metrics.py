@@ -181,6 +181,10 @@ class Metrics:
         self.job_step = Gauge("fabricguard_job_step_median_seconds",
                               "Median step time of a finished managed job, from its verdict.",
                               ["namespace", "job", "pool"], registry=r)
+        self.job_verdict = Gauge("fabricguard_job_verdict",
+                                 "1 for a finished managed job's verdict (pass, degraded, failed, missing-logs, "
+                                 "input-unusable) and the transport it proved, once judged.",
+                                 ["namespace", "job", "pool", "verdict", "transport"], registry=r)
         self.step_baseline = Gauge("fabricguard_pool_step_baseline_seconds", "The pool's baseline step time.",
                                    ["pool"], registry=r)
         self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
@@ -369,6 +373,8 @@ class Metrics:
             self.verdicts.labels(pool, verdict, transport).inc()
         for ns, job, pool, median in result.counters.job_steps:
             self.job_step.labels(ns, job, pool).set(median)
+        for ns, job, pool, verdict, transport in result.counters.job_verdict_of:
+            self.job_verdict.labels(ns, job, pool, verdict, transport).set(1)
         for p in profile.spec.pools:
             if p.baseline.stepTimeSeconds is not None:
                 self.step_baseline.labels(p.name).set(p.baseline.stepTimeSeconds)

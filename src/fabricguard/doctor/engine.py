@@ -13,6 +13,7 @@ from fabricguard.doctor.rules._common import fabric_pools, pool_nodes
 from fabricguard.doctor.rules.daemonsets import NEVER_READY, NO_NODES, REGRESSED, template_since
 from fabricguard.doctor.rules.fabric import NOT_ADVERTISED
 from fabricguard.doctor.rules.images import RULE as ARCH_MISMATCH
+from fabricguard.doctor.rules.lustre import LustreCell, lustre_view
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.exitcodes import exit_code
 from fabricguard.profile import PlatformProfile
@@ -53,6 +54,8 @@ class Report:
     objects_read: dict[str, int] = field(default_factory=dict)
     # pool with a proof goal -> one cell per node: its last pair test's age and result (the coverage grid)
     coverage: dict[str, list[CoverageCell]] = field(default_factory=dict)
+    # pool that mounts Lustre -> one cell per node: its Lustre client as its agent last judged it
+    lustre: dict[str, list[LustreCell]] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -85,6 +88,8 @@ class Report:
             "findings": [f.to_dict() for f in self.findings],
             **({"coverage": {pool: [c.to_dict() for c in cells] for pool, cells in self.coverage.items()}}
                if self.coverage else {}),
+            **({"lustre": {pool: [c.to_dict() for c in cells] for pool, cells in self.lustre.items()}}
+               if self.lustre else {}),
         }
 
 
@@ -232,4 +237,5 @@ def run_doctor(
         report.timelines = _timelines(snapshot, findings, profile)
         report.grid = _grid(snapshot, findings, profile)
         report.coverage = proof_rules.coverage(snapshot, profile, now)
+    report.lustre = lustre_view(snapshot, profile)
     return report

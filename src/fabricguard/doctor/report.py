@@ -22,6 +22,7 @@ from fabricguard.console import Block, Column, Part, console, paragraph, table_o
 from fabricguard.doctor.engine import Report, Timeline
 from fabricguard.doctor.model import CoverageCell, Finding, Severity, human_age
 from fabricguard.doctor.rules import RULES
+from fabricguard.doctor.rules.lustre import LustreCell
 from fabricguard.times import format_time, parse_time
 
 STYLE = {Severity.critical: "bold red", Severity.warning: "yellow", Severity.info: "dim"}
@@ -159,6 +160,11 @@ def render_table(report: Report, out: Console | None = None) -> None:
         for cell in [x for x in cells if x.result != "proven"][:COVERAGE_TEXT_ROWS]:
             bw = f", {cell.busbw_gbps:.1f} GB/s" if cell.busbw_gbps is not None else ""
             paragraph(f"{cell.node}: {cell.result}, {_last(cell)}{bw}", indent="    ")
+    for pool, lcells in report.lustre.items():
+        paragraph(lustre_summary(pool, lcells), indent="  ")
+        for lc in [x for x in lcells if x.state in ("failing", "warning")][:COVERAGE_TEXT_ROWS]:
+            paragraph(f"{lc.node}: {lc.state}: " + "; ".join(f"{k}: {v}" for k, v in lc.checks.items())[:300],
+                      indent="    ")
     if not report.findings:
         read = ", ".join(f"{n} {k}" for k, n in report.objects_read.items())
         paragraph(f"checked {len(report.checked)} rules ({', '.join(report.checked)})"
@@ -194,6 +200,22 @@ def coverage_summary(pool: str, cells: list[CoverageCell]) -> str:
     rest = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     return f"proof coverage, pool {pool}: {proven} of {len(cells)} node(s) proven within the goal" + (
         f"; {rest}" if rest else "")
+
+
+def lustre_summary(pool: str, cells: list[LustreCell]) -> str:
+    """``Lustre clients, pool P: 18 of 20 node(s) healthy; 2 failing (lustre.imports x2)``."""
+    counts: dict[str, int] = {}
+    checks: dict[str, int] = {}
+    for c in cells:
+        counts[c.state] = counts.get(c.state, 0) + 1
+        if c.state == "failing":
+            for k in c.checks:
+                checks[k] = checks.get(k, 0) + 1
+    healthy = counts.pop("healthy", 0)
+    rest = ", ".join(f"{n} {s}" + (" (" + ", ".join(f"{k} x{m}" for k, m in sorted(checks.items())) + ")"
+                                   if s == "failing" else "")
+                     for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"Lustre clients, pool {pool}: {healthy} of {len(cells)} node(s) healthy" + (f"; {rest}" if rest else "")
 
 
 def to_json(report: Report) -> str:
@@ -234,6 +256,13 @@ def to_markdown(report: Report) -> str:
         lines += [f"| {_md(c.node)} | {_md(c.result)} | {_md(_last(c))} | "
                   f"{'-' if c.busbw_gbps is None else f'{c.busbw_gbps:.1f} GB/s'} |"
                   for c in cells if c.result != "proven"][:COVERAGE_HTML_CELLS]
+    for pool, lcells in report.lustre.items():
+        lines += ["", f"**{_md(lustre_summary(pool, lcells))}**"]
+        bad = [c for c in lcells if c.state != "healthy"][:COVERAGE_HTML_CELLS]
+        if bad:
+            lines += ["", "| node | Lustre client | checks (the line each read) |", "|---|---|---|"]
+            lines += [f"| {_md(c.node)} | {_md(c.state)} | "
+                      f"{_md('; '.join(f'{k}: {v}' for k, v in c.checks.items())[:300]) or '-'} |" for c in bad]
     for sev in Severity:
         group = [f for f in report.findings if f.severity is sev]
         if not group:
