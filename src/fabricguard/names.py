@@ -51,6 +51,9 @@ LABEL_PROOF_PURPOSE = "fabricguard.io/proof-purpose"
 ANN_LAST_PROVEN = "fabricguard.io/last-proven"
 TAINT_QUARANTINED = "fabricguard.io/fabric-quarantined"
 FABRIC_PROVEN = "FabricProven"
+# Observe mode: the start of the check entry's message on a Workload enforce would have held (controller/gate.py);
+# the doctor and preflight read it back to say what enforce would have held in the last day.
+OBSERVE_HOLD_PREFIX = "fabricguard observe mode: enforce would hold: "
 # The Kueue AdmissionCheck the controller answers.
 CHECK_CONTROLLER = "fabricguard.io/fabric-validated"
 CHECK_NAME = "fabric-validated"
