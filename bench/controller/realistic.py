@@ -3,7 +3,7 @@
 The benchmarks' older generators made 4.5-9 KiB pods; a managed training pod on a real cluster costs several
 times that, most of it in ``metadata.managedFields`` (one entry per writer, each a ``fieldsV1`` tree naming every
 field that writer set). ``managed_fields`` derives those trees from the object itself, so their size follows the
-object's. Used by bench_memory.py and bench_pass.py's --realistic, and by tests/controller/test_trim.py.
+object's. Used by bench_memory.py, bench_pass.py's --realistic (``dress``) and tests/controller/test_trim.py.
 """
 
 from __future__ import annotations
@@ -219,4 +219,45 @@ def node(i: int, *, gpus: int = 8, pool: str = "h200-rdma", managed: bool = True
             ("kubelet", "Update", "status", {"status": status}),
             ("fabricguard-agent", "Apply", "status", {"status": {"conditions": conditions[-1:]}}),
         ])
+    return obj
+
+
+def dress(obj: dict[str, Any], i: int) -> dict[str, Any]:
+    """A generated node or pod (bench/doctor/gen_snapshot.py's, whose labels the benchmarks' profile selects) made
+    the size the API server stores: what ``node``/``pod`` above carry besides the selection (images, node info,
+    problem-detector conditions, volumes; the pod's env, mounts and probes), and managed fields derived from it.
+    The fields the pass reads are left as they were, so the pass judges the same cluster (bench_pass.py prints the
+actions and findings of both forms)."""
+    meta, spec, status = obj["metadata"], obj.setdefault("spec", {}), obj.setdefault("status", {})
+    if obj.get("kind") == "Node":
+        real = node(i, managed=False)
+        have = {c.get("type") for c in status.get("conditions") or []}
+        # The node-problem-detector's and kubelet's conditions; FabricReady is ours, and says whether the node is gated.
+        status.setdefault("conditions", []).extend(c for c in real["status"]["conditions"]
+                                                   if c["type"] not in have and c["type"] != "FabricReady")
+        for k in ("images", "nodeInfo", "volumesInUse", "volumesAttached", "daemonEndpoints", "addresses"):
+            status.setdefault(k, real["status"][k])
+        meta.setdefault("annotations", {}).update(real["metadata"]["annotations"])
+        meta["labels"] = {**{k: v for k, v in real["metadata"]["labels"].items()
+                             if k.startswith(("feature.node", "topology.", "kubernetes.io/os"))}, **meta["labels"]}
+        writers = [("kubelet", "Update", None, {"metadata": {"annotations": meta["annotations"]}}),
+                   ("nfd-master", "Update", None, {"metadata": {"labels": meta["labels"]}}),
+                   ("kubelet", "Update", "status", {"status": status})]
+    else:
+        real = pod(i, spec.get("nodeName") or "n", managed=False)
+        real_c = real["spec"]["containers"][0]
+        for c in spec.get("containers") or []:
+            for k in ("env", "volumeMounts", "ports", "readinessProbe", "livenessProbe", "command", "args"):
+                if k in real_c:
+                    c.setdefault(k, real_c[k])
+        for k in ("volumes", "affinity", "dnsPolicy", "schedulerName"):
+            if k in real["spec"]:
+                spec.setdefault(k, real["spec"][k])
+        for k in ("podIPs", "hostIPs", "qosClass"):
+            if k in real["status"]:
+                status.setdefault(k, real["status"][k])
+        writers = [("kube-controller-manager", "Update", None, {"metadata": {"labels": meta.get("labels", {})},
+                                                                "spec": spec}),
+                   ("kubelet", "Update", "status", {"status": status})]
+    meta["managedFields"] = managed_fields(writers)
     return obj

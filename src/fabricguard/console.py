@@ -255,8 +255,9 @@ JSON_API_VERSION = "fabricguard.io/v1"
 
 def envelope(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     """``{"apiVersion": "fabricguard.io/v1", "kind": kind, ...data}``: the versioned form of a command's JSON."""
-    return {"apiVersion": JSON_API_VERSION, "kind": kind,
-            **{k: v for k, v in data.items() if k not in ("apiVersion", "kind")}}
+    head = {"verdict": data["verdict"]} if "verdict" in data else {}  # the answer first, whatever the dict's order
+    return {"apiVersion": JSON_API_VERSION, "kind": kind, **head,
+            **{k: v for k, v in data.items() if k not in ("apiVersion", "kind", "verdict")}}
 
 
 def print_json(data: Any, kind: str | None = None) -> None:

@@ -118,19 +118,25 @@ def test_daemonset_is_least_privilege_and_tolerates_its_taints() -> None:
     objs = agent_manifests(prof, onprem.read_text(), IMAGE)
     ds = next(d for d in by_kind(objs, "DaemonSet") if d["metadata"]["name"] == "fabricguard-agent-h100-ib")
     pod = ds["spec"]["template"]["spec"]
-    [c] = pod["containers"]
+    # The agent, and (the pool mounts Lustre) the lnet sidecar: the one privileged part, said in an annotation.
+    c, lnet = pod["containers"]
+    assert c["name"] == "agent" and lnet["name"] == "lnet"
+    assert lnet["securityContext"]["privileged"] is True and lnet["securityContext"]["readOnlyRootFilesystem"]
+    assert "lnetctl" in lnet["command"][-1] and c["args"][c["args"].index("--lnetctl") + 1].startswith("dir:")
     tol = {(t.get("key"), t.get("effect")) for t in pod["tolerations"]}
     assert {("readiness.k8s.io/fabric-unverified", "NoSchedule"), ("readiness.k8s.io/fabric-degraded", "NoSchedule")} <= tol
     sc = c["securityContext"]
     assert sc["privileged"] is False and sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
     assert not pod.get("hostNetwork") and not pod.get("hostPID")
-    assert "annotations" not in ds["metadata"]
-    host_vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert ds["metadata"]["annotations"]["fabricguard.io/privileged-for"].startswith("lnet sidecar: lustre.lnet")
+    agent_vols = {m["name"] for m in c["volumeMounts"]}
+    host_vols = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v and v["name"] in agent_vols}
     # /run/mellanox/drivers: the DOCA/MOFED driver container's root (rdma-core may live only there; issue 24).
     assert set(host_vols.values()) == {"/sys", "/proc", "/usr", "/lib", "/etc/ld.so.conf.d", "/run/mellanox/drivers"}
     doca = next(m for m in c["volumeMounts"] if m["mountPath"] == "/host/run/mellanox/drivers")
     assert doca["mountPropagation"] == "HostToContainer"
+    assert {m["name"] for m in lnet["volumeMounts"]} == {"lnet", "host-root"}  # the host's root: the sidecar's alone
     for m in c["volumeMounts"]:
         assert m["readOnly"] is True, m
     lustre = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
@@ -151,11 +157,11 @@ def test_gke_needs_privilege_for_nvml_only_and_says_so() -> None:
     GPU requests or privileged containers, so the GPU health checks are the one reason for privilege."""
     objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE)
     [ds] = by_kind(objs, "DaemonSet")
-    [c] = ds["spec"]["template"]["spec"]["containers"]
-    assert c["securityContext"]["privileged"] is True
+    c = ds["spec"]["template"]["spec"]["containers"][0]
+    assert c["name"] == "agent" and c["securityContext"]["privileged"] is True
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     why = ds["metadata"]["annotations"]["fabricguard.io/privileged-for"]
-    assert why.startswith("gpu.count, gpu.ecc, gpu.memory")
+    assert why.startswith("agent: gpu.count, gpu.ecc, gpu.memory")
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["LD_LIBRARY_PATH"] == "/host/home/kubernetes/bin/nvidia/lib64"
     host_vols = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"] if "hostPath" in v}
@@ -192,6 +198,11 @@ def test_render_commands(tmp_path: Path) -> None:
     r = RUN.invoke(app, ["render", "agent", "--profile", str(GKE), "--image", IMAGE])
     assert r.exit_code == 0, r.output
     assert any(d["kind"] == "DaemonSet" for d in yaml.safe_load_all(r.stdout) if d)
+    r = RUN.invoke(app, ["render", "agent", "--profile", str(GKE), "--image", IMAGE, "--lnet", "none"])
+    [ds] = [d for d in yaml.safe_load_all(r.stdout) if d and d["kind"] == "DaemonSet"]
+    assert [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]] == ["agent"]
+    r = RUN.invoke(app, ["render", "agent", "--profile", str(GKE), "--image", IMAGE, "--lnet", "host"])
+    assert r.exit_code == 3 and "--lnet 'host'" in r.output
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,31 @@ def test_real_output_matches_its_schema(kind: str, argv: list[str]) -> None:
         assert str(REPO) not in m and "/tmp/" not in m, m
 
 
+def _valid(kind: str, doc: dict) -> None:
+    assert list(doc)[:3] == ["apiVersion", "kind", "verdict"], list(doc)[:3]
+    errors = sorted(jsonschema.Draft202012Validator(schema(kind)).iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]]
+
+
+def test_probe_storage_matches_its_schema(tmp_path) -> None:
+    r = run("probe", "storage", "--path", tmp_path, "--size", "1M", "--engine", "builtin", "--small-files", "8",
+            "--format", "json")
+    doc = json.loads(r.stdout)
+    _valid("StorageProbe", doc)
+    assert r.exit_code == VERDICT_EXIT[doc["verdict"]]
+
+
+def test_a_recorded_validate_report_matches_its_schema() -> None:
+    """A real ``validate --local`` report.json (tests/probes/fixtures), in the envelope validate writes now; the
+    slow end-to-end run (tests/probes/test_cli.py) checks a fresh one, and the collective probe's own JSON."""
+    from fabricguard.console import envelope
+
+    doc = json.loads((REPO / "tests" / "probes" / "fixtures" / "validate-local-report.json").read_text())
+    _valid("ValidationReport", envelope("ValidationReport", doc))
+    _valid("CollectiveProbe", envelope("CollectiveProbe", {"verdict": doc["collective"]["judgement"]["status"],
+                                                           **doc["collective"]}))
+
+
 def test_every_schema_is_documented() -> None:
     doc = (REPO / "docs" / "json.md").read_text()
     for p in sorted(SCHEMAS.glob("*.schema.json")):

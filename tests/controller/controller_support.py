@@ -316,8 +316,9 @@ def jobset_finishes(k8s: Any, js: dict[str, Any], at: datetime, *, failed: bool 
 
 def ranks_wrote(lustre: Path, js: dict[str, Any], nccl_logs: list[Path], *, busbw: float, backend: str = "nccl",
                 transport: str = "roce", failed: bool = False, error: str | None = None,
-                mount_fstype: str = "lustre") -> Path:
-    """What the canary's pods leave in their job directory on Lustre: per-rank NCCL logs and probe JSON."""
+                mount_fstype: str = "lustre", rails: list[dict[str, Any]] | None = None) -> Path:
+    """What the canary's pods leave in their job directory on Lustre: per-rank NCCL logs and probe JSON
+    (``rails``: a pair test's ``probe collective --rails`` figures)."""
     name = js["metadata"]["name"]
     job = lustre / NS / name
     logs = job / ".fabricguard" / "nccl"
@@ -339,9 +340,22 @@ def ranks_wrote(lustre: Path, js: dict[str, Any], nccl_logs: list[Path], *, busb
         (out / f"collective.rank{r}.json").write_text(json.dumps({
             "backend": backend, "world_size": 2, "rows": rows, "failed": failed, "error": error,
             "log_dir": "/mnt/lustre/.fabricguard/nccl", "env": {}, "transport": transport, "transport_why": "",
-            "nccl": None, "hosts": ["gpu-node-000", "gpu-node-001"], "seconds": 12.0, "judgement": None}))
+            "nccl": None, "hosts": ["gpu-node-000", "gpu-node-001"], "seconds": 12.0, "judgement": None,
+            "rails": rails or []}))
         (out / f"storage.node{r}.json").write_text(json.dumps({
             "path": "/mnt/lustre/.fabricguard/canary-storage", "engine": "fio", "status": "pass",
             "checks": [{"name": "storage.fstype", "status": "pass", "detail": "on lustre", "data": {}}],
             "metrics": {}, "workdir": "", "left_behind": []}))
     return job
+
+
+def rail_figures(nodes: list[str], busbw: float, slow: dict[str, int] | None = None, rails: int = 4,
+                 slow_bw: float = 11.0) -> list[dict[str, Any]]:
+    """``probe collective --rails`` as a pair's rank 0 writes it: each rail alone, its NIC named per node;
+    ``slow``: node -> the rail that is slow on it (a port trained down, a rail down routed through a neighbour)."""
+    slow = slow or {}
+    return [{"rail": k, "bytes": 1 << 28, "time_us": 1.0,
+             "busbw_gbps": slow_bw if any(r == k for r in slow.values()) else busbw,
+             "members": [{"rank": i * rails + k, "node": n, "gpu_pci": f"0000:{0x18 + k:02x}:00.0",
+                          "nic": f"mlx5_{k}"} for i, n in enumerate(nodes)]}
+            for k in range(rails)]

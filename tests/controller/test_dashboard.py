@@ -25,13 +25,30 @@ def test_grafana_model_reads_every_panel() -> None:
     doc = dashboard(PROFILE_OBJ)
     model = gf.Dashboard.from_json(doc)
     assert model.title == doc["title"] and model.uid == doc["uid"]
-    assert len(model.panels) == len(doc["panels"]) == 20  # + "Pools validated now" (issue 30)
+    # 20 panels (+ "Pools validated now", issue 30) + the Lustre panels of a profile with Lustre (issue 32), under
+    # 3 rows: Pools, Nodes, Jobs (issue 30, session 24).
+    assert len(model.panels) == len(doc["panels"]) == 28
+    assert [p["title"] for p in doc["panels"] if p["type"] == "row"] == ["Pools", "Nodes", "Jobs"]
     ids = [p.id_val for p in model.panels]
     assert len(set(ids)) == len(ids)
     for p in model.panels:
-        assert p.type_val in ("timeseries", "stat", "state-timeline")
+        if p.type_val == "row":
+            continue
+        assert p.type_val in ("timeseries", "stat", "state-timeline", "table")
         assert p.grid_pos is not None and p.grid_pos.w == 12 and p.grid_pos.h == 8
         assert p.targets
+    # Every panel says what it shows; every query follows the cluster variable, every pool series the pool one.
+    for p in doc["panels"]:
+        if p["type"] != "row":
+            assert p.get("description"), p["title"]
+            for t in p["targets"]:
+                assert 'cluster=~"$cluster"' in t["expr"], (p["title"], t["expr"])
+    assert all('pool=~"$pool"' in t["expr"] for p in doc["panels"] if p["type"] != "row"
+               and not p["title"].startswith("Job $namespace/$job") and "fabricguard_doctor" not in str(p["targets"])
+               and "fabricguard_drift" not in str(p["targets"]) for t in p["targets"][:1])
+    # The job view's verdict is the job's own, not every job's.
+    (verdict,) = [p for p in doc["panels"] if p["title"].endswith(": its verdict")]
+    assert 'fabricguard_job_verdict{cluster=~"$cluster",namespace="$namespace",job="$job"}' in verdict["targets"][0]["expr"]
     # No two panels overlap on the 24-column grid.
     cells = set()
     for p in doc["panels"]:
@@ -43,13 +60,14 @@ def test_grafana_model_reads_every_panel() -> None:
     titles = " ".join(p["title"] for p in doc["panels"])
     for what in ("outcome", "busbw", "verdicts", "held", "last successful", "ports down", "link errors",
                  "Lustre client latency per pool", "GPU utilization of its pods", "RDMA traffic of its nodes",
-                 "TCP traffic", "transport its NCCL logs prove", "collective busbw across nodes (NCCL Inspector)"):
+                 "TCP traffic", "transport its NCCL logs prove", "collective busbw across nodes (NCCL Inspector)",
+                 "Lustre client health per node", "Storage canary vs floor", "share of its time in I/O"):
         assert what in titles
     variables = {v["name"] for v in doc["templating"]["list"]}
-    assert {"namespace", "job"} <= variables
+    assert {"cluster", "pool", "namespace", "job"} <= variables
     # A pool with a proof goal adds its coverage and GPU-hour panels.
     proof = dashboard(loads_profile(PROFILE.replace("    canary:", "    proof: {every: 24h}\n    canary:")))
-    assert len(proof["panels"]) == 22
+    assert len(proof["panels"]) == 30
     assert {"Node proof coverage per pool (nodes)", "Node proof GPU-hours today vs budget"} <= {
         p["title"] for p in proof["panels"]}
 
@@ -57,7 +75,7 @@ def test_grafana_model_reads_every_panel() -> None:
 @pytest.mark.external
 def test_every_query_is_promql_over_exported_metrics(tmp_path: Path) -> None:
     exe = promtool()
-    exprs = [t["expr"] for p in dashboard(PROFILE_OBJ)["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dashboard(PROFILE_OBJ)["panels"] for t in p.get("targets", ())]
     rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:q{i}", "expr": e}
                                                         for i, e in enumerate(exprs)]}]}
     f = tmp_path / "queries.yaml"

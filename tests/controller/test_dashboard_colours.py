@@ -47,7 +47,7 @@ def test_outcome_staleness_and_never_passed_are_distinct_colours() -> None:
 
 @pytest.mark.external
 def test_the_outcome_query_yields_the_mapped_code(tmp_path: Path) -> None:
-    expr = _panel("Canary outcome per pool")["targets"][0]["expr"].replace("$pool", ".*")
+    expr = _panel("Canary outcome per pool")["targets"][0]["expr"].replace("$pool", ".*").replace("$cluster", ".*")
     series = [{"series": f'fabricguard_canary_last_outcome{{pool="a",outcome="{o}"}}',
                "values": f"{1 if o == 'unschedulable' else 0}x5"} for o in OUTCOME_CODES]
     series += [{"series": 'fabricguard_canary_interval_seconds{pool="a"}', "values": "600x5"},

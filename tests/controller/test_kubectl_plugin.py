@@ -42,6 +42,15 @@ async def _held(k8s: Any, kc: str, profile_path: Path, lustre: Path) -> str:
     return admin_kubeconfig(kc)
 
 
+def _schema_valid(kind: str, doc: dict[str, Any]) -> None:
+    import jsonschema
+
+    schema = json.loads((ROOT / "docs" / "schemas" / f"{kind}.schema.json").read_text())
+    assert list(doc)[:3] == ["apiVersion", "kind", "verdict"]
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    assert not errors, [e.message[:200] for e in errors[:3]]
+
+
 def _plugin(*args: str) -> Any:
     saved = console._width
     console.width = 80  # a pipe: rich's 80 columns
@@ -79,8 +88,11 @@ async def test_why_a_held_job_prints_the_cause_and_the_fix_in_one_screen(cluster
                                 "--now", at, "--format", "json")
     doc = json.loads(r.stdout)
     assert (doc["kind"], doc["verdict"], doc["state"]) == ("WhyAnswer", "degraded", "held")
+    _schema_valid("WhyAnswer", doc)
     assert doc["cause"].startswith("image-arch-mismatch") and "skopeo copy --all" in doc["fix"]
     # pools: the held pool first, "never passed" said, exit 1.
+    r = await asyncio.to_thread(_plugin, "pools", "--kubeconfig", admin, "--now", at, "--format", "json")
+    _schema_valid("PoolStates", json.loads(r.stdout))
     r = await asyncio.to_thread(_plugin, "pools", "--kubeconfig", admin, "--now", at)
     assert r.exit_code == 1 and r.stdout.startswith("DEGRADED  pools · 0 of 1 validated"), r.stdout
     assert "DEGRADED  gh200-roce" in r.stdout and "never passed" in r.stdout and "unschedulable" in r.stdout
@@ -89,6 +101,32 @@ async def test_why_a_held_job_prints_the_cause_and_the_fix_in_one_screen(cluster
     assert r.exit_code == 3 and "no workload named nope in namespace ml-training" in r.stderr
     r = await asyncio.to_thread(_plugin, "why", "deployment/x", "--kubeconfig", admin)
     assert r.exit_code == 3 and "'deployment' is not a workload kind" in r.stderr
+
+
+@pytest.mark.slow
+async def test_controller_text_says_its_verdict_first(cluster, profile_path, lustre) -> None:
+    """``controller --once`` without --format json, piped: the verdict word on line 1, the held pool's block."""
+    from controller_support import CANARY_IMAGE
+
+    from fabricguard.cli import app as cli
+
+    k8s, kc = cluster
+    await _held(k8s, kc, profile_path, lustre)
+    args = ["controller", "--profile", str(profile_path), "--once", "--now", ts(NOW + timedelta(minutes=5)),
+            "--kubeconfig", kc, "--lustre-root", str(lustre), "--canary-image", CANARY_IMAGE]
+
+    def once() -> Any:
+        saved = console._width
+        console.width = 80
+        try:
+            return CliRunner().invoke(cli, args, catch_exceptions=False)
+        finally:
+            console._width = saved
+
+    r = await asyncio.to_thread(once)
+    lines = r.stdout.splitlines()
+    assert r.exit_code == 1 and lines[0].startswith("DEGRADED  controller pass · 0 of 1 pool(s) validated"), r.stdout
+    assert "HELD  pool gh200-roce" in r.stdout and "root cause: image-arch-mismatch" in " ".join(r.stdout.split())
 
 
 def test_the_plugin_is_installed_with_the_package() -> None:

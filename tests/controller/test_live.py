@@ -167,7 +167,7 @@ async def test_the_pass_annotates_a_running_job_and_stops_it_when_told(cluster, 
         shutil.copy(f, d / f.name)
     _rc, doc = await run_once(kc, prof_path, NOW + timedelta(minutes=1), lustre)
     assert doc["running"] == [{"kind": "JobSet", "namespace": NS, "name": JOB, "pool": POOL, "transport": "socket",
-                               "final": True}]
+                               "final": True, "bound": "fabric", "io": None}]  # no I/O logged: sockets bound it
     (js,) = [j for j in live(k8s, JOBSETS) if j["metadata"]["name"] == JOB]
     assert js["metadata"]["annotations"][ANN_TRANSPORT] == "socket"
     (wl,) = [w for w in live(k8s, WORKLOADS) if w["metadata"]["name"] == "jobset-llama-live-1"]

@@ -118,6 +118,9 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("readiness.node.x-k8s.io", "nodereadinessrules", "patch"),
         ("", "nodes", "patch"),
         ("resource.k8s.io", "resourceclaimtemplates", "delete"),
+        # node proof on a DRA claim pool: a DeviceTaintRule on just the bad NIC, deleted on release (pairs.py)
+        ("resource.k8s.io", "devicetaintrules", "create"),
+        ("resource.k8s.io", "devicetaintrules", "delete"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
         ("kueue.x-k8s.io", "workloads", "patch"),  # onFallback: stop (spec.active=false)
@@ -150,6 +153,7 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
             (Delete, "jobset.x-k8s.io", "jobsets"), (ApplyStatus, "kueue.x-k8s.io", "workloads"),
             (ApplyStatus, "kueue.x-k8s.io", "admissionchecks"), (MergeStatus, "fabricguard.io", "fabricvalidations"),
             (MergePatch, "kueue.x-k8s.io", "workloads"), (Emit, "", "events"), (actions.JsonPatch, "", "nodes"),
+            (Create, "resource.k8s.io", "devicetaintrules"), (Delete, "resource.k8s.io", "devicetaintrules"),
             *((a, k.group, k.plural) for k in kinds.MANAGED for a in (Annotate, MergePatch))]
     for cls, group, resource in uses:
         verb, sub = verb_of[cls]

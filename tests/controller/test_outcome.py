@@ -85,3 +85,18 @@ def test_scheduler_reason_is_the_latest_failed_scheduling_event() -> None:
             "eventTime": "2025-09-30T12:00:05.000000Z"}]
     assert scheduler_reason(pods, ev2) == "taint x"
     assert "no FailedScheduling event" in scheduler_reason(pods, [])
+
+
+def test_a_slow_rail_is_named_with_its_nic_on_each_node(tmp_path: Path) -> None:
+    from controller_support import rail_figures
+
+    rails = rail_figures(["gpu-a", "gpu-b"], 44.0, slow={"gpu-b": 3})
+    ranks_wrote(tmp_path, JS, ROCE_LOGS, busbw=40.0, rails=rails)  # the whole test is above the floor
+    j = _judge(tmp_path)
+    assert j.outcome is Outcome.degraded, j
+    assert [(r.rail, r.nics) for r in j.rails] == [(3, {"gpu-a": "mlx5_3", "gpu-b": "mlx5_3"})]
+    assert "slow rail: rail 3 (gpu-a mlx5_3, gpu-b mlx5_3): 11.0 GB/s alone" in j.message
+    # Every rail slow alike names none (the node or the fabric, not a rail); a hostile list is skipped.
+    ranks_wrote(tmp_path, JS, ROCE_LOGS, busbw=40.0, rails=[*rail_figures(["a", "b"], 12.0), {"rail": "x"},
+                                                              {"rail": 9, "busbw_gbps": "fast"}, 7])
+    assert _judge(tmp_path).rails == []

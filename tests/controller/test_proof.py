@@ -307,3 +307,60 @@ def test_a_changed_node_carries_fabric_proven_false_and_its_kernel_counts() -> N
     assert "kernelVersion: a -> b" in cond["message"]
     fv = {"status": {"proof": {"nodes": [row.to_dict(), {"node": "n2", "state": "proven"}]}}}
     assert pairs.avoided_nodes(fv) == ["n1"]
+
+
+def test_bisection_names_the_bad_rail_by_the_nic_both_failed_pairs_agree_on() -> None:
+    from fabricguard.probes.bw import SlowRail
+
+    facts = fleet(8, 2)
+    p = Proof(maxConcurrent=16, budget="100h")
+    state, _d, facts = run(facts, 4, proof=p)
+    bad = "gpu-06"
+    good = [n for n, r in state.nodes.items() if r.state == "proven" and n != bad]
+    state.nodes[bad] = replace(state.nodes[bad], state="unproven", lastProven=None)
+    now = T0 + timedelta(hours=2)
+
+    def res(i: int, partner: str, rails: list[SlowRail]) -> pf.PairResult:
+        return pf.PairResult(f"fgp-r-{i}", (bad, partner), "degraded", now + timedelta(minutes=i), "bisect", 30.0,
+                             "slow rail", rails=rails)
+
+    first = res(0, good[0], [SlowRail(3, 11.0, 44.0, {bad: "mlx5_3", good[0]: "mlx5_3"}),
+                             SlowRail(1, 30.0, 44.0, {bad: "mlx5_1", good[0]: "mlx5_1"})])
+    second = res(1, good[1], [SlowRail(3, 10.5, 44.0, {bad: "mlx5_3", good[1]: "mlx5_3"})])
+    d = pf.decide(state, facts, [first, second], p, gpus_per_node=8, largest_gang=0, now=now + timedelta(minutes=5),
+                  name_of=str)
+    row = d.state.nodes[bad]
+    assert row.state == "quarantined" and row.rails == ["rail 3 mlx5_3"]
+    assert "bad rail: rail 3 mlx5_3" in row.message
+    assert any(e[0] == bad and e[1] == "FabricQuarantined" and "rail 3 mlx5_3" in e[2] for e in d.events)
+    assert {g: d.state.nodes[g].rails for g in good if d.state.nodes[g].rails} == {}  # partners not blamed
+    assert pf.NodeProof.from_dict(row.to_dict()) == row
+
+
+def test_pool_coverage_counts_a_changed_node_as_not_proven_and_shows_a_named_rail() -> None:
+    from fabricguard.controller.coverage import coverage
+    from fabricguard.profile import loads_profile
+    from kube_support import gen
+
+    profile = loads_profile(gen.INCIDENT_PROFILE.format(name="p", env="production").replace(
+        "spec:\n", "spec:\n  storage:\n    lustre: {claimName: training-lustre, mountPath: /mnt/lustre}\n", 1)
+        + "    canary: {interval: 10m}\n    proof: {every: 24h}\n")
+    pool = profile.pool()
+    now = T0 + timedelta(hours=1)
+    nodes = [{"metadata": {"name": n, "labels": {"nvidia.com/gpu.product": "NVIDIA-GH200-480GB"}}}
+             for n in ("a", "b", "c")]
+    rows = [pf.NodeProof("a", "proven", lastProven=times_fmt(T0)),
+            pf.NodeProof("b", "changed", lastProven=times_fmt(T0), message="changed since proven: kernel"),
+            pf.NodeProof("c", "quarantined", lastProven=times_fmt(T0 - timedelta(days=2)),
+                         rails=["rail 1 mlx5_1"], message="failed pair tests with a, b; bad rail: rail 1 mlx5_1")]
+    fv = {"status": {"proof": pf.ProofState(nodes={r.node: r for r in rows}).to_dict(10.0)}}
+    cov = coverage(pool, fv, nodes, now)
+    assert cov.verdict == "degraded"
+    assert "1 of 2 node(s) proven within 24h; 1 named (quarantined); 1 overdue" in cov.summary
+    assert next(r for r in cov.rows if r["node"] == "c")["rails"] == ["rail 1 mlx5_1"]
+
+
+def times_fmt(t: datetime) -> str:
+    from fabricguard import times
+
+    return times.format_time(t)

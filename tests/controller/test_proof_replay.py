@@ -30,6 +30,7 @@ from controller_support import (
     load_incident,
     plugin_fixed,
     pods_run,
+    rail_figures,
     ranks_wrote,
     run_once,
     workload,
@@ -154,7 +155,10 @@ class World:
             if pinned is not None:
                 self.pairs.append((name, tuple(on), bw, js["metadata"]["labels"]["fabricguard.io/proof-purpose"]))
             pods_run(self.k8s, js, on, phase="Succeeded")
-            ranks_wrote(self.lustre, js, ROCE_LOGS, busbw=bw)
+            # A pair times each rail alone: the bad node's rail 2 is slow; a platform fault slows every rail alike.
+            rails = None if pinned is None else rail_figures(
+                on, BAD_BW if self.fault else GOOD_BW, slow={BAD: 2} if BAD in on and not self.fault else None)
+            ranks_wrote(self.lustre, js, ROCE_LOGS, busbw=bw, rails=rails)
             jobset_finishes(self.k8s, js, at + timedelta(minutes=2))
 
     def node_readiness_controller(self, at: Any) -> None:
@@ -227,8 +231,10 @@ async def test_every_node_proven_the_bad_one_quarantined_the_new_one_proven_firs
     tainted = {n for n, node in nodes.items() if any(t["key"] == QUARANTINED for t in node["spec"].get("taints") or ())}
     assert tainted == {BAD}
     assert rows[BAD]["state"] == "quarantined" and len(rows[BAD]["failures"]) >= 2
+    assert rows[BAD]["rails"] == ["rail 2 mlx5_2"]  # the bad rail, by its NIC on that node
+    assert not [n for n, r in rows.items() if r.get("rails") and n != BAD]
     cond = next(c for c in nodes[BAD]["status"]["conditions"] if c["type"] == "FabricProven")
-    assert cond["status"] == "False" and cond["reason"] == "Convicted"
+    assert cond["status"] == "False" and cond["reason"] == "Convicted" and "rail 2 mlx5_2" in cond["message"]
     events = [e for e in live(k8s, "v1/events") if e["involvedObject"].get("name") == BAD]
     assert any(e["reason"] == "FabricQuarantined" and e["type"] == "Warning" for e in events)
     # Each good node carries its evidence: the annotation, the condition, the table's busbw.

@@ -240,4 +240,7 @@ def test_rule_ids_are_stable():
         "flavor-readiness-tainted",
         "daemonset-untolerated-readiness",
         "readiness-taint-blocks-scale-from-zero",
+        "node-proof-behind",
+        "lustre-client-unhealthy",
+        "enforce-would-have-acted",
     ]

@@ -21,6 +21,7 @@ from crd_schema import crd_errors, has_schema
 from fabricguard import names
 from fabricguard.cli import app
 from fabricguard.controller import canary as canary_mod
+from fabricguard.controller.manifests import memory_for
 from fabricguard.kube import Kube
 from fabricguard.placement import install
 from fabricguard.profile import load_profile
@@ -528,3 +529,109 @@ def test_the_install_writes_the_kueue_configuration_it_needs(tmp_path: Path) -> 
         profile = load_profile(path)
         assert cfg == configuration(profile) and configuration_problems(profile, cfg, "fabricguard-system") == []
         assert "kueue-configuration.yaml" in (out / "README.md").read_text()
+
+
+@needs_kubectl
+def test_knobs_for_fabricguards_own_pods_build_and_validate(tmp_path: Path) -> None:
+    """A real install behind a private registry, on tainted system nodes, with the NVIDIA runtime not the default:
+    pull secrets on every pod and ServiceAccount of ours (the canaries' default one too), placement for the
+    controller, the webhook and the sweep (never the agents: they follow their pools), the agents' RuntimeClass,
+    resources per component, and every NodeReadinessRule dryRun. The tree still builds and validates strictly."""
+    profile = ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml"
+    render(profile, tmp_path / "o", "--mode", "enforce", "--runtime-class", "nvidia", "--dry-run-rules",
+           "--image-pull-secret", "registry-credentials", "--node-selector", "cloud.google.com/gke-nodepool=system",
+           "--toleration", "components.gke.io/gke-managed-components=true:NoSchedule", "--toleration",
+           "dedicated:NoExecute", "--resources", "controller:limits.memory=4Gi", "--resources",
+           "webhook:requests.cpu=250m")
+    built = build(tmp_path / "o")
+    pods = {(o["kind"], o["metadata"]["name"]): install._pod_spec(o) for o in built
+            if o["kind"] in install.POD_KINDS}
+    assert pods and all(p is not None and p["imagePullSecrets"] == [{"name": "registry-credentials"}]
+                        for p in pods.values()), pods.keys()
+    sas = [o for o in built if o["kind"] == "ServiceAccount"]
+    assert {"default", "fabricguard-controller"} <= {o["metadata"]["name"] for o in sas}
+    assert all(o["imagePullSecrets"] == [{"name": "registry-credentials"}] for o in sas)
+    for (kind, name), pod in pods.items():
+        assert pod is not None
+        agent = kind == "DaemonSet"
+        assert (pod.get("nodeSelector", {}).get("cloud.google.com/gke-nodepool") == "system") is not agent, name
+        assert ({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"} in pod.get("tolerations", [])) \
+            is not agent, name
+        assert (pod.get("runtimeClassName") == "nvidia") is agent, name
+    ctrl = pods[("Deployment", "fabricguard-controller")]
+    hook = pods[("Deployment", "fabricguard-admission")]
+    assert ctrl is not None and hook is not None
+    assert ctrl["containers"][0]["resources"]["limits"]["memory"] == "4Gi"
+    assert hook["containers"][0]["resources"]["requests"]["cpu"] == "250m"
+    assert all(o["spec"]["dryRun"] is True for o in built if o["kind"] == "NodeReadinessRule")
+    for obj in built:
+        if not has_schema(obj["apiVersion"], obj["kind"]) and obj["kind"] != "NodeReadinessRule":
+            kubernetes_validate.validate(obj, K8S, strict=True)
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--toleration", "dedicated:Sometimes", "EFFECT one of"),
+    ("--node-selector", "no-equals-sign", "KEY=VALUE"),
+    ("--resources", "scheduler:limits.memory=1Gi", "component 'scheduler'"),
+    ("--resources", "controller:memory=1Gi", "requests.RESOURCE or limits.RESOURCE"),
+    ("--resources", "controller:limits.memory=lots", "not a positive Kubernetes quantity"),
+    ("--image-pull-secret", "Registry_Creds", "lowercase DNS subdomain"),
+    ("--runtime-class", "NVIDIA", "lowercase DNS subdomain"),
+])
+def test_a_bad_knob_is_one_line_naming_the_option(tmp_path: Path, option: str, value: str, says: str) -> None:
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(PROFILES[0]), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "o"),
+                                 "--apiserver-cidr", "172.16.0.0/28", option, value])
+    assert r.exit_code == 3 and option in r.output and says in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_cluster_size_sizes_the_controllers_memory_and_resources_still_wins(tmp_path: Path) -> None:
+    """`--cluster-size NODES:PODS:JOBS` renders the memory docs/install.md derives from the cluster's size (20,000
+    nodes, 200,000 pods, 50,000 running jobs: about 5.7 GiB, past the 1Gi default that OOM-kills there); an
+    explicit `--resources controller:...` is applied after it; a bad value is one line naming the option."""
+    profile = ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml"
+
+    def controller_memory(out: Path) -> dict[str, str]:
+        docs = [d for f in sorted(out.rglob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+        dep = next(d for d in docs if d.get("kind") == "Deployment" and d["metadata"]["name"] == "fabricguard-controller")
+        res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+        return {part: res[part]["memory"] for part in ("requests", "limits")}
+
+    assert memory_for(20000, 200000, 50000) == {"requests": "4096Mi", "limits": "5824Mi"}
+    assert memory_for(100, 1000, 50) == {"requests": "320Mi", "limits": "1024Mi"}  # never below the default
+    # One render: the request comes from the size, the limit from the explicit --resources that wins over it.
+    render(profile, tmp_path / "both", "--cluster-size", "20000:200000:50000", "--resources",
+           "controller:limits.memory=8Gi")
+    assert controller_memory(tmp_path / "both") == {"requests": "4096Mi", "limits": "8Gi"}
+    r = CliRunner().invoke(app, ["render", "install", "-p", str(profile), "--image", IMAGE, "--agent-image",
+                                 AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "bad"),
+                                 "--apiserver-cidr", "172.16.0.0/28", "--cluster-size", "20k"])
+    assert r.exit_code == 3 and "--cluster-size" in r.output and "NODES:PODS:JOBS" in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "bad").exists()
+
+
+@needs_kubectl
+def test_every_object_names_its_component_and_each_component_prunes_its_own_kinds(rendered) -> None:
+    """Upgrade with prune: each object carries fabricguard.io/install-component (its directory; a team overlay its
+    own value, so pruning the base never deletes the teams' claims), and the README's prune command for a component
+    selects exactly that label with an allowlist of every kind the component renders."""
+    import re as _re
+
+    _profile, out, comps, built = rendered
+    by_dir = {c.name: c for c in comps}
+    for obj in built:
+        value = obj["metadata"]["labels"][names.LABEL_INSTALL_COMPONENT]
+        base, _, overlay = value.partition(".")
+        assert base in by_dir and (not overlay or overlay in by_dir[base].overlays), value
+        sel = ((obj.get("spec") or {}).get("selector") or {})
+        assert names.LABEL_INSTALL_COMPONENT not in (sel.get("matchLabels") or sel), obj["metadata"]["name"]
+    text = (out / "README.md").read_text()
+    for c in comps:
+        cmd = install.prune_command(c)
+        assert cmd in text
+        assert f"-l {names.LABEL_INSTALL_COMPONENT}={c.name} " in cmd
+        allowed = set(_re.findall(r"--prune-allowlist=(\S+)", cmd))
+        kinds = {f"{o['apiVersion'].rpartition('/')[0] or 'core'}/{o['apiVersion'].rpartition('/')[2]}/{o['kind']}"
+                 for o in c.objects}
+        assert allowed == kinds, (c.name, allowed ^ kinds)

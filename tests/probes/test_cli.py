@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
@@ -69,6 +70,10 @@ def test_validate_local_end_to_end(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads((tmp_path / "report.json").read_text())
     assert rep["mode"] == "local" and rep["verdict"] == "pass"
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "schemas" / "ValidationReport.schema.json").read_text())
+    assert list(rep)[:3] == ["apiVersion", "kind", "verdict"]
+    assert not list(jsonschema.Draft202012Validator(schema).iter_errors(rep))
+    assert not list(jsonschema.Draft202012Validator(schema).iter_errors(json.loads(r.stdout)))
     assert "no RDMA here" in rep["notes"][0]
     assert rep["collective"]["transport"] == "socket" and rep["collective"]["backend"] == "gloo"
     assert rep["storage"]["metrics"]["checksum_ok"] is True

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from fabricguard.probes.bw import Expectation
@@ -144,6 +145,9 @@ def test_out_directory_is_kept_and_a_rerun_does_not_replay_old_rows(tmp_path):
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
         assert res["log_dir"] == str(out) and res["log_dir_removed"] is False
+        schema = json.loads((Path(__file__).parents[2] / "docs/schemas/CollectiveProbe.schema.json").read_text())
+        assert list(res)[:3] == ["apiVersion", "kind", "verdict"]
+        assert not list(jsonschema.Draft202012Validator(schema).iter_errors(res))
     assert (out / "config.json").is_file() and (out / "rank0.stderr.txt").is_file()
     assert len((out / "rows.jsonl").read_text().splitlines()) == 2  # this run's two sizes, not four
 
@@ -158,3 +162,14 @@ def test_api_streams_rows_before_the_result_exists(tmp_path):
     assert [s for s, _ in seen] == [r.size for r in res.rows] == sizes
     assert seen[0][1] is False  # the first row arrived while rank 0 was still measuring
     assert not res.log_dir_removed and tmp_path.is_dir()
+
+
+def test_rails_are_timed_alone_between_the_nodes(tmp_path):
+    cfg = CollectiveConfig(collectives=["all_reduce"], sizes=[1 << 16], warmup=1, iters=2, backend="gloo",
+                           log_dir=str(tmp_path), rails=True, local_world=2)
+    res = run_probe(cfg, local_ranks=4, expect=None, timeout_s=120)  # 2 "nodes" x 2 ranks on this machine
+    assert not res.failed, res.error
+    assert [r["rail"] for r in res.rails] == [0, 1]
+    assert all(r["busbw_gbps"] > 0 and r["bytes"] == 1 << 16 for r in res.rails)
+    assert [[m["rank"] for m in r["members"]] for r in res.rails] == [[0, 2], [1, 3]]
+    assert all(m["nic"] is None and m["node"] for r in res.rails for m in r["members"])  # gloo: no GPU, no NIC

@@ -192,3 +192,25 @@ def test_rdma_core_in_the_doca_driver_container_root_counts_once_it_is_ready(nod
 
     efa = load_profile(EXAMPLES / "aws-p5-efa.yaml").pool()
     assert ibverbs_check(efa, node.root).status is Status.failed
+
+
+def test_a_gpus_nearest_nic_is_the_one_behind_its_pcie_switch(tmp_path):
+    from fabricguard.probes.host import nearest_nics
+
+    dev = tmp_path / "sys/devices/pci0000:15/0000:15:01.0"
+    (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+    (tmp_path / "sys/class/infiniband").mkdir(parents=True)
+    leaves = {"gpu0": "0000:16:00.0/0000:17:00.0/0000:18:00.0", "nic0": "0000:16:00.0/0000:17:01.0/0000:19:00.0",
+              "gpu1": "0000:16:00.0/0000:17:02.0/0000:1a:00.0", "nic1": "0000:16:00.0/0000:17:02.0/0000:1b:00.0"}
+    for path in leaves.values():
+        (dev / path).mkdir(parents=True)
+    for name in ("gpu0", "gpu1"):  # the kernel's relative links, resolved inside the fake root
+        (tmp_path / f"sys/bus/pci/devices/{leaves[name][-12:]}").symlink_to(
+            f"../../../devices/pci0000:15/0000:15:01.0/{leaves[name]}")
+    for i, name in enumerate(("nic0", "nic1")):
+        d = tmp_path / f"sys/class/infiniband/mlx5_{i}"
+        d.mkdir()
+        (d / "device").symlink_to(f"../../../devices/pci0000:15/0000:15:01.0/{leaves[name]}")
+    assert nearest_nics(tmp_path, "0000:1a:00.0") == ["mlx5_1"]  # same switch port as its NIC
+    assert nearest_nics(tmp_path, "0000:18:00.0") == ["mlx5_0", "mlx5_1"]  # behind one switch: a tie, both named
+    assert nearest_nics(tmp_path, "0000:99:00.0") == []

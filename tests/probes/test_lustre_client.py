@@ -290,3 +290,53 @@ def test_the_jobid_variable_fits_lustres_limit():
     from fabricguard import names
 
     assert len(names.LUSTRE_JOBID_ENV) <= 20  # JOBSTATS_JOBID_VAR_MAX_LEN (lustre-release lprocfs_status.h)
+
+
+def _run_sidecar(tmp_path: Path, lnetctl_body: str) -> Path:
+    """The rendered lnet sidecar's own script, run for one round: ``chroot /host`` is a stand-in that runs the
+    command on this machine's PATH (where a stand-in ``lnetctl`` answers), ``timeout`` and the shell are real."""
+    import subprocess
+
+    from fabricguard.agent.render import LNET_DIR, LNET_SCRIPT
+
+    out = tmp_path / "lnet"
+    out.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("chroot", '#!/bin/sh\nshift\nexec "$@"\n'), ("lnetctl", lnetctl_body)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    script = LNET_SCRIPT.replace(LNET_DIR, str(out))
+    proc = subprocess.Popen(["/bin/sh", "-c", script], env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any((out / f"peer.{x}").exists() for x in ("yaml", "err")):
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    return out
+
+
+def test_the_rendered_sidecar_feeds_the_unprivileged_agents_lnet_check(node, onprem, tmp_path):
+    (tmp_path / "n.yaml").write_text(lnet_net_show())
+    (tmp_path / "p.yaml").write_text(lnet_peer_show(900))
+    out = _run_sidecar(tmp_path, f'#!/bin/sh\ncase "$1" in net) cat {tmp_path}/n.yaml;; peer) cat {tmp_path}/p.yaml;; '
+                                 "*) exit 2;; esac\n")
+    lnet = Lnetctl.from_option(f"dir:{out}")
+    c = checks(onprem, healthy(node), lnet)["lustre.lnet"]
+    assert c.status is Status.failed and "10.1.0.5@tcp: health value 900" in c.detail, c  # type: ignore[attr-defined]
+    # A snapshot the sidecar stopped refreshing is not trusted.
+    old = time.time() - 3600
+    for f in out.glob("*.yaml"):
+        os.utime(f, (old, old))
+    c = checks(onprem, healthy(node), lnet)["lustre.lnet"]
+    assert c.status is Status.skipped and "stopped writing it" in c.detail  # type: ignore[attr-defined]
+
+
+def test_a_sidecar_that_cannot_run_lnetctl_says_why(node, onprem, tmp_path):
+    out = _run_sidecar(tmp_path, "#!/bin/sh\necho 'ioctl: Permission denied' >&2\nexit 1\n")
+    assert not (out / "net.yaml").exists()
+    c = checks(onprem, healthy(node), Lnetctl.from_option(f"dir:{out}"))["lustre.lnet"]
+    assert c.status is Status.skipped and "Permission denied" in c.detail, c  # type: ignore[attr-defined]

@@ -117,7 +117,7 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
         return
     entries = spec.get("resourceClaims")
     if not isinstance(entries, list):
-        entries = spec["resourceClaims"] = []
+        entries = inj.patch.set(spec, "resourceClaims", [])
     mine = {"name": CLAIM_NAME, "resourceClaimTemplateName": pool.claim_template_name}
     for e in entries:
         if isinstance(e, dict) and e.get("name") == CLAIM_NAME and e != mine:
@@ -125,7 +125,7 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
                                      f"{mine}")
             return
     if mine not in entries:
-        entries.append(mine)
+        inj.patch.append(entries, mine)
         unseen = [str(e.get("resourceClaimName")) for e in entries
                   if isinstance(e, dict) and e.get("resourceClaimName")]
         if unseen:
@@ -135,19 +135,19 @@ def inject(inj: Any, pool: Pool, spec: dict[str, Any], gpu_containers: list[dict
     for c in gpu_containers:
         res = c.get("resources")
         if not isinstance(res, dict):
-            res = c["resources"] = {}
+            res = inj.patch.set(c, "resources", {})
         claims = res.get("claims")
         if not isinstance(claims, list):
-            claims = res["claims"] = []
+            claims = inj.patch.set(res, "claims", [])
         if not any(isinstance(x, dict) and x.get("name") == CLAIM_NAME for x in claims):
-            claims.append({"name": CLAIM_NAME})
+            inj.patch.append(claims, {"name": CLAIM_NAME})
         if d.alignWithGpus:
             for part in ("requests", "limits"):
                 m = res.get(part)
                 if isinstance(m, dict):
-                    m.pop(pool.gpuResource, None)
+                    inj.patch.pop(m, pool.gpuResource)
                     if not m:
-                        res.pop(part)
+                        inj.patch.pop(res, part)
 
 
 def missing_claim(spec: dict[str, Any], container: dict[str, Any], pool: Pool, where: str) -> list[str]:
@@ -174,6 +174,22 @@ def trainjob_note(pool: Pool) -> str:
             f"resourceClaims [{{name: {CLAIM_NAME}, resourceClaimTemplateName: {pool.claim_template_name}}}] and "
             f"the node container's resources.claims [{{name: {CLAIM_NAME}}}] in the training runtime to have it "
             "counted")
+
+
+RETEST_SUFFIX = "-retest"
+
+
+def retest_claim_template(pool: Pool, namespace: str, taint_key: str) -> dict[str, Any] | None:
+    """The pool's template for the controller's re-test of a node whose bad NIC carries fabricguard's device
+    taint (a DeviceTaintRule): the same requests, each tolerating ``taint_key`` (NoSchedule), so the re-test
+    can claim the very NIC it must prove again. Only the controller's own pair tests use it."""
+    t = claim_template(pool, namespace)
+    if t is None:
+        return None
+    t["metadata"]["name"] += RETEST_SUFFIX
+    for req in t["spec"]["spec"]["devices"]["requests"]:
+        req["exactly"]["tolerations"] = [{"key": taint_key, "operator": "Exists", "effect": "NoSchedule"}]
+    return t
 
 
 def claim_template(pool: Pool, namespace: str) -> dict[str, Any] | None:

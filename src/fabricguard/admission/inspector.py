@@ -24,6 +24,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
+from fabricguard.patching import Recorder
 from fabricguard.profile.model import PlatformProfile, Pool
 
 VOLUME = "fabricguard-inspector"
@@ -91,31 +92,33 @@ def own_profiler(container: dict[str, Any], plan: InspectorPlan) -> str | None:
     return str(e.get("value")) if "value" in e else "valueFrom"
 
 
-def _put_env(container: dict[str, Any], name: str, value: str, where: str, warnings: list[str]) -> None:
+def _put_env(container: dict[str, Any], name: str, value: str, where: str, warnings: list[str],
+             patch: Recorder) -> None:
     cur = _env_of(container, name)
     if cur is None:
         env = container.get("env")
         if not isinstance(env, list):
-            env = container["env"] = []
-        env.append({"name": name, "value": value})
+            env = patch.set(container, "env", [])
+        patch.append(env, {"name": name, "value": value})
     elif cur.get("value") != value:
         warnings.append(f"kept the user's {name}={cur.get('value', 'valueFrom')!r} in {where} "
                         f"(fabricguard's Inspector would set {value!r})")
 
 
-def _put_named(items: list[Any], item: dict[str, Any]) -> bool:
+def _put_named(items: list[Any], item: dict[str, Any], patch: Recorder) -> bool:
     """Add ``item`` unless an entry of its name exists; False when that entry is of another kind (a volume with
     another source). Defaults the API server adds to a stored entry do not make it another one."""
     for v in items:
         if isinstance(v, dict) and v.get("name") == item["name"]:
             return set(v) == set(item)
-    items.append(item)
+    patch.append(items, item)
     return True
 
 
 def inject(plan: InspectorPlan | None, spec: dict[str, Any], containers: list[dict[str, Any]], where: str,
-           warnings: list[str], *, init: bool = True) -> None:
-    """Give the GPU ``containers`` of a pod ``spec`` the plugin; warnings say what was kept or left out."""
+           warnings: list[str], patch: Recorder, *, init: bool = True) -> None:
+    """Give the GPU ``containers`` of a pod ``spec`` the plugin; warnings say what was kept or left out. Every
+    change goes through ``patch`` (the mutation's recorder)."""
     if plan is None:
         return
     chosen = []
@@ -135,26 +138,26 @@ def inject(plan: InspectorPlan | None, spec: dict[str, Any], containers: list[di
         return
     vols = spec.get("volumes")
     if not isinstance(vols, list):
-        vols = spec["volumes"] = []
-    if not _put_named(vols, plan.volume):
+        vols = patch.set(spec, "volumes", [])
+    if not _put_named(vols, plan.volume, patch):
         warnings.append(f"{where} has its own volume {VOLUME!r}: the Inspector is not injected")
         return
     if plan.init_container is not None:
         inits = spec.get("initContainers")
         if not isinstance(inits, list):
-            inits = spec["initContainers"] = []
-        _put_named(inits, plan.init_container)
+            inits = patch.set(spec, "initContainers", [])
+        _put_named(inits, plan.init_container, patch)
     for c, cwhere in chosen:
         for name, value in plan.env:
-            _put_env(c, name, value, cwhere, warnings)
+            _put_env(c, name, value, cwhere, warnings, patch)
         mounts = c.get("volumeMounts")
         if not isinstance(mounts, list):
-            mounts = c["volumeMounts"] = []
+            mounts = patch.set(c, "volumeMounts", [])
         if not any(isinstance(m, dict) and m.get("mountPath") == plan.mount["mountPath"] for m in mounts):
-            mounts.append(dict(plan.mount))
+            patch.append(mounts, dict(plan.mount))
 
 
-def trainer_env(plan: InspectorPlan | None, trainer: dict[str, Any], warnings: list[str]) -> bool:
+def trainer_env(plan: InspectorPlan | None, trainer: dict[str, Any], warnings: list[str], patch: Recorder) -> bool:
     """A TrainJob's ``spec.trainer.env``: True when the runtime patch should carry the volume and mount."""
     if plan is None:
         return False
@@ -168,5 +171,5 @@ def trainer_env(plan: InspectorPlan | None, trainer: dict[str, Any], warnings: l
                         "delivery image or hostPath, the job runs without the Inspector")
         return False
     for name, value in plan.env:
-        _put_env(trainer, name, value, "spec.trainer", warnings)
+        _put_env(trainer, name, value, "spec.trainer", warnings, patch)
     return True

@@ -2,9 +2,10 @@
 
 The object is changed on a copy by small "put" helpers that never overwrite what the user wrote: a different
 user value is a *conflict*, which rejects the workload with a message naming the key, unless the key is listed
-in annotation ``fabricguard.io/allow-override`` (then the user's value is kept). The patch is the structural
-difference between the object and its copy, so absent maps and lists are added whole, keys are escaped per
-RFC 6901 (``jsonpointer``), and a second run over an already patched object yields an empty patch.
+in annotation ``fabricguard.io/allow-override`` (then the user's value is kept). Every change goes through the
+mutation's ``patching.Recorder``, which notes its JSON Patch operation as it is made (no diff of the copy
+against the object afterwards): absent maps and lists are added whole, keys are escaped per RFC 6901
+(``jsonpointer``), and a second run over an already patched object changes nothing, so its patch is empty.
 
 Values are compared as the API server stores them (:func:`fabricguard.patching.stored`): defaults it fills in
 (``fieldRef.apiVersion: v1``), empty fields it drops, quantities in canonical form (``8.0`` is ``8``). So the
@@ -31,7 +32,8 @@ from fabricguard.admission import inspector as insp
 from fabricguard.admission import runtime
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
-from fabricguard.patching import diff as diff  # re-exported: the webhook's patch is built there
+from fabricguard.patching import Recorder
+from fabricguard.patching import diff as diff  # re-exported
 from fabricguard.patching import escape as escape
 from fabricguard.patching import pointer as pointer
 from fabricguard.patching import stored as stored
@@ -69,15 +71,6 @@ def _same_toleration(a: Any, b: Any) -> bool:
     return bool(sa == sb)
 
 
-
-
-def json_copy(value: Any) -> Any:
-    """A deep copy of a JSON tree (dicts, lists, scalars): several times faster than ``copy.deepcopy``."""
-    if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_copy(v) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -209,6 +202,17 @@ class Injector:
     strict: bool = True
     conflicts: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    patch: Recorder = field(default_factory=Recorder)  # every change goes through it: the operations it notes
+
+    def child_map(self, mapping: dict[str, Any], key: str) -> dict[str, Any]:
+        """``mapping[key]``, put in as an empty map when it is not one."""
+        cur = mapping.get(key)
+        return cur if isinstance(cur, dict) else self.patch.set(mapping, key, {})
+
+    def child_list(self, mapping: dict[str, Any], key: str) -> list[Any]:
+        """``mapping[key]``, put in as an empty list when it is not one."""
+        cur = mapping.get(key)
+        return cur if isinstance(cur, list) else self.patch.set(mapping, key, [])
 
     def conflict(self, key: str, message: str) -> None:
         if key in self.allow:
@@ -221,18 +225,18 @@ class Injector:
     def put(self, mapping: dict[str, Any], key: str, value: Any, what: str, where: str) -> None:
         cur = mapping.get(key)
         if cur is None:
-            mapping[key] = value
+            self.patch.set(mapping, key, value)
         elif not _same(key, cur, value):
             self.conflict(key, f"{what} {key} in {where} is {_show(cur)} but the pool needs {_show(value)}")
 
     def put_env(self, container: dict[str, Any], entry: dict[str, Any], where: str) -> None:
-        env = _list(container, "env")
+        env = self.child_list(container, "env")
         last = None
         for e in env:  # the kubelet uses the last entry of a name
             if isinstance(e, dict) and e.get("name") == entry["name"]:
                 last = e
         if last is None:
-            env.append(entry)
+            self.patch.append(env, entry)
         elif not _same_env(last, entry):
             want = entry.get("value", entry.get("valueFrom"))
             have = last.get("value", last.get("valueFrom"))
@@ -241,12 +245,10 @@ class Injector:
 
     def put_resource(self, resources: dict[str, Any], name: str, qty: str, where: str) -> None:
         for part in ("requests", "limits"):
-            m = resources.get(part)
-            if not isinstance(m, dict):
-                m = resources[part] = {}
+            m = self.child_map(resources, part)
             cur = m.get(name)
             if cur is None:
-                m[name] = qty
+                self.patch.set(m, name, qty)
             elif not quantity.same(cur, qty):
                 self.conflict(name, f"resource {part}.{name} in {where} is {_show(cur)} but the pool needs "
                                     f"{_show(qty)}")
@@ -254,25 +256,25 @@ class Injector:
 
     def put_item(self, items: list[Any], item: Any) -> None:
         if item not in items:
-            items.append(item)
+            self.patch.append(items, item)
 
     def put_toleration(self, items: list[Any], item: dict[str, Any]) -> None:
         if not any(_same_toleration(t, item) for t in items):
-            items.append(item)
+            self.patch.append(items, item)
 
     def put_volume(self, spec: dict[str, Any], volume: dict[str, Any], where: str) -> None:
-        vols = _list(spec, "volumes")
+        vols = self.child_list(spec, "volumes")
         for v in vols:
             if isinstance(v, dict) and v.get("name") == volume["name"]:
                 if stored(v) != stored(volume):
                     self.conflict(volume["name"], f"volume {volume['name']} in {where} is not the one "
                                                   f"fabricguard mounts ({_show(volume)}); rename it")
                 return
-        vols.append(volume)
+        self.patch.append(vols, volume)
 
     def put_mount(self, spec: dict[str, Any], container: dict[str, Any], mount: dict[str, Any],
                   volume: dict[str, Any], where: str, accept: Any = None) -> None:
-        mounts = _list(container, "volumeMounts")
+        mounts = self.child_list(container, "volumeMounts")
         for m in mounts:
             if isinstance(m, dict) and m.get("mountPath") == mount["mountPath"]:
                 if stored(m) == stored(mount):
@@ -284,7 +286,7 @@ class Injector:
                                                   f"{m.get('name')!r}, not {_show(volume)}")
                 return
         self.put_volume(spec, volume, where)
-        mounts.append(mount)
+        self.patch.append(mounts, mount)
 
 
 def _same(key: str, cur: Any, value: Any) -> bool:
@@ -309,20 +311,6 @@ def _same_env(have: dict[str, Any], want: dict[str, Any]) -> bool:
 def _show(v: Any) -> str:
     s = json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else repr(v)
     return s if len(s) <= 160 else s[:157] + "..."
-
-
-def _list(mapping: dict[str, Any], key: str) -> list[Any]:
-    cur = mapping.get(key)
-    if not isinstance(cur, list):
-        cur = mapping[key] = []
-    return cur
-
-
-def _map(mapping: dict[str, Any], key: str) -> dict[str, Any]:
-    cur = mapping.get(key)
-    if not isinstance(cur, dict):
-        cur = mapping[key] = {}
-    return cur
 
 
 def _volume(spec: dict[str, Any], name: Any) -> dict[str, Any] | None:
@@ -381,14 +369,14 @@ def inject_container(inj: Injector, plan: Plan, spec: dict[str, Any], c: dict[st
                      where: str, *, resources: bool = True, group_label: str | None = None) -> None:
     cwhere = f"{wl.container_label(spec, c)} of {where}"
     if resources and plan.resources:
-        res = _map(c, "resources")
+        res = inj.child_map(c, "resources")
         for name, qty in plan.resources.items():
             inj.put_resource(res, name, qty, cwhere)
     for e in env_entries(plan, job_label, True, group_label):
         inj.put_env(c, e, cwhere)
     if plan.fabric:
-        caps = _map(_map(c, "securityContext"), "capabilities")
-        inj.put_item(_list(caps, "add"), "IPC_LOCK")
+        caps = inj.child_map(inj.child_map(c, "securityContext"), "capabilities")
+        inj.put_item(inj.child_list(caps, "add"), "IPC_LOCK")
     inj.put_mount(spec, c, {"name": SHM_VOLUME, "mountPath": SHM_PATH}, plan.shm, cwhere, accept=_is_memory_emptydir)
     parts = lustre_parts(plan)
     if parts:
@@ -409,11 +397,11 @@ def inject_extras_container(inj: Injector, extras: runtime.PodExtras, spec: dict
 def inject_extras_pod(inj: Injector, extras: runtime.PodExtras, spec: dict[str, Any]) -> None:
     """The cluster's pull secrets and tolerations on one pod spec."""
     if extras.pull_secrets:
-        secrets = _list(spec, "imagePullSecrets")
+        secrets = inj.child_list(spec, "imagePullSecrets")
         for name in extras.pull_secrets:
             inj.put_item(secrets, {"name": name})
     if extras.tolerations:
-        tols = _list(spec, "tolerations")
+        tols = inj.child_list(spec, "tolerations")
         for t in extras.tolerations:
             inj.put_toleration(tols, dict(t))
 
@@ -421,10 +409,10 @@ def inject_extras_pod(inj: Injector, extras: runtime.PodExtras, spec: dict[str, 
 def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Workload, where: str,
                      *, tas: bool) -> None:
     """Metadata, placement and network of one pod template (or pod)."""
-    meta = _map(template, "metadata")
-    spec = _map(template, "spec")
-    labels = _map(meta, "labels")
-    anns = _map(meta, "annotations")
+    meta = inj.child_map(template, "metadata")
+    spec = inj.child_map(template, "spec")
+    labels = inj.child_map(meta, "labels")
+    anns = inj.child_map(meta, "annotations")
     inj.put(labels, names.LABEL_MANAGED, "true", "label", where)
     inj.put(labels, names.LABEL_POOL, plan.pool.name, "label", where)
     if w.job and w.kind == "Pod":
@@ -455,25 +443,25 @@ def inject_pod_level(inj: Injector, plan: Plan, template: dict[str, Any], w: Wor
                 if layered and k in (TAS_SLICE, TAS_SLICE_SIZE):
                     continue
                 inj.put(anns, k, v, "annotation", where)
-    sel = _map(spec, "nodeSelector")
+    sel = inj.child_map(spec, "nodeSelector")
     for k, v in plan.node_selector.items():
         inj.put(sel, k, v, "nodeSelector", where)
     if plan.tolerations:
-        tols = _list(spec, "tolerations")
+        tols = inj.child_list(spec, "tolerations")
         for t in plan.tolerations:
             inj.put_toleration(tols, dict(t))
     inject_extras_pod(inj, plan.extras, spec)
     for k in ("labels", "annotations"):
         if not meta.get(k):
-            meta.pop(k, None)
+            inj.patch.pop(meta, k)
     for k in ("nodeSelector",):
         if not spec.get(k):
-            spec.pop(k, None)
+            inj.patch.pop(spec, k)
 
 
 def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Workload, where: str,
                     job_label: str, *, tas: bool = True, resolve: dra_claims.Resolver | None = None) -> None:
-    spec = _map(template, "spec")
+    spec = inj.child_map(template, "spec")
     gpu_resource = plan.pool.gpuResource
     inject_pod_level(inj, plan, template, w, where, tas=tas)
     gpu = objects.gpu_containers(spec, gpu_resource)
@@ -481,15 +469,15 @@ def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Work
         inject_container(inj, plan, spec, c, job_label, where, group_label=w.group_label)
     if plan.fabric:  # a DRA pool's claim (admission/claims.py); nothing for device-plugin pools
         dra_claims.inject(inj, plan.pool, spec, gpu, where, w.namespace, resolve)
-    insp.inject(plan.inspector, spec, gpu, where, inj.warnings)  # admission/inspector.py
+    insp.inject(plan.inspector, spec, gpu, where, inj.warnings, inj.patch)  # admission/inspector.py
 
 
 # ---------------------------------------------------------------------------------------------- per kind
 
 
 def _inject_workload_meta(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> None:
-    meta = _map(obj, "metadata")
-    labels = _map(meta, "labels")
+    meta = inj.child_map(obj, "metadata")
+    labels = inj.child_map(meta, "labels")
     where = f"{w.kind} metadata"
     if plan.queue:
         inj.put(labels, KUEUE_QUEUE, plan.queue, "label", where)
@@ -498,18 +486,18 @@ def _inject_workload_meta(inj: Injector, plan: Plan, obj: dict[str, Any], w: Wor
 
 
 def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> None:
-    spec = _map(obj, "spec")
-    trainer = _map(spec, "trainer")
+    spec = inj.child_map(obj, "spec")
+    trainer = inj.child_map(spec, "trainer")
     where = "spec.trainer"
     if plan.resources:
-        res = _map(trainer, "resourcesPerNode")
+        res = inj.child_map(trainer, "resourcesPerNode")
         for name, qty in plan.resources.items():
             inj.put_resource(res, name, qty, where)
     for e in env_entries(plan, w.job_label, True):
         inj.put_env(trainer, e, where)
     for k, v in plan.extras.env:
         inj.put_env(trainer, {"name": k, "value": v}, where)
-    with_inspector = plan.inspector is not None and insp.trainer_env(plan.inspector, trainer, inj.warnings)
+    with_inspector = plan.inspector is not None and insp.trainer_env(plan.inspector, trainer, inj.warnings, inj.patch)
     # Everything runtimePatches may carry, in one entry that fabricguard owns.
     pod: dict[str, Any] = {"metadata": {}, "spec": {}}
     inject_pod_level(Injector(frozenset(), strict=False), plan, pod, w, "runtime patch", tas=True)
@@ -537,15 +525,15 @@ def _trainjob(inj: Injector, plan: Plan, obj: dict[str, Any], w: Workload) -> No
             {"name": wl.TRAINER_REPLICATED_JOB, "template": {"spec": {"template": pod}}},
         ]}}},
     }
-    patches = _list(spec, "runtimePatches")
+    patches = inj.child_list(spec, "runtimePatches")
     for i, p in enumerate(patches):
         if isinstance(p, dict) and p.get("manager") == MANAGER:
             # Ours: the Trainer webhook stamps `time`; anything else that differs is brought up to date.
             mine = {k: v for k, v in p.items() if k != "time"}
             if stored(mine) != stored(entry):
-                patches[i] = {**entry, **({"time": p["time"]} if "time" in p else {})}
+                inj.patch.replace(patches, i, {**entry, **({"time": p["time"]} if "time" in p else {})})
             return
-    patches.append(entry)
+    inj.patch.append(patches, entry)
 
 
 @dataclass
@@ -563,9 +551,10 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
     looks up ResourceClaimTemplates and ResourceClaims for a DRA pool (admission/claims.py)."""
     if plan is None:
         plan = make_plan(profile, pool, w.opted_out)
-    obj = json_copy(w.obj)
+    # The changes are made on a copy, each noted as a patch operation as it is made (patching.Recorder).
+    obj, rec = Recorder.copy_of(w.obj)
     # Pods made by a controller are filled in, never refused: the workload was admitted before the webhook.
-    inj = Injector(w.allow_override, strict=not (w.kind == "Pod" and w.owned))
+    inj = Injector(w.allow_override, strict=not (w.kind == "Pod" and w.owned), patch=rec)
     if w.kind == "Pod" and w.job is None:
         return Mutation(False, [], "cannot tell which job this pod belongs to; label every pod of the group "
                                    f"with {names.LABEL_JOB}=<job name> (or {names.KUEUE_POD_GROUP})")
@@ -584,7 +573,7 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
         inject_template(inj, plan, obj, w, "the pod", w.job_label, tas=not w.owned, resolve=resolve)
         if not w.owned:
             labels = obj["metadata"]["labels"]
-            anns = _map(obj["metadata"], "annotations")
+            anns = inj.child_map(obj["metadata"], "annotations")
             if plan.queue:
                 inj.put(labels, KUEUE_QUEUE, plan.queue, "label", "the pod")
                 inj.put(labels, names.KUEUE_POD_GROUP, w.job, "label", "the pod")
@@ -594,7 +583,7 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
         gpu = pool.gpuResource
         for t in w.templates:
             if t.gpus(gpu) > 0:
-                target = obj
+                target: Any = obj
                 for p in t.path:
                     target = target[p]
                 inject_template(inj, plan, target, w, t.where, w.job_label, resolve=resolve)
@@ -603,4 +592,4 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
                + f". Remove these values so the pool's are used, or list their keys in annotation "
                  f"{names.ANN_ALLOW_OVERRIDE} (comma-separated) to keep yours")
         return Mutation(False, [], msg)
-    return Mutation(True, diff(w.obj, obj), warnings=inj.warnings)
+    return Mutation(True, rec.ops, warnings=inj.warnings)

@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from fabricguard import names
+from fabricguard import names, readiness_message
 from fabricguard.objects import set_condition
 from fabricguard.probes.result import Check, Status
 from fabricguard.times import format_time
@@ -60,18 +60,7 @@ class Readiness:
 
 
 def _listing(lead: str, bad: list[Check]) -> str:
-    names = ", ".join(c.name for c in bad)
-    head = f"{lead}: {names}"
-    details = "; ".join(f"{c.name}: {c.detail}" for c in bad)
-    room = MAX_MESSAGE - len(head) - 3
-    if room <= 0:
-        return head
-    if len(details) > room:
-        details = details[: max(room - 1, 0)] + "…"
-    return f"{head} | {details}"
-
-
-_FAILED_LEADS = ("check(s) failed",)
+    return readiness_message.compose(lead, [(c.name, c.detail) for c in bad], MAX_MESSAGE)
 
 
 def failing_checks(condition: dict[str, Any] | None) -> list[str]:
@@ -81,14 +70,10 @@ def failing_checks(condition: dict[str, Any] | None) -> list[str]:
     if not isinstance(condition, dict) or condition.get("status") == "True":
         return []
     reason = str(condition.get("reason") or "") or "NoReason"
-    message = str(condition.get("message") or "")
     if reason in (Reason.failed, Reason.check_error):
-        head = message.split(" | ", 1)[0]
-        lead, sep, listed = head.partition(": ")
-        if sep and any(x in lead for x in _FAILED_LEADS):
-            got = [n.strip() for n in listed.split(",") if n.strip()]
-            if got:
-                return got
+        msg = readiness_message.parse(str(condition.get("message") or ""))
+        if msg.failed and msg.checks:
+            return msg.checks
     return [reason]
 
 

@@ -16,7 +16,9 @@ the sweep may change the Node's metadata, through ``nodes`` or ``nodes/status`` 
 changes sent with a status write).
 
 Least privilege, stated: no check needs host PID or host network, every capability is dropped, and only the
-GPU health checks (NVML: ``gpu.count``, ``gpu.ecc``, ``gpu.memory``) may need ``privileged``, and only where
+LNet health check's sidecar (``lnet``, on pools that mount Lustre: ``lnetctl`` needs CAP_SYS_ADMIN on
+``/dev/lnet``; the agent reads what it writes, ``--lnet none`` leaves it out) and the
+GPU health checks (NVML: ``gpu.count``, ``gpu.ecc``, ``gpu.memory``) may need ``privileged``, the latter only where
 the driver is on the host without the NVIDIA container toolkit (GKE): there ``/dev/nvidia*`` is visible only to
 GPU requests (training keeps every GPU) or privileged containers (``nvml_privileged``; the DaemonSet says why
 in an annotation). Elsewhere NVML goes through the device nodes the toolkit injects for
@@ -145,9 +147,53 @@ def nvml_privileged(pool: Pool, nvml_access: str) -> bool:
     return nvml_access == "privileged"
 
 
+LNET_DIR = "/run/fabricguard/lnet"
+LNET_MODES = ("sidecar", "none")
+LNET_INTERVAL_S = 30
+# The sidecar's loop: each LNet view through the host's own lnetctl (chroot into the host's root: its binary, its
+# libraries, its /dev/lnet), bounded by `timeout`, written whole (a rename) for the agent; on failure the error
+# replaces the snapshot, so the agent never reads an old view as a fresh one.
+LNET_SCRIPT = f"""\
+set -u
+d={LNET_DIR}
+while :; do
+  for w in net peer; do
+    if timeout 10 chroot /host lnetctl "$w" show -v 3 > "$d/.$w.tmp" 2> "$d/.$w.stderr"; then
+      mv -f "$d/.$w.tmp" "$d/$w.yaml"; rm -f "$d/$w.err"
+    else
+      rc=$?
+      {{ echo "chroot /host lnetctl $w show -v 3 exited $rc:"; head -c 2000 "$d/.$w.stderr"; }} > "$d/$w.err"
+      rm -f "$d/$w.yaml" "$d/.$w.tmp"
+    fi
+  done
+  sleep {LNET_INTERVAL_S}
+done
+"""
+
+
+def lnet_sidecar(image: str) -> dict[str, Any]:
+    """The container that reads LNet's NI and peer health for ``lustre.lnet``: privileged (``lnetctl``'s ioctl
+    needs CAP_SYS_ADMIN on ``/dev/lnet``), the host's root read-only, nothing but an in-memory folder to write."""
+    return {
+        "name": "lnet",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", LNET_SCRIPT],
+        "resources": {"requests": {"cpu": "5m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": {"privileged": True, "runAsUser": 0, "runAsNonRoot": False,
+                            "readOnlyRootFilesystem": True},
+        "volumeMounts": [{"name": "lnet", "mountPath": LNET_DIR},
+                         {"name": "host-root", "mountPath": "/host", "readOnly": True}],
+    }
+
+
 def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, *, interval: int, passes: int,
               manage_taints: bool, runtime_class: str | None, nvml_access: str = "auto",
-              mode: str = "enforce") -> dict[str, Any]:
+              mode: str = "enforce", lnet: str = "sidecar") -> dict[str, Any]:
+    """One pool's agent DaemonSet. ``lnet``: ``sidecar`` (where the pool mounts Lustre and checks its client)
+    adds the privileged ``lnet`` container whose snapshots ``lustre.lnet`` reads; ``none`` leaves LNet unread."""
+    if lnet not in LNET_MODES:
+        raise ValueError(f"lnet {lnet!r}: use one of {', '.join(LNET_MODES)}")
     args = ["--profile", f"/etc/fabricguard/{PROFILE_KEY}", "--pool", pool.name, "--root", HOST_ROOT,
             "--interval", str(interval), "--passes", str(passes), "--listen", f"0.0.0.0:{METRICS_PORT}",
             "--mode", mode]
@@ -180,9 +226,16 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
         # libnvidia-ml.so.1 of the host's driver, read through the read-only host mount of its directory.
         env.append({"name": "LD_LIBRARY_PATH", "value": f"{HOST_ROOT}{driver}/lib64"})
     lustre = profile.spec.storage.lustre
+    sidecar: dict[str, Any] | None = None
     if lustre is not None and pool.lustre:
         mounts.append({"name": "lustre", "mountPath": lustre.mountPath, "readOnly": True})
         volumes.append({"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName, "readOnly": True}})
+        if lnet == "sidecar" and lustre.clientHealth.enabled:
+            sidecar = lnet_sidecar(image)
+            args += ["--lnetctl", f"dir:{LNET_DIR}"]
+            mounts.append({"name": "lnet", "mountPath": LNET_DIR, "readOnly": True})
+            volumes += [{"name": "lnet", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+                        {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}]
     container = {
         "name": "agent",
         "image": image,
@@ -208,17 +261,21 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "nodeSelector": {**pool.nodeSelector, names.LABEL_OS: "linux"},
         "tolerations": agent_tolerations(pool),
-        "containers": [container],
+        "containers": [container] + ([sidecar] if sidecar else []),
         "volumes": volumes,
     }
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
     annotations = {}
+    why = []
     if privileged:
-        annotations[names.ANN_PRIVILEGED_FOR] = (
-            "gpu.count, gpu.ecc, gpu.memory: NVML opens /dev/nvidia*, which this platform exposes only to GPU "
-            "requests or privileged containers; no other check needs privilege"
-        )
+        why.append("agent: gpu.count, gpu.ecc, gpu.memory: NVML opens /dev/nvidia*, which this platform exposes only "
+                   "to GPU requests or privileged containers")
+    if sidecar:
+        why.append("lnet sidecar: lustre.lnet: lnetctl needs CAP_SYS_ADMIN on /dev/lnet; it only runs "
+                   "`lnetctl net|peer show` and writes the YAML for the unprivileged agent")
+    if why:
+        annotations[names.ANN_PRIVILEGED_FOR] = "; ".join(why) + "; no other check needs privilege"
     return {
         "apiVersion": names.APPS_API,
         "kind": "DaemonSet",
@@ -381,7 +438,7 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
                     *, interval: int = 60, passes: int = 3, manage_taints: bool = False,
                     runtime_class: str | None = None, sweep: bool = True,
                     nvml_access: str = "auto", mode: str = "enforce",
-                    monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
+                    monitoring: str = "prometheus-operator", lnet: str = "sidecar") -> list[dict[str, Any]]:
     meta = {"name": NAME, "namespace": namespace, "labels": _labels()}
     # The agent's permission table, nothing else. Each agent lists its node's ResourceSlices: a DRA pool's fabric
     # is offered there, not in allocatable, and so are GPUs a DRA driver offers (GPU Operator's GPUCluster mode).
@@ -401,7 +458,7 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
     daemonsets = [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
                             manage_taints=manage_taints or p.startup_taint, runtime_class=runtime_class,
                             nvml_access=nvml_access,
-                            mode=mode)
+                            mode=mode, lnet=lnet)
                   for p in profile.spec.pools]
     # The agent reads its profile once at start: a changed profile rolls every DaemonSet (content hash).
     checksum = hashlib.sha256(profile_text.encode()).hexdigest()

@@ -58,6 +58,8 @@ def render_agent_cmd(
                                     "NVIDIA container toolkit injects the devices), privileged (driver on the host "
                                     "without the toolkit, e.g. GKE), or auto (by the pool's platform)."),
     monitoring: str = monitoring_option(),
+    lnet: str = typer.Option("sidecar", "--lnet", help="LNet health (lustre.lnet) on pools that mount Lustre: "
+                             "sidecar (a privileged container runs the host's lnetctl for the agent) or none."),
 ) -> None:
     """Print the agent's DaemonSets (one per pool), RBAC, profile ConfigMap, NetworkPolicy and own-node admission
     policy."""
@@ -72,7 +74,9 @@ def render_agent_cmd(
             "# node name in service-account tokens); the agents tolerate the readiness taints they clear.\n")
     if nvml_access not in ("auto", "runtime", "privileged"):
         fail(f"--nvml-access {nvml_access!r}: use auto, runtime or privileged")
+    if lnet not in ("sidecar", "none"):
+        fail(f"--lnet {lnet!r}: use sidecar or none")
     objs = agent_manifests(prof, profile.read_text(), image, namespace, interval=interval, passes=passes,
                            manage_taints=manage_taints, runtime_class=runtime_class, sweep=sweep,
-                           nvml_access=nvml_access, monitoring=check_monitoring(monitoring))
+                           nvml_access=nvml_access, monitoring=check_monitoring(monitoring), lnet=lnet)
     sys.stdout.write(to_yaml(objs, head))

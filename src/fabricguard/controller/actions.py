@@ -129,6 +129,8 @@ class Counters:
     job_verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # (pool, verdict, transport)
     # (namespace, job, pool, median step seconds) of judged jobs that wrote step timings
     job_steps: list[tuple[str, str, str, float]] = field(default_factory=list)
+    # (namespace, job, pool, verdict, transport) of each job judged this pass: the dashboard's job view reads it
+    job_verdict_of: list[tuple[str, str, str, str, str]] = field(default_factory=list)
 
 
 def event(

@@ -29,6 +29,7 @@ import jsonpatch
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.admission import workloads as wl
+from fabricguard.admission.claims import RETEST_SUFFIX
 from fabricguard.admission.mutate import KUEUE_QUEUE, mutate_workload
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
@@ -51,7 +52,7 @@ rc=0
 torchrun --nnodes="$FG_CANARY_NODES" --nproc-per-node="$FG_CANARY_GPUS" --node-rank="$i" \\
   --master-addr="$FG_CANARY_MASTER" --master-port="$FG_CANARY_PORT" --no-python /bin/sh -c \\
   'exec fabricguard probe collective --format json -o "$FG_CANARY_LOGS" -c "$FG_CANARY_COLLECTIVES" \\
-     -b "$FG_CANARY_MINBYTES" -e "$FG_CANARY_MAXBYTES" -f "$FG_CANARY_STEPFACTOR" \\
+     -b "$FG_CANARY_MINBYTES" -e "$FG_CANARY_MAXBYTES" -f "$FG_CANARY_STEPFACTOR" ${FG_CANARY_RAILS:+--rails} \\
      > "$FG_CANARY_OUT/collective.rank$RANK.json" 2> "$FG_CANARY_OUT/collective.rank$RANK.stderr"' || rc=$?
 fabricguard probe storage --path "$FG_CANARY_STORAGE/node$i" --ranks 1 --size "$FG_CANARY_STORAGE_SIZE" \\
   --small-files 200 --expect-fstype "$FG_CANARY_FSTYPE" --format json > "$FG_CANARY_OUT/storage.node$i.json" \\
@@ -313,6 +314,14 @@ def render_pair(profile: PlatformProfile, pool: Pool, spec: CanarySpec, nodes: t
     tolerations = pod["spec"].setdefault("tolerations", [])
     for key in tolerate:
         tolerations.append({"key": key, "operator": "Exists", "effect": "NoSchedule"})
+    if names.TAINT_QUARANTINED in tolerate and pool.claim_template_name:
+        # Its bad NIC may carry fabricguard's DeviceTaintRule: claim through the template that tolerates it.
+        for rc in pod["spec"].get("resourceClaims") or ():
+            if rc.get("resourceClaimTemplateName") == pool.claim_template_name:
+                rc["resourceClaimTemplateName"] = pool.claim_template_name + RETEST_SUFFIX
     env = pod["spec"]["containers"][0]["env"]
     env.append({"name": "FG_PROOF_NODES", "value": ",".join(nodes)})
+    # Then each rail alone, its NIC named per node (probe collective --rails): bisection names the bad rail.
+    env.append({"name": "FG_CANARY_RAILS", "value": "1"})
+    env.append({"name": "FG_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
     return js

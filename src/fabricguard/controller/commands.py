@@ -168,6 +168,8 @@ def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-d
 def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) -> None:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
+    from fabricguard.controller.live_io import io_row
+
     running = [{"kind": ob.job.kind, "namespace": ob.job.namespace, "name": ob.job.name, "pool": ob.job.pool,
                 "transport": ob.verdict.transport.value, "final": ob.verdict.final} for ob in live]
     for r, ob in zip(running, live, strict=True):
@@ -176,6 +178,7 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
                            "floor_gbps": f.floor_gbps, "below_minutes": f.below_minutes}
                           for (c, k), f in ob.busbw.figures.items()]
             r["busbw_floor_gbps"] = ob.busbw.floor_gbps
+        r |= io_row(ob.io, ob.bound)
     if as_json:
         print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})
         return
@@ -192,9 +195,11 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
             ("root cause", s.root_cause), ("why", s.message)]))
     for r in running:
         busbw = ", ".join(f"{b['collective']} {b['gbps']:g} GB/s" for b in r.get("busbw") or ())
+        io = r.get("io") or {}
         items.append(Block(head=[("RUNNING", "bold"), "  ", f"{r['kind']} {r['namespace']}/{r['name']}"], fields=[
             ("pool", r["pool"]), ("transport", r["transport"] + (" (final)" if r["final"] else " so far")),
-            ("busbw", busbw)]))
+            ("busbw", busbw), ("I/O", f"{io['share']:.0%} of its time" if io.get("share") is not None else ""),
+            ("bound", r["bound"] if r["bound"] != "none" else "")]))
     blocks(items)
     if result.reference is not None:
         paragraph(f"drift from {result.reference.environment}: {len(result.drift)} object(s)", first="", indent="  ")

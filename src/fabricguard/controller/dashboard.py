@@ -3,7 +3,9 @@
 Fabric validation: canary outcomes per pool over time, all-reduce busbw against the floor, job verdicts by
 transport, workloads held by the check, time since the last successful validation, doctor findings, jobs on
 sockets now, drift from the reference environment. Per pool: fabric ports down, RDMA link errors, Lustre client
-latency against the pool's baseline; node proof coverage (proven, overdue, suspects, quarantined, the breaker)
+latency against the pool's baseline; with Lustre, its client's checks per node, imports not connected, client
+throughput, the storage canary against its floor and the jobs' I/O share and bound; node proof coverage
+(proven, overdue, suspects, quarantined, the breaker)
 and its GPU-hours against the budget. The job view (variables ``namespace`` and ``job``), on one time axis: the
 transport the job's logs prove, its collectives' busbw across nodes from NCCL's Inspector against the pool's
 floor, the GPU utilization of its pods, the RDMA and TCP traffic of its nodes and their
@@ -89,9 +91,33 @@ JOB_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
        'max by (pool) (fabricguard_job_step_median_seconds{namespace="$namespace",job="$job"})'
        ' / max by (pool) (fabricguard_job_step_median_seconds{namespace="$namespace",job="$job"})',
        "{{pool}} baseline")], "s"),
-    ("Job $namespace/$job: verdicts of its finished runs", "timeseries",
-     [("sum by (verdict, transport) (increase(fabricguard_job_verdicts_total[1h]))", "{{verdict}} {{transport}}")],
-     "none"),
+    ("Job $namespace/$job: its verdict", "stat",
+     [("JOB_VERDICT", "{{verdict}} over {{transport}}")], "none"),
+)
+
+
+# Profiles with Lustre (docs/storage.md): the client's health per node, the same checks FabricReady reads (one row
+# per node and lustre.* check, with its status: the doctor's per-node grid), imports not connected, the clients'
+# throughput, the storage canary against the floor, and the running jobs' I/O share and bound.
+AGENT_NODE = 'on(instance) group_left(node, pool) fabricguard_agent_info{pool=~"$pool"}'
+LUSTRE_TABLE = "Lustre client health per node (FabricReady's lustre.* checks)"
+LUSTRE_PANELS: tuple[tuple[str, str, list[tuple[str, str]], str], ...] = (
+    (LUSTRE_TABLE, "table",
+     [(f'max by (node, pool, check, status) ((fabricguard_node_check{{check=~"lustre[.].+"}} == 1) * {AGENT_NODE})',
+       "{{node}} {{check}} {{status}}")], "none"),
+    ("Lustre imports not connected per node", "timeseries",
+     [(f"count by (node, pool) ((fabricguard_lustre_import_full == 0) * {AGENT_NODE})", "{{node}}")], "none"),
+    ("Lustre client throughput per node", "timeseries",
+     [(f"sum by (node) (rate(fabricguard_lustre_client_write_bytes_total[5m]) * {AGENT_NODE})", "{{node}} write"),
+      (f"sum by (node) (rate(fabricguard_lustre_client_read_bytes_total[5m]) * {AGENT_NODE})", "{{node}} read")],
+     "Bps"),
+    ("Storage canary vs floor (MB/s) and storage ready", "timeseries",
+     [('fabricguard_canary_storage_mbps{pool=~"$pool"}', "{{pool}} {{phase}}"),
+      ('fabricguard_canary_storage_floor_mbps{pool=~"$pool"}', "{{pool}} {{phase}} floor"),
+      ('fabricguard_pool_storage_ready{pool=~"$pool"}', "{{pool}} ready")], "none"),
+    ("Job $namespace/$job: share of its time in I/O and what bounds it", "timeseries",
+     [('fabricguard_job_io_share{namespace="$namespace",job="$job"}', "{{job}} I/O share"),
+      ('max by (bound) (fabricguard_job_bound{namespace="$namespace",job="$job"})', "bound {{bound}}")], "percentunit"),
 )
 
 
@@ -171,34 +197,217 @@ def _decorate(panels: list[dict[str, Any]], profile: PlatformProfile) -> None:
                                                                    {"color": "green", "value": min(floors)}]}
                 d["custom"] = {"thresholdsStyle": {"mode": "line+area"}}
             panel["description"] = "Canary bus bandwidth against the pool's floor (floorFraction x baseline)."
+        elif title.endswith(": its verdict"):
+            d["mappings"] = _mapping({v: (c, VERDICT_COLORS[v]) for v, c in VERDICT_CODES.items()})
+            d["color"] = {"mode": "thresholds"}
+            d["thresholds"] = {"mode": "absolute", "steps": [{"color": "text", "value": None}]}
+            panel["options"] = {"colorMode": "background", "textMode": "value_and_name"}
+            panel["description"] = ("The finished job's verdict (filtered by $namespace/$job): green only for pass; "
+                                    "missing-logs and input-unusable are never a pass.")
         elif "busbw" in title:
             d["unit"] = "GBs"
+        elif title == LUSTRE_TABLE:
+            # One row per node and check, the latest value: failed red, degraded yellow, pass green.
+            for t in panel["targets"]:
+                t |= {"instant": True, "format": "table"}
+            panel["options"] = {"sortBy": [{"displayName": "status", "desc": False}]}
+            panel["transformations"] = [{"id": "organize", "options": {"excludeByName": {"Time": True,
+                                                                                        "Value": True}}}]
+            panel["fieldConfig"]["overrides"] = [{
+                "matcher": {"id": "byName", "options": "status"},
+                "properties": [{"id": "custom.cellOptions", "value": {"type": "color-background"}},
+                               {"id": "mappings", "value": [{"type": "value", "options": {
+                                   "failed": {"color": "red", "index": 0}, "degraded": {"color": "yellow", "index": 1},
+                                   "pass": {"color": "green", "index": 2},
+                                   "skipped": {"color": "blue", "index": 3}}}]}]}]
+            panel["description"] = ("Each node's Lustre client checks as its agent last ran them (lustre.health, "
+                                    "lustre.imports, lustre.evictions, lustre.lnet, lustre.jobid): the line each "
+                                    "failed check read is in the node's FabricReady message and in `fabricguard "
+                                    "doctor`.")
         if d.get("unit") == "none" and "(s)" in title:
             d["unit"] = "s"
 
 
+# Finished jobs' verdicts as codes (one colour each): the job view's verdict stat.
+VERDICT_CODES = {"pass": 0, "degraded": 1, "failed": 2, "missing-logs": 3, "input-unusable": 4, "unknown-pool": 5}
+VERDICT_COLORS = {"pass": "green", "degraded": "yellow", "failed": "red", "missing-logs": "orange",
+                  "input-unusable": "purple", "unknown-pool": "blue"}
+
+
+def _job_verdict_expr() -> str:
+    codes = " or ".join(f'label_replace(vector({c}), "verdict", "{v}", "", "")' for v, c in VERDICT_CODES.items())
+    return ('max by (verdict, transport) (fabricguard_job_verdict{namespace="$namespace",job="$job"}'
+            f" * on(verdict) group_left() ({codes}))")
+
+
+# Every panel's one-line description (what it shows and what a colour or a line means).
+DESCRIPTIONS = {
+    "Job verdicts by transport (per hour)": "Finished managed jobs judged per hour, by verdict and by the transport "
+    "their logs proved: socket on a fabric pool is the silent half-speed fallback.",
+    "Workloads held by fabric-validated": "Workloads the Kueue check holds off each pool (kubectl fabricguard why "
+    "JOB says why).",
+    "Doctor findings": "The doctor's findings by rule and severity, from the controller's pass.",
+    "Running jobs on sockets (fabric pools)": "Running jobs whose logs prove TCP sockets on a fabric pool, now.",
+    "Drift from the reference environment (fields)": "Objects that differ from the published reference "
+    "environment, in fields that matter for the fabric.",
+    "Fabric ports down per pool": "RDMA ports the node agents read as down, per pool.",
+    "RDMA link errors per pool (per 15 min)": "Symbol errors and link-downed events of the pools' RDMA ports.",
+    "Lustre client latency per pool vs baseline (ms)": "The Lustre client's RPC wait time per pool against the "
+    "profile's baseline.",
+    "Node proof coverage per pool (nodes)": "Nodes proven by pair tests within the goal, overdue, suspect, "
+    "quarantined, and the quarantine breaker.",
+    "Node proof GPU-hours today vs budget": "GPU-hours the pair tests spent today against the daily budget.",
+    "Lustre imports not connected per node": "Lustre imports (OSC/MDC) each node's client reads as not FULL: "
+    "a node that lost a server.",
+    "Lustre client throughput per node": "Bytes each node's Lustre client writes and reads.",
+    "Storage canary vs floor (MB/s) and storage ready": "The storage canary's write/read rates against the pool's "
+    "storage floor, and whether the pool's storage is ready.",
+    "Job $namespace/$job: share of its time in I/O and what bounds it": "The running job's share of step time "
+    "spent in I/O and whether the fabric or storage bounds it.",
+    "Job $namespace/$job: transport its NCCL logs prove": "The inter-node transport the running job's NCCL logs "
+    "prove over time: socket on a fabric pool is the fallback that halves the step rate.",
+    "Job $namespace/$job: collective busbw across nodes (NCCL Inspector) vs the pool's floor (GB/s)": "The job's "
+    "large collectives across nodes (NCCL Inspector, 5-minute median) per communicator shape, with each shape's "
+    "floor.",
+    "Job $namespace/$job: GPU utilization of its pods": "DCGM GPU utilization of the job's pods: low and uneven "
+    "next to low busbw points at the fabric.",
+    "Job $namespace/$job: RDMA traffic of its nodes": "RDMA bytes sent by the job's nodes: near zero while TCP is "
+    "high is the socket fallback.",
+    "Job $namespace/$job: TCP traffic of its nodes": "TCP bytes sent by the job's nodes (pod-network interfaces "
+    "left out).",
+    "Job $namespace/$job: Lustre client latency of its nodes (ms)": "The Lustre client's RPC wait on the job's "
+    "nodes: storage-bound steps show here.",
+    "Job $namespace/$job: median step time at its verdict vs the pool's baseline (s)": "The finished job's median "
+    "step time against the pool's baseline step time.",
+}
+
+# Rows, top to bottom: the pools' standing, their nodes, then the job view.
+ROW_OF = {"Nodes": ("Fabric ports down per pool", "RDMA link errors per pool (per 15 min)",
+                    "Lustre client latency per pool vs baseline (ms)", "Node proof coverage per pool (nodes)",
+                    "Node proof GPU-hours today vs budget", LUSTRE_TABLE, "Lustre imports not connected per node",
+                    "Lustre client throughput per node"),
+          "Jobs": ("Job verdicts by transport (per hour)", "Running jobs on sockets (fabric pools)")}
+ROWS = ("Pools", "Nodes", "Jobs")
+CLUSTER = 'cluster=~"$cluster"'
+_SKIP_AFTER = {"by", "without", "on", "ignoring", "group_left", "group_right"}  # a label list follows
+_AGGREGATIONS = {"sum", "avg", "max", "min", "count", "stddev", "stdvar", "topk", "bottomk", "quantile",
+                 "count_values", "group", "limitk", "limit_ratio"}
+_WORDS = {"and", "or", "unless", "bool", "offset", "inf", "nan", *_SKIP_AFTER, *_AGGREGATIONS}
+
+
+def scoped(expr: str, pool_labelled: frozenset[str]) -> str:
+    """``expr`` with ``cluster=~"$cluster"`` on every series selector and ``pool=~"$pool"`` on those of metrics
+    that carry a pool label (a selector that already names the label keeps its own). With the variables at All
+    (``.*``) a series without the label still matches, so one-cluster Prometheus and GMP read the same."""
+    out: list[str] = []
+    i, n = 0, len(expr)
+    while i < n:
+        ch = expr[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and expr[j] != '"':
+                j += 2 if expr[j] == "\\" else 1
+            out.append(expr[i:j + 1])
+            i = j + 1
+            continue
+        if ch in "[{":
+            j = expr.index("]" if ch == "[" else "}", i)
+            out.append(expr[i:j + 1])
+            i = j + 1
+            continue
+        if ch.isalpha() or ch in "_:":
+            j = i
+            while j < n and (expr[j].isalnum() or expr[j] in "_:"):
+                j += 1
+            word = expr[i:j]
+            k = j
+            while k < n and expr[k] == " ":
+                k += 1
+            nxt = expr[k] if k < n else ""
+            if word in _SKIP_AFTER and nxt == "(":
+                end = expr.index(")", k)
+                out.append(expr[i:end + 1])
+                i = end + 1
+                continue
+            if nxt == "(" or word in _WORDS or (i > 0 and (expr[i - 1].isdigit() or expr[i - 1] == ".")):
+                out.append(word)
+                i = j
+                continue
+            matchers = [CLUSTER] + ([POOL] if word in pool_labelled else [])
+            if nxt == "{":
+                end = expr.index("}", k)
+                inner = expr[k + 1:end]
+                have = [m for m in matchers if m.split("=")[0] + "=" not in inner.replace("=~", "=")]
+                out.append(word + "{" + ",".join([*have, *([inner] if inner.strip() else [])]) + "}")
+                i = end + 1
+            else:
+                out.append(word + "{" + ",".join(matchers) + "}")
+                i = j
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def pool_labelled() -> frozenset[str]:
+    """The series that carry a ``pool`` label: the controller's and the node agent's metrics, as registered."""
+    from fabricguard.agent.metrics import AgentMetrics
+    from fabricguard.controller.metrics import Metrics
+
+    out: set[str] = set()
+    for reg in (Metrics().registry, AgentMetrics("-").registry):
+        for collector in list(reg._collector_to_names):  # prometheus_client keeps no public list of collectors
+            if "pool" in getattr(collector, "_labelnames", ()):
+                out.update(reg._collector_to_names[collector])
+    return frozenset(out)
+
+
+def _layout(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows (Pools, Nodes, Jobs), each a full-width row header then its panels two per line."""
+    out: list[dict[str, Any]] = []
+    y = 0
+    for row in ROWS:
+        mine = [p for p in panels if _row(p["title"]) == row]
+        if not mine:
+            continue
+        out.append({"type": "row", "title": row, "collapsed": False, "panels": [], "targets": [],
+                    "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}})
+        y += 1
+        for i, p in enumerate(mine):
+            p["gridPos"] = {"h": 8, "w": 12, "x": 12 * (i % 2), "y": y + 8 * (i // 2)}
+            out.append(p)
+        y += 8 * ((len(mine) + 1) // 2)
+    for i, p in enumerate(out):
+        p["id"] = i + 1
+    return out
+
+
+def _row(title: str) -> str:
+    if title.startswith("Job $namespace/$job") or title in ROW_OF["Jobs"]:
+        return "Jobs"
+    return "Nodes" if title in ROW_OF["Nodes"] else "Pools"
+
+
 def dashboard(profile: PlatformProfile) -> dict[str, Any]:
-    panels = []
+    panels: list[dict[str, Any]] = []
     proof = PROOF_PANELS if any(p.proof is not None for p in profile.spec.pools) else ()
-    for i, (title, ptype, targets, unit) in enumerate((*PANELS, _lustre_panel(profile), *proof, *JOB_PANELS)):
+    lustre = LUSTRE_PANELS if profile.spec.storage.lustre is not None else ()
+    for title, ptype, targets, unit in (*PANELS, _lustre_panel(profile), *lustre, *proof, *JOB_PANELS):
         panels.append({
-            "id": i + 1,
             "type": ptype,
             "title": title,
             "datasource": DS,
-            "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
             "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
             "options": {},
-            "targets": [{"refId": chr(ord("A") + j), "datasource": DS, "expr": expr, "legendFormat": legend}
+            "targets": [{"refId": chr(ord("A") + j), "datasource": DS,
+                         "expr": _job_verdict_expr() if expr == "JOB_VERDICT" else expr, "legendFormat": legend}
                         for j, (expr, legend) in enumerate(targets)],
         })
     _decorate(panels, profile)
-    n = len(panels)
     panels.append({
-        "id": n + 1, "type": "stat", "title": "Pools validated now", "datasource": DS,
+        "type": "stat", "title": "Pools validated now", "datasource": DS,
         "description": "fabricguard_pool_fabric_validated: 1 when the pool's latest canary passed within two "
                        "intervals and nothing critical names it; what the Kueue check admits on.",
-        "gridPos": {"h": 8, "w": 12, "x": 12 * (n % 2), "y": 8 * (n // 2)},
         "fieldConfig": {"defaults": {"unit": "none", "color": {"mode": "thresholds"},
                                      "mappings": _mapping({"validated": (1, "green"), "not validated": (0, "red")}),
                                      "thresholds": {"mode": "absolute", "steps": [{"color": "red", "value": None},
@@ -208,6 +417,12 @@ def dashboard(profile: PlatformProfile) -> dict[str, Any]:
         "targets": [{"refId": "A", "datasource": DS, "expr": f"fabricguard_pool_fabric_validated{{{POOL}}}",
                      "legendFormat": "{{pool}}"}],
     })
+    labelled = pool_labelled()
+    for p in panels:
+        p.setdefault("description", DESCRIPTIONS.get(p["title"], ""))
+        job_view = p["title"].startswith("Job $namespace/$job")  # filtered by its job, whatever its pool
+        for t in p["targets"]:
+            t["expr"] = scoped(t["expr"], frozenset() if job_view else labelled)
     return {
         "uid": f"fabricguard-{profile.metadata.name}"[:40],
         "title": f"fabricguard: fabric validation ({profile.metadata.name})",
@@ -220,19 +435,24 @@ def dashboard(profile: PlatformProfile) -> dict[str, Any]:
         "time": {"from": "now-24h", "to": "now"},
         "templating": {"list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"},
+            {"name": "cluster", "type": "query", "datasource": DS, "label": "Cluster", "multi": True,
+             "includeAll": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"},
+             "query": {"query": "label_values(fabricguard_canary_interval_seconds, cluster)", "refId": "cluster"},
+             "refresh": 2},
             {"name": "pool", "type": "query", "datasource": DS, "label": "Pool", "multi": True, "includeAll": True,
              "allValue": ".*", "current": {"text": "All", "value": "$__all"},
-             "query": {"query": "label_values(fabricguard_canary_interval_seconds, pool)", "refId": "pool"},
+             "query": {"query": f"label_values(fabricguard_canary_interval_seconds{{{CLUSTER}}}, pool)",
+                       "refId": "pool"},
              "refresh": 2},
             {"name": "namespace", "type": "query", "datasource": DS, "label": "Job namespace",
-             "query": {"query": "label_values(fabricguard_job_transport, namespace)", "refId": "ns"},
+             "query": {"query": f"label_values(fabricguard_job_transport{{{CLUSTER}}}, namespace)", "refId": "ns"},
              "refresh": 2},
             {"name": "job", "type": "query", "datasource": DS, "label": "Job",
-             "query": {"query": 'label_values(fabricguard_job_transport{namespace="$namespace"}, job)',
+             "query": {"query": f'label_values(fabricguard_job_transport{{{CLUSTER},namespace="$namespace"}}, job)',
                        "refId": "job"}, "refresh": 2},
         ]},
         "annotations": {"list": []},
-        "panels": panels,
+        "panels": _layout(panels),
     }
 
 
@@ -245,7 +465,7 @@ def for_gmp(board: dict[str, Any]) -> dict[str, Any]:
 
     out = copy.deepcopy(board)
     for panel in out["panels"]:
-        for t in panel["targets"]:
+        for t in panel.get("targets", ()):
             t["expr"], t["legendFormat"] = gmp_expr(t["expr"], t["legendFormat"])
     for var in out["templating"]["list"]:
         q = var.get("query")

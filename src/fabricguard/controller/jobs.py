@@ -100,6 +100,7 @@ def judge_finished(
             detail = f"verdict {verdict}: transport {transport}" + (
                 "; " + "; ".join(r.message for r in worst[:3]) if worst else "")
         counters.job_verdicts.append((pool.name, verdict, transport))
+        counters.job_verdict_of.append((ns, name, pool.name, verdict, transport))
         if files.verdict is not None and files.error is None and files.verdict.steps.median_seconds is not None:
             counters.job_steps.append((ns, name, pool.name, files.verdict.steps.median_seconds))
         return [
@@ -150,6 +151,7 @@ def unusable(profile: PlatformProfile, kind: str, api_version: str, plural: str,
     log.warning("%s %s/%s: %s", kind, ns, name, detail)
     pool = o.labels_of(obj).get(names.LABEL_POOL) or ""
     counters.job_verdicts.append((pool, UNUSABLE, "unknown"))
+    counters.job_verdict_of.append((ns, name, pool, UNUSABLE, "unknown"))
     return [
         Annotate(api_version, plural, ns, name, {names.ANN_VERDICT: UNUSABLE, names.ANN_VERDICT_DETAIL: detail}),
         event(obj, api_version, kind, "JobVerdict", detail, now, warning=True),

@@ -42,6 +42,7 @@ from fabricguard.controller.actions import (
     MergePatch,
     MergeStatus,
 )
+from fabricguard.controller.facts import not_served_note
 from fabricguard.controller.trim import trim
 from fabricguard.doctor.diff import drift_scope
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot
@@ -59,6 +60,8 @@ CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     *((k.api_version, k.plural, k.kind) for k in kinds.MANAGED),  # every kind it follows and judges
     # blast.py: the pools' NodeReadinessRules, whose dryRun follows the mode and the breakers (optional: NRC).
     (names.NRR_API, "nodereadinessrules", "NodeReadinessRule"),
+    # pairs.py: fabricguard's DeviceTaintRules on bad NICs (optional: resource.k8s.io/v1 serves them from 1.37).
+    (names.DRA_API, "devicetaintrules", "DeviceTaintRule"),
 )
 # Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
 CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
@@ -111,6 +114,8 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     # the FabricProven condition (apply of the Node's status).
     *grants("v1", "nodes", ["patch"]),
     *grants("v1", "nodes", ["patch"], subresource="status"),
+    # pairs.py: a DeviceTaintRule on just the bad NIC of a convicted node of a DRA claim pool (deleted on release).
+    *grants(names.DRA_API, "devicetaintrules", ["create", "delete"]),
     # actions.Emit: Events on the objects the controller judges.
     *grants("v1", "events", ["create"]),
     # canaries.py: canaries run in the controller's namespace only.
@@ -224,7 +229,7 @@ async def _list(kube: Kube, r: Read, progress: Listing | None = None) -> tuple[l
     except NotFound as exc:
         if r.required:
             raise ReadFailed(404, f"cannot list {r.key}, which the pass needs: {exc}", server=exc.server) from None
-        return [], "", f"{r.plural}.{r.api_version}: not served (not installed); left out"
+        return [], "", not_served_note(r.plural, r.api_version)
     except (Forbidden, Unreachable, TimedOut, KubeError) as exc:
         hint = " (the controller's ClusterRole must grant list and watch: render controller)" \
             if isinstance(exc, Forbidden) else ""

@@ -25,10 +25,12 @@ from fabricguard.controller.busbw import BusbwView, JobBusbw, dump_dir, view_of
 from fabricguard.controller.canary import job_dir, log_dir
 from fabricguard.controller.facts import RunningJob as RunningJob  # re-exported: live.RunningJob
 from fabricguard.controller.hang import HangWatch
+from fabricguard.controller.live_io import JobIo, live_bound
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
 from fabricguard.userfiles import no_link_below
+from fabricguard.verdict.io import IoSummary
 
 log = logging.getLogger("fabricguard.controller")
 
@@ -75,6 +77,8 @@ class Observation:
     verdict: LiveVerdict
     busbw: BusbwView | None = None  # the pool's jobs get NCCL's Inspector (profile spec.inspector)
     hang: dict[str, Any] | None = None  # a hang NCCL's RAS confirmed (controller/hang.py): what was written
+    io: IoSummary | None = None  # the job's I/O phases so far against the storage floor (controller/live_io.py)
+    bound: str = "none"  # fabric | storage | fabric+storage | none, so far (live_io.live_bound)
 
 
 @dataclass
@@ -91,6 +95,7 @@ class LiveCost:
     inspector_files: int = 0
     inspector_bytes_total: int = 0
     inspector_records_total: int = 0
+    io_bytes_total: int = 0  # bytes of running jobs' step-timing JSONL read for their I/O records
 
 
 @dataclass
@@ -119,6 +124,8 @@ class LiveJobs:
     workers: int = 1
     _followers: dict[tuple[str, str, str], _Followed] = field(default_factory=dict)
     _busbw: dict[tuple[str, str, str], JobBusbw] = field(default_factory=dict)
+    _io: dict[tuple[str, str, str], JobIo] = field(default_factory=dict)
+    reported_io: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_busbw: dict[tuple[str, str, str], str] = field(default_factory=dict)
     reported_suspects: dict[tuple[str, str, str], str] = field(default_factory=dict)
@@ -139,6 +146,8 @@ class LiveJobs:
         for k in gone:
             self._followers.pop(k).follower.close()
             self._busbw.pop(k, None)
+            self._io.pop(k, None)
+            self.reported_io.pop(k, None)
             self.reported.pop(k, None)
             self.reported_busbw.pop(k, None)
             self.unusable.pop(k, None)
@@ -153,6 +162,7 @@ class LiveJobs:
                 continue
             path = self.lustre_root / log_dir(self.profile, job.namespace, job.job)
             self._followers[k] = _Followed(job, LogFollower(path), now)
+            self._io[k] = JobIo(path)  # its I/O phase records, beside its step times in the same directory
             ins = self.profile.inspector_for(self.profile.pool(job.pool))
             if ins is not None:
                 where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.job)
@@ -201,7 +211,17 @@ class LiveJobs:
             if got is not None:
                 self.cost.inspector_bytes_total += got.bytes
                 self.cost.inspector_records_total += got.records
-        fol.latest = Observation(job, verdict, view)
+        io = None
+        jio = self._io.get(key)
+        if jio is not None:
+            try:
+                got_io = jio.poll()
+                self.cost.io_bytes_total += got_io
+                io = jio.tally.summary(self.profile.pool(job.pool))
+            except Exception as exc:  # the tenant's step files: this job's I/O is not judged
+                self.unusable_job(key, f"cannot read the job's I/O records: {type(exc).__name__}: {exc}"[:500])
+        bound = live_bound(self.profile, verdict.transport, bool(view is not None and view.below), io, job.pool)
+        fol.latest = Observation(job, verdict, view, io=io, bound=bound)
         fol.read_at = time.monotonic()
         return read
 
@@ -251,6 +271,7 @@ class LiveJobs:
             f.follower.close()
         self._followers.clear()
         self._busbw.clear()
+        self._io.clear()
 
 
 def _evidence(v: LiveVerdict) -> str:

@@ -174,6 +174,32 @@ def scavenger_priority(profile: PlatformProfile, labels: dict[str, str]) -> list
     return out
 
 
+# The controller's memory by what it holds (bench/controller/bench_memory.py, objects as the API server stores them,
+# trimmed by controller/trim.py; bench/README.md): a node and a pod that is not Succeeded in the watch cache, a
+# running managed job's followers; the base is the process, the profile and one pass's working set.
+MEMORY_BASE_MIB = 400
+REQUEST_BASE_MIB = 256
+KIB_PER_NODE = 26
+KIB_PER_POD = 17
+KIB_PER_JOB = 32
+DEFAULT_MEMORY = {"requests": "256Mi", "limits": "1Gi"}
+
+
+def memory_for(nodes: int, pods: int, jobs: int) -> dict[str, str]:
+    """The controller's memory request and limit for a cluster of this size (docs/install.md, "Memory").
+
+    The limit holds the cache, the followers and a pass; the request holds the cache, which is filled at start and
+    after every relist. Neither goes below the rendered default (256Mi, 1Gi); both are rounded up to 64 MiB."""
+    cache_kib = KIB_PER_NODE * nodes + KIB_PER_POD * pods
+
+    def mib(base: int, kib: int, floor: int) -> str:
+        want = base + -(-kib // 1024)
+        return f"{max(floor, -(-want // 64) * 64)}Mi"
+
+    return {"requests": mib(REQUEST_BASE_MIB, cache_kib, 256),
+            "limits": mib(MEMORY_BASE_MIB, cache_kib + KIB_PER_JOB * jobs, 1024)}
+
+
 def manifests(profile: PlatformProfile, profile_text: str, image: str,
               namespace: str = "fabricguard-system", canary_image: str | None = None,
               mode: str = "enforce", monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
@@ -212,7 +238,8 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         # /healthz turns 503 once passes keep failing: a controller that lists but never completes is restarted.
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 20,
                           "failureThreshold": 3, "timeoutSeconds": 5},
-        "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+        "resources": {"requests": {"cpu": "200m", "memory": DEFAULT_MEMORY["requests"]},
+                      "limits": {"cpu": "2", "memory": DEFAULT_MEMORY["limits"]}},
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,

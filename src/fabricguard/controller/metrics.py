@@ -181,9 +181,23 @@ class Metrics:
         self.job_step = Gauge("fabricguard_job_step_median_seconds",
                               "Median step time of a finished managed job, from its verdict.",
                               ["namespace", "job", "pool"], registry=r)
+        self.job_verdict = Gauge("fabricguard_job_verdict",
+                                 "1 for a finished managed job's verdict (pass, degraded, failed, missing-logs, "
+                                 "input-unusable) and the transport it proved, once judged.",
+                                 ["namespace", "job", "pool", "verdict", "transport"], registry=r)
         self.step_baseline = Gauge("fabricguard_pool_step_baseline_seconds", "The pool's baseline step time.",
                                    ["pool"], registry=r)
         self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
+        self.job_io_share = Gauge("fabricguard_job_io_share",
+                                  "Share of a running job's time so far in its logged I/O phases (checkpoint writes "
+                                  "and reads, data reads).", ["namespace", "job", "pool"], registry=r)
+        self.job_io_mbps = Gauge("fabricguard_job_io_mbps",
+                                 "A running job's aggregate rate per I/O phase so far (ranks' bytes over the slowest "
+                                 "rank's seconds).", ["namespace", "job", "phase"], registry=r)
+        self.job_bound = Gauge("fabricguard_job_bound",
+                               "1 for what holds a running job back so far: fabric, storage, fabric+storage or none.",
+                               ["namespace", "job", "pool", "bound"], registry=r)
+        self._io_series: dict[tuple[str, str], tuple[str, str, set[str], bool]] = {}  # -> pool, bound, phases, share
         self.job_busbw = Gauge("fabricguard_job_busbw_gbps",
                                "Bus bandwidth of a running job's large collectives across nodes (NCCL Inspector, "
                                "median over the latest 5 minutes), per communicator shape (ranks per node; 0: "
@@ -359,6 +373,8 @@ class Metrics:
             self.verdicts.labels(pool, verdict, transport).inc()
         for ns, job, pool, median in result.counters.job_steps:
             self.job_step.labels(ns, job, pool).set(median)
+        for ns, job, pool, verdict, transport in result.counters.job_verdict_of:
+            self.job_verdict.labels(ns, job, pool, verdict, transport).set(1)
         for p in profile.spec.pools:
             if p.baseline.stepTimeSeconds is not None:
                 self.step_baseline.labels(p.name).set(p.baseline.stepTimeSeconds)
@@ -490,6 +506,7 @@ class Metrics:
                 self.job_transport.remove(key[0], key[1], pool, was)
                 self.job_on_sockets.remove(key[0], key[1], pool)
         self._live_series = now_series
+        self._observe_io(observations)
         self._observe_busbw(observations)
         self.live_inspector_files.set(cost.inspector_files)
         if cost.inspector_bytes_total > self._inspector_bytes_seen:
@@ -510,6 +527,33 @@ class Metrics:
             self._live_bytes_seen = cost.bytes_total
         self.live_poll_seconds.set(cost.last_poll_s)
         self.live_last_poll.set(time.time())
+
+    def _observe_io(self, observations: list[Observation]) -> None:
+        """Per running job: its bound, its I/O share and per-phase rates; series of jobs or phases gone are
+        removed."""
+        now: dict[tuple[str, str], tuple[str, str, set[str], bool]] = {}
+        for ob in observations:
+            key = (ob.job.namespace, ob.job.name)
+            phases: set[str] = set()
+            share = ob.io.share if ob.io is not None else None
+            if ob.io is not None:
+                for ph in ob.io.phases:
+                    if ph.mbps is not None:
+                        self.job_io_mbps.labels(key[0], key[1], ph.phase).set(round(ph.mbps, 1))
+                        phases.add(ph.phase)
+            if share is not None:
+                self.job_io_share.labels(key[0], key[1], ob.job.pool).set(round(share, 4))
+            self.job_bound.labels(key[0], key[1], ob.job.pool, ob.bound).set(1)
+            now[key] = (ob.job.pool, ob.bound, phases, share is not None)
+        for key, (pool, bound, phases, had_share) in self._io_series.items():
+            _, b, kept, has_share = now.get(key, (pool, "", set(), False))
+            for gone in phases - kept:
+                self.job_io_mbps.remove(key[0], key[1], gone)
+            if had_share and not has_share:
+                self.job_io_share.remove(key[0], key[1], pool)
+            if bound != b:
+                self.job_bound.remove(key[0], key[1], pool, bound)
+        self._io_series = now
 
     def _observe_busbw(self, observations: list[Observation]) -> None:
         """Per job, collective and communicator shape, the Inspector's busbw and the shape's floor; series of jobs,

@@ -18,7 +18,7 @@ from typing import Any
 from fabricguard import objects as o
 from fabricguard.controller.storage_proof import StorageProof, judge_storage
 from fabricguard.nccl.inspector import summarize
-from fabricguard.probes.bw import Row, expectation_for, judge
+from fabricguard.probes.bw import Row, SlowRail, expectation_for, judge, slow_rails
 from fabricguard.probes.records import CollectiveRecord, RecordError, StorageRecord
 from fabricguard.probes.result import Status
 from fabricguard.profile.model import PlatformProfile, Pool
@@ -97,6 +97,7 @@ class Judged:
     busbw: dict[str, float]
     inspector: dict[str, float] = field(default_factory=dict)
     storage: StorageProof | None = None
+    rails: list[SlowRail] = field(default_factory=list)  # a pair test's slow rails (probe collective --rails)
 
 
 def _inspector_figures(profile: PlatformProfile, log_dir: Path) -> dict[str, float]:
@@ -202,8 +203,12 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
     elif collective:
         failed.append(f"no NCCL log in {log_dir}: NCCL_DEBUG_FILE was not written, so the transport is unproven")
 
+    expect = expectation_for(pool)
+    slow = slow_rails(rank0.rails, expect.floor_gbps) if rank0 is not None else []
+    for rail in slow:
+        degraded.append(f"slow rail: {rail.text()}")
     if rows:
-        j = judge(rows, transport or "unknown", "", expectation_for(pool))
+        j = judge(rows, transport or "unknown", "", expect)
         for c in j.checks:
             if c.name == "collective.correct" and c.status is Status.failed:
                 failed.append(f"collective results were wrong: {c.detail}")
@@ -218,18 +223,19 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
     busbw = _peaks(rows)
     ins = _inspector_figures(profile, log_dir)
     if failed:
-        return Judged(Outcome.failed, failed[0], (failed[1:] + evidence)[:MAX_EVIDENCE], transport, busbw, ins, sp)
+        return Judged(Outcome.failed, failed[0], (failed[1:] + evidence)[:MAX_EVIDENCE], transport, busbw, ins, sp,
+                      slow)
     if fallback:
         return Judged(Outcome.fallback, fallback[0], (evidence + fallback[1:])[:MAX_EVIDENCE], transport, busbw, ins,
-                      sp)
+                      sp, slow)
     if degraded:
         return Judged(Outcome.degraded, degraded[0], (degraded[1:] + evidence)[:MAX_EVIDENCE], transport, busbw, ins,
-                      sp)
+                      sp, slow)
     peak = ", ".join(f"{k} {v:g} GB/s" for k, v in busbw.items())
     if ins:
         peak += "; Inspector " + ", ".join(f"{k} {v:g} GB/s" for k, v in ins.items())
     return Judged(Outcome.passed, f"transport {transport}; {peak}", evidence[:MAX_EVIDENCE], transport, busbw, ins,
-                  sp)
+                  sp, slow)
 
 
 def scheduler_reason(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> str:

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from fabricguard import breaker, objects, times
+from fabricguard import breaker, objects, proofmark, times
+from fabricguard.probes.bw import SlowRail
 from fabricguard.profile.model import Proof
 
 # A node's standing in the pool's proof table.
@@ -44,6 +45,7 @@ BAD_OUTCOMES = frozenset({"failed", "fallback", "degraded"})
 NO_EVIDENCE = frozenset({"unschedulable", "not-created", "skipped", "preempted", "lost"})
 
 MAX_FAILURES_KEPT = 4
+MAX_RAILS_KEPT = 8
 DUE_FRACTION = 0.8  # a proof older than this share of ``every`` is renewed, so it never lapses while waiting
 
 # Holds other stacks publish (fleet-health-2026.md, section 3). A node carrying one is skipped, never blamed.
@@ -98,6 +100,7 @@ class PairResult:
     busbw: float | None = None
     message: str = ""
     gpu_hours: float = 0.0
+    rails: list[SlowRail] = field(default_factory=list)  # rails that ran slow alone (each names its NIC per node)
 
 
 @dataclass
@@ -114,6 +117,8 @@ class NodeProof:
     since: str | None = None  # when the current state began
     failures: list[str] = field(default_factory=list)  # partners of failed pairs since the last pass
     labels: dict[str, str] = field(default_factory=dict)  # reproveOnLabels values at the last proof
+    rails: list[str] = field(default_factory=list)  # the bad rails named by its failed pairs ("rail 3 mlx5_3")
+    nics: dict[str, str] = field(default_factory=dict)  # those rails' NICs on this node -> PCI address (DRA taints)
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,6 +139,9 @@ class NodeProof:
             failures=[str(f) for f in d.get("failures") or () if isinstance(f, str)][:MAX_FAILURES_KEPT],
             labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()}
             if isinstance(d.get("labels"), dict) else {},
+            rails=[str(r)[:80] for r in d.get("rails") or () if isinstance(r, str)][:MAX_RAILS_KEPT],
+            nics={str(k)[:64]: str(v)[:64] for k, v in list((d.get("nics") or {}).items())[:MAX_RAILS_KEPT]}
+            if isinstance(d.get("nics"), dict) else {},
             message=str(d.get("message") or "")[:300],
         )
 
@@ -314,7 +322,7 @@ def judge_pair(state: ProofState, res: PairResult, facts: dict[str, NodeFacts], 
             was = row.state
             row.lastProven, row.pair, row.partner, row.busbwGBps, row.link = (
                 when, res.name, partner, res.busbw, link)
-            row.failures = []
+            row.failures, row.rails, row.nics = [], [], {}
             state.failing.pop(row.node, None)
             f = facts.get(row.node)
             row.labels = dict(f.labels) if f is not None else {}
@@ -331,6 +339,9 @@ def judge_pair(state: ProofState, res: PairResult, facts: dict[str, NodeFacts], 
         partner = res.nodes[1 - i]
         if good[i] and not good[1 - i]:
             continue  # the unproven or suspect partner is the one this failure points at
+        row.rails = _rails_of(row, res)
+        pcis = {r.nics[row.node]: r.pcis[row.node] for r in res.rails if r.nics.get(row.node) and r.pcis.get(row.node)}
+        row.nics = {n: p for n, p in {**row.nics, **pcis}.items() if any(s.endswith(f" {n}") for s in row.rails)}
         if row.state == "quarantined":
             row.since, row.message = when, f"re-test {res.name} with {partner}: {res.outcome}"
             continue
@@ -339,21 +350,33 @@ def judge_pair(state: ProofState, res: PairResult, facts: dict[str, NodeFacts], 
         blame_ok = good[1 - i]  # this failure was with a node known to be good
         if blame_ok and len(row.failures) >= 2:
             row.state, row.since = "convicted", when
-            row.message = (f"failed pair tests with {', '.join(row.failures)} ({res.name}: {res.outcome}: "
-                           f"{res.message})")[:300]
+            row.message = (f"failed pair tests with {', '.join(row.failures)}{_rail_words(row)} ({res.name}: "
+                           f"{res.outcome}: {res.message})")[:300]
             convicted.append(row.node)
             state.failing.setdefault(row.node, when)
         elif row.state != "convicted":
             row.state, row.since = "suspect", when
             state.failing.setdefault(row.node, when)
-            row.message = f"pair {res.name} with {partner}: {res.outcome}: {res.message}"[:300]
+            row.message = f"pair {res.name} with {partner}{_rail_words(row)}: {res.outcome}: {res.message}"[:300]
             events.append((row.node, "FabricSuspect", f"pair test {res.name} with {partner} {res.outcome} "
-                           f"({_bw(res.busbw)}): re-testing against a known-good node", True))
+                           f"({_bw(res.busbw)}){_rail_words(row)}: re-testing against a known-good node", True))
     return convicted
 
 
-def _bw(v: float | None) -> str:
-    return f"{v:.1f} GB/s" if v is not None else "no busbw"
+def _rails_of(row: NodeProof, res: PairResult) -> list[str]:
+    """This node's rails that ran slow alone in ``res``, by its NIC there. A rail named by the node's earlier
+    failures too is kept alone (two pairs with different partners agreeing on a rail name it); otherwise the
+    latest naming stands, and a failure that names no rail keeps what earlier ones named."""
+    names = [f"rail {r.rail} {r.nics.get(row.node) or '(NIC unknown)'}" for r in res.rails][:MAX_RAILS_KEPT]
+    agreed = [n for n in names if n in row.rails]
+    return agreed or names or row.rails
+
+
+def _rail_words(row: NodeProof) -> str:
+    return f"; bad rail: {', '.join(row.rails)}" if row.rails else ""
+
+
+_bw = proofmark.busbw_text
 
 
 # ------------------------------------------------------------------------------------------- planning

@@ -41,6 +41,7 @@ from fabricguard.controller.kube import (
 from fabricguard.controller.lease import Elector, Step, decide, lease_duration, read_lease
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, _workload_of, live_actions
+from fabricguard.controller.live_io import io_actions
 from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult
@@ -120,6 +121,14 @@ async def _follow_one(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: 
         errors += failed
         if not failed:
             live.reported[ob.job.key] = ob.verdict.transport.value
+    said, io_state = io_actions(ob.job, ob.io, ob.bound, live.reported_io.get(ob.job.key), now)
+    if said and act:
+        failed = await apply_actions(kube, said, {}, leading)
+        errors += failed
+        if not failed and io_state is not None:
+            live.reported_io[ob.job.key] = io_state
+    elif not said and io_state is not None:
+        live.reported_io[ob.job.key] = io_state
     if ob.busbw is None:
         return errors
     reported = live.reported_busbw.get(ob.job.key)

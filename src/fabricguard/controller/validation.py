@@ -108,6 +108,10 @@ class NodeProofRow(_Model):
     link: str | None = Field(default=None, description="intra or cross: the block relation of that pair.")
     since: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     failures: list[str] = Field(default_factory=list, max_length=8, description="Partners of failed pairs.")
+    rails: list[str] = Field(default_factory=list, max_length=8, description="Bad rails its failed pairs named "
+                             "(rail k and this node's NIC on it: each rail timed alone by the pair test).")
+    nics: dict[str, str] = Field(default_factory=dict, description="Those rails' NICs on this node and their PCI "
+                                 "addresses (what a DeviceTaintRule selects on a DRA pool).")
     labels: dict[str, str] = Field(default_factory=dict)
     message: str = ""
 

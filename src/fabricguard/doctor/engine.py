@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import SEVERITY_ORDER, Finding, Severity
+from fabricguard.doctor.model import SEVERITY_ORDER, CoverageCell, Finding, Severity
 from fabricguard.doctor.rules import RULES, RuleFn, run_rules
+from fabricguard.doctor.rules import proof as proof_rules
 from fabricguard.doctor.rules._common import fabric_pools, pool_nodes
 from fabricguard.doctor.rules.daemonsets import NEVER_READY, NO_NODES, REGRESSED, template_since
 from fabricguard.doctor.rules.fabric import NOT_ADVERTISED
 from fabricguard.doctor.rules.images import RULE as ARCH_MISMATCH
+from fabricguard.doctor.rules.lustre import LustreCell, lustre_view
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.exitcodes import exit_code
 from fabricguard.profile import PlatformProfile
@@ -50,6 +52,10 @@ class Report:
     # What was checked (rule ids, and what they read), so a run without findings says what it proved.
     checked: list[str] = field(default_factory=list)
     objects_read: dict[str, int] = field(default_factory=dict)
+    # pool with a proof goal -> one cell per node: its last pair test's age and result (the coverage grid)
+    coverage: dict[str, list[CoverageCell]] = field(default_factory=dict)
+    # pool that mounts Lustre -> one cell per node: its Lustre client as its agent last judged it
+    lustre: dict[str, list[LustreCell]] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -80,6 +86,10 @@ class Report:
             "summary": self.counts,
             "notes": self.notes,
             "findings": [f.to_dict() for f in self.findings],
+            **({"coverage": {pool: [c.to_dict() for c in cells] for pool, cells in self.coverage.items()}}
+               if self.coverage else {}),
+            **({"lustre": {pool: [c.to_dict() for c in cells] for pool, cells in self.lustre.items()}}
+               if self.lustre else {}),
         }
 
 
@@ -151,6 +161,8 @@ def _grid(snapshot: Snapshot, findings: list[Finding], profile: PlatformProfile 
                 applicable = applicable and bool(p.fabric.networkMapping)
             if rule.id.startswith("dra-") or rule.id == "kueue-dra-unmapped":
                 applicable = applicable and p.fabric.dra is not None
+            if rule.id == proof_rules.BEHIND:
+                applicable = applicable and p.proof is not None
             hit = (p.name, rule.id) in failed or (rule.id == NEVER_READY and (p.name, REGRESSED) in failed)
             row[rule.id] = "fail" if hit else ("pass" if applicable else "n/a")
         grid[f"{p.name} ({len(members.get(p.name, []))} nodes)"] = row
@@ -224,4 +236,6 @@ def run_doctor(
     if with_visuals:
         report.timelines = _timelines(snapshot, findings, profile)
         report.grid = _grid(snapshot, findings, profile)
+        report.coverage = proof_rules.coverage(snapshot, profile, now)
+    report.lustre = lustre_view(snapshot, profile)
     return report

@@ -94,3 +94,24 @@ def quantity(value: Any) -> float:
     """
     return float(amount_or_zero(value))
 
+
+
+@dataclass(frozen=True)
+class CoverageCell:
+    """One node of a proof pool in the doctor's coverage grid (node x proof age and result)."""
+
+    node: str
+    result: str  # proven | stale | never | the FabricProven=False reason (Convicted, ChangedSinceProof, ...)
+    age_s: float | None  # since its last passing pair test, None when never proven
+    busbw_gbps: float | None
+    partner: str
+    detail: str  # the FabricProven message, or the pair that proved it
+
+    @property
+    def age(self) -> str:
+        return "never" if self.age_s is None else human_age(self.age_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "result": self.result,
+                "ageSeconds": None if self.age_s is None else int(self.age_s),
+                "busbwGBps": self.busbw_gbps, "partner": self.partner or None, "detail": self.detail or None}

@@ -2,7 +2,8 @@
 
 The HTML page needs nothing from the network (inline CSS and SVG): a readiness timeline per DaemonSet
 (created -> now, coloured by state, with the template change and every pod start marked, which shows at a
-glance why young pods mislead) and a pool x check grid, followed by the findings.
+glance why young pods mislead), a pool x check grid and, for pools with a proof goal, a node x proof grid (each
+node's last pair test: its age and result), followed by the findings.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from rich.console import Console
 
 from fabricguard.console import Block, Column, Part, console, paragraph, table_or_blocks, verdict_line
 from fabricguard.doctor.engine import Report, Timeline
-from fabricguard.doctor.model import Finding, Severity, human_age
+from fabricguard.doctor.model import CoverageCell, Finding, Severity, human_age
 from fabricguard.doctor.rules import RULES
+from fabricguard.doctor.rules.lustre import LustreCell
 from fabricguard.times import format_time, parse_time
 
 STYLE = {Severity.critical: "bold red", Severity.warning: "yellow", Severity.info: "dim"}
@@ -153,6 +155,16 @@ def render_table(report: Report, out: Console | None = None) -> None:
               indent="  ")
     for note in report.notes:
         paragraph(note, first="note: ", indent="  ", style="dim")
+    for pool, cells in report.coverage.items():
+        paragraph(coverage_summary(pool, cells), indent="  ")
+        for cell in [x for x in cells if x.result != "proven"][:COVERAGE_TEXT_ROWS]:
+            bw = f", {cell.busbw_gbps:.1f} GB/s" if cell.busbw_gbps is not None else ""
+            paragraph(f"{cell.node}: {cell.result}, {_last(cell)}{bw}", indent="    ")
+    for pool, lcells in report.lustre.items():
+        paragraph(lustre_summary(pool, lcells), indent="  ")
+        for lc in [x for x in lcells if x.state in ("failing", "warning")][:COVERAGE_TEXT_ROWS]:
+            paragraph(f"{lc.node}: {lc.state}: " + "; ".join(f"{k}: {v}" for k, v in lc.checks.items())[:300],
+                      indent="    ")
     if not report.findings:
         read = ", ".join(f"{n} {k}" for k, n in report.objects_read.items())
         paragraph(f"checked {len(report.checked)} rules ({', '.join(report.checked)})"
@@ -169,6 +181,41 @@ def render_table(report: Report, out: Console | None = None) -> None:
                            ("caused by", f.cause), ("finding", f.message), ("fix", _fix_shown(f))])
              for f in report.findings]
     table_or_blocks(cols, rows, items)
+
+
+COVERAGE_TEXT_ROWS = 10  # nodes listed per pool in text (named and stale first); the HTML page shows every node
+COVERAGE_HTML_CELLS = 2000
+
+
+def _last(c: CoverageCell) -> str:
+    return "never proven" if c.age_s is None else f"proven {human_age(c.age_s)} ago"
+
+
+def coverage_summary(pool: str, cells: list[CoverageCell]) -> str:
+    """``proof coverage, pool P: 30 of 32 node(s) proven within the goal; 1 Convicted, 1 stale``."""
+    counts: dict[str, int] = {}
+    for c in cells:
+        counts[c.result] = counts.get(c.result, 0) + 1
+    proven = counts.pop("proven", 0)
+    rest = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"proof coverage, pool {pool}: {proven} of {len(cells)} node(s) proven within the goal" + (
+        f"; {rest}" if rest else "")
+
+
+def lustre_summary(pool: str, cells: list[LustreCell]) -> str:
+    """``Lustre clients, pool P: 18 of 20 node(s) healthy; 2 failing (lustre.imports x2)``."""
+    counts: dict[str, int] = {}
+    checks: dict[str, int] = {}
+    for c in cells:
+        counts[c.state] = counts.get(c.state, 0) + 1
+        if c.state == "failing":
+            for k in c.checks:
+                checks[k] = checks.get(k, 0) + 1
+    healthy = counts.pop("healthy", 0)
+    rest = ", ".join(f"{n} {s}" + (" (" + ", ".join(f"{k} x{m}" for k, m in sorted(checks.items())) + ")"
+                                   if s == "failing" else "")
+                     for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"Lustre clients, pool {pool}: {healthy} of {len(cells)} node(s) healthy" + (f"; {rest}" if rest else "")
 
 
 def to_json(report: Report) -> str:
@@ -203,6 +250,19 @@ def to_markdown(report: Report) -> str:
         mark = {"critical": "FAIL", "warning": "WARN", "info": "info", "pass": "ok", "n/a": "-"}
         for pool, row in report.grid.items():
             lines.append(f"| {_md(pool)} | " + " | ".join(mark[grid_cell(row[r], r)] for r in rules) + " |")
+    for pool, cells in report.coverage.items():
+        lines += ["", f"**{_md(coverage_summary(pool, cells))}**", "", "| node | result | last proven | busbw |",
+                  "|---|---|---|---|"]
+        lines += [f"| {_md(c.node)} | {_md(c.result)} | {_md(_last(c))} | "
+                  f"{'-' if c.busbw_gbps is None else f'{c.busbw_gbps:.1f} GB/s'} |"
+                  for c in cells if c.result != "proven"][:COVERAGE_HTML_CELLS]
+    for pool, lcells in report.lustre.items():
+        lines += ["", f"**{_md(lustre_summary(pool, lcells))}**"]
+        bad = [c for c in lcells if c.state != "healthy"][:COVERAGE_HTML_CELLS]
+        if bad:
+            lines += ["", "| node | Lustre client | checks (the line each read) |", "|---|---|---|"]
+            lines += [f"| {_md(c.node)} | {_md(c.state)} | "
+                      f"{_md('; '.join(f'{k}: {v}' for k, v in c.checks.items())[:300]) or '-'} |" for c in bad]
     for sev in Severity:
         group = [f for f in report.findings if f.severity is sev]
         if not group:
@@ -258,6 +318,10 @@ color:#5b6475}.legend b{display:inline-block;min-width:1.3em;text-align:center;b
 .legend b.critical{background:#f8d7da;color:#a4161a}.legend b.warning{background:#fff3cd;color:#7a5b00}
 .legend b.info{background:#e0ecff;color:#1d4ed8}.legend b.pass{background:#dcf5e3;color:#19692c}
 .finding{border-left:5px solid #ccc;padding:.5rem 1rem;margin:.8rem 0;background:#fff}
+.cov{display:flex;flex-wrap:wrap;gap:4px}.cov .cell{width:8.2rem;padding:.2rem .4rem;border-radius:4px;font-size:11px;
+border:1px solid #e3e6ea;overflow:hidden}.cov .cell b{display:block;font-weight:600;white-space:nowrap}
+.cov .critical{background:#f8d7da;color:#a4161a}.cov .warning{background:#fff3cd;color:#7a5b00}.cov .pass{
+background:#dcf5e3;color:#19692c}.cov .na{background:#f1f3f5;color:#5b6475}.legend b.na{background:#f1f3f5}
 .finding.critical{border-color:#d62828}.finding.warning{border-color:#e9a400}.finding.info{border-color:#3b82f6}
 .finding h3{margin:.2rem 0;font-size:15px}.sev{font-size:11px;font-weight:700;text-transform:uppercase;
 border-radius:3px;padding:0 .35rem;margin-right:.4rem;vertical-align:middle}.sev.critical{background:#f8d7da;
@@ -370,6 +434,85 @@ def _grid_html(report: Report) -> list[str]:
     return out
 
 
+# Coverage cells: mark, CSS class, words; a FabricProven=False reason (Convicted, ...) is "named".
+_COVER = {
+    "proven": ("✓", "pass", "proven within the goal"),
+    "stale": ("!", "warning", "last proven longer ago than the goal"),
+    "never": ("·", "na", "never proven"),
+    "named": ("✗", "critical", "named by the controller (FabricProven=False)"),
+}
+
+
+def _cover_kind(result: str) -> str:
+    if result == "ChangedSinceProof":  # out of "proven" until its re-proof, not found bad: amber, not red
+        return "stale"
+    return result if result in ("proven", "stale", "never") else "named"
+
+
+def _short_age(c: CoverageCell) -> str:
+    if c.age_s is None:
+        return "never"
+    s = int(c.age_s)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def _coverage_html(report: Report) -> list[str]:
+    e = html.escape
+    out = ["<section><h2>Node proof coverage</h2><p class='sub'>Each node of a pool with a proof goal: the age "
+           "of its last passing pair test and what the controller says of it (FabricProven); named and stale "
+           "nodes first.</p>"]
+    for pool, cells in report.coverage.items():
+        out.append(f"<h3>{e(coverage_summary(pool, cells))}</h3><div class='cov'>")
+        for c in cells[:COVERAGE_HTML_CELLS]:
+            mark, cls, words = _COVER[_cover_kind(c.result)]
+            bw = "" if c.busbw_gbps is None else f", {c.busbw_gbps:.1f} GB/s"
+            tip = f"{c.node}: {c.result} ({words}), {_last(c)}{bw}" + (f"; {c.detail}" if c.detail else "")
+            said = c.result if c.result not in ("proven", "stale", "never") else _short_age(c)
+            out.append(f"<div class='cell {cls}' title='{e(tip)}'><b>{e(_short(c.node, 18))}</b>"
+                       f"<span>{mark} {e(said)}</span></div>")
+        if len(cells) > COVERAGE_HTML_CELLS:
+            out.append(f"<p class='legend'>and {len(cells) - COVERAGE_HTML_CELLS} more node(s)</p>")
+        out.append("</div>")
+    out.append("<p class='legend'>")
+    out += [f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in _COVER.values()]
+    out.append("</p></section>")
+    return out
+
+
+# Lustre client cells: mark, CSS class, words (the coverage grid's classes).
+_LUSTRE = {
+    "failing": ("✗", "critical", "a lustre.* check failed (its line in the tooltip)"),
+    "warning": ("!", "warning", "a lustre.* check degraded"),
+    "other": ("·", "na", "FabricReady False for another reason"),
+    "not-reporting": ("·", "na", "no FabricReady"),
+    "healthy": ("✓", "pass", "healthy"),
+}
+
+
+def _lustre_html(report: Report) -> list[str]:
+    e = html.escape
+    out = ["<section><h2>Lustre clients</h2><p class='sub'>Each node of a pool that mounts Lustre, as its agent "
+           "last judged its client (FabricReady's lustre.* checks); failing nodes first.</p>"]
+    for pool, cells in report.lustre.items():
+        out.append(f"<h3>{e(lustre_summary(pool, cells))}</h3><div class='cov'>")
+        for c in cells[:COVERAGE_HTML_CELLS]:
+            mark, cls, words = _LUSTRE[c.state]
+            tip = f"{c.node}: {c.state} ({words})" + "".join(f"; {k}: {v}" for k, v in c.checks.items())
+            said = ", ".join(k.removeprefix("lustre.") for k in c.checks) or c.state
+            out.append(f"<div class='cell {cls}' title='{e(tip[:1000])}'><b>{e(_short(c.node, 18))}</b>"
+                       f"<span>{mark} {e(_short(said, 18))}</span></div>")
+        if len(cells) > COVERAGE_HTML_CELLS:
+            out.append(f"<p class='legend'>and {len(cells) - COVERAGE_HTML_CELLS} more node(s)</p>")
+        out.append("</div>")
+    out.append("<p class='legend'>")
+    out += [f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in _LUSTRE.values()]
+    out.append("</p></section>")
+    return out
+
+
 def to_html(report: Report) -> str:
     c = report.counts
     e = html.escape
@@ -392,6 +535,10 @@ def to_html(report: Report) -> str:
         out.append("</section>")
     if report.grid:
         out += _grid_html(report)
+    if report.coverage:
+        out += _coverage_html(report)
+    if report.lustre:
+        out += _lustre_html(report)
     out.append("<section><h2>Findings</h2>")
     for f in report.findings:
         out.append(

@@ -22,13 +22,14 @@ The order is chosen so that no step leaves something fail-closed without its ser
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fabricguard import __version__, names
+from fabricguard import __version__, dnsnames, names, quantity
 from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import podsecurity as admission_podsecurity
 from fabricguard.admission import render as admission_render
@@ -101,6 +102,145 @@ class Options:
     dcgm_platform: str = "gpu-operator"  # exporters.DCGM_PLATFORMS: where DCGM exporter runs
     webhook_port: int = admission_render.PORT
     mode: str = "observe"  # a new install observes: nothing denied, held or tainted (a pool's mode field wins)
+    # fabricguard's own pods (placement.own_pods): where they run, what they may pull, what they get.
+    runtime_class: str | None = None  # the node agents' RuntimeClass (the NVIDIA runtime where it is not default)
+    dry_run_rules: bool = False  # every NodeReadinessRule dryRun, whatever the pools' modes
+    image_pull_secrets: tuple[str, ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()  # the controller's, the webhook's and the sweep's pods
+    tolerations: tuple[tuple[str, str | None, str | None], ...] = ()  # (key, value, effect) for those pods
+    resources: tuple[tuple[str, str, str, str], ...] = ()  # (component, requests|limits, resource, quantity)
+    cluster_size: tuple[int, int, int] | None = None  # (nodes, pods, running jobs): the controller's memory
+
+
+# The workloads of ``render install`` by component name (``--resources COMPONENT:...``); the agent DaemonSets
+# follow their pools' nodeSelector and tolerations, never ``--node-selector``/``--toleration``.
+OWN_COMPONENTS = {"controller": controller_manifests.NAME, "webhook": admission_render.NAME,
+                  "agent": agent_render.NAME, "sweep": agent_render.SWEEPER}
+POD_KINDS = ("Deployment", "DaemonSet", "CronJob")
+
+
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+RESOURCE_PARTS = ("requests", "limits")
+
+
+def parse_node_selector(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (``--node-selector``), or InstallError naming what is wrong."""
+    key, sep, value = text.partition("=")
+    if not sep or not _label_key(key) or not dnsnames.is_label_value(value):
+        raise InstallError(f"--node-selector {text!r}: not KEY=VALUE with a label key and value "
+                           "(e.g. --node-selector cloud.google.com/gke-nodepool=system)")
+    return key, value
+
+
+def parse_toleration(text: str) -> tuple[str, str | None, str | None]:
+    """``KEY[=VALUE][:EFFECT]`` (``--toleration``, as kubectl taint writes a taint)."""
+    body, _, effect = text.partition(":")
+    key, sep, value = body.partition("=")
+    if not _label_key(key) or (sep and not dnsnames.is_label_value(value)) or (effect and effect not in EFFECTS):
+        raise InstallError(f"--toleration {text!r}: not KEY[=VALUE][:EFFECT] with EFFECT one of {', '.join(EFFECTS)} "
+                           "(e.g. --toleration components.gke.io/gke-managed-components=true:NoSchedule)")
+    return key, value if sep else None, effect or None
+
+
+def parse_resources(text: str) -> tuple[str, str, str, str]:
+    """``COMPONENT:requests|limits.RESOURCE=QUANTITY`` (``--resources``)."""
+    comp, _, rest = text.partition(":")
+    path, _, qty = rest.partition("=")
+    part, _, res = path.partition(".")
+    example = "e.g. --resources controller:limits.memory=4Gi"
+    if comp not in OWN_COMPONENTS:
+        raise InstallError(f"--resources {text!r}: component {comp!r} is not one of {', '.join(OWN_COMPONENTS)} "
+                           f"({example})")
+    if part not in RESOURCE_PARTS or not res:
+        raise InstallError(f"--resources {text!r}: after the component, requests.RESOURCE or limits.RESOURCE "
+                           f"({example})")
+    try:
+        if quantity.parse(qty).amount <= 0:
+            raise quantity.QuantityError(qty)
+    except quantity.QuantityError:
+        raise InstallError(f"--resources {text!r}: {qty!r} is not a positive Kubernetes quantity ({example})") from None
+    return comp, part, res, qty
+
+
+def parse_cluster_size(text: str) -> tuple[int, int, int]:
+    """``NODES:PODS:JOBS`` (``--cluster-size``): the cluster the controller's memory is sized for."""
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.isdigit() and len(p) <= 9 for p in parts) or not int(parts[0]):
+        raise InstallError(f"--cluster-size {text!r}: not NODES:PODS:JOBS, whole numbers with at least one node "
+                           "(e.g. --cluster-size 20000:200000:50000 for 20,000 nodes, 200,000 pods, 50,000 running "
+                           "jobs)")
+    nodes, pods, jobs = (int(p) for p in parts)
+    return nodes, pods, jobs
+
+
+_KEY_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def _label_key(key: str) -> bool:
+    """A label (or taint) key: an optional DNS subdomain prefix and ``/``, then a name of at most 63 characters."""
+    prefix, slash, name = key.rpartition("/")
+    return bool(_KEY_NAME.fullmatch(name)) and (not slash or dnsnames.is_subdomain(prefix))
+
+
+def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    pod = ((spec.get("template") or {}).get("spec"))
+    return pod if isinstance(pod, dict) else None
+
+
+def _component_of(obj: dict[str, Any]) -> str | None:
+    name = str((obj.get("metadata") or {}).get("name", ""))
+    for comp, base in OWN_COMPONENTS.items():
+        if name == base or (comp == "agent" and name.startswith(base + "-") and obj.get("kind") == "DaemonSet"
+                            and not name.startswith(agent_render.SWEEPER)):
+            return comp
+    return None
+
+
+def own_pods(objs: list[dict[str, Any]], opts: Options) -> list[dict[str, Any]]:
+    """Apply the install's knobs for fabricguard's own pods to rendered objects (in place; returned for chaining).
+
+    Every pod template and ServiceAccount of ours gets ``imagePullSecrets`` (a private registry); the controller's,
+    the webhook's and the sweep's pods get ``--node-selector``/``--toleration`` (system nodes, not GPU nodes);
+    ``--cluster-size`` sizes the controller's memory (``controller.manifests.memory_for``); ``--resources``
+    replaces one component's requests or limits (after it); the agent DaemonSets get ``runtimeClassName``.
+    """
+    secrets = [{"name": s} for s in opts.image_pull_secrets]
+    for obj in objs:
+        kind = obj.get("kind")
+        if kind == "ServiceAccount" and secrets:
+            obj["imagePullSecrets"] = list(secrets)
+        if kind not in POD_KINDS:
+            continue
+        pod, comp = _pod_spec(obj), _component_of(obj)
+        if pod is None or comp is None:
+            continue
+        if secrets:
+            pod["imagePullSecrets"] = list(secrets)
+        if comp != "agent":
+            if opts.node_selector:
+                pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **dict(opts.node_selector)}
+            for key, value, effect in opts.tolerations:
+                tol: dict[str, Any] = {"key": key, "operator": "Equal" if value is not None else "Exists"}
+                if value is not None:
+                    tol["value"] = value
+                if effect is not None:
+                    tol["effect"] = effect
+                pod.setdefault("tolerations", []).append(tol)
+        elif opts.runtime_class:
+            pod["runtimeClassName"] = opts.runtime_class
+        if comp == "controller" and opts.cluster_size is not None:
+            # Sized for the cluster (docs/install.md "Memory"); an explicit --resources below still wins.
+            for part, qty in controller_manifests.memory_for(*opts.cluster_size).items():
+                for container in pod.get("containers") or []:
+                    container.setdefault("resources", {}).setdefault(part, {})["memory"] = qty
+        for c, part, res, qty in opts.resources:
+            if c == comp:
+                for container in pod.get("containers") or []:
+                    container.setdefault("resources", {}).setdefault(part, {})[res] = qty
+    return objs
 
 
 def namespace_objects(namespace: str) -> list[dict[str, Any]]:
@@ -241,7 +381,8 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                          + [Step("delete", AGENT)]))
     if not opts.manage_taints:  # with --manage-taints the agent keeps the taints itself: no rules, no NRC
         out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded "
-                             "taints", agent_render.readiness_rules(profile, mode=opts.mode),
+                             "taints", agent_render.readiness_rules(profile, mode=opts.mode,
+                                                                    dry_run=opts.dry_run_rules),
                              remove=[Step("delete", READINESS)]))
     ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image, opts.mode,
                                           monitoring=opts.monitoring)
@@ -271,20 +412,53 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     if mon:
         out.append(Component(MONITOR, f"Monitoring ({opts.monitoring}): monitors, alert rules, Grafana dashboard",
                              mon, remove=[Step("delete", MONITOR)]))
+    if opts.image_pull_secrets:
+        # The canaries and pair tests run as the namespace's default ServiceAccount: its pull secrets reach them.
+        out[0].objects.append({"apiVersion": "v1", "kind": "ServiceAccount",
+                               "metadata": {"name": "default", "namespace": ns, "labels": dict(PART_OF)}})
     for c in out:
         if c.name in (NAMESPACE, STORAGE):
             c.remove = []  # only with the whole install
-        for o in [*c.objects, *(x for objs in c.overlay_objects.values() for x in objs)]:
-            stamp_version(o)
+        own_pods(c.objects, opts)
+        for o in c.objects:
+            stamp_version(o, component_label(c.name))
+        for sub, objs in c.overlay_objects.items():
+            for o in objs:
+                stamp_version(o, component_label(c.name, sub))
     return out
 
 
-def stamp_version(obj: dict[str, Any]) -> dict[str, Any]:
-    """The release that rendered an object, on the object's own labels (never a selector's: a Deployment's or a
-    DaemonSet's selector is immutable, and a new release must roll its pods, not orphan them)."""
+def component_label(component: str, overlay: str | None = None) -> str:
+    """The ``fabricguard.io/install-component`` value of a component's objects (an overlay's are its own: pruning
+    the base must never remove what only the overlay applies)."""
+    return f"{component}.{overlay}" if overlay else component
+
+
+def prune_command(c: Component, root: str = "DIR") -> str:
+    """``kubectl apply --prune`` for one component: it deletes the objects labelled with this component that the new
+    render no longer has, of the kinds the component renders (``--prune-allowlist``: kubectl prunes only those)."""
+    kinds = sorted({_allowlist_entry(o) for o in c.objects})
+    allow = " ".join(f"--prune-allowlist={k}" for k in kinds)
+    return (f"kubectl apply -k {root}/{c.name} --prune -l {names.LABEL_INSTALL_COMPONENT}={component_label(c.name)} "
+            f"{allow}")
+
+
+def _allowlist_entry(obj: dict[str, Any]) -> str:
+    api = str(obj.get("apiVersion", ""))
+    group, _, version = api.rpartition("/")
+    return f"{group or 'core'}/{version}/{obj.get('kind', '')}"
+
+
+def stamp_version(obj: dict[str, Any], component: str | None = None) -> dict[str, Any]:
+    """The release that rendered an object (and the install component it belongs to), on the object's own labels
+    (never a selector's: a Deployment's or a DaemonSet's selector is immutable, and a new release must roll its
+    pods, not orphan them)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        meta.setdefault("labels", {})[names.LABEL_APP_VERSION] = __version__
+        labels = meta.setdefault("labels", {})
+        labels[names.LABEL_APP_VERSION] = __version__
+        if component:
+            labels[names.LABEL_INSTALL_COMPONENT] = component
     return obj
 
 
@@ -324,6 +498,10 @@ def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str,
         lines.append("```")
         lines.append(Step("apply", c.name).command())
         lines.extend(c.after_apply)
+        lines.append("```")
+        lines.append("Upgrade (a newer render of this directory; also deletes what it no longer has):")
+        lines.append("```")
+        lines.append(prune_command(c))
         lines.append("```")
         if c.remove:
             lines.append("Remove it alone:")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from fabricguard import dnsnames
 from fabricguard.console import err_console, fail, say
 from fabricguard.options import Mode, check_namespace, check_port, mode_option
 
@@ -35,12 +36,39 @@ def render_install_cmd(
     webhook_port: int = typer.Option(
         10250, "--webhook-port", help="The webhook's container port; 10250 is reachable from a GKE private "
         "cluster's control plane without a firewall rule (docs/install.md)."),
+    runtime_class: str = typer.Option(None, "--runtime-class", help="RuntimeClass of the node agents (the NVIDIA "
+                                      "runtime, where it is not the default: NVML needs it)."),
+    dry_run_rules: bool = typer.Option(False, "--dry-run-rules", help="Every NodeReadinessRule dryRun, whatever "
+                                       "the pools' modes (NRC reports, taints nothing)."),
+    image_pull_secret: list[str] = typer.Option([], "--image-pull-secret", help="Secret in the namespace to pull "
+                                                "fabricguard's images with (repeatable): every pod and "
+                                                "ServiceAccount of ours, the canaries' default one too."),
+    node_selector: list[str] = typer.Option([], "--node-selector", help="KEY=VALUE for the controller's, the "
+                                            "webhook's and the sweep's pods (repeatable; agents follow pools)."),
+    toleration: list[str] = typer.Option([], "--toleration", help="KEY[=VALUE][:EFFECT] those pods tolerate "
+                                         "(repeatable)."),
+    resources: list[str] = typer.Option([], "--resources", help="COMPONENT:requests|limits.RESOURCE=QUANTITY for "
+                                        "controller, webhook, agent or sweep (repeatable), e.g. "
+                                        "controller:limits.memory=4Gi."),
+    cluster_size: str = typer.Option(None, "--cluster-size", help="NODES:PODS:JOBS the controller's memory request "
+                                     "and limit are sized for (docs/install.md, Memory), e.g. 20000:200000:50000; "
+                                     "--resources controller:... wins over it."),
 ) -> None:
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
     from fabricguard.agent.render_commands import image_problem as agent_image_problem
     from fabricguard.controller.manifests import image_problem, profile_image_problems
-    from fabricguard.placement.install import OPTIONAL_PREFLIGHT, InstallError, Options, components, write
+    from fabricguard.placement.install import (
+        OPTIONAL_PREFLIGHT,
+        InstallError,
+        Options,
+        components,
+        parse_cluster_size,
+        parse_node_selector,
+        parse_resources,
+        parse_toleration,
+        write,
+    )
     from fabricguard.placement.preflight import preflight_role
     from fabricguard.profile.commands import profile_or_exit
 
@@ -64,10 +92,24 @@ def render_install_cmd(
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         fail(f"--output {output}: exists and is not an empty directory; choose a new one so no stale component "
              "survives from an earlier render")
+    for opt, value in (("--runtime-class", runtime_class), *(("--image-pull-secret", s) for s in image_pull_secret)):
+        if value is not None and not dnsnames.is_subdomain(value):
+            fail(f"{opt} {value!r}: not a Kubernetes object name (lowercase DNS subdomain)",
+                 hint=f"e.g. {opt} nvidia" if opt == "--runtime-class" else f"e.g. {opt} registry-credentials")
+    try:
+        selector = tuple(parse_node_selector(x) for x in node_selector)
+        tolerations = tuple(parse_toleration(x) for x in toleration)
+        own_resources = tuple(parse_resources(x) for x in resources)
+        size = parse_cluster_size(cluster_size) if cluster_size is not None else None
+    except InstallError as exc:
+        fail(str(exc))
     opts = Options(image=image, agent_image=agent_image, canary_image=canary_image, namespace=namespace,
                    monitoring=monitoring, release=release, apiserver_cidrs=tuple(_cidrs(apiserver_cidr, any_source)),
                    manage_taints=manage_taints, nvml_access=nvml_access, dcgm_platform=dcgm_platform,
-                   mode=mode.value, webhook_port=check_port("--webhook-port", webhook_port))
+                   mode=mode.value, webhook_port=check_port("--webhook-port", webhook_port),
+                   runtime_class=runtime_class, dry_run_rules=dry_run_rules,
+                   image_pull_secrets=tuple(image_pull_secret), node_selector=selector, tolerations=tolerations,
+                   resources=own_resources, cluster_size=size)
     try:
         comps = components(prof, profile.read_text(), opts)
     except InstallError as exc:

@@ -260,6 +260,51 @@ def judge(
     return Judgement(overall([c.status for c in checks]), checks)
 
 
+RAIL_RATIO = 0.75  # a rail below this share of the median rail is slow: the others prove the path can do better
+
+
+@dataclass(frozen=True)
+class SlowRail:
+    """A rail (local rank k of every node: GPU k and its NIC) that ran well below the others, alone."""
+
+    rail: int
+    busbw_gbps: float
+    median_gbps: float | None  # the median of the pair's rails, None with one rail (judged by the floor)
+    nics: dict[str, str]  # node -> its NIC on this rail ("" when the probe could not tell)
+    pcis: dict[str, str] = field(default_factory=dict)  # node -> that NIC's PCI address, where it is one NIC
+
+    def text(self) -> str:
+        where = ", ".join(f"{n} {nic or '?'}" for n, nic in sorted(self.nics.items()))
+        than = (f"the median rail's {self.median_gbps:.1f}" if self.median_gbps is not None else "the floor")
+        return f"rail {self.rail} ({where}): {self.busbw_gbps:.1f} GB/s alone, below {than}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rail": self.rail, "busbwGBps": round(self.busbw_gbps, 3), "medianGBps": self.median_gbps,
+                "nics": dict(self.nics), "pcis": dict(self.pcis)}
+
+
+def slow_rails(rails: Iterable[Any], floor_gbps: float | None) -> list[SlowRail]:
+    """The slow rails of a ``probe collective --rails`` result: below ``RAIL_RATIO`` of the median rail (a rail
+    down, a link trained slow, a miscabled port), or, with one rail only, below the floor. All rails slow alike
+    names none: that is the node or the fabric, not one rail."""
+    rows = [(r["rail"], float(bw), list(r.get("members") or ()) if isinstance(r.get("members"), list) else [])
+            for r in rails if isinstance(r, dict) and isinstance(r.get("rail"), int) and not isinstance(r["rail"], bool)
+            for bw in [r.get("busbw_gbps") or 0.0] if isinstance(bw, int | float) and not isinstance(bw, bool)]
+    if not rows:
+        return []
+    bws = sorted(bw for _k, bw, _m in rows)
+    median = bws[len(bws) // 2] if len(bws) % 2 else (bws[len(bws) // 2 - 1] + bws[len(bws) // 2]) / 2
+    out = []
+    for k, bw, members in rows:
+        slow = bw < RAIL_RATIO * median if len(rows) > 1 else (floor_gbps is not None and bw < floor_gbps)
+        if slow:
+            ms = [m for m in members if isinstance(m, dict)]
+            nics = {str(m.get("node") or "?"): str(m.get("nic") or "") for m in ms}
+            pcis = {str(m.get("node") or "?"): str(m["nic_pci"]) for m in ms if isinstance(m.get("nic_pci"), str)}
+            out.append(SlowRail(k, bw, round(median, 3) if len(rows) > 1 else None, nics, pcis))
+    return out
+
+
 def expectation_for(pool: Any) -> Expectation:
     """The Expectation of a profile Pool (duck-typed so this module stays import-light)."""
     b = pool.baseline

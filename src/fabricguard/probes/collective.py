@@ -57,6 +57,10 @@ class CollectiveConfig:
     log_dir: str = ""
     nccl_net: str | None = None  # value forced into NCCL_NET, None leaves the environment alone
     init_timeout_s: float = 120.0
+    # Each rail alone after the measurement (``measure_rails``): rail k is local rank k (GPU k, and its NIC) of
+    # every node. ``local_world``: ranks per node (0: the launcher's LOCAL_WORLD_SIZE).
+    rails: bool = False
+    local_world: int = 0
 
     def validate(self) -> None:
         unknown = [c for c in self.collectives if c not in COLLECTIVES]
@@ -86,6 +90,7 @@ class CollectiveResult:
     seconds: float = 0.0
     judgement: Judgement | None = None
     log_dir_removed: bool = False  # a temporary log directory is removed once its NCCL logs are read
+    rails: list[dict[str, Any]] = field(default_factory=list)  # measure_rails, with --rails
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -234,14 +239,87 @@ def measure(
     return rows
 
 
-def _gather_hostnames(torch: Any, dist: Any, world: int, device: Any) -> list[str]:
-    # all_gather_object needs numpy, which the probe does not require; 64 bytes per name is plenty.
-    name = socket.gethostname().encode()[:64].ljust(64, b"\0")
-    mine = torch.tensor(list(name), dtype=torch.uint8, device=device)
-    out = torch.empty(64 * world, dtype=torch.uint8, device=device)
+def _gather_text(torch: Any, dist: Any, world: int, device: Any, text: str, size: int = 64) -> list[str]:
+    # all_gather_object needs numpy, which the probe does not require; fixed-size bytes per rank instead.
+    raw_mine = text.encode()[:size].ljust(size, b"\0")
+    mine = torch.tensor(list(raw_mine), dtype=torch.uint8, device=device)
+    out = torch.empty(size * world, dtype=torch.uint8, device=device)
     dist.all_gather_into_tensor(out, mine)
     raw = bytes(out.cpu().tolist())
-    return [raw[i * 64 : (i + 1) * 64].rstrip(b"\0").decode(errors="replace") for i in range(world)]
+    return [raw[i * size : (i + 1) * size].rstrip(b"\0").decode(errors="replace") for i in range(world)]
+
+
+def _gather_hostnames(torch: Any, dist: Any, world: int, device: Any) -> list[str]:
+    return _gather_text(torch, dist, world, device, socket.gethostname())
+
+
+def _gpu_pci(torch: Any, backend: str, device: Any) -> str | None:
+    """The PCI address of this rank's GPU (``0000:1b:00.0``), or None without CUDA (gloo)."""
+    if backend != "nccl":
+        return None
+    p = torch.cuda.get_device_properties(device)
+    dom, bus, dev = (getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
+    if not all(isinstance(v, int) for v in (dom, bus, dev)):
+        return None
+    return f"{dom:04x}:{bus:02x}:{dev:02x}.0"
+
+
+def measure_rails(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, device: Any, local_rank: int,
+                  local_world: int) -> list[dict[str, Any]]:
+    """Each rail alone: all_reduce of the largest size among local rank k of every node, one rail after another
+    (the others wait), so a slow NIC or link shows as its own rail's busbw instead of hiding in the whole
+    node's. Every member says which node it ran on (``FG_NODE_NAME``, else its hostname) and which RDMA NIC is
+    nearest its GPU on the PCIe tree (``probes.host.nearest_nics``): the rail's NIC on that node. Identical on
+    every rank; empty when there are not two nodes of ``local_world`` ranks."""
+    from fabricguard.probes.host import nearest_nics, nic_pci
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if local_world < 1 or world % local_world or world // local_world < 2:
+        return []
+    nnodes = world // local_world
+    tdtype = {2: torch.float16, 4: torch.float32, 8: torch.float64}[DTYPE_BYTES[cfg.dtype]]
+    size = max(cfg.sizes)
+    total, _per = element_counts("all_reduce", size, DTYPE_BYTES[cfg.dtype], nnodes)
+    # Every rank creates every group, in the same order (torch.distributed requires it).
+    groups = [dist.new_group([n * local_world + k for n in range(nnodes)]) for k in range(local_world)]
+    times_s = torch.zeros(local_world, dtype=torch.float64, device=device)
+    for k, group in enumerate(groups):
+        dist.barrier()
+        if local_rank == k and total:
+            buf = torch.zeros(total, dtype=tdtype, device=device)
+            for _ in range(max(1, cfg.warmup)):  # the first call also sets up the rail's communicator
+                dist.all_reduce(buf, group=group)
+            _sync(torch, backend)
+            t0 = time.perf_counter()
+            for _ in range(cfg.iters):
+                dist.all_reduce(buf, group=group)
+            _sync(torch, backend)
+            dt = torch.tensor([(time.perf_counter() - t0) / cfg.iters], dtype=torch.float64, device=device)
+            dist.all_reduce(dt, group=group)
+            if rank < local_world:  # node 0's member reports the rail's mean time
+                times_s[k] = dt[0] / nnodes
+            del buf
+        dist.barrier()
+    dist.all_reduce(times_s)
+    pci = _gpu_pci(torch, backend, device)
+    nics = nearest_nics(Path("/"), pci) if pci else []
+    nic_addr = (nic_pci(Path("/"), nics[0]) or "") if len(nics) == 1 else ""
+    me = json.dumps([os.environ.get("FG_NODE_NAME") or socket.gethostname(), pci or "", ",".join(nics), nic_addr])
+    members = [json.loads(t or "[]") for t in _gather_text(torch, dist, world, device, me, 256)]
+    out = []
+    for k in range(local_world):
+        dt_k = float(times_s[k].item())
+        row = make_row("all_reduce", total * DTYPE_BYTES[cfg.dtype], cfg.dtype, nnodes, dt_k, 0) if dt_k > 0 else None
+        out.append({
+            "rail": k,
+            "bytes": total * DTYPE_BYTES[cfg.dtype],
+            "time_us": round(dt_k * 1e6, 3),
+            "busbw_gbps": row.busbw_gbps if row is not None else 0.0,
+            "members": [{"rank": n * local_world + k, "node": m[0], "gpu_pci": m[1] or None,
+                         "nic": m[2] or None, "nic_pci": m[3] or None}
+                        for n in range(nnodes) for m in [members[n * local_world + k]] if len(m) == 4],
+        })
+    return out
 
 
 def rank_main(
@@ -283,6 +361,8 @@ def rank_main(
     try:
         rows = measure(torch, dist, cfg, backend, device, on_row)
         hosts = _gather_hostnames(torch, dist, world, device)
+        local_world = cfg.local_world or int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+        rails = measure_rails(torch, dist, cfg, backend, device, local_rank, local_world) if cfg.rails else []
     finally:
         dist.destroy_process_group()
     return {
@@ -291,6 +371,7 @@ def rank_main(
         "rows": [r.to_dict() for r in rows],
         "hosts": hosts,
         "env": env,
+        "rails": rails,
     }
 
 
@@ -307,7 +388,8 @@ def _worker_main(argv: list[str]) -> int:
             stream.flush()
 
     try:
-        res = rank_main(rank, world, rank, cfg, f"tcp://127.0.0.1:{port}", on_row)
+        local = rank % cfg.local_world if cfg.local_world else rank  # --rails --local-world: nodes simulated here
+        res = rank_main(rank, world, local, cfg, f"tcp://127.0.0.1:{port}", on_row)
     except BaseException:
         (log_dir / f"rank{rank}.error.txt").write_text(traceback.format_exc())
         return 1
@@ -333,6 +415,7 @@ def _result_from(raw: dict[str, Any], cfg: CollectiveConfig, seconds: float) -> 
         env=raw["env"],
         hosts=raw.get("hosts", []),
         seconds=seconds,
+        rails=list(raw.get("rails") or []),
     )
 
 

@@ -81,6 +81,10 @@ def collective_cmd(
         None, "--force-net/--no-force-net", help="Set NCCL_NET to the pool's net (default: on for fabric pools)."
     ),
     timeout: float = typer.Option(600, "--timeout", help="Seconds before spawned ranks are stopped."),
+    rails: bool = typer.Option(False, "--rails", help="Then time each rail alone (local rank k of every node: "
+                               "GPU k and its NIC) at the largest size, and name each rail's NIC per node."),
+    local_world: int = typer.Option(0, "--local-world", min=0, help="Ranks per node for --rails (default: the "
+                                    "launcher's LOCAL_WORLD_SIZE; with --local-ranks it splits them into nodes)."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
 ) -> None:
@@ -106,6 +110,8 @@ def collective_cmd(
         check=check,
         log_dir=str(log_dir) if log_dir else "",
         nccl_net=net,
+        rails=rails,
+        local_world=local_world,
     )
     try:
         cfg.validate()
@@ -133,6 +139,9 @@ def collective_cmd(
         kept = "read and removed (-o/--output DIR keeps them)" if res.log_dir_removed else "kept"
         say(f"# {res.backend}, {res.world_size} ranks; logs in {res.log_dir} {kept}")
         console.print(f"# transport: {res.transport} ({res.transport_why})", markup=False)
+        for r in res.rails:  # --rails: each rail alone, its NIC per node
+            nics = ", ".join(f"{m.get('node')} {m.get('nic') or '?'}" for m in r.get("members") or ())
+            console.print(f"# rail {r['rail']}: {r['busbw_gbps']:.2f} GB/s busbw alone ({nics})", markup=False)
         if res.failed:
             say(("failed:", "bold red"), f" {res.error}", err=True)
         if res.judgement:

@@ -178,6 +178,46 @@ def read_rdma(root: Path) -> tuple[bool, list[RdmaPort]]:
     return True, ports
 
 
+def nearest_nics(root: Path, gpu_pci: str) -> list[str]:
+    """The RDMA NICs nearest a GPU on the PCIe tree (``/sys/bus/pci/devices/<gpu_pci>`` against each
+    ``/sys/class/infiniband/<dev>/device``): the ones whose device path shares the longest prefix with the GPU's,
+    which on a rail-optimized node (one NIC per GPU behind the same PCIe switch) is the GPU's own NIC, the one
+    NCCL gives its traffic. Several when they tie (two NICs behind one switch); empty when nothing is readable."""
+    gpu = root / "sys/bus/pci/devices" / gpu_pci
+    base = root / "sys/class/infiniband"
+    try:
+        gparts = gpu.resolve(strict=True).parts
+        devs = sorted(base.iterdir()) if base.is_dir() else []
+    except OSError:
+        return []
+    best, names = 0, []
+    for dev in devs:
+        try:
+            parts = (dev / "device").resolve(strict=True).parts
+        except OSError:
+            continue
+        common = 0
+        for a, b in zip(gparts, parts, strict=False):
+            if a != b:
+                break
+            common += 1
+        if common > best:
+            best, names = common, [dev.name]
+        elif common == best and common:
+            names.append(dev.name)
+    # Sharing only /sys/devices (or a PCI root complex with everything else) is no nearness at all.
+    return names if best > len(Path(root, "sys/devices").resolve().parts) + 1 else []
+
+
+def nic_pci(root: Path, name: str) -> str | None:
+    """The PCI address of RDMA device ``name`` (``0000:1b:00.0``): what a DRA driver's ResourceSlice lists it by
+    (``dra.net/pciAddress``, ``resource.kubernetes.io/pciBusID``)."""
+    try:
+        return (root / "sys/class/infiniband" / name / "device").resolve(strict=True).name
+    except OSError:
+        return None
+
+
 def library_dirs(root: Path) -> list[Path]:
     dirs = [root / d for d in LIB_DIRS]
     for conf in sorted((root / "etc/ld.so.conf.d").glob("*.conf")):

@@ -56,6 +56,7 @@ CONNECTED = ("FULL", "IDLE")
 MAX_FILE = 1024 * 1024
 MAX_LNETCTL_OUTPUT = 16 * 1024 * 1024
 LNETCTL_TIMEOUT = 10.0
+LNET_SNAPSHOT_MAX_AGE = 300.0  # the sidecar writes every 30 s: ten missed writes and its snapshot is not trusted
 
 _STAT = re.compile(r"^(\S+)\s+(\d+)\s+samples\s+\[(\w+)\](?:\s+(\d+)\s+(\d+)\s+(\d+))?")
 _IMPORT_STATE = re.compile(r"^\s*state:\s*(\S+)", re.M)
@@ -224,25 +225,59 @@ def read_health_check(root: Path) -> tuple[str | None, str]:
 @dataclass
 class Lnetctl:
     """Runs ``lnetctl`` (``argv`` is the command before ``net show``, e.g. ``nsenter -t 1 -m -- lnetctl``),
-    bounded in time and output. ``None`` argv: not available here, and the LNet check says so."""
+    bounded in time and output. ``None`` argv: not available here, and the LNet check says so.
+
+    ``directory``: read what the agent's ``lnet`` sidecar wrote instead (``dir:PATH``): ``net.yaml`` and
+    ``peer.yaml`` (``lnetctl <what> show -v 3``), or ``<what>.err`` saying why it could not; a file older than
+    ``max_age`` seconds is not trusted (the sidecar stopped). ``lnetctl`` needs ``CAP_SYS_ADMIN`` on
+    ``/dev/lnet`` (libcfs ``libcfs_psdev_ioctl``), so only the sidecar is privileged, never the agent."""
 
     argv: list[str] | None
     timeout: float = LNETCTL_TIMEOUT
     max_output: int = MAX_LNETCTL_OUTPUT
     calls: int = field(default=0, compare=False)
+    directory: Path | None = None
+    max_age: float = LNET_SNAPSHOT_MAX_AGE
 
     @classmethod
     def from_option(cls, value: str | None) -> Lnetctl:
-        """``auto`` (the default): ``lnetctl`` on PATH if there is one; ``none``: never; else a command line."""
+        """``auto`` (the default): ``lnetctl`` on PATH if there is one; ``none``: never; ``dir:PATH``: the
+        sidecar's snapshots in PATH; else a command line."""
         if value in (None, "", "none"):
             return cls(None)
         if value == "auto":
             found = shutil.which("lnetctl")
             return cls([found] if found else None)
+        if value.startswith("dir:"):
+            return cls(None, directory=Path(value[4:]))
         return cls(shlex.split(value))
+
+    def _snapshot(self, what: str, now: float | None = None) -> tuple[str | None, str]:
+        assert self.directory is not None
+        self.calls += 1
+        f = self.directory / f"{what}.yaml"
+        err = self.directory / f"{what}.err"
+        if not f.exists():
+            said, _ = _read(err) if err.exists() else (None, "")
+            return None, (f"the lnet sidecar could not run lnetctl: {' '.join((said or '').split())[:300]}" if said
+                          else f"no {f} yet: the lnet sidecar has not written it (is it running?)")
+        try:
+            age = (time.time() if now is None else now) - f.stat().st_mtime
+        except OSError as exc:
+            return None, f"cannot read {f}: {exc.strerror or exc}"
+        if age > self.max_age:
+            return None, f"{f} is {age:.0f} s old (over {self.max_age:.0f} s): the lnet sidecar stopped writing it"
+        try:
+            return read_bytes(f, max_bytes=self.max_output).decode("utf-8", errors="replace"), ""
+        except SourceError as exc:
+            return None, f"{f}: {exc.problem}"
+        except OSError as exc:
+            return None, f"cannot read {f}: {exc.strerror or exc}"
 
     def show(self, what: str) -> tuple[str | None, str]:
         """(YAML text, "") of ``lnetctl <what> show -v 3``, or (None, why)."""
+        if self.directory is not None:
+            return self._snapshot(what)
         if not self.argv:
             return None, "lnetctl is not available to the agent (--lnetctl)"
         self.calls += 1

@@ -17,6 +17,8 @@ from typing import Any
 from fabricguard.probes.bw import Row
 from fabricguard.probes.result import Check, Status
 
+MAX_RAILS = 64  # rails read from one result (a node has 8 or 16); the rest of a hostile list is not read
+
 
 class RecordError(ValueError):
     """A result document that is not the probe's shape; the message names the field."""
@@ -63,6 +65,7 @@ class CollectiveRecord:
     error: str | None = None
     transport: str = "unknown"
     transport_why: str = ""
+    rails: list[dict[str, Any]] = field(default_factory=list)  # --rails: each rail alone (bw.slow_rails reads it)
 
     @classmethod
     def from_dict(cls, d: Any) -> CollectiveRecord:
@@ -73,7 +76,8 @@ class CollectiveRecord:
         return cls(str(_field(d, "backend", str, "")), int(_field(d, "world_size", int, 0)),
                    [_row(r, i) for i, r in enumerate(rows)], bool(_field(d, "failed", bool, False)),
                    str(error) if error else None, str(_field(d, "transport", str, "unknown")),
-                   str(_field(d, "transport_why", str, "")))
+                   str(_field(d, "transport_why", str, "")),
+                   [dict(r) for r in _field(d, "rails", list, [])[:MAX_RAILS] if isinstance(r, Mapping)])
 
 
 @dataclass(frozen=True)

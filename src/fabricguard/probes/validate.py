@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import __version__
+from fabricguard.console import envelope
 from fabricguard.probes.bw import expectation_for
 from fabricguard.probes.collective import CollectiveConfig, run_probe
 from fabricguard.probes.host import probe_host
@@ -134,6 +135,7 @@ def run_validate(opts: ValidateOptions, step: Step = lambda _s: None) -> dict[st
     report["verdict"] = str(status)
     report["seconds"] = time.monotonic() - t0
     step("report")
+    report = envelope("ValidationReport", report)  # the verdict first, as every command's JSON
     write_text(opts.out_dir / "report.json", json.dumps(report, indent=2, default=str) + "\n")
     write_text(opts.out_dir / "report.html", render_html(report))
     return report

@@ -15,8 +15,7 @@ the phases' plus the steps' seconds (step times exclude the I/O phases the job l
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fabricguard.profile.model import Pool
@@ -82,23 +81,70 @@ def floor_mbps(pool: Pool, phase: str) -> float | None:
     return None if base is None else base * b.floorFraction
 
 
+MAX_INSTANCES = 200_000  # phase instances a tally keeps (a job checkpointing every step for 200k steps)
+
+
+@dataclass
+class IoTally:
+    """A job's I/O phases and step times, added up as records arrive (``verify-job`` after the job, the
+    controller's live reader while it runs): each phase instance (phase, step) keeps its slowest rank's seconds
+    and its ranks' summed bytes; each step its slowest rank's seconds. Past ``MAX_INSTANCES`` instances or steps
+    the oldest are folded into running totals (``folded``), so memory stays bounded and the figures stay whole."""
+
+    instances: dict[tuple[str, int | None, int], tuple[float, int | None]] = field(default_factory=dict)
+    steps: dict[int, float] = field(default_factory=dict)
+    folded_phases: dict[str, tuple[int, float, int | None]] = field(default_factory=dict)
+    folded_step_seconds: float = 0.0
+    folded: int = 0
+    _loose: int = 0
+
+    def add_io(self, r: IoRecord) -> None:
+        # Records without a step cannot be paired across ranks: each is its own instance.
+        if r.step is None:
+            self._loose += 1
+        key = (r.phase, r.step, 0 if r.step is not None else self._loose)
+        sec, size = self.instances.get(key, (0.0, 0))
+        self.instances[key] = (max(sec, r.seconds), None if size is None or r.bytes is None else size + r.bytes)
+        if len(self.instances) > MAX_INSTANCES:
+            old = next(iter(self.instances))
+            osec, osize = self.instances.pop(old)
+            n, fsec, fsize = self.folded_phases.get(old[0], (0, 0.0, 0))
+            self.folded_phases[old[0]] = (n + 1, fsec + osec, None if fsize is None or osize is None else fsize + osize)
+            self.folded += 1
+
+    def add_step(self, step: int, seconds: float) -> None:
+        if seconds > self.steps.get(step, -1.0):
+            self.steps[step] = seconds
+        if len(self.steps) > MAX_INSTANCES:
+            self.folded_step_seconds += self.steps.pop(next(iter(self.steps)))
+            self.folded += 1
+
+    @property
+    def empty(self) -> bool:
+        return not self.instances and not self.folded_phases
+
+    def summary(self, pool: Pool) -> IoSummary | None:
+        """The phases against the pool's storage floor, or None when the job logged no I/O phase."""
+        if self.empty:
+            return None
+        per_phase = dict(self.folded_phases)
+        for (phase, _step, _i), (sec, size) in self.instances.items():
+            n, psec, psize = per_phase.get(phase, (0, 0.0, 0))
+            per_phase[phase] = (n + 1, psec + sec, None if psize is None or size is None else psize + size)
+        phases = [PhaseFigures(p, n, sec, size, floor_mbps(pool, p)) for p, (n, sec, size) in sorted(per_phase.items())]
+        return IoSummary(phases, sum(p.seconds for p in phases), self.folded_step_seconds + sum(self.steps.values()),
+                         pool.baseline.ioShareLimit)
+
+
 def summarize(pool: Pool, steps: StepTimes) -> IoSummary | None:
     """The job's I/O phases against the pool's storage floor, or None when the job logged none."""
     if not steps.io:
         return None
-    instances: dict[tuple[str, int | None, int], list[IoRecord]] = defaultdict(list)
-    for i, r in enumerate(steps.io):
-        # Records without a step cannot be paired across ranks: each is its own instance.
-        instances[(r.phase, r.step, 0 if r.step is not None else i)].append(r)
-    per_phase: dict[str, tuple[int, float, int | None]] = {}
-    for (phase, _step, _i), recs in instances.items():
-        n, sec, size = per_phase.get(phase, (0, 0.0, 0))
-        sizes = [r.bytes for r in recs]
-        add = None if any(b is None for b in sizes) else sum(b for b in sizes if b is not None)
-        per_phase[phase] = (n + 1, sec + max(r.seconds for r in recs),
-                            None if size is None or add is None else size + add)
-    phases = [PhaseFigures(p, n, sec, size, floor_mbps(pool, p)) for p, (n, sec, size) in sorted(per_phase.items())]
-    return IoSummary(phases, sum(p.seconds for p in phases), steps.total_seconds, pool.baseline.ioShareLimit)
+    tally = IoTally()
+    for r in steps.io:
+        tally.add_io(r)
+    s = tally.summary(pool)
+    return None if s is None else IoSummary(s.phases, s.io_seconds, steps.total_seconds, s.share_limit)
 
 
 def describe(s: IoSummary) -> tuple[str, str]:

@@ -163,36 +163,53 @@ def _io_record(obj: dict[str, object], path: Path, n: int) -> IoRecord:
                     str(path))
 
 
+def parse_record(raw: bytes, path: Path | str, n: int) -> IoRecord | tuple[object, float] | None:
+    """One JSONL line: an I/O phase record (it has ``phase``), a step's ``(raw step or None, seconds)``, or None
+    for a blank line or a record without a seconds field (loss, lr). Shared by the files read after the job
+    (``read_jsonl_records``) and the controller's live reader (``controller/live_io.py``)."""
+    line = raw.strip()
+    if not line:
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise StepInputError(f"{path}:{n}: not JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise StepInputError(f"{path}:{n}: not UTF-8 text") from None
+    except RecursionError:
+        raise StepInputError(f"{path}:{n}: JSON nested too deeply to read; a step record is a flat object "
+                             "such as {\"step\": 1, \"seconds\": 6.1}") from None
+    if not isinstance(obj, dict):
+        raise StepInputError(f"{path}:{n}: expected an object with 'step' and 'seconds'")
+    if "phase" in obj:
+        return _io_record(obj, Path(path), n)
+    sec = _pick(obj, _SECONDS_KEYS)
+    if sec is None:
+        return None  # other metrics (loss, lr) share the file
+    return _pick(obj, _STEP_KEYS), _as_float(sec, f"{path}:{n}")
+
+
+def step_number(raw: object, default: int, where: str) -> int:
+    """A step record's step (its ``step``/``iteration``/... field), ``default`` when it has none."""
+    return _as_step(raw, default, where)
+
+
 def read_jsonl_records(path: Path) -> tuple[list[tuple[int, float]], list[IoRecord]]:
     """(step times, I/O phase records) of a JSONL file: a record with ``phase`` is an I/O phase, one with a
     seconds field a step, anything else (loss, lr) is left alone."""
     out: list[tuple[int, float]] = []
     io: list[IoRecord] = []
     for n, raw in _lines(path):
-        line = raw.strip()
-        if not line:
+        rec = parse_record(raw, path, n)
+        if rec is None:
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise StepInputError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        except UnicodeDecodeError:
-            raise StepInputError(f"{path}:{n}: not UTF-8 text") from None
-        except RecursionError:
-            raise StepInputError(f"{path}:{n}: JSON nested too deeply to read; a step record is a flat object "
-                                 "such as {\"step\": 1, \"seconds\": 6.1}") from None
-        if not isinstance(obj, dict):
-            raise StepInputError(f"{path}:{n}: expected an object with 'step' and 'seconds'")
-        if "phase" in obj:
-            io.append(_io_record(obj, path, n))
+        if isinstance(rec, IoRecord):
+            io.append(rec)
             if len(io) > MAX_STEPS:
                 raise StepInputError(f"{path}:{n}: more than {MAX_STEPS:,} I/O phase records")
             continue
-        sec = _pick(obj, _SECONDS_KEYS)
-        if sec is None:
-            continue  # other metrics (loss, lr) share the file
-        step = _pick(obj, _STEP_KEYS)
-        out.append((_as_step(step, len(out), f"{path}:{n}"), _as_float(sec, f"{path}:{n}")))
+        step, sec = rec
+        out.append((_as_step(step, len(out), f"{path}:{n}"), sec))
         if len(out) > MAX_STEPS:
             raise StepInputError(f"{path}:{n}: more than {MAX_STEPS:,} step times; keep one record per step")
     return out, io

@@ -11,7 +11,18 @@ from datetime import datetime
 
 import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import autoscaler, boot, daemonsets, dra, fabric, images, placement
+from fabricguard.doctor.rules import (
+    autoscaler,
+    boot,
+    daemonsets,
+    dra,
+    fabric,
+    images,
+    lustre,
+    observe,
+    placement,
+    proof,
+)
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -145,6 +156,24 @@ RULES: tuple[Rule, ...] = (
         Severity.critical,
         autoscaler.scale_from_zero_blocked,
         "a pool the autoscaler may scale from zero registers nodes with a readiness taint it cannot ignore",
+    ),
+    Rule(
+        proof.BEHIND,
+        Severity.warning,
+        proof.node_proof_behind,
+        "a node of a proof pool not proven by a pair test within proof.every, or named by the controller",
+    ),
+    Rule(
+        lustre.RULE,
+        Severity.warning,
+        lustre.lustre_client_unhealthy,
+        "a node's Lustre client fails its FabricReady checks, or the file system is down for a whole pool",
+    ),
+    Rule(
+        observe.RULE,
+        Severity.info,
+        observe.enforce_would_have_acted,
+        "what enforce would have held or tainted in the last day on a pool that observes",
     ),
 )
 
