@@ -215,6 +215,7 @@ class LiveJobs:
         jio = self._io.get(key)
         if jio is not None:
             try:
+                no_link_below(self.lustre_root, jio.directory)
                 got_io = jio.poll()
                 self.cost.io_bytes_total += got_io
                 io = jio.tally.summary(self.profile.pool(job.pool))
