@@ -420,17 +420,45 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
         if c.name in (NAMESPACE, STORAGE):
             c.remove = []  # only with the whole install
         own_pods(c.objects, opts)
-        for o in [*c.objects, *(x for objs in c.overlay_objects.values() for x in objs)]:
-            stamp_version(o)
+        for o in c.objects:
+            stamp_version(o, component_label(c.name))
+        for sub, objs in c.overlay_objects.items():
+            for o in objs:
+                stamp_version(o, component_label(c.name, sub))
     return out
 
 
-def stamp_version(obj: dict[str, Any]) -> dict[str, Any]:
-    """The release that rendered an object, on the object's own labels (never a selector's: a Deployment's or a
-    DaemonSet's selector is immutable, and a new release must roll its pods, not orphan them)."""
+def component_label(component: str, overlay: str | None = None) -> str:
+    """The ``fabricguard.io/install-component`` value of a component's objects (an overlay's are its own: pruning
+    the base must never remove what only the overlay applies)."""
+    return f"{component}.{overlay}" if overlay else component
+
+
+def prune_command(c: Component, root: str = "DIR") -> str:
+    """``kubectl apply --prune`` for one component: it deletes the objects labelled with this component that the new
+    render no longer has, of the kinds the component renders (``--prune-allowlist``: kubectl prunes only those)."""
+    kinds = sorted({_allowlist_entry(o) for o in c.objects})
+    allow = " ".join(f"--prune-allowlist={k}" for k in kinds)
+    return (f"kubectl apply -k {root}/{c.name} --prune -l {names.LABEL_INSTALL_COMPONENT}={component_label(c.name)} "
+            f"{allow}")
+
+
+def _allowlist_entry(obj: dict[str, Any]) -> str:
+    api = str(obj.get("apiVersion", ""))
+    group, _, version = api.rpartition("/")
+    return f"{group or 'core'}/{version}/{obj.get('kind', '')}"
+
+
+def stamp_version(obj: dict[str, Any], component: str | None = None) -> dict[str, Any]:
+    """The release that rendered an object (and the install component it belongs to), on the object's own labels
+    (never a selector's: a Deployment's or a DaemonSet's selector is immutable, and a new release must roll its
+    pods, not orphan them)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        meta.setdefault("labels", {})[names.LABEL_APP_VERSION] = __version__
+        labels = meta.setdefault("labels", {})
+        labels[names.LABEL_APP_VERSION] = __version__
+        if component:
+            labels[names.LABEL_INSTALL_COMPONENT] = component
     return obj
 
 
@@ -470,6 +498,10 @@ def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str,
         lines.append("```")
         lines.append(Step("apply", c.name).command())
         lines.extend(c.after_apply)
+        lines.append("```")
+        lines.append("Upgrade (a newer render of this directory; also deletes what it no longer has):")
+        lines.append("```")
+        lines.append(prune_command(c))
         lines.append("```")
         if c.remove:
             lines.append("Remove it alone:")
