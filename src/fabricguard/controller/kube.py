@@ -86,12 +86,15 @@ def breaker_permissions() -> Permissions:
 # What the controller's code calls, and nothing else. Reads: list and watch of every kind a pass reads. Writes:
 # next to the action that makes them (canaries.py, gate.py, jobs.py, live.py, lease.py, runner.py).
 CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
-    *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES)
+    *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES) if plural != "configmaps"
       for g in grants(v, plural, ["list", "watch"])),
+    # ConfigMaps only where drift compares them (kube-system, the device plugins' namespaces, its own): a Role in
+    # each (controller_watched), never every namespace's (tenants keep configuration there).
+    *grants("v1", "configmaps", ["list", "watch"], scope="watched"),
     # claims.py: one ResourceClaimTemplate per opted-in namespace and DRA claim pool (created, or replaced).
     *grants(names.DRA_API, "resourceclaimtemplates", ["create", "delete"]),
-    # runner.read_reference: GET of the --reference ConfigMap, in whichever namespace it names.
-    *grants("v1", "configmaps", ["get"]),
+    # runner.read_reference: GET of the --reference ConfigMap (in a watched namespace: the own one, by default).
+    *grants("v1", "configmaps", ["get"], scope="watched"),
     # canaries.py: the pool's FabricValidation (create) and its status (merge patch).
     *grants(names.FV_API, names.FV_PLURAL, ["create"]),
     *grants(names.FV_API, names.FV_PLURAL, ["patch"], subresource="status"),
@@ -122,8 +125,15 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
 ])
 
 
-def controller_permissions(namespace: str) -> Permissions:
-    return Permissions(CONTROLLER_GRANTS, namespace, "controller")
+def controller_watched(profile: PlatformProfile, namespace: str, *extra: str) -> frozenset[str]:
+    """The namespaces whose ConfigMaps the controller reads: where drift compares them, and its own (the
+    ``--reference`` ConfigMap's home by default; ``extra`` adds the one ``--reference`` names)."""
+    return frozenset({*drift_scope([profile]).configmap_namespaces, namespace, *extra})
+
+
+def controller_permissions(namespace: str, profile: PlatformProfile | None = None, *extra: str) -> Permissions:
+    watched = controller_watched(profile, namespace, *extra) if profile is not None else frozenset({namespace})
+    return Permissions(CONTROLLER_GRANTS, namespace, "controller", watched)
 
 
 # ------------------------------------------------------------------------------------------ reading
