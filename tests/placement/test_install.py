@@ -635,3 +635,19 @@ def test_every_object_names_its_component_and_each_component_prunes_its_own_kind
         kinds = {f"{o['apiVersion'].rpartition('/')[0] or 'core'}/{o['apiVersion'].rpartition('/')[2]}/{o['kind']}"
                  for o in c.objects}
         assert allowed == kinds, (c.name, allowed ^ kinds)
+
+
+def test_a_profile_whose_pools_all_use_the_startup_taint_renders_no_readiness_component(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml").read_text().replace(
+        "    nodeSelector: {cloud.google.com/gke-nodepool: a3u-pool-1}",
+        "    nodeSelector: {cloud.google.com/gke-nodepool: a3u-pool-1}\n"
+        "    readinessTaintPrefix: startup-taint.cluster-autoscaler.kubernetes.io/")
+    from fabricguard.profile import loads_profile
+
+    comps = install.components(loads_profile(text), text, install.Options(
+        image=IMAGE, agent_image=AGENT_IMAGE, canary_image=CANARY_IMAGE, apiserver_cidrs=("172.16.0.0/28",)))
+    assert install.READINESS not in [c.name for c in comps]
+    agent = next(c for c in comps if c.name == install.AGENT)
+    assert agent.remove == [install.Step("delete", install.AGENT)]
+    ds = next(o for o in agent.objects if o["kind"] == "DaemonSet")
+    assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -372,18 +372,19 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                          + admission_podsecurity.policy(profile, opts.mode),
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
                          remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
+    rules = agent_render.readiness_rules(profile, mode=opts.mode, dry_run=opts.dry_run_rules)
+    # With --manage-taints the agent keeps the taints itself: no rules, no NRC; likewise when every pool's bootstrap
+    # taint is the autoscaler's startup taint (NRC cannot manage that key: readiness_rules renders none).
+    nrc = not opts.manage_taints and bool(rules)
     out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
                                                       nvml_access=opts.nvml_access, mode=opts.mode,
                                                       monitoring=opts.monitoring),
-                         remove=([] if opts.manage_taints else [Step("delete", READINESS)])
-                         + [Step("delete", AGENT)]))
-    if not opts.manage_taints:  # with --manage-taints the agent keeps the taints itself: no rules, no NRC
+                         remove=([Step("delete", READINESS)] if nrc else []) + [Step("delete", AGENT)]))
+    if nrc:
         out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded "
-                             "taints", agent_render.readiness_rules(profile, mode=opts.mode,
-                                                                    dry_run=opts.dry_run_rules),
-                             remove=[Step("delete", READINESS)]))
+                             "taints", rules, remove=[Step("delete", READINESS)]))
     ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image, opts.mode,
                                           monitoring=opts.monitoring)
     kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]

@@ -264,6 +264,16 @@ def _gpu_pci(torch: Any, backend: str, device: Any) -> str | None:
     return f"{dom:04x}:{bus:02x}:{dev:02x}.0"
 
 
+def _member(text: str) -> list[str]:
+    """One rank's [node, GPU PCI, NICs, NIC PCI] as gathered (fields are capped so the JSON fits its 256 bytes;
+    anything else reads as nothing known)."""
+    try:
+        m = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(x) for x in m] if isinstance(m, list) and len(m) == 4 else []
+
+
 def measure_rails(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, device: Any, local_rank: int,
                   local_world: int) -> list[dict[str, Any]]:
     """Each rail alone: all_reduce of the largest size among local rank k of every node, one rail after another
@@ -304,8 +314,9 @@ def measure_rails(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, de
     pci = _gpu_pci(torch, backend, device)
     nics = nearest_nics(Path("/"), pci) if pci else []
     nic_addr = (nic_pci(Path("/"), nics[0]) or "") if len(nics) == 1 else ""
-    me = json.dumps([os.environ.get("FG_NODE_NAME") or socket.gethostname(), pci or "", ",".join(nics), nic_addr])
-    members = [json.loads(t or "[]") for t in _gather_text(torch, dist, world, device, me, 256)]
+    me = json.dumps([(os.environ.get("FG_NODE_NAME") or socket.gethostname())[:64], pci or "",
+                     ",".join(nics[:4])[:80], nic_addr[:16]])
+    members = [_member(t) for t in _gather_text(torch, dist, world, device, me, 256)]
     out = []
     for k in range(local_world):
         dt_k = float(times_s[k].item())
