@@ -75,3 +75,35 @@ def test_objects_that_cannot_be_used_are_one_line_naming_the_file(tmp_path: Path
     r = CliRunner().invoke(app, ["verify-job", str(JOB), "-p", str(PROFILE), "--pool", "b200-dranet",
                                  "--objects", str(deep)])
     assert r.exit_code == 3 and "nested too deeply" in r.output
+
+
+async def test_verify_job_reads_the_pods_and_claims_from_the_cluster(tmp_path: Path) -> None:
+    """``--job NS/NAME``: the same objects listed live (pods by the webhook's label, the namespace's claims),
+    through the test API server over real HTTP; only what the permission table declares is asked."""
+    import asyncio
+
+    from kmock import Server
+
+    from kube_support import Emulator, kubeconfig
+
+    async with Emulator() as k8s, Server(k8s) as server:
+        k8s["get /version/"] << {"major": "1", "minor": "33", "gitVersion": "v1.33.1", "platform": "linux/amd64"}
+        for p in (_pod("llm-0", "c0"), _pod("llm-1", "c1")):
+            k8s.objects["v1/pods", "team-a", p["metadata"]["name"]] = {
+                k: v for k, v in p.items() if k not in ("kind", "apiVersion")}
+        other = _pod("other-0", "c9")
+        other["metadata"]["labels"]["fabricguard.io/job"] = "other"  # another job's pod: not this job's
+        k8s.objects["v1/pods", "team-a", "other-0"] = other
+        for c in (_claim("c0", "llm-0"), _claim("c1", "llm-1", ready="False")):
+            k8s.objects["resource.k8s.io/v1/resourceclaims", "team-a", c["metadata"]["name"]] = c
+        kc = kubeconfig(tmp_path, str(server.url).rstrip("/"))
+        args = ["verify-job", str(JOB), "-p", str(PROFILE), "--pool", "b200-dranet", "--job", "team-a/llm",
+                "--kubeconfig", kc, "--format", "json"]
+        r = await asyncio.to_thread(CliRunner().invoke, app, args)
+        assert r.exit_code == 1, r.output
+        bad = [x for x in _claims_reasons(r) if x["level"] == "degraded"]
+        assert bad and "llm-1: claim c1" in bad[0]["message"] and "other-0" not in r.stdout
+        gone = await asyncio.to_thread(CliRunner().invoke, app, [*args[:-2], "--job", "team-a/finished-long-ago"])
+        assert gone.exit_code == 3 and "no pod labelled fabricguard.io/job=finished-long-ago" in gone.output
+    bad_arg = CliRunner().invoke(app, ["verify-job", str(JOB), "-p", str(PROFILE), "--job", "llm"])
+    assert bad_arg.exit_code == 3 and "--job 'llm': use NAMESPACE/NAME" in bad_arg.output

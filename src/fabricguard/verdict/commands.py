@@ -6,12 +6,14 @@ from pathlib import Path
 
 import typer
 
+from fabricguard import names
 from fabricguard.console import Block, Column, Part, console, fail, paragraph, print_json, table_or_blocks, verdict_line
 from fabricguard.options import JSON_ALIAS, Format, format_option, html_option, profile_option, wants_json
 from fabricguard.profile import UnknownPoolError
 from fabricguard.profile.commands import profile_or_exit
+from fabricguard.rbac import grants
 from fabricguard.userfiles import SourceError, output_file, write_text
-from fabricguard.verdict.claims import load_job_objects
+from fabricguard.verdict.claims import JobObjects, load_job_objects
 from fabricguard.verdict.html import job_page
 from fabricguard.verdict.job import JobInputError, JobVerdict, Level, Reason, judge_job
 
@@ -66,6 +68,11 @@ def verify_job(
         "obdfilter.*.job_stats mdt.*.job_stats > FILE on the OSS/MDS, while the job runs. Needs --jobid."),
     jobid: str | None = typer.Option(None, "--jobid", help="The job's Lustre job id: <namespace>.<job>, as the "
                                      "webhook sets FG_LUSTRE_JOBID."),
+    job: str | None = typer.Option(
+        None, "--job", help="NAMESPACE/NAME: read the job's pods (label fabricguard.io/job) and its namespace's "
+        "ResourceClaims from the cluster instead of --objects files (list only; --kubeconfig, --context)."),
+    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="With --job: kubeconfig file."),
+    context: str | None = typer.Option(None, "--context", help="With --job: kubeconfig context."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
     html: Path | None = html_option("the verdict"),
@@ -88,11 +95,17 @@ def verify_job(
             server.stats += got.stats
             server.skipped += got.skipped
     job_objects = None
+    if objects and job:
+        fail("--objects and --job both say where the job's pods come from", hint="pass one of them")
+    if (kubeconfig or context) and not job:
+        fail("--kubeconfig and --context say where --job is read", hint="add --job NAMESPACE/NAME")
     if objects:
         try:
             job_objects = load_job_objects(objects)
         except SourceError as exc:
             fail(f"--objects {exc}")
+    elif job:
+        job_objects = _live_objects(job, kubeconfig, context)
     if html is not None:
         try:
             output_file(html)  # refused before the job is read, not after
@@ -120,6 +133,47 @@ def verify_job(
     else:
         render_verdict(v)
     raise typer.Exit(v.verdict.exit_code)
+
+
+# What --job reads, and nothing else: the client refuses any other call before sending it.
+VERIFY_JOB_GRANTS = frozenset([*grants("v1", "pods", ["list"]), *grants(names.DRA_API, "resourceclaims", ["list"])])
+
+
+def _live_objects(job: str, kubeconfig: str | None, context: str | None) -> JobObjects:
+    """The job's pods and its namespace's ResourceClaims, listed now (one line and exit 3 when they cannot be)."""
+    import asyncio
+
+    from fabricguard.kube import Kube, KubeError, NotFound
+    from fabricguard.rbac import Permissions
+
+    ns, _, name = job.partition("/")
+    if not ns or not name or "/" in name:
+        fail(f"--job {job!r}: use NAMESPACE/NAME", hint="e.g. --job team-a/llama-ft")
+
+    async def run() -> JobObjects:
+        kube = await Kube.connect(kubeconfig, context, permissions=Permissions(VERIFY_JOB_GRANTS, ns, "verify-job"))
+        try:
+            pods = await kube.list("v1", "pods", ns, label_selector=f"{names.LABEL_JOB}={name}")
+            try:
+                claims = await kube.list(names.DRA_API, "resourceclaims", ns)
+            except NotFound:  # no DRA on this cluster: no claims to read
+                claims = []
+        finally:
+            await kube.close()
+        for kind, api, items in (("Pod", "v1", pods), ("ResourceClaim", names.DRA_API, claims)):
+            for item in items:
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api)
+        return JobObjects.of([*pods, *claims])
+
+    try:
+        found = asyncio.run(run())
+    except KubeError as exc:
+        fail(f"--job {job}: cannot read the cluster: {exc}")
+    if not found.pods:
+        fail(f"--job {job}: no pod labelled {names.LABEL_JOB}={name} in {ns} (gone with the job, or not "
+             "admitted by the webhook)", hint="save them while they exist and pass --objects FILE")
+    return found
 
 
 def register(app: typer.Typer) -> None:
