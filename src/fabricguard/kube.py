@@ -250,8 +250,8 @@ class Kube:
         """One request; a read (GET) is retried on no answer, 429 and 5xx until its deadline."""
         self._check(method, api_version, rel, namespace, False)
         retry = method == "GET"
-        end = time.monotonic() + (deadline if deadline is not None else
-                                  (self.timeouts.call if retry else self.timeouts.read))
+        t0 = time.monotonic()
+        end = t0 + (deadline if deadline is not None else (self.timeouts.call if retry else self.timeouts.read))
         backoff = 0.25
         for attempt in range(1, ATTEMPTS + 1):
             left = end - time.monotonic()
@@ -262,9 +262,12 @@ class Kube:
                 if (not (retry and transient) or isinstance(exc, Undeclared) or attempt == ATTEMPTS
                         or end - time.monotonic() <= backoff):
                     if isinstance(exc, TimedOut) and retry:
+                        # The time it waited, not the deadline: the last retry gives up when less than one
+                        # backoff is left, so "30 s" would be said after 16-18 s (issue 24).
+                        waited = time.monotonic() - t0
                         raise self._error(method, _api_path(api_version, namespace, rel), None,
-                                          f"no answer within {deadline or self.timeouts.call:.3g} s",
-                                          TimedOut) from None
+                                          f"no answer within {waited:.3g} s ({attempt} attempt(s), deadline "
+                                          f"{deadline or self.timeouts.call:.3g} s)", TimedOut) from None
                     raise
                 wait = max(backoff, exc.retry_after or 0.0)
                 if wait >= end - time.monotonic():  # the server asks for longer than the deadline leaves

@@ -51,6 +51,9 @@ LABEL_PROOF_PURPOSE = "fabricguard.io/proof-purpose"
 ANN_LAST_PROVEN = "fabricguard.io/last-proven"
 TAINT_QUARANTINED = "fabricguard.io/fabric-quarantined"
 FABRIC_PROVEN = "FabricProven"
+# Observe mode: the start of the check entry's message on a Workload enforce would have held (controller/gate.py);
+# the doctor and preflight read it back to say what enforce would have held in the last day.
+OBSERVE_HOLD_PREFIX = "fabricguard observe mode: enforce would hold: "
 # The Kueue AdmissionCheck the controller answers.
 CHECK_CONTROLLER = "fabricguard.io/fabric-validated"
 CHECK_NAME = "fabric-validated"
@@ -102,6 +105,9 @@ LABEL_APP_NAME = "app.kubernetes.io/name"
 LABEL_APP_COMPONENT = "app.kubernetes.io/component"
 LABEL_APP_PART_OF = "app.kubernetes.io/part-of"
 LABEL_APP_VERSION = "app.kubernetes.io/version"  # the release that rendered an object (fabricguard.__version__)
+# Which install component (its directory, e.g. 20-admission) rendered an object: `kubectl apply --prune -l` on it
+# removes what a newer render of that component no longer has (placement/install.py prune_command).
+LABEL_INSTALL_COMPONENT = "fabricguard.io/install-component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
 ANN_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

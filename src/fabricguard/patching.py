@@ -138,7 +138,7 @@ class Recorder:
         self._kept.append(mapping.pop(key))
         added = self._added.pop((id(mapping), key), None)
         if added is not None:
-            self.ops.remove(added)
+            del self.ops[next(i for i, op in enumerate(self.ops) if op is added)]  # that very op, not an equal one
             return
         where = self._path(mapping)
         if where is not None:

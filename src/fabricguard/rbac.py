@@ -8,7 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Scope = Literal["cluster", "namespace"]
+# cluster: a ClusterRole; namespace: a Role in the component's own namespace; watched: a Role in each of the
+# namespaces it is told to look in (the controller's ConfigMaps: only where drift compares them).
+Scope = Literal["cluster", "namespace", "watched"]
 Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete"]
 
 
@@ -59,12 +61,18 @@ class Permissions:
     table: frozenset[Grant]
     namespace: str = ""
     component: str = ""
+    watched: frozenset[str] = frozenset()  # where the ``watched`` rows apply (a Role in each)
 
     def allows(self, grant: Grant, namespace: str | None) -> bool:
         if Grant(grant.group, grant.resource, grant.subresource, grant.verb, "cluster") in self.table:
             return True
-        return (namespace is not None and namespace == self.namespace
-                and Grant(grant.group, grant.resource, grant.subresource, grant.verb, "namespace") in self.table)
+        if namespace is None:
+            return False
+        if namespace == self.namespace and Grant(grant.group, grant.resource, grant.subresource, grant.verb,
+                                                 "namespace") in self.table:
+            return True
+        return namespace in self.watched and Grant(grant.group, grant.resource, grant.subresource, grant.verb,
+                                                   "watched") in self.table
 
 
 def verb_of(method: str, name: str | None, watch: bool) -> str:

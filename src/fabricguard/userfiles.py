@@ -300,6 +300,32 @@ def walk_files(root: Path, *, max_files: int = MAX_JOB_FILES, max_depth: int = M
     return out
 
 
+def no_link_below(base: Path, path: Path) -> None:
+    """``SourceError`` when a part of ``path`` below ``base`` (the Lustre claim's root: every tenant's folder is
+    under it) is a link. A job's folder is read where it is, never through a link: a tenant's relative link
+    (``team-a/llm -> ../team-b/other``) resolves inside the file system the controller reads whole, into another
+    tenant's folder, and every check against the job's "real" folder would then hold for the wrong one. A part
+    that does not exist (yet) is no link: nothing is read through it."""
+    try:
+        rel = path.relative_to(base)
+    except ValueError:
+        raise SourceError(str(path), None, f"is not under {base}: not read") from None
+    cur = base
+    for part in rel.parts:
+        if part in ("..", "."):
+            raise SourceError(str(path), None, f"names {part!r}: a job's folder is a plain path under {base}")
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise SourceError(str(cur), None, f"cannot read: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise SourceError(str(cur), None, "is a link: a job's folder is read where it is, never through a "
+                              "link (it could lead into another tenant's folder); make it a folder")
+
+
 @functools.lru_cache(maxsize=256)
 def _real_root(root: str) -> str:
     return os.path.realpath(root)

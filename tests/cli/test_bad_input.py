@@ -243,3 +243,15 @@ def test_a_broken_kubeconfig_is_named_by_every_command_that_writes(tmp_path: Pat
     bad.write_text("garbage\n")
     line = refused(run(*args, "--kubeconfig", bad), str(bad), "not a kubeconfig")
     assert "TypeError" not in line
+
+
+@pytest.mark.parametrize("argv", [["render", "agent", "--image", "r.example.com/fga:1@sha256:" + "ab" * 32],
+                                  ["preflight"], ["render", "controller", "--image",
+                                                                 "r.example.com/fg:1@sha256:" + "ab" * 32]])
+def test_a_missing_profile_file_is_not_told_to_fix_fields(tmp_path: Path, argv: list[str]) -> None:
+    """Issue 24: a profile path that does not exist has no field to fix: the hint says what to pass instead."""
+    missing = tmp_path / "no-such-profile.yaml"
+    r = run(*argv, "--profile", str(missing))
+    assert r.exit_code == 3, r.output
+    assert "no such file or directory" in r.output and "fix the fields" not in r.output
+    assert "examples/profiles" in r.output and "Traceback" not in r.output

@@ -126,10 +126,12 @@ async def test_rendered_canary_runs_as_two_ranks_and_is_judged(cluster, tmp_path
 
     fast = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW)
     # A socket pool over gloo: the transport and the busbw pass; this machine has no Lustre, which the storage
-    # probe says, so the canary is degraded by storage alone.
+    # probe says: the fabric's outcome passes and the run's storage proof fails, naming it (issue 32: storage is
+    # judged apart from the fabric, controller/storage_proof.py).
     assert fast["transport"] == "socket", fast
     assert fast["busbwGBps"]["all_reduce"] > 0.1, fast
-    assert fast["outcome"] == "degraded" and "storage" in fast["message"] and "lustre" in fast["message"], fast
+    assert fast["outcome"] == "passed", fast
+    assert fast["storage"]["outcome"] == "failed" and "lustre" in fast["storage"]["message"], fast["storage"]
     assert not any("busbw" in e for e in [fast["message"], *fast.get("evidence", [])])
 
     for i in (0, 1):

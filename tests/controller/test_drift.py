@@ -125,7 +125,7 @@ async def test_staging_publishes_production_alerts_on_the_drift(cluster, tmp_pat
     assert r2.returncode == 0, r2.stdout + r2.stderr
 
     # Resolved: with the reference equal to this cluster, the series go away (no stale alert).
-    kube = await Kube.connect(prod_kc, permissions=controller_permissions(NS))
+    kube = await Kube.connect(prod_kc, permissions=controller_permissions(NS, PROF))
     same = encode(await list_cluster(kube, PROF, NS), drift_scope([PROF]))
     await kube.close()
     prod.objects["v1/configmaps", "fabricguard-system", "staging-reference"].patch(

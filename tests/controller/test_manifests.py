@@ -104,6 +104,8 @@ def _allowed(rules: list[dict[str, Any]], group: str, resource: str, verb: str) 
 
 def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
     cluster, ns = rbac_rules(), namespace_rules()
+    from fabricguard.controller.manifests import watched_rules
+
     writes = {(r_group, res, verb) for r in cluster + ns for r_group in r["apiGroups"] for res in r["resources"]
               for verb in r["verbs"] if verb not in ("list", "watch")}
     assert writes == {
@@ -116,10 +118,12 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("readiness.node.x-k8s.io", "nodereadinessrules", "patch"),
         ("", "nodes", "patch"),
         ("resource.k8s.io", "resourceclaimtemplates", "delete"),
+        # node proof on a DRA claim pool: a DeviceTaintRule on just the bad NIC, deleted on release (pairs.py)
+        ("resource.k8s.io", "devicetaintrules", "create"),
+        ("resource.k8s.io", "devicetaintrules", "delete"),
         ("kueue.x-k8s.io", "workloads/status", "patch"),
         ("kueue.x-k8s.io", "admissionchecks/status", "patch"),
         ("kueue.x-k8s.io", "workloads", "patch"),  # onFallback: stop (spec.active=false)
-        ("", "configmaps", "get"),  # --reference
         # the verdict and transport annotations (and onFallback: stop) on every kind it follows (fabricguard.kinds)
         *((k.group, k.plural, "patch") for k in kinds.MANAGED),
         ("", "events", "create"),
@@ -131,6 +135,9 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         ("coordination.k8s.io", "leases", "patch"),
     }
     assert not _allowed(cluster, "", "secrets", "list")
+    # ConfigMaps only where drift compares them and in its own namespace (--reference), never cluster-wide.
+    assert not any(_allowed(cluster, "", "configmaps", v) for v in ("get", "list", "watch"))
+    assert watched_rules() == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
     # onFallback: stop patches the Workload itself (spec.active); the old hand-written role granted only /status.
     assert _allowed(cluster, "kueue.x-k8s.io", "workloads", "patch")
     assert _allowed(cluster, "", "pods", "watch") and _allowed(cluster, "", "nodes", "list")
@@ -146,6 +153,7 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
             (Delete, "jobset.x-k8s.io", "jobsets"), (ApplyStatus, "kueue.x-k8s.io", "workloads"),
             (ApplyStatus, "kueue.x-k8s.io", "admissionchecks"), (MergeStatus, "fabricguard.io", "fabricvalidations"),
             (MergePatch, "kueue.x-k8s.io", "workloads"), (Emit, "", "events"), (actions.JsonPatch, "", "nodes"),
+            (Create, "resource.k8s.io", "devicetaintrules"), (Delete, "resource.k8s.io", "devicetaintrules"),
             *((a, k.group, k.plural) for k in kinds.MANAGED for a in (Annotate, MergePatch))]
     for cls, group, resource in uses:
         verb, sub = verb_of[cls]
@@ -211,3 +219,26 @@ def test_render_kueue_check_prints_the_check_and_the_fragment() -> None:
     kueue_validate(ac, "admissionchecks")
     assert ac["spec"]["controllerName"] == "fabricguard.io/fabric-validated"
     assert "#         onFlavors:" in r.stdout and "#         - h100-ib" in r.stdout and "#         - gh200-roce" in r.stdout
+
+
+def test_configmaps_are_read_only_where_drift_looks() -> None:
+    """Issue 25: the controller could read the ConfigMaps of every namespace; now a Role in each namespace drift
+    compares (kube-system, the device plugins') and its own, nothing else, and the client refuses the rest."""
+    from fabricguard.controller.kube import controller_permissions, controller_watched, reads
+    from fabricguard.rbac import grants
+
+    profile = load_profile(ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml")
+    objs = manifests(profile, "kind: x", IMAGE, "fabricguard-system")
+    roles = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs
+             if o["kind"] == "Role" and o["metadata"]["name"] == "fabricguard-controller-configmaps"}
+    watched = controller_watched(profile, "fabricguard-system")
+    assert {ns for ns, _n in roles} == watched and {"kube-system", "fabricguard-system"} <= watched
+    assert "team-a" not in watched
+    # What a pass lists stays inside: every ConfigMap read names a watched namespace.
+    cm_reads = [r for r in reads(profile, "fabricguard-system") if r.plural == "configmaps"]
+    assert cm_reads and all(r.namespace in watched for r in cm_reads)
+    perms = controller_permissions("fabricguard-system", profile)
+    [get] = grants("v1", "configmaps", ["get"])
+    assert perms.allows(get, "kube-system") and perms.allows(get, "fabricguard-system")
+    assert not perms.allows(get, "team-a") and not perms.allows(get, None)
+    assert controller_permissions("fabricguard-system", profile, "staging").allows(get, "staging")

@@ -335,3 +335,32 @@ def test_bisection_names_the_bad_rail_by_the_nic_both_failed_pairs_agree_on() ->
     assert any(e[0] == bad and e[1] == "FabricQuarantined" and "rail 3 mlx5_3" in e[2] for e in d.events)
     assert {g: d.state.nodes[g].rails for g in good if d.state.nodes[g].rails} == {}  # partners not blamed
     assert pf.NodeProof.from_dict(row.to_dict()) == row
+
+
+def test_pool_coverage_counts_a_changed_node_as_not_proven_and_shows_a_named_rail() -> None:
+    from fabricguard.controller.coverage import coverage
+    from fabricguard.profile import loads_profile
+    from kube_support import gen
+
+    profile = loads_profile(gen.INCIDENT_PROFILE.format(name="p", env="production").replace(
+        "spec:\n", "spec:\n  storage:\n    lustre: {claimName: training-lustre, mountPath: /mnt/lustre}\n", 1)
+        + "    canary: {interval: 10m}\n    proof: {every: 24h}\n")
+    pool = profile.pool()
+    now = T0 + timedelta(hours=1)
+    nodes = [{"metadata": {"name": n, "labels": {"nvidia.com/gpu.product": "NVIDIA-GH200-480GB"}}}
+             for n in ("a", "b", "c")]
+    rows = [pf.NodeProof("a", "proven", lastProven=times_fmt(T0)),
+            pf.NodeProof("b", "changed", lastProven=times_fmt(T0), message="changed since proven: kernel"),
+            pf.NodeProof("c", "quarantined", lastProven=times_fmt(T0 - timedelta(days=2)),
+                         rails=["rail 1 mlx5_1"], message="failed pair tests with a, b; bad rail: rail 1 mlx5_1")]
+    fv = {"status": {"proof": pf.ProofState(nodes={r.node: r for r in rows}).to_dict(10.0)}}
+    cov = coverage(pool, fv, nodes, now)
+    assert cov.verdict == "degraded"
+    assert "1 of 2 node(s) proven within 24h; 1 named (quarantined); 1 overdue" in cov.summary
+    assert next(r for r in cov.rows if r["node"] == "c")["rails"] == ["rail 1 mlx5_1"]
+
+
+def times_fmt(t: datetime) -> str:
+    from fabricguard import times
+
+    return times.format_time(t)

@@ -171,3 +171,13 @@ async def test_slow_storage_holds_the_pool_naming_the_storage(cluster, tmp_path:
     (fv,) = live(k8s, FVS)
     conds = {c["type"]: c for c in fv["status"]["conditions"]}
     assert conds["StorageReady"]["status"] == "True" and "at the pool's floor" in conds["StorageReady"]["message"]
+
+
+def test_the_pass_text_names_the_pools_storage() -> None:
+    from fabricguard.controller.commands import _storage_field
+    from fabricguard.controller.storage_proof import StorageProof, StorageStanding
+
+    slow = StorageProof("degraded", "below", 2, 800.0, 6000.0, 3200.0, 6400.0, True)
+    assert _storage_field(StorageStanding(False, "m", slow)) == (
+        "degraded: write 800 MB/s (floor 3,200), read 6,000 MB/s (floor 6,400)")
+    assert _storage_field(StorageStanding(False, "m")) == "not proven" and _storage_field(None) == ""

@@ -180,3 +180,52 @@ async def test_the_liveness_probe_reports_passes_that_keep_failing(cluster, prof
         stop.set()
         await loop
         httpd.shutdown()
+
+
+def _linked_into_other_tenant(tmp_path: Path, where: str) -> tuple[Path, Path]:
+    """team-b's job folder with its NCCL logs, and ``ml-training/llama-link`` whose ``where`` part (``job``: the
+    job's folder, ``logs``: a folder inside it) is a relative link into team-b's."""
+    from fabricguard.controller.canary import job_dir
+
+    prof = loads_profile(PROFILE)
+    lustre = tmp_path / "lustre"
+    _logs_of(lustre, "llama-roce", ROCE_LOGS)  # the namespace's folder exists, with a job of its own
+    theirs = lustre / log_dir(prof, "team-b", "secret")
+    theirs.mkdir(parents=True)
+    shutil.copy(SOCKET_LOGS[0], theirs / "rank0.log")
+    mine = lustre / job_dir(prof, NS, "llama-link")
+    if where == "job":
+        link, target = mine, lustre / job_dir(prof, "team-b", "secret")
+    else:
+        link, target = lustre / log_dir(prof, NS, "llama-link"), theirs
+        link.parent.mkdir(parents=True)
+    link.symlink_to(os.path.relpath(target, link.parent))
+    return lustre, theirs
+
+
+@pytest.mark.parametrize("where", ["job", "logs"])
+def test_a_job_folder_linked_into_another_tenants_is_never_read(tmp_path: Path, where: str) -> None:
+    """Before: ``ml-training/llama-link -> ../team-b/secret`` was followed by all three readers (the finished
+    job's verdict, the live follower, the Inspector follower), and team-b's NCCL line was quoted in this job's
+    annotation."""
+    from fabricguard.controller.facts import RunningJob
+    from fabricguard.controller.live import LiveJobs
+    from fabricguard.controller.lustre import read_job
+    from fabricguard.verdict.job import JobInputError
+
+    prof = loads_profile(PROFILE)
+    lustre, theirs = _linked_into_other_tenant(tmp_path, where)
+    files = read_job(prof, prof.pool(POOL), NS, "llama-link", lustre)
+    assert isinstance(files.error, JobInputError) and "is a link" in str(files.error), files
+    assert files.verdict is None
+    followers = LiveJobs(prof, lustre)
+    job = RunningJob("JobSet", "jobset.x-k8s.io/v1alpha2", "jobsets", NS, "llama-link", POOL,
+                     _jobset("llama-link", finished=False))
+    followers.sync([job])
+    [ob] = followers.poll()
+    followers.close()
+    assert ob.verdict.transport.value == "unknown"
+    assert "is a link" in ob.verdict.report.unread[0].why
+    assert not any(str(theirs) in e.file or "team-b" in e.file for e in ob.verdict.report.evidence)
+    # The tenant's own, unlinked job is still read.
+    assert read_job(prof, prof.pool(POOL), NS, "llama-roce", lustre).verdict is not None

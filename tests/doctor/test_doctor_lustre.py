@@ -11,7 +11,7 @@ from doctor_support import gen, snap
 
 from fabricguard.agent.condition import build_condition, failing_checks, judge
 from fabricguard.doctor.engine import run_doctor
-from fabricguard.doctor.report import render_table, to_json, to_markdown
+from fabricguard.doctor.report import render_table, to_html, to_json, to_markdown
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import loads_profile
 
@@ -62,6 +62,8 @@ def test_each_nodes_client_is_shown_with_the_line_its_check_read(capsys, monkeyp
     text = capsys.readouterr().out
     assert "Lustre clients, pool gh200-roce: 6 of 10 node(s) healthy; 2 failing" in " ".join(text.split())
     assert "health value 900" in to_markdown(report)
+    page = to_html(report)
+    assert "<h2>Lustre clients</h2>" in page and "gpu-evicted: failing" in page and "health value 900" in page
     doc = json.loads(to_json(report))
     assert any(c["node"] == "gpu-peer" and c["state"] == "failing" for c in doc["lustre"]["gh200-roce"])
     # The agent's own reader and the doctor's read the same message the same way.

@@ -242,4 +242,5 @@ def test_rule_ids_are_stable():
         "readiness-taint-blocks-scale-from-zero",
         "node-proof-behind",
         "lustre-client-unhealthy",
+        "enforce-would-have-acted",
     ]

@@ -609,3 +609,45 @@ def test_cluster_size_sizes_the_controllers_memory_and_resources_still_wins(tmp_
                                  "--apiserver-cidr", "172.16.0.0/28", "--cluster-size", "20k"])
     assert r.exit_code == 3 and "--cluster-size" in r.output and "NODES:PODS:JOBS" in r.output, r.output
     assert "Traceback" not in r.output and not (tmp_path / "bad").exists()
+
+
+@needs_kubectl
+def test_every_object_names_its_component_and_each_component_prunes_its_own_kinds(rendered) -> None:
+    """Upgrade with prune: each object carries fabricguard.io/install-component (its directory; a team overlay its
+    own value, so pruning the base never deletes the teams' claims), and the README's prune command for a component
+    selects exactly that label with an allowlist of every kind the component renders."""
+    import re as _re
+
+    _profile, out, comps, built = rendered
+    by_dir = {c.name: c for c in comps}
+    for obj in built:
+        value = obj["metadata"]["labels"][names.LABEL_INSTALL_COMPONENT]
+        base, _, overlay = value.partition(".")
+        assert base in by_dir and (not overlay or overlay in by_dir[base].overlays), value
+        sel = ((obj.get("spec") or {}).get("selector") or {})
+        assert names.LABEL_INSTALL_COMPONENT not in (sel.get("matchLabels") or sel), obj["metadata"]["name"]
+    text = (out / "README.md").read_text()
+    for c in comps:
+        cmd = install.prune_command(c)
+        assert cmd in text
+        assert f"-l {names.LABEL_INSTALL_COMPONENT}={c.name} " in cmd
+        allowed = set(_re.findall(r"--prune-allowlist=(\S+)", cmd))
+        kinds = {f"{o['apiVersion'].rpartition('/')[0] or 'core'}/{o['apiVersion'].rpartition('/')[2]}/{o['kind']}"
+                 for o in c.objects}
+        assert allowed == kinds, (c.name, allowed ^ kinds)
+
+
+def test_a_profile_whose_pools_all_use_the_startup_taint_renders_no_readiness_component(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "profiles" / "gke-a3-ultra.yaml").read_text().replace(
+        "    nodeSelector: {cloud.google.com/gke-nodepool: a3u-pool-1}",
+        "    nodeSelector: {cloud.google.com/gke-nodepool: a3u-pool-1}\n"
+        "    readinessTaintPrefix: startup-taint.cluster-autoscaler.kubernetes.io/")
+    from fabricguard.profile import loads_profile
+
+    comps = install.components(loads_profile(text), text, install.Options(
+        image=IMAGE, agent_image=AGENT_IMAGE, canary_image=CANARY_IMAGE, apiserver_cidrs=("172.16.0.0/28",)))
+    assert install.READINESS not in [c.name for c in comps]
+    agent = next(c for c in comps if c.name == install.AGENT)
+    assert agent.remove == [install.Step("delete", install.AGENT)]
+    ds = next(o for o in agent.objects if o["kind"] == "DaemonSet")
+    assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -30,6 +30,7 @@ RESOURCE = {
     "PersistentVolumeClaim": "v1/persistentvolumeclaims", "LocalQueue": "kueue.x-k8s.io/v1beta2/localqueues",
     "DaemonSet": "apps/v1/daemonsets", "ConfigMap": "v1/configmaps",
     "DeviceClass": "resource.k8s.io/v1/deviceclasses", "Node": "v1/nodes",
+    "Workload": "kueue.x-k8s.io/v1beta2/workloads",
 }
 SERVED = ["kueue.x-k8s.io/v1beta2/clusterqueues", "jobset.x-k8s.io/v1alpha2/jobsets",
           "trainer.kubeflow.org/v1alpha1/trainjobs", "cert-manager.io/v1/certificates",
@@ -165,7 +166,7 @@ async def test_an_installed_cluster_passes(cluster, tmp_path: Path) -> None:
     assert failed(report) == {} and code == 0, report
     areas = {c["area"] for c in report["checks"]}
     assert areas == {"Kubernetes", "API", "DaemonSet", "Lustre", "Pod Security", "LocalQueue", "GKE",
-                     "Kueue config", "Allocatable"}
+                     "Kueue config", "Allocatable", "Observe"}
     assert {c["target"] for c in report["checks"] if c["area"] == "LocalQueue"} == {"ml-search/h200",
                                                                                   "ml-ranking/h200"}
     r = await asyncio.to_thread(CliRunner().invoke, app, ["preflight", "-p", str(GKE), "--kubeconfig",
@@ -403,3 +404,63 @@ def test_gpus_behind_a_device_class_extended_resource_name_pass_without_allocata
     rows = {r.target: r for r in allocatable_rows(profile, nodes, {"nvidia.com/gpu": "gpu.nvidia.com"})}
     assert rows["pool h200-rdma nvidia.com/gpu"].status == "pass"
     assert "DeviceClass gpu.nvidia.com" in rows["pool h200-rdma nvidia.com/gpu"].detail
+
+
+async def test_before_the_install_what_it_creates_is_said_so_not_failed(cluster, tmp_path: Path) -> None:
+    """The person runs preflight before `render install` is applied: the Lustre claims and the LocalQueues the
+    install creates are rows that say so (warn, naming the component); once installed, their absence fails."""
+    k8s, url = cluster
+    own = {"fabricguard-system"}
+    pre = [x for x in installed() if x["kind"] not in ("PersistentVolumeClaim", "PersistentVolume", "LocalQueue")
+           and not (x["kind"] == "Namespace" and x["metadata"]["name"] in own)]
+    seed(k8s, pre)
+    code, report = await preflight(k8s, url, tmp_path)
+    rows = {f"{c['area']} {c['target']}": c for c in report["checks"]}
+    assert failed(report) == {}, failed(report)
+    assert code == 1
+    for target in ("Lustre fabricguard-system/training-lustre", "Lustre ml-search/training-lustre",
+                   "LocalQueue ml-search/h200", "LocalQueue ml-ranking/h200"):
+        assert rows[target]["status"] == "warn" and "created by the install" in rows[target]["detail"], rows[target]
+    # Installed (its namespace exists), the same absences fail.
+    seed(k8s, [*pre, namespace("fabricguard-system")])
+    code, report = await preflight(k8s, url, tmp_path)
+    assert code == 2 and {"Lustre fabricguard-system/training-lustre", "LocalQueue ml-search/h200"} <= set(
+        failed(report))
+
+
+async def test_what_enforce_would_have_held_and_tainted_in_the_last_day(cluster, tmp_path: Path) -> None:
+    """An install in observe mode for a day: preflight reads the Workloads' check entries and the nodes' FabricReady
+    (not the one-hour Events) and says, per observing pool, what enforce would have held and tainted."""
+    from datetime import UTC, datetime, timedelta
+
+    from fabricguard import times
+
+    k8s, url = cluster
+    now = datetime.now(UTC)
+    objs = installed()
+    nodes = [x for x in objs if x["kind"] == "Node"]
+    ago = lambda h: times.format_time(now - timedelta(hours=h))  # noqa: E731
+    nodes[0]["status"]["conditions"].append({"type": "FabricReady", "status": "False", "reason": "ChecksFailed",
+                                             "message": "1 check(s) failed: rdma.ports", "lastTransitionTime": ago(3),
+                                             "lastHeartbeatTime": ago(0)})
+    nodes[1]["status"]["conditions"].append({"type": "FabricReady", "status": "True", "reason": "AllChecksPassed",
+                                             "message": "", "lastTransitionTime": ago(30), "lastHeartbeatTime": ago(0)})
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+          "metadata": {"name": "jobset-llama-8a1f2", "namespace": "ml-search"},
+          "spec": {"queueName": "h200"},
+          "status": {"admission": {"clusterQueue": "h200", "podSetAssignments": [
+              {"name": "workers", "flavors": {"nvidia.com/gpu": "h200-rdma"}}]},
+              "admissionChecks": [{"name": "fabric-validated", "state": "Ready", "lastTransitionTime": ago(5),
+                                   "message": "fabricguard observe mode: enforce would hold: held: pool h200-rdma "
+                                              "canary failed"}]}}
+    old = {**wl, "metadata": {"name": "jobset-old-1", "namespace": "ml-search"},
+           "status": {**wl["status"], "admissionChecks": [{**wl["status"]["admissionChecks"][0],
+                                                           "lastTransitionTime": ago(49)}]}}
+    seed(k8s, [*objs, wl, old])
+    code, report = await preflight(k8s, url, tmp_path)
+    row = next(c for c in report["checks"] if c["area"] == "Observe")
+    assert code == 1 and row["status"] == "warn", report
+    assert row["detail"].startswith("enforce would have held 1 workload(s) and tainted 1 node(s) of pool h200-rdma "
+                                    "in the last 24 h"), row
+    assert "ml-search/jobset-llama-8a1f2" in row["detail"] and nodes[0]["metadata"]["name"] in row["detail"]
+    assert "jobset-old-1" not in row["detail"]

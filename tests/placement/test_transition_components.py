@@ -69,3 +69,25 @@ async def test_a_webhook_on_the_old_profile_blocks_the_switch_and_the_queue_is_u
     configmaps(k8s, agent=TO, controller=TO, webhook=TO)  # the operator applies the new webhook profile
     out = await _apply(cfg)
     assert out.state.step("switch-admissions").done
+
+
+async def test_agents_and_controller_on_the_two_pool_profile_pass_new_pool_ready(cluster) -> None:
+    """The documented path (examples/transitions/README.md): agents and controller from gke-both-blocks.yaml keep
+    the old pool checked and validated while the new one becomes ready; the blocked message points there, not at
+    the --to profile alone (which would drop the old pool from the controller before admissions move)."""
+    from fabricguard.profile import load_profile
+
+    both = FROM.parent / "gke-both-blocks.yaml"
+    names = load_profile(both).pool_names
+    assert _spec().old.name in names and _spec().new.name in names
+    k8s, cfg = cluster
+    seed(k8s)
+    configmaps(k8s, agent=FROM, controller=both, webhook=FROM)
+    agent_daemonsets(k8s, FROM)
+    out = await _apply(cfg)
+    assert out.state.phase == "Blocked" and "gke-both-blocks.yaml" in out.state.message
+    assert "not from the --to profile alone" in out.state.message
+    configmaps(k8s, agent=both, controller=both, webhook=FROM)
+    agent_daemonsets(k8s, both)
+    out = await _apply(cfg)
+    assert "has no pool" not in out.state.message, out.state.message

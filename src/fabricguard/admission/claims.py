@@ -176,6 +176,22 @@ def trainjob_note(pool: Pool) -> str:
             "counted")
 
 
+RETEST_SUFFIX = "-retest"
+
+
+def retest_claim_template(pool: Pool, namespace: str, taint_key: str) -> dict[str, Any] | None:
+    """The pool's template for the controller's re-test of a node whose bad NIC carries fabricguard's device
+    taint (a DeviceTaintRule): the same requests, each tolerating ``taint_key`` (NoSchedule), so the re-test
+    can claim the very NIC it must prove again. Only the controller's own pair tests use it."""
+    t = claim_template(pool, namespace)
+    if t is None:
+        return None
+    t["metadata"]["name"] += RETEST_SUFFIX
+    for req in t["spec"]["spec"]["devices"]["requests"]:
+        req["exactly"]["tolerations"] = [{"key": taint_key, "operator": "Exists", "effect": "NoSchedule"}]
+    return t
+
+
 def claim_template(pool: Pool, namespace: str) -> dict[str, Any] | None:
     """The ResourceClaimTemplate the controller keeps for ``pool`` in ``namespace`` (None: the pool claims nothing).
 

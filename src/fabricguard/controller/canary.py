@@ -29,6 +29,7 @@ import jsonpatch
 from fabricguard import names
 from fabricguard import objects as o
 from fabricguard.admission import workloads as wl
+from fabricguard.admission.claims import RETEST_SUFFIX
 from fabricguard.admission.mutate import KUEUE_QUEUE, mutate_workload
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
@@ -313,6 +314,11 @@ def render_pair(profile: PlatformProfile, pool: Pool, spec: CanarySpec, nodes: t
     tolerations = pod["spec"].setdefault("tolerations", [])
     for key in tolerate:
         tolerations.append({"key": key, "operator": "Exists", "effect": "NoSchedule"})
+    if names.TAINT_QUARANTINED in tolerate and pool.claim_template_name:
+        # Its bad NIC may carry fabricguard's DeviceTaintRule: claim through the template that tolerates it.
+        for rc in pod["spec"].get("resourceClaims") or ():
+            if rc.get("resourceClaimTemplateName") == pool.claim_template_name:
+                rc["resourceClaimTemplateName"] = pool.claim_template_name + RETEST_SUFFIX
     env = pod["spec"]["containers"][0]["env"]
     env.append({"name": "FG_PROOF_NODES", "value": ",".join(nodes)})
     # Then each rail alone, its NIC named per node (probe collective --rails): bisection names the bad rail.

@@ -16,7 +16,7 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
-from fabricguard.admission.claims import claim_template
+from fabricguard.admission.claims import claim_template, retest_claim_template
 from fabricguard.admission.render import ENABLED_LABEL
 from fabricguard.controller.actions import Action, Create, Delete
 from fabricguard.doctor.snapshot import Snapshot
@@ -46,17 +46,20 @@ def claim_template_actions(profile: PlatformProfile, snapshot: Snapshot, canary_
     namespaces = opted_in(snapshot)
     if canary_namespace and canary_namespace not in namespaces and any(profile.canary(p) for p in pools):
         namespaces.append(canary_namespace)
-    for ns in namespaces:
-        for pool in pools:
-            want = claim_template(pool, ns)
-            assert want is not None
-            cur = have.get((ns, o.name_of(want)))
-            if cur is None:
-                actions.append(Create(API, PLURAL, ns, want))
-                continue
-            mine = (o.meta(cur).get("labels") or {}).get(MANAGED_BY[0]) == MANAGED_BY[1]
-            if mine and stored(cur.get("spec")) != stored(want["spec"]):
-                actions.append(Delete(API, PLURAL, ns, o.name_of(want)))
+    wanted = [(ns, t) for ns in namespaces for pool in pools if (t := claim_template(pool, ns)) is not None]
+    # The controller's own namespace also gets each proof pool's re-test template (pairs.py: a node whose bad NIC
+    # carries fabricguard's DeviceTaintRule is re-tested through it).
+    if canary_namespace:
+        wanted += [(canary_namespace, t) for pool in pools if pool.proof is not None and profile.canary(pool)
+                   and (t := retest_claim_template(pool, canary_namespace, names.TAINT_QUARANTINED)) is not None]
+    for ns, want in wanted:
+        cur = have.get((ns, o.name_of(want)))
+        if cur is None:
+            actions.append(Create(API, PLURAL, ns, want))
+            continue
+        mine = (o.meta(cur).get("labels") or {}).get(MANAGED_BY[0]) == MANAGED_BY[1]
+        if mine and stored(cur.get("spec")) != stored(want["spec"]):
+            actions.append(Delete(API, PLURAL, ns, o.name_of(want)))
     return actions
 
 

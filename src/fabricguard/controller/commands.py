@@ -165,6 +165,18 @@ def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-d
         fail(f"--metrics-textfile {path}: cannot write: {exc.strerror or exc}")
 
 
+def _storage_field(st) -> str:  # type: ignore[no-untyped-def]
+    """``ready (write 4,000 MB/s, floor 3,200)`` / ``degraded (…)`` / ``not proven``: the pool's storage canary."""
+    if st is None:
+        return ""
+    p = st.proof
+    figures = ", ".join(f"{what} {got:,.0f} MB/s" + (f" (floor {floor:,.0f})" if floor else "")
+                        for what, got, floor in (("write", p.writeMBps, p.floorWriteMBps),
+                                                 ("read", p.readMBps, p.floorReadMBps)) if got is not None) if p else ""
+    state = "ready" if st.ready else (p.outcome if p is not None and p.outcome != "passed" else "not proven")
+    return state + (f": {figures}" if figures else "")
+
+
 def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) -> None:  # type: ignore[no-untyped-def]
     from rich.markup import escape
 
@@ -192,7 +204,7 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
                                                             ("UNHEALTHY", "bold yellow"))
         items.append(Block(head=[state, "  ", f"pool {name}"], fields=[
             ("outcome", s.outcome or "-"), ("held workloads", str(result.pending.get(name, 0))),
-            ("root cause", s.root_cause), ("why", s.message)]))
+            ("storage", _storage_field(s.storage)), ("root cause", s.root_cause), ("why", s.message)]))
     for r in running:
         busbw = ", ".join(f"{b['collective']} {b['gbps']:g} GB/s" for b in r.get("busbw") or ())
         io = r.get("io") or {}

@@ -74,14 +74,15 @@ def coverage(pool: Pool, fv: dict[str, Any] | None, nodes: list[dict[str, Any]],
         held = pf.held_elsewhere(n, (names.TAINT_QUARANTINED, *names.TAINT_KEYS, names.TAINT_STARTUP_UNVERIFIED))
         st = "held" if held and r.state not in NEEDS_ATTENTION else r.state
         t = times.parse_time(r.lastProven) if r.lastProven else None
-        fresh = t is not None and (now - t).total_seconds() <= proof.every_s
+        # A node changed since its proof (driver, firmware, kernel) is not proven, as proof.coverage counts it.
+        fresh = t is not None and (now - t).total_seconds() <= proof.every_s and st != "changed"
         if st in NEEDS_ATTENTION:
             named += 1
         elif st not in ("held", "not-ready") and not fresh:
             overdue += 1
         rows.append({"node": name, "state": st, "lastProven": r.lastProven, "age": _age(r.lastProven, now),
                      "busbwGBps": r.busbwGBps, "partner": r.partner, "link": r.link, "pair": r.pair,
-                     "note": held or r.message})
+                     "rails": r.rails or None, "note": held or r.message})
     if fv is None or not (state.nodes or state.active):
         return Coverage(pool.name, "degraded", f"pool {pool.name}: no node proof recorded yet (is the controller "
                         "running with this profile?)", rows)

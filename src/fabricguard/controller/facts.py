@@ -67,3 +67,13 @@ class RunningJob:
     @property
     def key(self) -> tuple[str, str, str]:
         return self.kind, self.namespace, self.job
+
+
+def not_served_note(plural: str, api_version: str) -> str:
+    """The pass's note for an optional kind the API server does not serve (the edge writes it, the pass reads it)."""
+    return f"{plural}.{api_version}: not served (not installed); left out"
+
+
+def served(notes: list[str], plural: str, api_version: str) -> bool:
+    """Whether the listing served ``plural`` (an optional kind that was not served left its note)."""
+    return not_served_note(plural, api_version) not in notes

@@ -29,7 +29,7 @@ from fabricguard.profile.model import PlatformProfile
 MAX_MESSAGE = 1024  # Kueue allows 32768 characters; Events and `kubectl describe` read better short
 
 
-OBSERVE_PREFIX = "fabricguard observe mode: enforce would hold: "
+OBSERVE_PREFIX = names.OBSERVE_HOLD_PREFIX
 WOULD_HOLD_EVENT = "FabricWouldHold"
 
 

@@ -42,6 +42,7 @@ from fabricguard.controller.actions import (
     MergePatch,
     MergeStatus,
 )
+from fabricguard.controller.facts import not_served_note
 from fabricguard.controller.trim import trim
 from fabricguard.doctor.diff import drift_scope
 from fabricguard.doctor.snapshot import LIVE_RESOURCES, Snapshot
@@ -59,6 +60,8 @@ CONTROLLER_RESOURCES: tuple[tuple[str, str, str], ...] = (
     *((k.api_version, k.plural, k.kind) for k in kinds.MANAGED),  # every kind it follows and judges
     # blast.py: the pools' NodeReadinessRules, whose dryRun follows the mode and the breakers (optional: NRC).
     (names.NRR_API, "nodereadinessrules", "NodeReadinessRule"),
+    # pairs.py: fabricguard's DeviceTaintRules on bad NICs (optional: resource.k8s.io/v1 serves them from 1.37).
+    (names.DRA_API, "devicetaintrules", "DeviceTaintRule"),
 )
 # Read only for a profile with DRA claim pools: which namespaces opted in (they get the pools' templates).
 CLAIM_RESOURCES: tuple[tuple[str, str, str], ...] = (("v1", "namespaces", "Namespace"),)
@@ -83,12 +86,15 @@ def breaker_permissions() -> Permissions:
 # What the controller's code calls, and nothing else. Reads: list and watch of every kind a pass reads. Writes:
 # next to the action that makes them (canaries.py, gate.py, jobs.py, live.py, lease.py, runner.py).
 CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
-    *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES)
+    *(g for v, plural, _k in (*LIVE_RESOURCES, *CONTROLLER_RESOURCES, *CLAIM_RESOURCES) if plural != "configmaps"
       for g in grants(v, plural, ["list", "watch"])),
+    # ConfigMaps only where drift compares them (kube-system, the device plugins' namespaces, its own): a Role in
+    # each (controller_watched), never every namespace's (tenants keep configuration there).
+    *grants("v1", "configmaps", ["list", "watch"], scope="watched"),
     # claims.py: one ResourceClaimTemplate per opted-in namespace and DRA claim pool (created, or replaced).
     *grants(names.DRA_API, "resourceclaimtemplates", ["create", "delete"]),
-    # runner.read_reference: GET of the --reference ConfigMap, in whichever namespace it names.
-    *grants("v1", "configmaps", ["get"]),
+    # runner.read_reference: GET of the --reference ConfigMap (in a watched namespace: the own one, by default).
+    *grants("v1", "configmaps", ["get"], scope="watched"),
     # canaries.py: the pool's FabricValidation (create) and its status (merge patch).
     *grants(names.FV_API, names.FV_PLURAL, ["create"]),
     *grants(names.FV_API, names.FV_PLURAL, ["patch"], subresource="status"),
@@ -108,6 +114,8 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     # the FabricProven condition (apply of the Node's status).
     *grants("v1", "nodes", ["patch"]),
     *grants("v1", "nodes", ["patch"], subresource="status"),
+    # pairs.py: a DeviceTaintRule on just the bad NIC of a convicted node of a DRA claim pool (deleted on release).
+    *grants(names.DRA_API, "devicetaintrules", ["create", "delete"]),
     # actions.Emit: Events on the objects the controller judges.
     *grants("v1", "events", ["create"]),
     # canaries.py: canaries run in the controller's namespace only.
@@ -117,8 +125,15 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
 ])
 
 
-def controller_permissions(namespace: str) -> Permissions:
-    return Permissions(CONTROLLER_GRANTS, namespace, "controller")
+def controller_watched(profile: PlatformProfile, namespace: str, *extra: str) -> frozenset[str]:
+    """The namespaces whose ConfigMaps the controller reads: where drift compares them, and its own (the
+    ``--reference`` ConfigMap's home by default; ``extra`` adds the one ``--reference`` names)."""
+    return frozenset({*drift_scope([profile]).configmap_namespaces, namespace, *extra})
+
+
+def controller_permissions(namespace: str, profile: PlatformProfile | None = None, *extra: str) -> Permissions:
+    watched = controller_watched(profile, namespace, *extra) if profile is not None else frozenset({namespace})
+    return Permissions(CONTROLLER_GRANTS, namespace, "controller", watched)
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -214,7 +229,7 @@ async def _list(kube: Kube, r: Read, progress: Listing | None = None) -> tuple[l
     except NotFound as exc:
         if r.required:
             raise ReadFailed(404, f"cannot list {r.key}, which the pass needs: {exc}", server=exc.server) from None
-        return [], "", f"{r.plural}.{r.api_version}: not served (not installed); left out"
+        return [], "", not_served_note(r.plural, r.api_version)
     except (Forbidden, Unreachable, TimedOut, KubeError) as exc:
         hint = " (the controller's ClusterRole must grant list and watch: render controller)" \
             if isinstance(exc, Forbidden) else ""

@@ -29,6 +29,7 @@ from fabricguard.controller.live_io import JobIo, live_bound
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
+from fabricguard.userfiles import no_link_below
 from fabricguard.verdict.io import IoSummary
 
 log = logging.getLogger("fabricguard.controller")
@@ -185,6 +186,7 @@ class LiveJobs:
         job, follower = fol.job, fol.follower
         read = 0
         try:  # one job's files cannot stop the others being followed: any exception is this job's alone
+            no_link_below(self.lustre_root, follower.directory)  # never another tenant's folder through a link
             read = follower.poll().bytes
             verdict = follower.verdict()
         except Exception as exc:
@@ -199,6 +201,7 @@ class LiveJobs:
         jb = self._busbw.get(key)
         if jb is not None:
             try:
+                no_link_below(self.lustre_root, jb.directory)
                 got = jb.poll()
                 if got is not None:
                     view = view_of(jb, self.profile.pool(job.pool))
@@ -212,6 +215,7 @@ class LiveJobs:
         jio = self._io.get(key)
         if jio is not None:
             try:
+                no_link_below(self.lustre_root, jio.directory)
                 got_io = jio.poll()
                 self.cost.io_bytes_total += got_io
                 io = jio.tally.summary(self.profile.pool(job.pool))

@@ -34,7 +34,8 @@ from fabricguard.controller.reconcile import reconcile
 from fabricguard.doctor.reference import Reference
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile, Pool
-from fabricguard.verdict.job import judge_job
+from fabricguard.userfiles import SourceError, no_link_below
+from fabricguard.verdict.job import JobInputError, judge_job
 
 
 def newest_mtime(d: Path, limit: int = 256) -> datetime | None:
@@ -55,6 +56,8 @@ def newest_mtime(d: Path, limit: int = 256) -> datetime | None:
 def read_canary(profile: PlatformProfile, pool: Pool, namespace: str, name: str, root: Path) -> CanaryFiles:
     run_dir = root / job_dir(profile, namespace, name)
     try:
+        no_link_below(root, root / log_dir(profile, namespace, name))
+        no_link_below(root, run_dir / RESULT_SUBDIR)
         judged = judge_canary(profile, pool, run_dir, root / log_dir(profile, namespace, name),
                               run_dir / RESULT_SUBDIR)
     except (OSError, ValueError, RecursionError, MemoryError) as exc:  # the run's files, not the controller
@@ -65,6 +68,10 @@ def read_canary(profile: PlatformProfile, pool: Pool, namespace: str, name: str,
 def read_job(profile: PlatformProfile, pool: Pool, namespace: str, name: str, root: Path) -> JobFiles:
     logs = root / log_dir(profile, namespace, name)
     try:
+        try:
+            no_link_below(root, logs)
+        except SourceError as exc:
+            raise JobInputError(str(exc)) from None
         return JobFiles(str(logs), judge_job(logs, profile, pool.name))
     except Exception as exc:  # the tenant's files, whatever they raise (JobInputError is a ValueError): this job's
         return JobFiles(str(logs), error=exc)

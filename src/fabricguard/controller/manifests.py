@@ -123,12 +123,36 @@ def rbac_rules() -> list[dict[str, Any]]:
     return rules_of(CONTROLLER_GRANTS, "cluster")
 
 
+def watched_rules() -> list[dict[str, Any]]:
+    """The Role's rules in each namespace whose ConfigMaps the controller reads (``kube.controller_watched``)."""
+    from fabricguard.controller.kube import CONTROLLER_GRANTS
+    from fabricguard.rbac import rbac_rules as rules_of
+
+    return rules_of(CONTROLLER_GRANTS, "watched")
+
+
 def namespace_rules() -> list[dict[str, Any]]:
     """The Role's rules in the controller's own namespace (its canaries and its Lease), from the same table."""
     from fabricguard.controller.kube import CONTROLLER_GRANTS
     from fabricguard.rbac import rbac_rules as rules_of
 
     return rules_of(CONTROLLER_GRANTS, "namespace")
+
+
+def watched_roles(profile: PlatformProfile, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """A Role and RoleBinding ``fabricguard-controller-configmaps`` in each namespace whose ConfigMaps the
+    controller reads (drift's: kube-system and the device plugins'; its own): no ClusterRole grants ConfigMaps."""
+    from fabricguard.controller.kube import controller_watched
+
+    name = f"{NAME}-configmaps"
+    out: list[dict[str, Any]] = []
+    for ns in sorted(controller_watched(profile, namespace)):
+        meta = {"name": name, "namespace": ns, "labels": labels}
+        out += [{"apiVersion": names.RBAC_API, "kind": "Role", "metadata": meta, "rules": watched_rules()},
+                {"apiVersion": names.RBAC_API, "kind": "RoleBinding", "metadata": meta,
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                 "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]}]
+    return out
 
 
 SCAVENGER_PRIORITY = -1000  # Crusoe's scavenger value: below the canaries and every workload
@@ -264,6 +288,7 @@ def manifests(profile: PlatformProfile, profile_text: str, image: str,
         {"apiVersion": names.RBAC_API, "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        *watched_roles(profile, namespace, labels),
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{NAME}-profile"},
          "data": {PROFILE_KEY: profile_text}},
         deployment,

@@ -16,6 +16,7 @@ write that records its evidence.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,10 @@ if TYPE_CHECKING:  # the Lustre edge reads the files before the pass; this modul
     from fabricguard.controller.facts import LustreFacts
 
 OWN_TAINTS = (names.TAINT_QUARANTINED, *names.TAINT_KEYS, names.TAINT_STARTUP_UNVERIFIED)
+DTR_PLURAL = "devicetaintrules"  # resource.k8s.io/v1 DeviceTaintRule (GA in Kubernetes 1.37)
+DTR_KIND = "DeviceTaintRule"
+LABEL_NODE = "fabricguard.io/node"
+ANN_EVIDENCE = "fabricguard.io/quarantine-evidence"
 MAX_CONDITION_WRITES = 200  # FabricProven writes per pool and pass; the rest follow on the next passes
 
 
@@ -66,8 +71,10 @@ def proof_basis(node: dict[str, Any], keys: list[str]) -> dict[str, str]:
     return out
 
 
-def pool_facts(pool: Pool, nodes: list[dict[str, Any]], inv: Inventory) -> dict[str, pf.NodeFacts]:
-    """The pool's Nodes as the decisions see them."""
+def pool_facts(pool: Pool, nodes: list[dict[str, Any]], inv: Inventory,
+               device_quarantined: set[str] | frozenset[str] = frozenset()) -> dict[str, pf.NodeFacts]:
+    """The pool's Nodes as the decisions see them; ``device_quarantined``: nodes whose bad NIC carries one of
+    fabricguard's DeviceTaintRules (quarantined like a node taint, on just that NIC)."""
     proof = pool.proof
     assert proof is not None
     block_label = pool.topology_levels[0] if pool.topology_levels else pool.fabric.topologyLabel
@@ -85,7 +92,7 @@ def pool_facts(pool: Pool, nodes: list[dict[str, Any]], inv: Inventory) -> dict[
             ready=o.condition_true(n, names.NODE_READY),
             idle=inv.used_gpus.get((name, pool.gpuResource), 0) == 0,
             held=pf.held_elsewhere(n, OWN_TAINTS),
-            quarantined=names.TAINT_QUARANTINED in taints,
+            quarantined=names.TAINT_QUARANTINED in taints or name in device_quarantined,
             bootstrapping=pool.bootstrap_taint in taints,
             fabric_ready=None if fr is None else fr.get("status") == "True",
             joined=o.created(n),
@@ -209,16 +216,76 @@ def _taint_patch(node: dict[str, Any], quarantine: bool, pool: str) -> JsonPatch
     return JsonPatch(names.CORE_API, "nodes", None, o.name_of(node), ops)
 
 
+def _rule_name(node: str, nic: str) -> str:
+    """``fabricguard-<node>-<nic>``: a DNS subdomain (``_`` is not allowed), at most 253 characters."""
+    return re.sub(r"[^a-z0-9.-]+", "-", f"fabricguard-{node}-{nic}".lower()).strip("-.")[:253]
+
+
+def nic_devices(pool: Pool, node: str, row: pf.NodeProof, slices: list[dict[str, Any]]
+                ) -> list[tuple[str, str, str, str]]:
+    """(NIC, driver, ResourceSlice pool, device) of each bad NIC the row names, found in the node's ResourceSlices
+    from the pool's DRA driver: the device whose name is the NIC's, or one of whose attributes is the NIC's PCI
+    address (``dra.net/pciAddress``, ``resource.kubernetes.io/pciBusID``). A NIC not found is left out."""
+    dra = pool.fabric.dra
+    if dra is None or not row.nics:
+        return []
+    out: list[tuple[str, str, str, str]] = []
+    for nic, pci in sorted(row.nics.items()):
+        for s in slices:
+            spec = s.get("spec") or {}
+            if spec.get("driver") != dra.driver or spec.get("nodeName") != node:
+                continue
+            spool = str((spec.get("pool") or {}).get("name") or "")
+            dev = next((d for d in spec.get("devices") or () if isinstance(d, dict) and (
+                d.get("name") == nic or any(isinstance(v, dict) and v.get("string") == pci
+                                            for v in (d.get("attributes") or {}).values()))), None)
+            if dev is not None and spool:
+                out.append((nic, dra.driver, spool, str(dev.get("name"))))
+                break
+    return out
+
+
+def taint_rule(pool: Pool, node: str, nic: str, driver: str, spool: str, device: str, why: str) -> dict[str, Any]:
+    """fabricguard's DeviceTaintRule on one bad NIC (``resource.k8s.io/v1``): NoSchedule, never NoExecute (a running
+    gang is never drained); a claim that does not tolerate it is not allocated that NIC."""
+    return {
+        "apiVersion": names.DRA_API, "kind": DTR_KIND,
+        "metadata": {"name": _rule_name(node, nic),
+                     "labels": {names.LABEL_MANAGED_BY: "fabricguard", names.LABEL_PROOF_POOL: pool.name,
+                                LABEL_NODE: node},
+                     "annotations": {ANN_EVIDENCE: why[:1000]}},
+        "spec": {"deviceSelector": {"driver": driver, "pool": spool, "device": device},
+                 "taint": {"key": names.TAINT_QUARANTINED, "value": pool.name, "effect": "NoSchedule"}},
+    }
+
+
+def our_rules(pool: Pool, rules: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """fabricguard's DeviceTaintRules of this pool, by node."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rules:
+        labels = o.labels_of(r)
+        if labels.get(names.LABEL_PROOF_POOL) == pool.name and labels.get(LABEL_NODE):
+            out.setdefault(labels[LABEL_NODE], []).append(r)
+    return out
+
+
 def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | None, jobsets: list[dict[str, Any]],
                     inv: Inventory, workloads: list[dict[str, Any]], now: datetime, cfg: CanaryConfig,
-                    lustre: LustreFacts) -> tuple[list[Action], dict[str, Any], ProofOutcome]:
-    """One pool's proof step: (actions, the ``status.proof`` to write, the outcome). Pure."""
+                    lustre: LustreFacts, *, slices: list[dict[str, Any]] | None = None,
+                    device_rules: list[dict[str, Any]] | None = None
+                    ) -> tuple[list[Action], dict[str, Any], ProofOutcome]:
+    """One pool's proof step: (actions, the ``status.proof`` to write, the outcome). Pure.
+
+    ``device_rules``: the cluster's DeviceTaintRules, None where it does not serve them. Where it does, on a DRA
+    claim pool, a convicted node whose bad NIC was named and found in its ResourceSlices (``slices``) is
+    quarantined by a DeviceTaintRule on just that NIC instead of a node taint; elsewhere by the node taint."""
     proof = pool.proof
     assert proof is not None
     status = (fv or {}).get("status") or {}
     previous = pf.ProofState.from_dict(status.get("proof"))
     nodes = {o.name_of(n): n for n in inv.nodes if pool.matches(n)}
-    facts = pool_facts(pool, list(nodes.values()), inv)
+    rules = our_rules(pool, device_rules or [])
+    facts = pool_facts(pool, list(nodes.values()), inv, set(rules))
     gpus = proof.gpusPerPod or pool.gpusPerNode
     mine = {o.name_of(js): js for js in jobsets if o.labels_of(js).get(names.LABEL_PROOF_POOL) == pool.name
             and o.namespace_of(js) == cfg.namespace}
@@ -241,10 +308,25 @@ def reconcile_proof(profile: PlatformProfile, pool: Pool, fv: dict[str, Any] | N
                            purpose=p.purpose, tolerate=tolerate)
         actions.append(Create(names.JOBSET_API, "jobsets", cfg.namespace, body,
                               owner=None if fv is not None else (names.FV_PLURAL, pool.name)))
+    device_taints = device_rules is not None and pool.claim_template_name is not None
     for n in decision.taint:
-        actions.append(_taint_patch(nodes[n], True, pool.name))
+        row = decision.state.nodes[n]
+        devs = nic_devices(pool, n, row, slices or []) if device_taints else []
+        if not devs:
+            actions.append(_taint_patch(nodes[n], True, pool.name))
+            continue
+        for nic, driver, spool, device in devs:
+            actions.append(Create(names.DRA_API, DTR_PLURAL, None,
+                                  taint_rule(pool, n, nic, driver, spool, device, row.message)))
+        actions.append(event(nodes[n], names.CORE_API, "Node", "FabricDeviceQuarantined", (
+            f"pool {pool.name}: a DeviceTaintRule on just the bad NIC(s) "
+            + ", ".join(f"{nic} (device {device} of {driver}, pool {spool})" for nic, driver, spool, device in devs)
+            + "; the node's other devices stay in service"), now, warning=True))
     for n in decision.untaint:
-        actions.append(_taint_patch(nodes[n], False, pool.name))
+        for r in rules.get(n, []):
+            actions.append(Delete(names.DRA_API, DTR_PLURAL, None, o.name_of(r)))
+        if names.TAINT_QUARANTINED in o.taint_keys(nodes[n]) or n not in rules:
+            actions.append(_taint_patch(nodes[n], False, pool.name))
     writes = 0
     for n, row in sorted(decision.state.nodes.items()):
         if n not in nodes:

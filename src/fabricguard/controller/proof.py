@@ -118,6 +118,7 @@ class NodeProof:
     failures: list[str] = field(default_factory=list)  # partners of failed pairs since the last pass
     labels: dict[str, str] = field(default_factory=dict)  # reproveOnLabels values at the last proof
     rails: list[str] = field(default_factory=list)  # the bad rails named by its failed pairs ("rail 3 mlx5_3")
+    nics: dict[str, str] = field(default_factory=dict)  # those rails' NICs on this node -> PCI address (DRA taints)
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,6 +140,8 @@ class NodeProof:
             labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()}
             if isinstance(d.get("labels"), dict) else {},
             rails=[str(r)[:80] for r in d.get("rails") or () if isinstance(r, str)][:MAX_RAILS_KEPT],
+            nics={str(k)[:64]: str(v)[:64] for k, v in list((d.get("nics") or {}).items())[:MAX_RAILS_KEPT]}
+            if isinstance(d.get("nics"), dict) else {},
             message=str(d.get("message") or "")[:300],
         )
 
@@ -319,7 +322,7 @@ def judge_pair(state: ProofState, res: PairResult, facts: dict[str, NodeFacts], 
             was = row.state
             row.lastProven, row.pair, row.partner, row.busbwGBps, row.link = (
                 when, res.name, partner, res.busbw, link)
-            row.failures, row.rails = [], []
+            row.failures, row.rails, row.nics = [], [], {}
             state.failing.pop(row.node, None)
             f = facts.get(row.node)
             row.labels = dict(f.labels) if f is not None else {}
@@ -337,6 +340,8 @@ def judge_pair(state: ProofState, res: PairResult, facts: dict[str, NodeFacts], 
         if good[i] and not good[1 - i]:
             continue  # the unproven or suspect partner is the one this failure points at
         row.rails = _rails_of(row, res)
+        pcis = {r.nics[row.node]: r.pcis[row.node] for r in res.rails if r.nics.get(row.node) and r.pcis.get(row.node)}
+        row.nics = {n: p for n, p in {**row.nics, **pcis}.items() if any(s.endswith(f" {n}") for s in row.rails)}
         if row.state == "quarantined":
             row.since, row.message = when, f"re-test {res.name} with {partner}: {res.outcome}"
             continue

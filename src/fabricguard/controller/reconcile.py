@@ -17,7 +17,7 @@ from fabricguard.controller.actions import Action, Counters, MergeStatus
 from fabricguard.controller.blast import PoolBreakers, judge_breakers
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
-from fabricguard.controller.facts import LustreFacts
+from fabricguard.controller.facts import LustreFacts, served
 from fabricguard.controller.gate import gate_workloads, keep_active
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
@@ -103,8 +103,11 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
         avoid = avoided_nodes(fv) if pool.proof is not None else None
         acts, state = reconcile_pool(profile, pool, fv, jobsets, inv, now, cfg, counters, lustre, avoid)
         if pool.proof is not None and profile.canary(pool) is not None:
-            p_acts, proof_status, state.proof = reconcile_proof(profile, pool, fv, jobsets, inv,
-                                                                snapshot.kind("Workload"), now, cfg, lustre)
+            dtr_served = served(snapshot.notes, "devicetaintrules", names.DRA_API)
+            p_acts, proof_status, state.proof = reconcile_proof(
+                profile, pool, fv, jobsets, inv, snapshot.kind("Workload"), now, cfg, lustre,
+                slices=snapshot.kind("ResourceSlice"),
+                device_rules=snapshot.kind("DeviceTaintRule") if dtr_served else None)
             if proof_status != ((fv or {}).get("status") or {}).get("proof"):
                 record = next((a for a in acts if isinstance(a, MergeStatus) and a.plural == names.FV_PLURAL), None)
                 if record is not None:

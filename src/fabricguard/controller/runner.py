@@ -246,7 +246,9 @@ def default_identity() -> str:
 
 async def connect(cfg: RunConfig) -> Kube:
     """The controller's connection: every call checked against its permission table."""
-    return await Kube.connect(cfg.kubeconfig, cfg.context, permissions=controller_permissions(cfg.namespace))
+    extra = (cfg.reference[0],) if cfg.reference else ()
+    return await Kube.connect(cfg.kubeconfig, cfg.context,
+                              permissions=controller_permissions(cfg.namespace, cfg.profile, *extra))
 
 
 async def read_reference(kube: Kube, target: tuple[str, str] | None) -> tuple[Reference | None, list[str]]:

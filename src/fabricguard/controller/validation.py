@@ -110,6 +110,8 @@ class NodeProofRow(_Model):
     failures: list[str] = Field(default_factory=list, max_length=8, description="Partners of failed pairs.")
     rails: list[str] = Field(default_factory=list, max_length=8, description="Bad rails its failed pairs named "
                              "(rail k and this node's NIC on it: each rail timed alone by the pair test).")
+    nics: dict[str, str] = Field(default_factory=dict, description="Those rails' NICs on this node and their PCI "
+                                 "addresses (what a DeviceTaintRule selects on a DRA pool).")
     labels: dict[str, str] = Field(default_factory=dict)
     message: str = ""
 

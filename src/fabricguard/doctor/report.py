@@ -482,6 +482,37 @@ def _coverage_html(report: Report) -> list[str]:
     return out
 
 
+# Lustre client cells: mark, CSS class, words (the coverage grid's classes).
+_LUSTRE = {
+    "failing": ("✗", "critical", "a lustre.* check failed (its line in the tooltip)"),
+    "warning": ("!", "warning", "a lustre.* check degraded"),
+    "other": ("·", "na", "FabricReady False for another reason"),
+    "not-reporting": ("·", "na", "no FabricReady"),
+    "healthy": ("✓", "pass", "healthy"),
+}
+
+
+def _lustre_html(report: Report) -> list[str]:
+    e = html.escape
+    out = ["<section><h2>Lustre clients</h2><p class='sub'>Each node of a pool that mounts Lustre, as its agent "
+           "last judged its client (FabricReady's lustre.* checks); failing nodes first.</p>"]
+    for pool, cells in report.lustre.items():
+        out.append(f"<h3>{e(lustre_summary(pool, cells))}</h3><div class='cov'>")
+        for c in cells[:COVERAGE_HTML_CELLS]:
+            mark, cls, words = _LUSTRE[c.state]
+            tip = f"{c.node}: {c.state} ({words})" + "".join(f"; {k}: {v}" for k, v in c.checks.items())
+            said = ", ".join(k.removeprefix("lustre.") for k in c.checks) or c.state
+            out.append(f"<div class='cell {cls}' title='{e(tip[:1000])}'><b>{e(_short(c.node, 18))}</b>"
+                       f"<span>{mark} {e(_short(said, 18))}</span></div>")
+        if len(cells) > COVERAGE_HTML_CELLS:
+            out.append(f"<p class='legend'>and {len(cells) - COVERAGE_HTML_CELLS} more node(s)</p>")
+        out.append("</div>")
+    out.append("<p class='legend'>")
+    out += [f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in _LUSTRE.values()]
+    out.append("</p></section>")
+    return out
+
+
 def to_html(report: Report) -> str:
     c = report.counts
     e = html.escape
@@ -506,6 +537,8 @@ def to_html(report: Report) -> str:
         out += _grid_html(report)
     if report.coverage:
         out += _coverage_html(report)
+    if report.lustre:
+        out += _lustre_html(report)
     out.append("<section><h2>Findings</h2>")
     for f in report.findings:
         out.append(

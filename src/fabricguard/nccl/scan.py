@@ -1009,17 +1009,17 @@ def _scan_file(path: Path, st: ScanState, root: Path | None = None, max_bytes: i
             before = cutter.lines
             lines = cutter.feed(block, count=bool(ahead))
             if lines:
-                _no_absurd_numbers(path, lines, before)
-                if ahead:
+                lines = _skip_absurd_lines(path, lines, before, fs, st, refuse=root is None)
+                if lines and ahead:
                     fs.feed(lines, next_line=cutter.lines + 1)
-                else:
+                elif lines:
                     fs.feed(lines, last=True)
             block = ahead
         last = cutter.finish()
         if last:
-            _no_absurd_numbers(path, last, cutter.lines - 1)
             fs.base_line = cutter.lines
-            fs.feed(last, last=True)
+            if _skip_absurd_lines(path, last, cutter.lines - 1, fs, st, refuse=root is None):
+                fs.feed(last, last=True)
     if cutter.overlong:
         st.unread_line(str(path), cutter.overlong_line or 0, cutter.overlong)
 
@@ -1049,6 +1049,32 @@ def _may_hold_absurd_number(lines: bytes) -> bool:
             return True
         i = sampled.find(_SAMPLED_RUN, i + 1)
     return i >= 0
+
+
+def _skip_absurd_lines(path: Path, lines: bytes, before: int, fs: FileScanner, st: ScanState, *,
+                       refuse: bool) -> bytes:
+    """``lines`` (complete lines after line ``before``) up to the last line holding a number of absurd length
+    (fed to ``fs`` around each such line, which is left out and named in ``st.unread`` by file and line), or
+    ``lines`` whole when there is none. ``refuse`` (a file given by name, not a job's directory): the first such
+    line raises ``SourceError`` instead, so ``nccl inspect`` answers in one line."""
+    while _may_hold_absurd_number(lines):
+        m = _ABSURD.search(lines)
+        if m is None:
+            break
+        if refuse:
+            _no_absurd_numbers(path, lines, before)
+        start = lines.rfind(b"\n", 0, m.start()) + 1
+        end = lines.find(b"\n", m.end())
+        end = len(lines) if end < 0 else end + 1
+        digits = len(re.match(rb"\d*", lines[m.start():end]).group())  # type: ignore[union-attr]
+        line_no = before + lines.count(b"\n", 0, start) + 1
+        st.unread.append(Evidence(str(path), line_no, "", f"line {line_no} holds a number of {digits:,} digits, "
+                                  "which no NCCL line does (NCCL prints at most 20); that line was not read"))
+        if start:
+            fs.feed(lines[:start], next_line=line_no)
+        fs.base_line = line_no + 1
+        lines, before = lines[end:], line_no
+    return lines
 
 
 def _no_absurd_numbers(path: Path, lines: bytes, before: int) -> None:

@@ -53,7 +53,14 @@ def judge(step: str, spec: TransitionSpec, configmaps: dict[str, dict[str, Any] 
         except ProfileError as exc:
             problems.append(f"the {comp}'s {where} holds a profile that does not load ({exc})")
             continue
-        fix = f"apply {directory} rendered from the --to profile (fabricguard render install)"
+        if comp == "webhook":
+            fix = f"apply {directory} rendered from the --to profile (fabricguard render install)"
+        else:
+            # Not the --to profile alone: the controller would stop validating the old pool (and the agents
+            # stop checking its nodes) while its workloads still run and are admitted.
+            fix = (f"apply {directory} rendered from a profile with both pools, {spec.old.name} and "
+                   f"{spec.new.name} (as examples/transitions/gke-both-blocks.yaml; examples/transitions/README.md), "
+                   "not from the --to profile alone")
         if comp == "webhook":
             if held.model_dump() != spec.target.model_dump():
                 problems.append(f"the webhook's {where} is not the --to profile: it would keep injecting "

@@ -372,18 +372,19 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                          + admission_podsecurity.policy(profile, opts.mode),
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
                          remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
+    rules = agent_render.readiness_rules(profile, mode=opts.mode, dry_run=opts.dry_run_rules)
+    # With --manage-taints the agent keeps the taints itself: no rules, no NRC; likewise when every pool's bootstrap
+    # taint is the autoscaler's startup taint (NRC cannot manage that key: readiness_rules renders none).
+    nrc = not opts.manage_taints and bool(rules)
     out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
                                                       nvml_access=opts.nvml_access, mode=opts.mode,
                                                       monitoring=opts.monitoring),
-                         remove=([] if opts.manage_taints else [Step("delete", READINESS)])
-                         + [Step("delete", AGENT)]))
-    if not opts.manage_taints:  # with --manage-taints the agent keeps the taints itself: no rules, no NRC
+                         remove=([Step("delete", READINESS)] if nrc else []) + [Step("delete", AGENT)]))
+    if nrc:
         out.append(Component(READINESS, "NodeReadinessRules: fabric-unverified (bootstrap) and fabric-degraded "
-                             "taints", agent_render.readiness_rules(profile, mode=opts.mode,
-                                                                    dry_run=opts.dry_run_rules),
-                             remove=[Step("delete", READINESS)]))
+                             "taints", rules, remove=[Step("delete", READINESS)]))
     ctrl = controller_manifests.manifests(profile, profile_text, opts.image, ns, opts.canary_image, opts.mode,
                                           monitoring=opts.monitoring)
     kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]
@@ -420,17 +421,45 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
         if c.name in (NAMESPACE, STORAGE):
             c.remove = []  # only with the whole install
         own_pods(c.objects, opts)
-        for o in [*c.objects, *(x for objs in c.overlay_objects.values() for x in objs)]:
-            stamp_version(o)
+        for o in c.objects:
+            stamp_version(o, component_label(c.name))
+        for sub, objs in c.overlay_objects.items():
+            for o in objs:
+                stamp_version(o, component_label(c.name, sub))
     return out
 
 
-def stamp_version(obj: dict[str, Any]) -> dict[str, Any]:
-    """The release that rendered an object, on the object's own labels (never a selector's: a Deployment's or a
-    DaemonSet's selector is immutable, and a new release must roll its pods, not orphan them)."""
+def component_label(component: str, overlay: str | None = None) -> str:
+    """The ``fabricguard.io/install-component`` value of a component's objects (an overlay's are its own: pruning
+    the base must never remove what only the overlay applies)."""
+    return f"{component}.{overlay}" if overlay else component
+
+
+def prune_command(c: Component, root: str = "DIR") -> str:
+    """``kubectl apply --prune`` for one component: it deletes the objects labelled with this component that the new
+    render no longer has, of the kinds the component renders (``--prune-allowlist``: kubectl prunes only those)."""
+    kinds = sorted({_allowlist_entry(o) for o in c.objects})
+    allow = " ".join(f"--prune-allowlist={k}" for k in kinds)
+    return (f"kubectl apply -k {root}/{c.name} --prune -l {names.LABEL_INSTALL_COMPONENT}={component_label(c.name)} "
+            f"{allow}")
+
+
+def _allowlist_entry(obj: dict[str, Any]) -> str:
+    api = str(obj.get("apiVersion", ""))
+    group, _, version = api.rpartition("/")
+    return f"{group or 'core'}/{version}/{obj.get('kind', '')}"
+
+
+def stamp_version(obj: dict[str, Any], component: str | None = None) -> dict[str, Any]:
+    """The release that rendered an object (and the install component it belongs to), on the object's own labels
+    (never a selector's: a Deployment's or a DaemonSet's selector is immutable, and a new release must roll its
+    pods, not orphan them)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        meta.setdefault("labels", {})[names.LABEL_APP_VERSION] = __version__
+        labels = meta.setdefault("labels", {})
+        labels[names.LABEL_APP_VERSION] = __version__
+        if component:
+            labels[names.LABEL_INSTALL_COMPONENT] = component
     return obj
 
 
@@ -470,6 +499,10 @@ def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str,
         lines.append("```")
         lines.append(Step("apply", c.name).command())
         lines.extend(c.after_apply)
+        lines.append("```")
+        lines.append("Upgrade (a newer render of this directory; also deletes what it no longer has):")
+        lines.append("```")
+        lines.append(prune_command(c))
         lines.append("```")
         if c.remove:
             lines.append("Remove it alone:")

@@ -14,6 +14,7 @@ something is weaker than it should be) or fail (the install would block training
 - the Lustre claim in every namespace that mounts it: present, static (not a class that would provision a new file
   system) and bound to the profile's file system;
 - every namespace opted in to the webhook has the LocalQueue the webhook labels its workloads with;
+- on each pool that observes: what enforce would have held (Workloads) or tainted (nodes) in the last day;
 - the Pod Security level of the training namespaces against what the webhook injects (``IPC_LOCK`` is not in
   *baseline*; GKE's host mounts need *privileged*) and of fabricguard's own namespace (the agent's hostPath);
 - on GKE, the ResourceQuota scoped to the ``system-*-critical`` PriorityClasses in fabricguard's namespace.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from fabricguard import names, objects
@@ -79,6 +81,8 @@ PREFLIGHT_GRANTS: frozenset[Grant] = frozenset([
     *grants(names.DRA_API, "deviceclasses", ["get", "list"]),
     # each pool's nodes: do they advertise the resource names the profile makes pods request?
     *grants("v1", "nodes", ["list"]),
+    # observe mode: the Workloads enforce would have held in the last day (their fabric-validated entries).
+    *grants(names.KUEUE_API, "workloads", ["list"]),
 ])
 KUEUE_CONFIGMAPS = (("kueue-system", "kueue-manager-config"),)
 # resource.k8s.io/v1 (the claim form) is served from 1.34; KEP-5004's extended-resource form is alpha there.
@@ -231,13 +235,17 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
         else:
             rows.append(Row("DaemonSet", target, "pass", "present, tolerates the readiness taints"))
 
-    rows += await _storage(kube, profile, namespace)
-    rows += await _allocatable(kube, profile)
+    # Before the install (fabricguard's namespace absent) an object the install creates is not missing: its row
+    # says which component creates it, and warns instead of failing.
+    own = await _namespace(kube, namespace)
+    rows += await _storage(kube, profile, namespace, installed=own is not None)
+    nodes = await kube.list("v1", "nodes")  # once: the resource names and what enforce would have tainted
+    rows += await _allocatable(kube, profile, nodes)
+    rows += await _observed(kube, profile, nodes)
     rows += await _dra(kube, profile, minor)
     rows += await _kueue_configuration(kube, profile, namespace)
 
     needs, why = injected_needs(profile)
-    own = await _namespace(kube, namespace)
     if own is None:
         rows.append(Row("Namespace", namespace, "warn", "does not exist yet (00-namespace creates it)",
                         "`fabricguard render namespace | kubectl apply -f -`"))
@@ -263,7 +271,10 @@ async def check(kube: Kube, profile: PlatformProfile, namespace: str = "fabricgu
             rows.append(pod_security_row(ns, objects.labels_of(obj), needs, why))
         for q in queues_for(profile, ns):
             lq = await kube.get(names.KUEUE_API, "localqueues", q, ns)
-            if lq is None:
+            if lq is None and own is None and ns in _queue_namespaces(profile, q):
+                rows.append(Row("LocalQueue", f"{ns}/{q}", "warn", "not there yet: created by the install "
+                                "(60-kueue)", "apply the install, then run preflight again"))
+            elif lq is None:
                 rows.append(Row("LocalQueue", f"{ns}/{q}", "fail", "the webhook labels workloads here with this "
                                 "queue, which does not exist: they are never admitted",
                                 f"add {ns} to the queue's namespaces in the profile and apply 60-kueue"))
@@ -361,9 +372,37 @@ def allocatable_rows(profile: PlatformProfile, nodes: list[dict[str, Any]],
     return rows
 
 
-async def _allocatable(kube: Kube, profile: PlatformProfile) -> list[Row]:
-    """The pools' resource names against the nodes (one list of every Node), DeviceClasses read for KEP-5004."""
-    nodes = await kube.list("v1", "nodes")
+def observed_rows(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]],
+                  now: datetime) -> list[Row]:
+    """What enforce would have held or tainted in the last day on each observing pool (doctor/rules/observe.py):
+    a warning to read before moving the pool to enforce, or a pass that says it would have done nothing."""
+    from fabricguard.doctor.rules.observe import MAX_LISTED, would_have
+
+    found = would_have(profile, nodes, workloads, now)
+    rows = []
+    for p in profile.spec.pools:
+        if p.name not in found and profile.mode_of(p, "observe") != "observe":
+            continue
+        w = found.get(p.name)
+        if w is None:
+            rows.append(Row("Observe", f"pool {p.name}", "pass", "enforce would have held and tainted nothing in "
+                            "the last 24 h"))
+            continue
+        named = [n for n, _, _ in w.tainted[:MAX_LISTED // 2]] + [ref for ref, _ in w.held[:MAX_LISTED // 2]]
+        rows.append(Row("Observe", f"pool {p.name}", "warn", f"{w.describe()}: {', '.join(named)}",
+                        "before mode: enforce on this pool, read why: `fabricguard doctor` (rule "
+                        "enforce-would-have-acted) lists each node and Workload"))
+    return rows
+
+
+async def _observed(kube: Kube, profile: PlatformProfile, nodes: list[dict[str, Any]]) -> list[Row]:
+    workloads = (await kube.list(names.KUEUE_API, "workloads")
+                 if await kube.served(names.KUEUE_API, "workloads") else [])
+    return observed_rows(profile, nodes, workloads, datetime.now(UTC))
+
+
+async def _allocatable(kube: Kube, profile: PlatformProfile, nodes: list[dict[str, Any]]) -> list[Row]:
+    """The pools' resource names against the nodes, DeviceClasses read for KEP-5004."""
     backed: dict[str, str] = {}
     if await kube.served(names.DRA_API, "deviceclasses"):
         for dc in await kube.list(names.DRA_API, "deviceclasses"):
@@ -432,7 +471,12 @@ async def _kueue_configuration(kube: Kube, profile: PlatformProfile, namespace: 
                 "Kueue's manager ConfigMap")]
 
 
-async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list[Row]:
+def _queue_namespaces(profile: PlatformProfile, queue: str) -> set[str]:
+    """The namespaces the install gives a LocalQueue named ``queue`` (its queues' ``namespaces``)."""
+    return {n for p in profile.spec.pools if p.queue is not None and p.queue.name == queue for n in p.queue.namespaces}
+
+
+async def _storage(kube: Kube, profile: PlatformProfile, namespace: str, installed: bool = True) -> list[Row]:
     lustre = profile.spec.storage.lustre
     if lustre is None:
         return [Row("Lustre", "spec.storage.lustre", "fail", "the profile has no Lustre: canaries cannot be judged",
@@ -442,6 +486,11 @@ async def _storage(kube: Kube, profile: PlatformProfile, namespace: str) -> list
     for ns in [namespace, *[n for n in install.lustre_namespaces(profile) if n != namespace]]:
         target = f"{ns}/{lustre.claimName}"
         pvc = await kube.get("v1", "persistentvolumeclaims", lustre.claimName, ns)
+        if pvc is None and not installed:
+            part = "10-storage" if ns == namespace else "10-storage/team-namespaces"
+            rows.append(Row("Lustre", target, "warn", f"not there yet: created by the install ({part}, a static "
+                            "claim of the profile's file system)", "apply the install, then run preflight again"))
+            continue
         if pvc is None:
             rows.append(Row("Lustre", target, "fail", "claim not found: pods that mount it stay Pending",
                             "apply 10-storage (fabricguard-system) or 10-storage/team-namespaces"))

@@ -271,6 +271,7 @@ class SlowRail:
     busbw_gbps: float
     median_gbps: float | None  # the median of the pair's rails, None with one rail (judged by the floor)
     nics: dict[str, str]  # node -> its NIC on this rail ("" when the probe could not tell)
+    pcis: dict[str, str] = field(default_factory=dict)  # node -> that NIC's PCI address, where it is one NIC
 
     def text(self) -> str:
         where = ", ".join(f"{n} {nic or '?'}" for n, nic in sorted(self.nics.items()))
@@ -279,7 +280,7 @@ class SlowRail:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rail": self.rail, "busbwGBps": round(self.busbw_gbps, 3), "medianGBps": self.median_gbps,
-                "nics": dict(self.nics)}
+                "nics": dict(self.nics), "pcis": dict(self.pcis)}
 
 
 def slow_rails(rails: Iterable[Any], floor_gbps: float | None) -> list[SlowRail]:
@@ -297,8 +298,10 @@ def slow_rails(rails: Iterable[Any], floor_gbps: float | None) -> list[SlowRail]
     for k, bw, members in rows:
         slow = bw < RAIL_RATIO * median if len(rows) > 1 else (floor_gbps is not None and bw < floor_gbps)
         if slow:
-            nics = {str(m.get("node") or "?"): str(m.get("nic") or "") for m in members if isinstance(m, dict)}
-            out.append(SlowRail(k, bw, round(median, 3) if len(rows) > 1 else None, nics))
+            ms = [m for m in members if isinstance(m, dict)]
+            nics = {str(m.get("node") or "?"): str(m.get("nic") or "") for m in ms}
+            pcis = {str(m.get("node") or "?"): str(m["nic_pci"]) for m in ms if isinstance(m.get("nic_pci"), str)}
+            out.append(SlowRail(k, bw, round(median, 3) if len(rows) > 1 else None, nics, pcis))
     return out
 
 

@@ -264,6 +264,16 @@ def _gpu_pci(torch: Any, backend: str, device: Any) -> str | None:
     return f"{dom:04x}:{bus:02x}:{dev:02x}.0"
 
 
+def _member(text: str) -> list[str]:
+    """One rank's [node, GPU PCI, NICs, NIC PCI] as gathered (fields are capped so the JSON fits its 256 bytes;
+    anything else reads as nothing known)."""
+    try:
+        m = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(x) for x in m] if isinstance(m, list) and len(m) == 4 else []
+
+
 def measure_rails(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, device: Any, local_rank: int,
                   local_world: int) -> list[dict[str, Any]]:
     """Each rail alone: all_reduce of the largest size among local rank k of every node, one rail after another
@@ -271,7 +281,7 @@ def measure_rails(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, de
     node's. Every member says which node it ran on (``FG_NODE_NAME``, else its hostname) and which RDMA NIC is
     nearest its GPU on the PCIe tree (``probes.host.nearest_nics``): the rail's NIC on that node. Identical on
     every rank; empty when there are not two nodes of ``local_world`` ranks."""
-    from fabricguard.probes.host import nearest_nics
+    from fabricguard.probes.host import nearest_nics, nic_pci
 
     rank, world = dist.get_rank(), dist.get_world_size()
     if local_world < 1 or world % local_world or world // local_world < 2:
@@ -303,8 +313,10 @@ def measure_rails(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, de
     dist.all_reduce(times_s)
     pci = _gpu_pci(torch, backend, device)
     nics = nearest_nics(Path("/"), pci) if pci else []
-    me = json.dumps([os.environ.get("FG_NODE_NAME") or socket.gethostname(), pci or "", ",".join(nics)])
-    members = [json.loads(t or "[]") for t in _gather_text(torch, dist, world, device, me, 256)]
+    nic_addr = (nic_pci(Path("/"), nics[0]) or "") if len(nics) == 1 else ""
+    me = json.dumps([(os.environ.get("FG_NODE_NAME") or socket.gethostname())[:64], pci or "",
+                     ",".join(nics[:4])[:80], nic_addr[:16]])
+    members = [_member(t) for t in _gather_text(torch, dist, world, device, me, 256)]
     out = []
     for k in range(local_world):
         dt_k = float(times_s[k].item())
@@ -315,8 +327,8 @@ def measure_rails(torch: Any, dist: Any, cfg: CollectiveConfig, backend: str, de
             "time_us": round(dt_k * 1e6, 3),
             "busbw_gbps": row.busbw_gbps if row is not None else 0.0,
             "members": [{"rank": n * local_world + k, "node": m[0], "gpu_pci": m[1] or None,
-                         "nic": m[2] or None}
-                        for n in range(nnodes) for m in [members[n * local_world + k]] if len(m) == 3],
+                         "nic": m[2] or None, "nic_pci": m[3] or None}
+                        for n in range(nnodes) for m in [members[n * local_world + k]] if len(m) == 4],
         })
     return out
 

@@ -209,6 +209,15 @@ def nearest_nics(root: Path, gpu_pci: str) -> list[str]:
     return names if best > len(Path(root, "sys/devices").resolve().parts) + 1 else []
 
 
+def nic_pci(root: Path, name: str) -> str | None:
+    """The PCI address of RDMA device ``name`` (``0000:1b:00.0``): what a DRA driver's ResourceSlice lists it by
+    (``dra.net/pciAddress``, ``resource.kubernetes.io/pciBusID``)."""
+    try:
+        return (root / "sys/class/infiniband" / name / "device").resolve(strict=True).name
+    except OSError:
+        return None
+
+
 def library_dirs(root: Path) -> list[Path]:
     dirs = [root / d for d in LIB_DIRS]
     for conf in sorted((root / "etc/ld.so.conf.d").glob("*.conf")):

@@ -37,6 +37,10 @@ def profile_or_exit(path: Path | str) -> PlatformProfile:
     try:
         return load_profile(path)
     except ProfileError as exc:
+        if not any(p.path for p in exc.problems) and not Path(path).is_file():
+            # No field to fix: the file itself is missing (or not a regular file).
+            fail(str(exc), hint="pass the path of a profile file (examples/profiles/ holds one per platform), "
+                 "or --profile local for this machine")
         fail(str(exc), hint="fix the fields named above; `fabricguard profile check FILE` lists every problem")
     except OSError as exc:
         fail(f"cannot read profile {path}: {exc.strerror or exc}")

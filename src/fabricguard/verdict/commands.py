@@ -61,12 +61,32 @@ def verify_job(
         "pods -n NS -l fabricguard.io/job=JOB -o json, and kubectl get resourceclaims -n NS -o json. On a DRA "
         "pool a fabric claim never allocated or a device reported unhealthy degrades the job, as the controller's "
         "verdict does."),
+    jobstats: list[Path] = typer.Option(
+        [], "--jobstats", help="The servers' job_stats as lctl printed them (repeatable): lctl get_param "
+        "obdfilter.*.job_stats mdt.*.job_stats > FILE on the OSS/MDS, while the job runs. Needs --jobid."),
+    jobid: str | None = typer.Option(None, "--jobid", help="The job's Lustre job id: <namespace>.<job>, as the "
+                                     "webhook sets FG_LUSTRE_JOBID."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
     html: Path | None = html_option("the verdict"),
 ) -> None:
     """Judge a finished job. Exit 0 pass, 1 degraded, 2 failed, 3 input unusable."""
     prof = profile_or_exit(profile)
+    if jobstats and not jobid:
+        fail("--jobstats needs --jobid <namespace>.<job> (the job id the webhook tags the job's requests with)")
+    server = None
+    if jobstats:
+        from fabricguard.userfiles import read_text
+        from fabricguard.verdict import jobstats as js
+
+        server = js.Parsed()
+        for f in jobstats:
+            try:
+                got = js.parse(read_text(f, max_bytes=js.MAX_BLOCK * 4), str(f))
+            except SourceError as exc:
+                fail(f"--jobstats {exc}")
+            server.stats += got.stats
+            server.skipped += got.skipped
     job_objects = None
     if objects:
         try:
@@ -84,6 +104,9 @@ def verify_job(
         fail(str(exc), hint="pass --pool NAME")
     except JobInputError as exc:
         fail(str(exc))
+    if server is not None and jobid:
+        row, v.server_io = js.reason(server, jobid, [str(f) for f in jobstats])
+        v.reasons.append(row)
     if html is not None:
         p = prof.pool(v.pool)
         command = f"fabricguard verify-job {job_dir} -p {profile} --pool {v.pool}"

@@ -67,6 +67,7 @@ class JobVerdict:
     io: dict[str, Any] | None = None  # the job's I/O phases against the storage floor (verdict.io)
     per_rank: dict[str, Any] | None = None  # late ranks, slow nodes, per-node view (verdict/ranks.py)
     ras: dict[str, Any] | None = None  # what saved NCCL RAS reports pointed at
+    server_io: dict[str, Any] | None = None  # the servers' job_stats for the job (verify-job --jobstats)
 
     @property
     def bound(self) -> str:
@@ -98,6 +99,7 @@ class JobVerdict:
             "per_rank": self.per_rank,
             "ras": self.ras,
             "io": self.io,
+            "server_io": self.server_io,
             "bound": self.bound,
             "reasons": [r.to_dict() for r in self.reasons],
             "nccl": n.to_dict(),

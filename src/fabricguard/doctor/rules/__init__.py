@@ -11,7 +11,18 @@ from datetime import datetime
 
 import fabricguard.doctor.rules.agent as agent_rules
 from fabricguard.doctor.model import Finding, Severity
-from fabricguard.doctor.rules import autoscaler, boot, daemonsets, dra, fabric, images, lustre, placement, proof
+from fabricguard.doctor.rules import (
+    autoscaler,
+    boot,
+    daemonsets,
+    dra,
+    fabric,
+    images,
+    lustre,
+    observe,
+    placement,
+    proof,
+)
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile import PlatformProfile
 
@@ -157,6 +168,12 @@ RULES: tuple[Rule, ...] = (
         Severity.warning,
         lustre.lustre_client_unhealthy,
         "a node's Lustre client fails its FabricReady checks, or the file system is down for a whole pool",
+    ),
+    Rule(
+        observe.RULE,
+        Severity.info,
+        observe.enforce_would_have_acted,
+        "what enforce would have held or tainted in the last day on a pool that observes",
     ),
 )
 

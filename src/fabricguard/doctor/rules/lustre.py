@@ -86,7 +86,7 @@ def lustre_client_unhealthy(snapshot: Snapshot, profile: PlatformProfile | None,
             for check in c.checks:
                 by_check.setdefault(check, []).append(c)
         check, most = max(by_check.items(), key=lambda kv: (len(kv[1]), kv[0]))
-        evidence = {"FabricReady": {c.node: "; ".join(f"{k}: {v}" for k, v in c.checks.items())[:300]
+        evidence = {names.FABRIC_READY: {c.node: "; ".join(f"{k}: {v}" for k, v in c.checks.items())[:300]
                                     for c in failing[:MAX_EVIDENCE_ITEMS]}}
         first = most[0]
         line = first.checks[check] or "(no detail in the message)"

@@ -1,0 +1,117 @@
+"""``enforce-would-have-acted``: what enforce would have held or tainted in the last day, on pools that observe.
+
+Read from what the cluster keeps, not from Events (an Event lives one hour by default):
+
+- **held**: a Workload whose ``fabric-validated`` entry the controller set ``Ready`` with the observe message
+  (``fabricguard observe mode: enforce would hold: ...``, ``controller/gate.py``) within the window: Kueue keeps the
+  Workload, with that entry and its ``lastTransitionTime``, for as long as the job exists. Its pool is the one whose
+  flavors (``PlatformProfile.canary_flavors``) the Workload was admitted to, else the pool the message names;
+- **tainted**: a node of an observing pool whose ``FabricReady`` is not ``True`` now (enforce would have it tainted
+  since its ``lastTransitionTime``), or turned ``True`` within the window (enforce would have held it tainted until
+  then). A node that failed and recovered twice within the day shows once: the condition keeps only its latest
+  transition; this is said in the evidence, never guessed.
+
+Observing pools: the profile's ``mode`` field, else ``observe`` (what a new install renders); a pool whose
+Workloads carry the observe message observes whatever the profile says. Pure: :func:`would_have` serves the
+doctor (this rule, severity info) and ``preflight`` (its "Observe" rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from fabricguard import names, objects, times
+from fabricguard.doctor.model import Finding, ObjRef, Severity
+from fabricguard.doctor.snapshot import Snapshot
+from fabricguard.profile import PlatformProfile
+
+RULE = "enforce-would-have-acted"
+WINDOW = timedelta(days=1)
+OBSERVE_HOLD = names.OBSERVE_HOLD_PREFIX
+MAX_LISTED = 20
+
+
+@dataclass
+class WouldHave:
+    """One pool's day under observe: the Workloads enforce would have held and the nodes it would have tainted."""
+
+    pool: str
+    held: list[tuple[str, str]] = field(default_factory=list)  # ("namespace/workload", when)
+    tainted: list[tuple[str, str, str]] = field(default_factory=list)  # (node, status now, since)
+
+    @property
+    def empty(self) -> bool:
+        return not self.held and not self.tainted
+
+    def describe(self) -> str:
+        now_bad = sum(1 for _, st, _ in self.tainted if st != "True")
+        return (f"enforce would have held {len(self.held)} workload(s) and tainted {len(self.tainted)} node(s) of "
+                f"pool {self.pool} in the last 24 h ({now_bad} node(s) still not FabricReady)")
+
+
+def _when(value: Any) -> datetime | None:
+    return times.parse_time(value)
+
+
+def _pool_of_workload(wl: dict[str, Any], profile: PlatformProfile, message: str) -> str | None:
+    flavor_pool = {f: p.name for p in profile.spec.pools for f in profile.canary_flavors(p)}
+    admission = (wl.get("status") or {}).get("admission") or {}
+    for ps in admission.get("podSetAssignments") or ():
+        for flavor in ((ps or {}).get("flavors") or {}).values():
+            if flavor in flavor_pool:
+                return flavor_pool[flavor]
+    return next((p.name for p in profile.spec.pools if f"pool {p.name}" in message), None)
+
+
+def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]],
+               now: datetime, default_mode: str = "observe") -> dict[str, WouldHave]:
+    """Per observing pool, what enforce would have held and tainted within :data:`WINDOW` before ``now``."""
+    since = now - WINDOW
+    out: dict[str, WouldHave] = {}
+    for wl in workloads:
+        for entry in (wl.get("status") or {}).get("admissionChecks") or ():
+            msg = str((entry or {}).get("message") or "")
+            when = _when((entry or {}).get("lastTransitionTime"))
+            if not msg.startswith(OBSERVE_HOLD) or when is None or when < since:
+                continue
+            pool = _pool_of_workload(wl, profile, msg)
+            if pool is not None:
+                out.setdefault(pool, WouldHave(pool)).held.append(
+                    (f"{objects.namespace_of(wl)}/{objects.name_of(wl)}", times.format_time(when)))
+    observing = {p.name for p in profile.spec.pools if profile.mode_of(p, default_mode) == "observe"} | set(out)
+    for n in nodes:
+        node_pool = profile.pool_of(n)
+        if node_pool is None or node_pool.name not in observing or not node_pool.fabric.has_fabric:
+            continue
+        cond = objects.find_condition(n, names.FABRIC_READY)
+        if cond is None:
+            continue  # no agent reported here: node-not-gated says so; there is no verdict enforce would act on
+        status = str(cond.get("status") or "?")
+        changed = _when(cond.get("lastTransitionTime"))
+        if status != "True" or (changed is not None and changed >= since):
+            out.setdefault(node_pool.name, WouldHave(node_pool.name)).tainted.append(
+                (objects.name_of(n), status, times.format_time(changed) if changed else "?"))
+    return {p: w for p, w in sorted(out.items()) if not w.empty}
+
+
+def enforce_would_have_acted(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
+    if profile is None:
+        return []
+    findings = []
+    for pool, w in would_have(profile, snapshot.nodes, snapshot.kind("Workload"), now).items():
+        refs = [ObjRef("Node", n) for n, _, _ in w.tainted[:MAX_LISTED]]
+        refs += [ObjRef("Workload", ref.split("/", 1)[1], ref.split("/", 1)[0]) for ref, _ in w.held[:MAX_LISTED]]
+        findings.append(Finding(
+            RULE, Severity.info, refs, w.describe() + ".",
+            {"held (workload, observed at)": w.held[:MAX_LISTED],
+             "tainted (node, FabricReady now, since)": w.tainted[:MAX_LISTED],
+             "note": "a node's condition keeps only its latest transition: one that failed and recovered twice "
+                     "in the day is listed once"},
+            f"Before `mode: enforce` on pool {pool}: read each node's FabricReady message (`kubectl get node NODE "
+            "-o jsonpath='{.status.conditions[?(@.type==\"FabricReady\")].message}'`) and each Workload's "
+            "fabric-validated message; fix what is ours (profile, agent) first.",
+            pools=[pool],
+        ))
+    return findings
