@@ -123,3 +123,7 @@ def test_a_judged_job_exports_its_median_step_next_to_the_pools_baseline(tmp_pat
     labels = {"namespace": "ml-training", "job": "llama-steps", "pool": "gh200-roce"}
     assert round(m.registry.get_sample_value("fabricguard_job_step_median_seconds", labels), 2) == 12.36
     assert m.registry.get_sample_value("fabricguard_pool_step_baseline_seconds", {"pool": "gh200-roce"}) == 6.07
+    # The job's own verdict, for the dashboard's job view (issue 30): degraded, over sockets.
+    assert counters.job_verdict_of == [("ml-training", "llama-steps", "gh200-roce", "degraded", "socket")]
+    assert m.registry.get_sample_value("fabricguard_job_verdict", labels | {"verdict": "degraded",
+                                                                            "transport": "socket"}) == 1

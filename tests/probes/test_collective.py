@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -23,7 +25,14 @@ from fabricguard.probes.collective import (
     run_probe,
 )
 
-torch = pytest.importorskip("torch")
+# torch is imported by the tests that use it, not at collection: every xdist worker collects this module, and
+# importing torch costs each of them 3 CPU-seconds.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+
+
+@pytest.fixture
+def torch() -> Any:
+    return pytest.importorskip("torch")
 
 H200_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "nccl" / "h200-2.28.9"
 
@@ -58,6 +67,8 @@ class _CorruptingDist:
         t[: self.k] += 1
 
     def all_gather_into_tensor(self, out, inp):
+        import torch
+
         out.copy_(torch.cat([inp, (torch.arange(inp.numel()) + 1) % 13]).to(out.dtype))
         out[: self.k] -= 1
 
@@ -66,7 +77,7 @@ class _CorruptingDist:
 
 
 @pytest.mark.parametrize("k", [0, 7])
-def test_verification_counts_wrong_elements(k):
+def test_verification_counts_wrong_elements(k, torch):
     # World of one for all_reduce (the sum is the input itself), of two for all_gather (rank 0's view).
     assert _verify(torch, _CorruptingDist(k), "all_reduce", 0, 1, 1000, 1000, torch.float32, "cpu") == k
     assert _verify(torch, _CorruptingDist(k), "all_gather", 0, 2, 200, 100, torch.float32, "cpu") == k
@@ -74,7 +85,7 @@ def test_verification_counts_wrong_elements(k):
     assert _verify(torch, _CorruptingDist(0), "reduce_scatter", 0, 2, 26, 13, torch.float32, "cpu") == 12
 
 
-def test_a_dead_rank_is_reported_not_hung(tmp_path):
+def test_a_dead_rank_is_reported_not_hung(tmp_path, torch):
     cfg = CollectiveConfig(collectives=["all_reduce"], sizes=[1024], backend="nccl", log_dir=str(tmp_path))
     if torch.cuda.is_available():
         pytest.skip("needs a machine without CUDA")

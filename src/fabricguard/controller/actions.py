@@ -143,7 +143,10 @@ def event(
     *,
     warning: bool,
 ) -> Emit:
-    """An Event on ``obj``; its name is stable for the same object, reason, message and time (no duplicates)."""
+    """An Event on ``obj``; its name is stable for the same object, reason, message and time (no duplicates).
+    Every Event reads the same way: the reason says what, the message starts with it (no ``fabricguard:`` prefix:
+    the Event's source already names the controller, and a check message's prefix is for `describe workload`)."""
+    message = message.removeprefix("fabricguard: ")
     name = o.name_of(obj)
     ns = o.namespace_of(obj) or "default"
     digest = hashlib.sha256(f"{ns}/{name}/{reason}/{message}/{times.format_time(now)}".encode()).hexdigest()[:12]

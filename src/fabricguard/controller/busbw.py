@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fabricguard import objects as o
+from fabricguard import times
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.canary import job_dir
 from fabricguard.nccl.inspector import InspectorFollower, MinuteFigure, ReadStats, Series, ShapeKey, shape_text
@@ -117,7 +118,7 @@ def busbw_actions(job: RunningJob, view: BusbwView, reported: str | None, now: d
     if state == "below":
         worst = view.below[0]
         at = from_epoch_us(worst.below_since_us or 0, now.tzinfo)  # range-checked where read; checked here too
-        since = at.isoformat() if at is not None else "an unreadable time"
+        since = times.format_time(at) if at is not None else "an unreadable time"  # ...Z, as every Event says
         detail = (f"collective bus bandwidth below pool {job.pool}'s floor since {since}: {view.text()}; "
                   "the job runs but its collectives are slow (see its Inspector records and the dashboard's job view)")
         reason, warning = "FabricBusBwBelowFloor", True
