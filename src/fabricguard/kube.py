@@ -123,6 +123,10 @@ class Kube:
         self.permissions = permissions
         self.server = server or str(getattr(getattr(api, "auth", None), "server", "") or "the API server")
         self.latency = Latency()
+        # kr8s opens its HTTP session on the first request that finds none; requests sent at once on a fresh
+        # connection (a pass lists 16 kinds, 8 at a time) each opened one and closed the one before, under a
+        # request still using it. The first request goes alone; the rest share the session it opened.
+        self._first = _FirstContact()
 
     @property
     def api(self) -> Any:
@@ -133,6 +137,7 @@ class Kube:
         """The same connection, checked against ``permissions``."""
         other = Kube(self._api, timeouts=self.timeouts, permissions=permissions, server=self.server)
         other.latency = self.latency
+        other._first = self._first
         return other
 
     @classmethod
@@ -206,6 +211,28 @@ class Kube:
 
     async def _once(self, method: str, api_version: str, rel: str, namespace: str | None, timeout: float,
                     reauthenticated: bool = False, **kwargs: Any) -> Any:
+        if not self._first.done:
+            t0 = time.monotonic()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._first.lock.acquire()
+            except TimeoutError:
+                raise self._error(method, str(kwargs.get("base") or _api_path(api_version, namespace, rel)), None,
+                                  f"no answer within {time.monotonic() - t0:.3g} s (waiting for the first request "
+                                  "on this connection)", TimedOut) from None
+            try:
+                if not self._first.done:
+                    answer = await self._request(method, api_version, rel, namespace,
+                                                 max(0.05, timeout - (time.monotonic() - t0)), reauthenticated,
+                                                 **kwargs)
+                    self._first.done = True
+                    return answer
+            finally:
+                self._first.lock.release()
+        return await self._request(method, api_version, rel, namespace, timeout, reauthenticated, **kwargs)
+
+    async def _request(self, method: str, api_version: str, rel: str, namespace: str | None, timeout: float,
+                       reauthenticated: bool = False, **kwargs: Any) -> Any:
         import httpx
         import kr8s
 
@@ -234,8 +261,8 @@ class Kube:
         if status == 401 and not reauthenticated:
             # A 401 is not processed: load the credentials again and send it once more (any verb).
             await self._reauthenticate()
-            return await self._once(method, api_version, rel, namespace, max(0.05, timeout - (time.monotonic() - t0)),
-                                    True, **kwargs)
+            left = max(0.05, timeout - (time.monotonic() - t0))
+            return await self._request(method, api_version, rel, namespace, left, True, **kwargs)
         if status >= 400:
             detail, reason, causes = status_of(body)
             raise self._error(method, path, status, detail or "refused", BY_STATUS.get(status, KubeError),
@@ -390,8 +417,14 @@ class Kube:
         loop = asyncio.get_running_loop()
         started = False
         t0 = loop.time()
+        holding = False  # the first-contact lock, when this watch is the connection's first request
         try:
             async with asyncio.timeout(self.timeouts.connect + self.timeouts.read) as cm:
+                if not self._first.done:
+                    await self._first.lock.acquire()
+                    holding = not self._first.done
+                    if not holding:
+                        self._first.lock.release()
                 # httpx's own read timeout only backs ours up: the deadlines above say which one ended it.
                 async with self._api.call_api("GET", version=api_version, namespace=namespace, url=plural,
                                               params=params, stream=True, raise_for_status=False,
@@ -404,6 +437,9 @@ class Kube:
                         raise self._error("GET", path, resp.status_code, detail or "refused",
                                           BY_STATUS.get(resp.status_code, KubeError), reason=reason, causes=causes)
                     started = True
+                    if holding:
+                        self._first.done, holding = True, False
+                        self._first.lock.release()
                     end = loop.time() + whole
                     cm.reschedule(min(loop.time() + idle, end))
                     async for line in resp.aiter_lines():
@@ -443,6 +479,9 @@ class Kube:
             raise self._error("GET", path, None, f"watch ended ({type(exc).__name__}: {exc})", Unreachable) from None
         except Exception as exc:  # the edge: anything else leaves typed, never kills a caller
             raise self._error("GET", path, None, f"watch failed ({type(exc).__name__}: {exc})", KubeError) from None
+        finally:
+            if holding:
+                self._first.lock.release()
 
     async def create(self, api_version: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         ns = (obj.get("metadata") or {}).get("namespace")
@@ -524,6 +563,15 @@ class Kube:
         if session is not None and not session.is_closed:
             with contextlib.suppress(Exception):
                 await session.aclose()
+
+
+class _FirstContact:
+    """Whether a connection's first request has been answered (kr8s then holds an open session), and the lock the
+    requests that come before that wait on."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.done = False
 
 
 class Latency:

@@ -278,9 +278,11 @@ def test_a_dump_dir_linked_to_another_tenants_job_is_not_read(tmp_path: Path) ->
     lj = LiveJobs(prof, tmp_path)
     lj.sync(running_jobs(prof, {"JobSet": [_jobset()]}))
     (ob,) = lj.poll()
-    assert ob.busbw is not None and ob.busbw.figures == {} and lj.cost.inspector_bytes_total == 0
-    ((_, jb),) = lj._busbw.items()
-    assert jb.follower.total.refused == 2  # listed, then refused at open: the files lie outside the job's dir
+    # Refused at the link itself (userfiles.no_link_below, issue 25): nothing of the other team's is read, and
+    # the job's reason names the link instead of its busbw being judged on nothing.
+    assert ob.busbw is None and lj.cost.inspector_bytes_total == 0
+    (why,) = lj.unusable.values()
+    assert "is a link" in why and str(mine) in why
 
 
 def test_a_job_that_stops_leaves_no_busbw_series(tmp_path: Path) -> None:

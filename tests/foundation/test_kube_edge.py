@@ -19,7 +19,8 @@ from fabricguard.kube import Conflict, Forbidden, Gone, Kube, NotFound, TimedOut
 from fabricguard.rbac import Permissions, grants, rbac_rules
 from kube_support import Emulator, Rbac, attributes, kubeconfig, silent_server
 
-FAST = Timeouts(connect=0.5, read=0.5, call=0.7, list=1.0)
+# Short enough to keep the silent-server cases quick, long enough for a loaded CI machine (0.5 s failed there).
+FAST = Timeouts(connect=1.0, read=1.0, call=2.0, list=2.5)
 ROLE = [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "reader"},
          "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "writer", "namespace": "a"},
@@ -88,6 +89,32 @@ async def test_reads_are_retried_writes_are_sent_once(server) -> None:
     await kube.close()
 
 
+async def test_requests_sent_at_once_on_a_fresh_connection_share_one_session(server, monkeypatch) -> None:
+    """kr8s opens its HTTP session on the first request that finds none: sixteen lists sent at once on a fresh
+    connection (a controller pass) each opened one and closed the one before, under a request still using it."""
+    import asyncio
+
+    import httpx
+
+    opened: list[int] = []
+    real_init = httpx.AsyncClient.__init__
+
+    def counting_init(self: httpx.AsyncClient, *args: Any, **kwargs: Any) -> None:
+        opened.append(1)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.AsyncClient, "__init__", counting_init)
+    _k8s, url, tmp = server
+    kube = await _kube(url, tmp, "admin")
+    answers = await asyncio.gather(*(kube.list("v1", "nodes") for _ in range(16)))
+    assert all(len(a) == 2 for a in answers)
+    assert len(opened) == 1
+    other = kube.with_permissions(None)  # the same connection under another table shares the session too
+    await asyncio.gather(*(other.list("v1", "nodes") for _ in range(4)))
+    assert len(opened) == 1
+    await kube.close()
+
+
 async def test_an_undeclared_call_is_refused_before_it_is_sent(server) -> None:
     k8s, url, tmp = server
     table = Permissions(frozenset(grants("v1", "nodes", ["list"])), "a", "reader")
@@ -107,14 +134,14 @@ async def test_no_answer_and_no_listener_are_timed_out_and_unreachable(tmp_path:
         with pytest.raises(TimedOut) as err:
             await kube.list("v1", "nodes")
         took = time.monotonic() - t0
-        assert took < FAST.list + 0.5 and silent.url in str(err.value)
+        assert took < FAST.list + 1.5 and silent.url in str(err.value)
         # The seconds it says are the seconds it waited (it used to say the deadline, having given up earlier).
         said = float(re.search(r"no answer within ([0-9.]+) s \((\d+) attempt", str(err.value)).group(1))  # type: ignore[union-attr]
         assert said <= took + 0.01, (said, took, str(err.value))
         t0 = time.monotonic()
         with pytest.raises(TimedOut):
             await kube.patch("v1", "nodes", "n1", {}, patch_type="merge")
-        assert time.monotonic() - t0 < FAST.read + 0.5  # a write waits one read timeout, no retry
+        assert time.monotonic() - t0 < FAST.read + 1.5  # a write waits one read timeout, no retry
         await kube.close()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
