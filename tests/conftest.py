@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
+import httpx._transports.default as httpx_transport
 import kubernetes_validate.utils
 import pytest
 from kmock._internal import dsl as kmock_dsl
@@ -49,6 +51,20 @@ def _view_contains(self: kmock_dsl.View, item: object) -> bool:
 
 
 kmock_dsl.View.__contains__ = _view_contains  # type: ignore[method-assign]
+
+# Every connection to the emulator (plain HTTP, no CA in its kubeconfig) built httpx's default TLS context, loading
+# certifi's bundle: 40 ms per connection, a few seconds per replay. The default context is the same every time.
+_httpx_create_ssl_context = httpx_transport.create_ssl_context
+
+
+def _default_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+    if verify is True and cert is None and trust_env:
+        return _DEFAULT_SSL[0] if _DEFAULT_SSL else _DEFAULT_SSL.setdefault(0, _httpx_create_ssl_context())
+    return _httpx_create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
+_DEFAULT_SSL: dict[int, Any] = {}
+httpx_transport.create_ssl_context = _default_ssl_context
 
 
 @pytest.fixture
