@@ -30,9 +30,14 @@ demo: venv
 test: deps venv
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy src
-	# Four workers on two cores: most tests wait on subprocesses, servers and deadlines rather than compute;
+	# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): every CLI test starts
+	# `python -m fabricguard`, which otherwise compiles the package again each time, and every xdist worker would
+	# rewrite every test module's asserts again. One collection first fills that cache for the four workers.
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q src tests
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q --collect-only -p no:cacheprovider >/dev/null
+	# Four workers on two cores: many tests wait on subprocesses, servers and deadlines rather than compute;
 	# worksteal keeps the long tests (canary interleavings, netns ranks) from leaving workers idle at the end.
-	$(BIN)/pytest -q -n 4 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n 4 --dist worksteal
 
 lint: venv
 	$(BIN)/ruff check src tests bench
