@@ -175,6 +175,7 @@ def test_api_streams_rows_before_the_result_exists(tmp_path):
     assert not res.log_dir_removed and tmp_path.is_dir()
 
 
+@pytest.mark.slow
 def test_rails_are_timed_alone_between_the_nodes(tmp_path):
     cfg = CollectiveConfig(collectives=["all_reduce"], sizes=[1 << 16], warmup=1, iters=2, backend="gloo",
                            log_dir=str(tmp_path), rails=True, local_world=2)
