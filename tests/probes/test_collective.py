@@ -37,24 +37,32 @@ def torch() -> Any:
 H200_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "nccl" / "h200-2.28.9"
 
 
-def test_two_gloo_ranks_measure_and_verify(tmp_path):
+def test_two_gloo_ranks_measure_verify_and_stream_rows(tmp_path):
+    """One run of two real ranks (each costs a torch import): every collective measured and verified, and each row
+    handed to ``on_row`` while rank 0 is still measuring (before its result file exists)."""
+    seen: list[tuple[str, int, bool]] = []
+    sizes = [4096, 1 << 20, 1 << 22]  # the later sizes keep rank 0 busy well after the first row
     cfg = CollectiveConfig(
         collectives=["all_reduce", "all_gather", "reduce_scatter"],
-        sizes=[4096, 1 << 20],
+        sizes=sizes,
         warmup=1,
         iters=2,
         backend="gloo",
         log_dir=str(tmp_path),
     )
     expect = Expectation(pool="local", expected_transports=["none", "socket"], floor_gbps=1e-6)
-    res = run_probe(cfg, local_ranks=2, expect=expect, timeout_s=120)
+    res = run_probe(cfg, local_ranks=2, expect=expect, timeout_s=120,
+                    on_row=lambda row: seen.append((row.collective, row.size, (tmp_path / "result.json").exists())))
     assert not res.failed, res.error
     assert [(r.collective, r.size) for r in res.rows] == [
-        (c, s) for c in ("all_reduce", "all_gather", "reduce_scatter") for s in (4096, 1 << 20)
+        (c, s) for c in ("all_reduce", "all_gather", "reduce_scatter") for s in sizes
     ]
     assert all(r.wrong == 0 and r.busbw_gbps > 0 for r in res.rows)
     assert res.transport == "socket" and res.judgement.status.value == "pass"
     assert res.world_size == 2 and len(res.hosts) == 2
+    assert [(c, s) for c, s, _ in seen] == [(r.collective, r.size) for r in res.rows]
+    assert seen[0][2] is False  # the first row arrived while rank 0 was still measuring
+    assert not res.log_dir_removed and tmp_path.is_dir()
 
 
 class _CorruptingDist:
@@ -127,8 +135,8 @@ def _probe_cmd(*extra: str) -> list[str]:
 
 @pytest.mark.slow
 def test_many_ranks_stream_rows_and_remove_their_temporary_logs():
-    """Four ranks: each row is on stdout while the ranks are still measuring; the temp log dir is gone after."""
-    cmd = _probe_cmd("--local-ranks", "4", "-b", "256K", "-e", "8M", "-c", "all_reduce,all_gather")
+    """Three ranks: each row is on stdout while the ranks are still measuring; the temp log dir is gone after."""
+    cmd = _probe_cmd("--local-ranks", "3", "-b", "256K", "-e", "8M", "-c", "all_reduce,all_gather")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
     assert proc.stdout is not None
     lines, running_at_first_row = [], None
@@ -161,18 +169,6 @@ def test_out_directory_is_kept_and_a_rerun_does_not_replay_old_rows(tmp_path):
         assert not list(jsonschema.Draft202012Validator(schema).iter_errors(res))
     assert (out / "config.json").is_file() and (out / "rank0.stderr.txt").is_file()
     assert len((out / "rows.jsonl").read_text().splitlines()) == 2  # this run's two sizes, not four
-
-
-def test_api_streams_rows_before_the_result_exists(tmp_path):
-    seen: list[tuple[int, bool]] = []
-    sizes = [1 << 18, 1 << 20, 1 << 22, 1 << 24]  # the later sizes keep rank 0 busy well after the first row
-    cfg = CollectiveConfig(collectives=["all_reduce"], sizes=sizes, warmup=1, iters=3,
-                           backend="gloo", log_dir=str(tmp_path))
-    res = run_probe(cfg, local_ranks=2, expect=None, timeout_s=120,
-                    on_row=lambda row: seen.append((row.size, (tmp_path / "result.json").exists())))
-    assert [s for s, _ in seen] == [r.size for r in res.rows] == sizes
-    assert seen[0][1] is False  # the first row arrived while rank 0 was still measuring
-    assert not res.log_dir_removed and tmp_path.is_dir()
 
 
 @pytest.mark.slow
