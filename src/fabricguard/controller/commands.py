@@ -420,26 +420,13 @@ breaker_app = typer.Typer(help="The blast-radius breakers: which are open, and a
 
 
 def _breaker_call(kubeconfig: str | None, context: str | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    from fabricguard.cluster_call import run_on_cluster
     from fabricguard.controller.kube import breaker_permissions
-    from fabricguard.kube import Kube, KubeError, unreachable
-    from fabricguard.kubeconfig import kubeconfig_problem
 
-    problem = kubeconfig_problem(kubeconfig, context)
-    if problem:
-        fail(problem, hint="pass a kubeconfig with the cluster's context")
-
-    async def go() -> Any:
-        kube = await Kube.connect(kubeconfig, context, permissions=breaker_permissions())
-        try:
-            return await work(kube)
-        finally:
-            await kube.close()
-
-    try:
-        return asyncio.run(go())
-    except KubeError as exc:
-        fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else f"the API server refused: {exc}",
-             hint="the reads and write this needs: render controller's fabricguard-breaker role", code=2)
+    return run_on_cluster(kubeconfig, context, breaker_permissions(), work,
+                          kubeconfig_hint="pass a kubeconfig with the cluster's context",
+                          needs="the reads and write this needs: render controller's fabricguard-breaker role",
+                          refused_code=2)
 
 
 @breaker_app.command("status")

@@ -10,7 +10,6 @@ ConfigMap; nothing is written. The verdict word is line 1 and the exit code foll
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -56,24 +55,11 @@ def plugin_permissions() -> Permissions:
 
 
 def _call(kubeconfig: str | None, context: str | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
-    from fabricguard.kube import Kube, kubeconfig_problem, unreachable
+    from fabricguard.cluster_call import run_on_cluster
 
-    problem = kubeconfig_problem(kubeconfig, context)
-    if problem:
-        fail(problem, hint="pass --kubeconfig/--context of the cluster")
-
-    async def go() -> Any:
-        kube = await Kube.connect(kubeconfig, context, permissions=plugin_permissions())
-        try:
-            return await work(kube)
-        finally:
-            await kube.close()
-
-    try:
-        return asyncio.run(go())
-    except KubeError as exc:
-        fail(f"cannot reach the cluster: {exc}" if unreachable(exc) else f"the API server refused: {exc}",
-             hint="the reads this needs: get of the job, list of Workloads, get of FabricValidations")
+    return run_on_cluster(kubeconfig, context, plugin_permissions(), work,
+                          kubeconfig_hint="pass --kubeconfig/--context of the cluster",
+                          needs="the reads this needs: get of the job, list of Workloads, get of FabricValidations")
 
 
 async def _profile(kube: Any, path: Path | None, namespace: str) -> tuple[PlatformProfile | None, str]:
