@@ -359,3 +359,14 @@ def rail_figures(nodes: list[str], busbw: float, slow: dict[str, int] | None = N
              "members": [{"rank": i * rails + k, "node": n, "gpu_pci": f"0000:{0x18 + k:02x}:00.0",
                           "nic": f"mlx5_{k}"} for i, n in enumerate(nodes)]}
             for k in range(rails)]
+
+
+async def until(cond: Any, seconds: float = 20.0) -> None:
+    """Wait for ``cond()`` (checked every 50 ms); fail the test after ``seconds`` (generous: CI machines are loaded)."""
+    import asyncio
+
+    for _ in range(int(seconds / 0.05)):
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {seconds:g} s waiting")

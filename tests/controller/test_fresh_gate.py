@@ -29,6 +29,7 @@ from controller_support import (
     pods_run,
     ranks_wrote,
     run_once,
+    until,
     workload,
 )
 
@@ -39,14 +40,6 @@ from fabricguard.controller.kube import WRITE_CONCURRENCY, Cache, apply_actions
 from fabricguard.controller.lustre import reconcile_reading_lustre
 from fabricguard.controller.runner import RunConfig, connect, gate_freshness
 from fabricguard.profile import load_profile
-
-
-async def _until(cond: Any, seconds: float = 20.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def _fabric_ready(node: dict[str, Any], status: str) -> dict[str, Any]:
@@ -107,14 +100,14 @@ async def test_a_ready_decision_is_not_written_once_the_pools_nodes_broke_during
     stop = asyncio.Event()
     cache.start(asyncio.Event(), stop)
     try:
-        await _until(lambda: cache.synced)
+        await until(lambda: cache.synced)
         snap = cache.snapshot()
         result = reconcile_reading_lustre(snap, cfg.profile, at, cfg.canary_config())
         admitting = [a for a in result.actions if isinstance(a, ApplyStatus) and a.admits]
         assert len(admitting) == 21  # the snapshot admits every queued Workload: written blind, all 21 go Ready
         # While the pass is about to write, the agents report the fabric broken; the watch brings it in.
         await _break_nodes_via_api(kc)
-        await _until(lambda: any(o.find_condition(n, "FabricReady")["status"] == "False"
+        await until(lambda: any(o.find_condition(n, "FabricReady")["status"] == "False"
                                  for n in cache.current("nodes") if o.name_of(n).startswith("prd-gh200-")))
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snap.kind(names.FV_KIND)}
         errors = await apply_actions(kube, result.actions, known, fresh=gate_freshness(cache, cfg))

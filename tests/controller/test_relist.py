@@ -24,6 +24,7 @@ from controller_support import (
     live,
     pods_run,
     ranks_wrote,
+    until,
     workload,
 )
 
@@ -40,13 +41,6 @@ async def _api(kc: str, method: str, url: str, body: dict[str, Any] | None = Non
     async with api.call_api(method, version="kueue.x-k8s.io/v1beta2", url=url, json=body):
         pass
 
-
-async def _until(cond: Any, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def _check_message(k8s: Any, name: str) -> str:
@@ -68,7 +62,7 @@ async def test_the_running_controller_relists_after_410_and_acts_on_a_change_mad
     metrics = Metrics()
     loop = asyncio.create_task(run_forever(cfg, metrics, stop))
     try:
-        await _until(lambda: metrics.last_pass._value.get() > 0)
+        await until(lambda: metrics.last_pass._value.get() > 0)
         # The watches end (an apiserver restart); while they are away a Workload arrives and etcd compacts.
         k8s.hold_watches()
         k8s.end_watches()
@@ -76,7 +70,7 @@ async def test_the_running_controller_relists_after_410_and_acts_on_a_change_mad
                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", **workload("jobset-in-the-gap")})
         k8s.compact()
         k8s.release_watches()
-        await _until(lambda: "no canary has finished yet" in _check_message(k8s, "jobset-in-the-gap"))
+        await until(lambda: "no canary has finished yet" in _check_message(k8s, "jobset-in-the-gap"))
         # It came through the relist: the re-watch from the compacted version was refused.
         assert any("/workloads@" in e for e in k8s.expired), k8s.expired
     finally:
@@ -89,7 +83,7 @@ async def _cache(kc: str, profile_path: Any) -> tuple[Cache, asyncio.Event, asyn
     cache = Cache(await connect(cfg), cfg.profile, NS)
     wake, stop = asyncio.Event(), asyncio.Event()
     cache.start(wake, stop)
-    await _until(lambda: cache.synced)
+    await until(lambda: cache.synced)
     return cache, wake, stop
 
 
@@ -111,7 +105,7 @@ async def test_the_cache_does_not_serve_an_object_deleted_in_the_gap(cluster, pr
         if compacted:
             k8s.compact()
         k8s.release_watches()
-        await _until(lambda: all(w["metadata"]["name"] != "jobset-llama-ft-3b1c2"
+        await until(lambda: all(w["metadata"]["name"] != "jobset-llama-ft-3b1c2"
                                  for w in cache.snapshot().kind("Workload")))
         if compacted:  # the deletion is not in the history any more: only the relist can remove it
             assert inf.lists == 2 and any("/workloads@" in e for e in k8s.expired)

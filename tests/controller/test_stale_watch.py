@@ -37,6 +37,7 @@ from controller_support import (
     ranks_wrote,
     run_once,
     ts,
+    until,
     workload,
 )
 
@@ -49,14 +50,6 @@ from fabricguard.kube import Kube, TimedOut, Timeouts
 from fabricguard.profile import load_profile
 from kube_support import kubeconfig as shared_kubeconfig
 from kube_support import unaccepting_server
-
-
-async def _until(cond: Any, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def _agents_report(k8s: Any, status: str, reason: str) -> None:
@@ -160,7 +153,7 @@ async def _cache(kc: str, profile_path: Any, idle_s: float = 1.0) -> tuple[Cache
         i.backoff = Backoff(initial_s=0.05, cap_s=0.2)
     stop = asyncio.Event()
     cache.start(asyncio.Event(), stop, idle_s=idle_s)
-    await _until(lambda: cache.synced)
+    await until(lambda: cache.synced)
     return cache, stop
 
 
@@ -191,15 +184,15 @@ async def test_a_nodes_watch_stall_after_the_pool_breaks_admits_nothing(cluster,
                     lustre_root=lustre, stale_s=BOUND_S)
     nodes = next(i for i in cache.informers if i.read.plural == "nodes")
     try:
-        await _until(lambda: metrics.health()[0], 20.0)  # every read heard within the bound (a bookmark at least)
+        await until(lambda: metrics.health()[0], 20.0)  # every read heard within the bound (a bookmark at least)
         # The nodes' watch stalls (an API server host gone behind the load balancer); behind it, the fabric breaks
         # and the agents say so. Workloads keep arriving on their own, healthy watch.
         k8s.stall("nodes")
         _agents_report(k8s, "False", "RdmaLinkDown")
         await _create_workload(admin_kubeconfig(kc), workload("jobset-after-break"))
-        await _until(lambda: any(w["metadata"]["name"] == "jobset-after-break"
+        await until(lambda: any(w["metadata"]["name"] == "jobset-after-break"
                                  for w in cache.snapshot().kind("Workload")))
-        await _until(lambda: (nodes.age() or 0) > BOUND_S + 0.5)
+        await until(lambda: (nodes.age() or 0) > BOUND_S + 0.5)
         lists = nodes.lists
         assert "went silent" in nodes.problem  # the silent watch ended; its relist hangs on the stalled server
         assert not any(t.done() for t in cache.tasks)
@@ -224,7 +217,7 @@ async def test_a_nodes_watch_stall_after_the_pool_breaks_admits_nothing(cluster,
 
         # Healed: the informer lists again, hears the break, and the gate holds for the real reason.
         k8s.heal("nodes")
-        await _until(lambda: nodes.lists > lists and (nodes.age() or 9) < BOUND_S)
+        await until(lambda: nodes.lists > lists and (nodes.age() or 9) < BOUND_S)
         assert metrics.health()[0]
         rep = await run_pass(cfg, at, kube=cache.informers[0].kube, cache=cache)
         assert rep.result.stale == ""
@@ -245,7 +238,7 @@ async def test_a_fresh_view_still_admits(cluster, profile_path, lustre) -> None:
     cfg = RunConfig(load_profile(profile_path), image=CANARY_IMAGE, kubeconfig=kc, identity="solo",
                     lustre_root=lustre, stale_s=BOUND_S)
     try:
-        await _until(lambda: not cache.stale(BOUND_S), 20.0)
+        await until(lambda: not cache.stale(BOUND_S), 20.0)
         rep = await run_pass(cfg, at, kube=cache.informers[0].kube, cache=cache)
         assert rep.result.stale == ""
         assert _check(k8s, "jobset-llama-ft-3b1c2")["state"] == "Ready"
@@ -269,7 +262,7 @@ async def test_a_410_storm_on_one_read_stays_under_its_request_rate(cluster) -> 
     stop = asyncio.Event()
     task = asyncio.create_task(inf.run(asyncio.Event(), stop))
     try:
-        await _until(lambda: inf.watches >= 1)
+        await until(lambda: inf.watches >= 1)
         k8s.expire_every_watch = True
         k8s.end_watches()
         t0, lists0 = time.monotonic(), inf.lists
@@ -293,7 +286,7 @@ async def test_a_410_storm_stays_under_its_request_rate(cluster, profile_path) -
     stop = asyncio.Event()
     cache.start(asyncio.Event(), stop)
     try:
-        await _until(lambda: cache.synced and all(i.watches for i in cache.informers if i.note is None), 60.0)
+        await until(lambda: cache.synced and all(i.watches for i in cache.informers if i.note is None), 60.0)
         # The storm: the open watches end, and every watch from now on is answered 410 Gone.
         k8s.expire_every_watch = True
         lists0 = {i.read.key: i.lists for i in cache.informers}
