@@ -197,7 +197,7 @@ def _print_pass(result, errors: list[str], as_json: bool, acted: bool, live=()) 
             r["busbw_floor_gbps"] = ob.busbw.floor_gbps
         r |= io_row(ob.io, ob.bound)
     if as_json:
-        print_json(result.summary() | {"running": running, "errors": errors, "acted": acted})
+        print_json(result.summary() | {"running": running, "errors": errors, "acted": acted}, "ControllerPass")
         return
     summary = result.summary()
     verdict_line(summary["verdict"], "controller pass", f"{sum(1 for s in result.pools.values() if s.ready)} of "
@@ -453,7 +453,7 @@ def breaker_status_cmd(
             for fv in fvs for c, s in stored(fv).items()]
     opened = [r for r in rows if r["open"]]
     if wants_json(fmt, as_json):
-        print_json({"verdict": "degraded" if opened else "pass", "breakers": rows})
+        print_json({"verdict": "degraded" if opened else "pass", "breakers": rows}, "BreakerStatus")
     else:
         console.print(f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
         for r in rows:
