@@ -5,19 +5,22 @@ vocabulary, a ``fix`` on every non-pass reason, and no path of the machine that 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
-import jsonschema
 import pytest
 from cli_support import EXAMPLES, JOBS, REPO, SNAPSHOTS, run
 
 from fabricguard.exitcodes import VERDICT_EXIT
+from json_schema_check import SCHEMAS, assert_matches, schema
 
-SCHEMAS = REPO / "docs" / "schemas"
 PROFILES = EXAMPLES / "profiles"
 PROD = SNAPSHOTS / "incident-271-days" / "production"
 STAG = SNAPSHOTS / "incident-271-days" / "staging"
 NCCL_TESTS = REPO / "tests" / "fixtures" / "nccl" / "synthetic" / "nccl-tests" / "all_reduce_perf-ib-2x8.log"
 ONPREM = PROFILES / "onprem-infiniband.yaml"
+GKE = PROFILES / "gke-a3-ultra.yaml"
+SIMULATE = ["placement", "simulate", "-p", str(GKE), "--free", "block-a=12,block-b=4"]
 
 COMMANDS = [
     ("JobVerdict", ["verify-job", str(JOBS / "socket-fallback"), "-p", str(ONPREM), "--pool", "gh200-roce"]),
@@ -32,13 +35,12 @@ COMMANDS = [
     ("ProfileCheck", ["profile", "check", str(PROFILES / "gke-a3-ultra.yaml")]),
     ("StorageWhere", ["storage", "where", "/", "--mountinfo", "/proc/self/mountinfo"]),
     ("HostProbe", ["probe", "host", "--nvml-json", str(REPO / "tests" / "fixtures" / "h200-host" / "nvml.json")]),
+    # pass: 2 and 4 nodes fit in a free block; degraded: 8 waits for a block (required) or spans two (preferred);
+    # failed: 16 can never run in one block.
+    ("PlacementSimulation", [*SIMULATE, "--gangs", "2,4"]),
+    ("PlacementSimulation", [*SIMULATE[:-1], "block-a=6,block-b=4", "--size", "block-a=12,block-b=4", "--gangs", "8"]),
+    ("PlacementSimulation", SIMULATE),
 ]
-
-
-def schema(kind: str) -> dict:
-    s = json.loads((SCHEMAS / f"{kind}.schema.json").read_text())
-    jsonschema.Draft202012Validator.check_schema(s)
-    return s
 
 
 def _messages(value: object) -> list[str]:
@@ -54,10 +56,7 @@ def _messages(value: object) -> list[str]:
 def test_real_output_matches_its_schema(kind: str, argv: list[str]) -> None:
     r = run(*argv, "--format", "json")
     doc = json.loads(r.stdout)
-    assert list(doc)[:3] == ["apiVersion", "kind", "verdict"], list(doc)[:3]
-    errors = sorted(jsonschema.Draft202012Validator(schema(kind)).iter_errors(doc), key=lambda e: list(e.path))
-    assert not errors, [f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]]
-    assert doc["verdict"] in VERDICT_EXIT and r.exit_code == VERDICT_EXIT[doc["verdict"]]
+    assert_matches(kind, doc, r.exit_code)
     # No path of this machine (the checkout, a temporary directory) inside a sentence meant for people.
     for m in _messages(doc):
         for given in sorted(argv, key=len, reverse=True):  # a path the person passed is theirs to see
@@ -66,9 +65,7 @@ def test_real_output_matches_its_schema(kind: str, argv: list[str]) -> None:
 
 
 def _valid(kind: str, doc: dict) -> None:
-    assert list(doc)[:3] == ["apiVersion", "kind", "verdict"], list(doc)[:3]
-    errors = sorted(jsonschema.Draft202012Validator(schema(kind)).iter_errors(doc), key=lambda e: list(e.path))
-    assert not errors, [f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]]
+    assert_matches(kind, doc)
 
 
 def test_probe_storage_matches_its_schema(tmp_path) -> None:
@@ -94,6 +91,53 @@ def test_every_schema_is_documented() -> None:
     doc = (REPO / "docs" / "json.md").read_text()
     for p in sorted(SCHEMAS.glob("*.schema.json")):
         assert f"schemas/{p.name}" in doc, p.name
+        assert schema(p.name.removesuffix(".schema.json"))["title"] == p.name.removesuffix(".schema.json")
+
+
+AGENT_NODE = REPO / "tests" / "agent" / "fixtures" / "healthy-a3-ultra"
+
+
+def _agent(root: Path) -> tuple[int, dict]:
+    r = run("agent", "--once", "--dry-run", "--format", "json", "--node", "gke-a3u-pool-1-7f3c9a2e-0001",
+            "--profile", str(GKE), "--root", str(root), "--nvml-json", str(AGENT_NODE / "nvml.json"),
+            "--node-json", str(AGENT_NODE / "node.json"))
+    return r.exit_code, json.loads(r.stdout)
+
+
+def test_agent_once_matches_its_schema_passed_degraded_and_failed(tmp_path: Path) -> None:
+    """The healthy A3 Ultra node (pass); the same without nvidia_peermem (True with warnings: degraded); a node
+    with nothing of the fabric on it (False: failed)."""
+    code, doc = _agent(AGENT_NODE / "root")
+    assert_matches("AgentReport", doc, code)
+    assert doc["verdict"] == "pass"
+    root = tmp_path / "root"
+    shutil.copytree(AGENT_NODE / "root", root)
+    mods = root / "proc" / "modules"
+    mods.write_text("".join(ln + "\n" for ln in mods.read_text().splitlines() if not ln.startswith("nvidia_peermem")))
+    code, doc = _agent(root)
+    assert_matches("AgentReport", doc, code)
+    assert (doc["verdict"], doc["reason"]) == ("degraded", "PassedWithWarnings")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    code, doc = _agent(bare)
+    assert_matches("AgentReport", doc, code)
+    assert (doc["verdict"], doc["status"]) == ("failed", "False")
+
+
+def test_a_schema_refuses_a_verdict_its_state_contradicts() -> None:
+    """The schemas tie the verdict to the state it summarises, so a document that says pass over a False condition,
+    a blocked transition or an open breaker cannot validate."""
+    from json_schema_check import schema_errors
+
+    _, doc = _agent(AGENT_NODE / "root")
+    assert schema_errors("AgentReport", doc) == []
+    assert schema_errors("AgentReport", doc | {"status": "False"})
+    assert schema_errors("AgentReport", doc | {"errors": ["node gone"]})
+    env = {"apiVersion": "fabricguard.io/v1"}
+    assert schema_errors("BreakerStatus", env | {"kind": "BreakerStatus", "verdict": "pass", "breakers": [
+        {"pool": "p", "check": "c", "open": True, "resets": 0}]})
+    assert schema_errors("StaleSweep", env | {"kind": "StaleSweep", "verdict": "pass", "stale": [],
+                                              "not_patched": [{"node": "n", "error": "403"}]})
 
 
 FALLBACK = JOBS / "socket-fallback"

@@ -162,7 +162,7 @@ def simulate_cmd(
         print_json({"verdict": answer, "pool": p.name, "free": free_blocks, "size": size_blocks or free_blocks,
                     "baselineGBps": base, "crossBlockFactor": factor,
                     "outcomes": [{"gang": o.gang, "mode": o.mode, "placed": o.placed, "waits": o.waits,
-                                  "busbwGBps": o.busbw_gbps} for o in outcomes]})
+                                  "busbwGBps": o.busbw_gbps} for o in outcomes]}, "PlacementSimulation")
         raise typer.Exit(exit_code(answer))
     # What the busbw figure needs: the pool's all-reduce baseline first, then the cross-block factor.
     missing = "allReduceBusBwGBps" if base is None else "crossBlockFactor"
@@ -228,7 +228,7 @@ def _show(state: TransitionState, output_format: Format) -> None:
     from fabricguard.placement.workflow import state_json
 
     if output_format == "json":
-        print_json(state_json(state))
+        print_json(state_json(state), "PoolTransition")
         return
     console.print(f"transition {state.oldPool} -> {state.newPool} (queue {state.queue}): {state.phase}")
     t = Table(show_header=True)
@@ -374,7 +374,7 @@ def coverage_cmd(
         fail(f"pool {p.name} has no FabricValidation, so no breaker to reset", code=EXIT_FAILED)
     cov = coverage(p, fv, nodes, t)
     if output_format is Format.json:
-        print_json(cov.to_dict())
+        print_json(cov.to_dict(), "PoolCoverage")
         raise typer.Exit(cov.exit_code)
     colour = {"pass": "green", "degraded": "yellow", "failed": "red"}[cov.verdict]
     say((cov.verdict.upper(), f"bold {colour}"), " ", cov.summary)
