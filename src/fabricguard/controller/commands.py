@@ -450,7 +450,8 @@ def breaker_status_cmd(
     if wants_json(fmt, as_json):
         print_json({"verdict": "degraded" if opened else "pass", "breakers": rows}, "BreakerStatus")
     else:
-        console.print(f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
+        verdict_line("degraded" if opened else "pass", "breaker status",
+                     f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
         for r in rows:
             state = f"OPEN since {r.get('since', '?')}" if r["open"] else "closed"
             console.print(f"  {r['pool']} / {r['check']}: {state}; resets {r['resets']}")

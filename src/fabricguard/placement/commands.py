@@ -225,12 +225,13 @@ def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: 
 
 
 def _show(state: TransitionState, output_format: Format) -> None:
-    from fabricguard.placement.workflow import state_json
+    from fabricguard.placement.workflow import phase_verdict, state_json
 
     if output_format == "json":
         print_json(state_json(state), "PoolTransition")
         return
-    console.print(f"transition {state.oldPool} -> {state.newPool} (queue {state.queue}): {state.phase}")
+    verdict_line(phase_verdict(state.phase), f"transition {state.oldPool} -> {state.newPool} (queue {state.queue})",
+                 state.phase)
     t = Table(show_header=True)
     for col in ("step", "done", "detail"):
         t.add_column(col)
@@ -306,12 +307,16 @@ def transition_abort_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_poo
                          new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
                          kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
                          now: str | None = NOW_OPT, output_format: Format = FORMAT_OPT) -> None:
-    """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned."""
+    """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned.
+
+    Exit 2 once aborted, as ``status`` of an aborted transition: the transition did not happen (verdict failed).
+    """
     fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
     t = now_value(now)
     out, _ = _run(spec, namespace, kubeconfig, context, lambda w: w.abort(t))
     _show(out.state, fmt)
+    raise typer.Exit(out.exit_code)
 
 
 @pool_app.command("coverage")
