@@ -50,7 +50,11 @@ def controller_cmd(
         None, "--metrics-textfile",
         help="With --once: write the pass's metrics to this file in the node-exporter textfile format "
              "(replaced atomically; name it *.prom in the collector's --collector.textfile.directory)."),
-    resync: float = typer.Option(30.0, "--resync", help="Seconds between full passes without changes."),
+    resync: float = typer.Option(30.0, "--resync", help="Seconds between passes without changes."),
+    full_every: float = typer.Option(
+        300.0, "--full-every", min=0.0,
+        help="Seconds between full passes; in between, a pass re-judges only what the watch events since the "
+             "previous pass touched (0: every pass is full)."),
     reference: str = typer.Option(
         None, "--reference",
         help="ConfigMap NAMESPACE/NAME holding another environment's snapshot (fabricguard snapshot --publish): "
@@ -125,7 +129,8 @@ def controller_cmd(
         fail(problem, hint="pass a kubeconfig with the cluster's context, or run in the cluster")
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
                     lease_s=lease, reference=target, stall_s=stall, live_interval_s=live_interval,
-                    live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6, mode=mode.value)
+                    live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6, mode=mode.value,
+                    full_every_s=full_every)
     if once:
         from fabricguard.kube import KubeError, unreachable
 
