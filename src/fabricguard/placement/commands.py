@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-import yaml
 from rich.table import Table
 
+from fabricguard import yamlout
 from fabricguard.console import (
     Block,
     Column,
@@ -60,11 +60,10 @@ FORMAT_OPT = format_option()
 
 def render_transition_rbac_cmd(namespace: str = NS_OPT) -> None:
     """Print the ClusterRole and Role that ``pool transition`` needs (bind them to whoever runs it)."""
-    import yaml
 
     from fabricguard.placement.workflow import transition_roles
 
-    sys.stdout.write(yaml.safe_dump_all(transition_roles(namespace), sort_keys=False))
+    sys.stdout.write(yamlout.dump_all(transition_roles(namespace), sort_keys=False))
 
 
 def render_kueue_cmd(
@@ -100,7 +99,7 @@ def render_kueue_cmd(
     if not docs:
         fail(f"{profile}: no pool names a queue, so there is nothing to render for Kueue",
              hint="give the fabric pools a queue: {name: ...}")
-    sys.stdout.write(head + yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120))
+    sys.stdout.write(head + yamlout.dump_all(docs, sort_keys=False, default_flow_style=False, width=120))
 
 
 MAX_BLOCK_NODES = 100_000  # a topology block is a few thousand nodes at most; more is a typo
