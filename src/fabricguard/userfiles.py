@@ -92,22 +92,50 @@ def input_dir(path: Path) -> Path:
     return path
 
 
-def read_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """A regular file's bytes (see ``input_file``); read errors name the file."""
+def read_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: Path | None = None) -> bytes:
+    """A regular file's bytes (see ``input_file``); read errors name the file.
+
+    ``within``: the file is a tenant's, found under that directory (a job's folder): it is opened once with
+    :func:`open_in` (no link followed, the opened file under ``within``) and checked on that descriptor, so a
+    file swapped for a link after it was listed is refused, never read."""
+    if within is not None:
+        with open_in(within, path) as fh:
+            _size_ok(path, os.fstat(fh.fileno()), max_bytes)
+            return _read_capped(path, fh, max_bytes)
     input_file(path, max_bytes=max_bytes)
     try:
         with path.open("rb") as fh:
-            data = fh.read(max_bytes + 1)
+            return _read_capped(path, fh, max_bytes)
     except OSError as exc:
         raise SourceError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:  # /proc files report size 0 and may still be long
+
+
+def _size_ok(path: Path, st: os.stat_result, max_bytes: int) -> None:
+    if st.st_size > max_bytes:
+        raise SourceError(str(path), None, f"is {st.st_size:,} bytes, more than the {max_bytes:,} this input may be")
+
+
+def _read_capped(path: Path, fh: BinaryIO, max_bytes: int) -> bytes:
+    try:
+        data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise SourceError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:  # /proc files report size 0 and may still be long; a tenant's file may grow
         raise SourceError(str(path), None, f"is more than the {max_bytes:,} bytes this input may be")
     return data
 
 
-def read_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """A regular file's UTF-8 text; missing, non-regular, unreadable or non-UTF-8 files raise ``SourceError``."""
-    data = read_bytes(path, max_bytes=max_bytes)
+def check_in(within: Path, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    """``SourceError`` unless ``path`` opens as :func:`open_in` opens it (a regular file under ``within``, no
+    link) and is at most ``max_bytes``; the file is closed again (the reader opens it the same way)."""
+    with open_in(within, path) as fh:
+        _size_ok(path, os.fstat(fh.fileno()), max_bytes)
+
+
+def read_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: Path | None = None) -> str:
+    """A regular file's UTF-8 text; missing, non-regular, unreadable or non-UTF-8 files raise ``SourceError``
+    (``within``: a tenant's file under that directory, read as :func:`read_bytes` says)."""
+    data = read_bytes(path, max_bytes=max_bytes, within=within)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from json_schema_check import assert_matches
 from kube_support import RESOURCE, gen
 from kube_support import kubeconfig as shared_kubeconfig
 
@@ -253,6 +254,7 @@ async def run_once(kubeconfig_path: str, profile_path: Path, now: datetime, lust
         doc = json.loads(r.stdout)
     except ValueError as e:
         raise AssertionError(f"exit {r.exit_code}: {r.output}") from e
+    assert_matches("ControllerPass", doc, r.exit_code)  # every pass a test runs, against the published schema
     return r.exit_code, doc
 
 

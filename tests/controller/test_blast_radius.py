@@ -309,6 +309,7 @@ async def test_breaker_status_and_a_persons_reset_through_the_api(cluster) -> No
 
     from fabricguard.breaker import BreakerState
     from fabricguard.cli import app
+    from json_schema_check import assert_matches
 
     k8s, kc = cluster
     admin = admin_kubeconfig(kc)
@@ -324,6 +325,7 @@ async def test_breaker_status_and_a_persons_reset_through_the_api(cluster) -> No
     assert r.exit_code == 1, r.output
     doc = _json.loads(r.output)
     assert doc["verdict"] == "degraded" and doc["breakers"][0]["members"] == ["n1", "n2"]
+    assert_matches("BreakerStatus", doc, r.exit_code)
     r = await asyncio.to_thread(cli, "breaker", "reset", "--pool", "gh200-roce", "--check", "gpu.count")
     assert r.exit_code == 3 and "no open breaker for check 'gpu.count'; open: fabric.allocatable" in r.output
     r = await asyncio.to_thread(cli, "breaker", "reset", "--pool", "gh200-roce", "--check", "fabric.allocatable",
@@ -333,6 +335,6 @@ async def test_breaker_status_and_a_persons_reset_through_the_api(cluster) -> No
     (entry,) = fv["status"]["breakers"]
     assert entry["open"] is False and entry["resets"] == 1 and entry["resetAt"] == "2026-12-01T13:00:00Z"
     r = await asyncio.to_thread(cli, "breaker", "status")
-    assert r.exit_code == 0 and "no breaker is open" in r.output
+    assert r.exit_code == 0 and r.output.startswith("PASS  breaker status · no breaker is open")
     r = await asyncio.to_thread(cli, "breaker", "reset", "--pool", "nope")
     assert r.exit_code == 3 and "has no FabricValidation" in r.output

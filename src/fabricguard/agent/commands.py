@@ -186,7 +186,7 @@ def agent_cmd(
     if once:
         out = asyncio.run(once_run())
         if as_json:
-            print_json(out)
+            print_json(out, "AgentReport")
         else:
             _print_human(out)
         for e in out["errors"]:
@@ -290,7 +290,7 @@ def sweep_cmd(
         fail(str(e), hint=None if unreachable(e) else "check `kubectl get nodes` with that kubeconfig")
     if wants_json(fmt, as_json):
         print_json({"verdict": "failed" if res.failed else "pass", "stale": res.changed,
-                    "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]})
+                    "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]}, "StaleSweep")
     else:
         console.print(f"{len(res.changed)} stale FabricReady condition(s) set to Unknown: "
                       f"{', '.join(res.changed) or '-'}")

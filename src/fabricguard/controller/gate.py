@@ -105,6 +105,27 @@ def decide(wl: dict[str, Any], flavor_pool: dict[str, str], states: dict[str, Po
     return "Ready", "fabricguard: " + " | ".join(states[p].message for p in pools if p in states), pools
 
 
+@dataclass
+class GateMemo:
+    """What the gate decided last pass, for an incremental pass (controller/incremental.py): the context the
+    decisions read besides each Workload (``context``: the pools' standing, the stale flag, the mode, the checks)
+    and, per Workload, the object judged and its quiet decision. A decision that wrote something is never kept:
+    its write carries the time, and one the API server refused is retried by the next pass."""
+
+    context: str = ""
+    quiet: dict[tuple[str, str], tuple[dict[str, Any], _Decision | None]] = field(default_factory=dict)
+    decided: int = 0  # Workloads decided this pass
+    kept: int = 0  # Workloads whose previous decision was kept
+
+
+@dataclass
+class _Decision:
+    state: str
+    pools: list[str]
+    observed: bool
+    actions: list[Action] = field(default_factory=list)
+
+
 def gate_workloads(
     profile: PlatformProfile,
     workloads: list[dict[str, Any]],
@@ -113,6 +134,7 @@ def gate_workloads(
     now: datetime,
     stale: str = "",
     mode: str = "enforce",
+    memo: GateMemo | None = None,
 ) -> GateResult:
     """Each waiting Workload's entry of the check. ``stale`` (why the pass's view of the cluster is too old,
     ``Cache.stale``) turns every would-be Ready into Pending with that reason: a pool may have broken in what
@@ -120,49 +142,87 @@ def gate_workloads(
 
     Observe mode (the install's ``mode``, or the pool's own field): the entry is ``Ready`` with a message that
     says exactly what enforce would have done (``... enforce would hold: held: pool P ...``), an Event
-    ``FabricWouldHold``, and the count in ``would_hold``: nothing is held."""
+    ``FabricWouldHold``, and the count in ``would_hold``: nothing is held.
+
+    ``memo`` (an incremental pass): a Workload that is the same object as last pass, under the same context,
+    whose decision wrote nothing, keeps that decision without being decided again; ``memo`` is updated."""
     res = GateResult()
     observing = {p.name for p in profile.spec.pools if profile.mode_of(p, mode) == "observe"}
     check_names = {o.name_of(ac) for ac in our_checks(admission_checks)} or {names.CHECK_NAME}
     flavor_pool = {f: p.name for p in profile.spec.pools for f in profile.canary_flavors(p)}
+    if memo is not None:
+        # Everything a decision reads besides the Workload and the clock; repr, so that a field this line does
+        # not know (a new one in PoolState) still counts: an unequal repr only decides everything again.
+        context = repr((sorted(observing), sorted(check_names), sorted(flavor_pool.items()), stale,
+                        sorted(states.items())))
+        if context != memo.context:
+            memo.context, memo.quiet = context, {}
+        memo.decided = memo.kept = 0
+        quiet: dict[tuple[str, str], tuple[dict[str, Any], _Decision | None]] = {}
     for wl in workloads:
-        st = wl.get("status") or {}
-        entry = next((e for e in st.get("admissionChecks") or ()
-                      if isinstance(e, dict) and e.get("name") in check_names), None)
-        if entry is None or not o.condition_true(wl, names.WL_QUOTA_RESERVED):
+        key = (o.namespace_of(wl) or "", o.name_of(wl))
+        kept = memo.quiet.get(key) if memo is not None else None
+        d: _Decision | None
+        if memo is not None and kept is not None and kept[0] is wl:
+            d = kept[1]
+            memo.kept += 1
+        else:
+            d = _decide_one(wl, check_names, flavor_pool, states, observing, stale, now)
+            if memo is not None:
+                memo.decided += 1
+        if memo is not None and (d is None or not d.actions):
+            quiet[key] = (wl, d)
+        if d is None:
             continue
-        if o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
-            continue
-        state, message, pools = decide(wl, flavor_pool, states)
-        if state == "Ready" and stale:
-            state, message = "Pending", f"fabricguard: held: {stale}; Ready once the controller hears the API server"
-        observed = state != "Ready" and bool(pools) and all(p in observing for p in pools)
-        if observed:
-            state, message = "Ready", OBSERVE_PREFIX + message.removeprefix("fabricguard: ")
-            for p in pools:
+        if d.observed:
+            for p in d.pools:
                 res.would_hold[p] = res.would_hold.get(p, 0) + 1
-        message = message[:MAX_MESSAGE]
-        if state != "Ready":
-            for p in pools:
+        if d.state != "Ready":
+            for p in d.pools:
                 res.pending[p] = res.pending.get(p, 0) + 1
-                res.held.append((o.namespace_of(wl) or "", o.name_of(wl), p))
-        if entry.get("state") == state and entry.get("message") == message:
-            continue
-        changed = entry.get("state") != state
-        want: dict[str, Any] = {
-            "name": entry["name"],
-            "state": state,
-            "message": message,
-            "lastTransitionTime": (times.format_time(now) if changed
-                                   else entry.get("lastTransitionTime") or times.format_time(now)),
-        }
-        if state == "Retry":
-            want["requeueAfterSeconds"] = retry_after([states[p] for p in pools if p in states])
-        admits = tuple(pools) if state == "Ready" and not observed else ()  # re-checked just before the write
-        res.actions.append(ApplyStatus(names.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
-            "admissionChecks": [want],
-        }, admits))
-        reason = WOULD_HOLD_EVENT if observed else "FabricValidated" if state == "Ready" else "FabricNotValidated"
-        note = event(wl, names.KUEUE_API, "Workload", reason, message, now, warning=observed or state != "Ready")
-        res.actions.append(Emit(note.body, admits) if admits else note)
+                res.held.append((key[0], key[1], p))
+        res.actions += d.actions
+    if memo is not None:
+        memo.quiet = quiet
     return res
+
+
+def _decide_one(wl: dict[str, Any], check_names: set[str], flavor_pool: dict[str, str], states: dict[str, PoolState],
+                observing: set[str], stale: str, now: datetime) -> _Decision | None:
+    """One Workload's decision and the writes it needs; None for a Workload the check does not gate (no entry of
+    ours, no quota yet, or already admitted or finished)."""
+    st = wl.get("status") or {}
+    entry = next((e for e in st.get("admissionChecks") or ()
+                  if isinstance(e, dict) and e.get("name") in check_names), None)
+    if entry is None or not o.condition_true(wl, names.WL_QUOTA_RESERVED):
+        return None
+    if o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
+        return None
+    state, message, pools = decide(wl, flavor_pool, states)
+    if state == "Ready" and stale:
+        state, message = "Pending", f"fabricguard: held: {stale}; Ready once the controller hears the API server"
+    observed = state != "Ready" and bool(pools) and all(p in observing for p in pools)
+    if observed:
+        state, message = "Ready", OBSERVE_PREFIX + message.removeprefix("fabricguard: ")
+    message = message[:MAX_MESSAGE]
+    d = _Decision(state, pools, observed)
+    if entry.get("state") == state and entry.get("message") == message:
+        return d
+    changed = entry.get("state") != state
+    want: dict[str, Any] = {
+        "name": entry["name"],
+        "state": state,
+        "message": message,
+        "lastTransitionTime": (times.format_time(now) if changed
+                               else entry.get("lastTransitionTime") or times.format_time(now)),
+    }
+    if state == "Retry":
+        want["requeueAfterSeconds"] = retry_after([states[p] for p in pools if p in states])
+    admits = tuple(pools) if state == "Ready" and not observed else ()  # re-checked just before the write
+    d.actions.append(ApplyStatus(names.KUEUE_API, "Workload", "workloads", o.namespace_of(wl), o.name_of(wl), {
+        "admissionChecks": [want],
+    }, admits))
+    reason = WOULD_HOLD_EVENT if observed else "FabricValidated" if state == "Ready" else "FabricNotValidated"
+    note = event(wl, names.KUEUE_API, "Workload", reason, message, now, warning=observed or state != "Ready")
+    d.actions.append(Emit(note.body, admits) if admits else note)
+    return d

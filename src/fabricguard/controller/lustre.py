@@ -28,6 +28,7 @@ from fabricguard import objects as o
 from fabricguard.controller.canaries import run_is_over
 from fabricguard.controller.canary import RESULT_SUBDIR, job_dir, log_dir, runs_on_lustre
 from fabricguard.controller.facts import CanaryFiles, JobFiles, LustreFacts
+from fabricguard.controller.incremental import Incremental
 from fabricguard.controller.jobs import verdict_pool
 from fabricguard.controller.outcome import CanaryRun, judge_canary
 from fabricguard.controller.reconcile import reconcile
@@ -145,7 +146,9 @@ def load(snapshot: Snapshot, profile: PlatformProfile, lustre_root: Path | None,
 
 
 def reconcile_reading_lustre(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: Any,
-                             reference: Reference | None = None, stale: str = "") -> Any:
-    """One pass at the edge: read what it needs from Lustre, then run the pure pass on those values."""
+                             reference: Reference | None = None, stale: str = "",
+                             incremental: Incremental | None = None) -> Any:
+    """One pass at the edge: read what it needs from Lustre, then run the pure pass on those values
+    (``incremental``: the loop's memory of the previous pass, controller/incremental.py)."""
     facts = load(snapshot, profile, cfg.lustre_root, cfg.namespace, cfg.history)
-    return reconcile(snapshot, profile, now, cfg, reference, lustre=facts, stale=stale)
+    return reconcile(snapshot, profile, now, cfg, reference, lustre=facts, stale=stale, incremental=incremental)

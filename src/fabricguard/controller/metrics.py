@@ -122,6 +122,18 @@ class Metrics:
                                   registry=r)
         self.last_pass = Gauge("fabricguard_reconcile_last_timestamp_seconds", "End of the latest pass.",
                                registry=r)
+        # Incremental passes (controller/incremental.py): how many of each kind, and how much the latest judged.
+        self.passes = Counter("fabricguard_reconcile_passes", "Passes that finished, by kind (full, incremental).",
+                              ["kind"], registry=r)
+        self.pass_changed = Gauge("fabricguard_reconcile_changed_objects",
+                                  "Objects that changed between the previous pass's snapshot and the latest's.",
+                                  registry=r)
+        self.pass_reevaluated = Gauge("fabricguard_reconcile_reevaluated_objects",
+                                      "Objects the latest pass judged again: those the doctor's re-run rules read "
+                                      "and the Workloads whose check was decided again (all of them: full).",
+                                      registry=r)
+        for kind in ("full", "incremental"):
+            self.passes.labels(kind)
         self.errors = Counter("fabricguard_reconcile_errors", "Actions the API server refused.", registry=r)
         self.leader = Gauge("fabricguard_controller_leader", "1 while this replica holds the Lease.", registry=r)
         self.lease_duration = Gauge("fabricguard_controller_lease_duration_seconds",
@@ -423,6 +435,10 @@ class Metrics:
         self._set_objects("fabricguard_admission_check_held_workload", self.held, sorted(set(result.held)))
         self.pass_seconds.set(seconds)
         self.last_pass.set(result.now.timestamp())
+        if result.stats is not None:
+            self.passes.labels(result.stats.kind).inc()
+            self.pass_changed.set(sum(result.stats.changed.values()))
+            self.pass_reevaluated.set(result.stats.reevaluated)
         if errors:
             self.errors.inc(errors)
         self.observe_drift(result)
@@ -627,10 +643,10 @@ class Metrics:
 
 class HealthApp:
     """``/healthz`` (and ``/livez``): 200, or 503 with the reason (passes failing, stalled, a stale cache); and
-    ``/metrics``, rendered on a thread with a deadline (``agent.server``)."""
+    ``/metrics``, rendered on a thread with a deadline (``health_http.Render``)."""
 
     def __init__(self, metrics: Metrics) -> None:
-        from fabricguard.agent.server import RENDER_TIMEOUT, Render
+        from fabricguard.health_http import RENDER_TIMEOUT, Render
 
         self.metrics = metrics
         self._render = Render(metrics)
@@ -646,10 +662,11 @@ class HealthApp:
 
 
 def serve(metrics: Metrics, port: int, addr: str = "0.0.0.0") -> Any:
-    """Serve ``/healthz`` and ``/metrics`` on ``port`` with the agent's bounded asyncio server (one event loop on
-    a daemon thread, a header deadline, at most 64 connections, idle ones closed for new ones), not a thread
+    """Serve ``/healthz`` and ``/metrics`` on ``port`` with the one bounded server (``fabricguard.health_http``:
+    one event loop on a daemon thread, a header deadline, at most 64 connections, half of them per address, idle
+    ones closed for new ones), not a thread
     per connection: 1,005 idle connections no longer starve the liveness probe. Returns the server
     (``server_port``, ``shutdown``); ``OSError`` when the port cannot be bound."""
-    from fabricguard.agent.server import MetricsServer
+    from fabricguard.health_http import MetricsServer
 
     return MetricsServer(HealthApp(metrics), addr, port, name="controller-http")

@@ -18,7 +18,8 @@ from fabricguard.controller.blast import PoolBreakers, judge_breakers
 from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.facts import LustreFacts, served
-from fabricguard.controller.gate import gate_workloads, keep_active
+from fabricguard.controller.gate import GateMemo, gate_workloads, keep_active
+from fabricguard.controller.incremental import Incremental, PassStats
 from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
 from fabricguard.controller.outcome import Outcome
@@ -51,6 +52,7 @@ class PassResult:
     would_hold: dict[str, int] = field(default_factory=dict)  # observe mode: pool -> workloads enforce would hold
     observing: frozenset[str] = frozenset()  # pools in observe mode this pass
     pods: list[dict[str, Any]] = field(default_factory=list)  # running managed jobs' pods (rank -> pod -> node)
+    stats: PassStats | None = None  # incremental passes: full or incremental, and what was judged again
 
     @property
     def unhealthy_pools(self) -> list[str]:
@@ -85,15 +87,33 @@ class PassResult:
 
 def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig,
               reference: Reference | None = None, *, lustre: LustreFacts | None = None,
-              stale: str = "") -> PassResult:
+              stale: str = "", incremental: Incremental | None = None) -> PassResult:
     """One pass. Pure: what Lustre holds (canary results, finished jobs' logs) is read before, at the edge
     (``controller.lustre.load``), and comes in ``lustre``; without it nothing on Lustre is judged this pass.
-    ``stale`` says why the snapshot is too old to admit on (the gate then holds: ``gate_workloads``)."""
+    ``stale`` says why the snapshot is too old to admit on (the gate then holds: ``gate_workloads``).
+
+    ``incremental`` (the loop's, kept between passes: controller/incremental.py): the parts of the pass that
+    nothing changed for are last pass's; the results are those of a full pass over the same snapshot."""
+    if incremental is None:
+        return _reconcile(snapshot, profile, now, cfg, reference, lustre, stale, None)
+    incremental.begin(snapshot, (profile, cfg, stale), now)
+    result = _reconcile(snapshot, profile, now, cfg, reference, lustre, stale, incremental)
+    incremental.finish()
+    result.stats = incremental.stats
+    return result
+
+
+def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: CanaryConfig,
+               reference: Reference | None, lustre: LustreFacts | None, stale: str,
+               inc: Incremental | None) -> PassResult:
     lustre = lustre if lustre is not None else LustreFacts(cfg.lustre_root)
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
-    inv = Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources)
+    def build() -> Inventory:
+        return Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources)
+
+    inv: Inventory = inc.inventory(build) if inc is not None else build()
     fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}
@@ -118,7 +138,7 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
         actions += acts
         states[pool.name] = state
     # The doctor first: its critical findings and the nodes' FabricReady are part of the pool's one standing.
-    findings = run_rules(snapshot, profile, now)
+    findings = inc.rules(snapshot, profile, now) if inc is not None else run_rules(snapshot, profile, now)
     # The blast-radius breakers (controller/blast.py): nodes behind an open breaker do not count against the pool.
     blast = judge_breakers(profile, snapshot.nodes, fvs, snapshot.kind("Workload"),
                            snapshot.kind("NodeReadinessRule"), now, cfg.mode)
@@ -159,7 +179,13 @@ def reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg: 
             FabricValidationStatus.model_validate({k: v for k, v in write.status.items() if v is not None})
     checks = snapshot.kind("AdmissionCheck")
     actions += keep_active(checks, now)
-    gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now, stale, cfg.mode)
+    memo: GateMemo | None = None
+    if inc is not None:
+        memo = inc.gate = inc.gate if isinstance(inc.gate, GateMemo) else GateMemo()
+    gate = gate_workloads(profile, snapshot.kind("Workload"), checks, states, now, stale, cfg.mode, memo)
+    if inc is not None and memo is not None:
+        inc.stats.workloads_decided, inc.stats.workloads_kept = memo.decided, memo.kept
+        inc.stats.reevaluated += memo.decided
     actions += gate.actions
     actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)

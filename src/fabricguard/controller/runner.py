@@ -30,6 +30,7 @@ from fabricguard import objects as o
 from fabricguard.controller.busbw import busbw_actions, own_profiler_actions
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.hang import HangWatch, RasQuerier, hang_actions, pod_to_ask
+from fabricguard.controller.incremental import FULL_EVERY_S, Incremental
 from fabricguard.controller.kube import (
     STALE_AFTER_S,
     WATCH_IDLE_S,
@@ -69,6 +70,7 @@ class RunConfig:
     lease_s: int = 15
     history: int = 10
     live_interval_s: float = 10.0  # how often running jobs' logs are read between passes
+    full_every_s: float = FULL_EVERY_S  # between full passes, passes re-judge only what changed (incremental.py)
     live_workers: int = 4  # jobs read at once (each a round trip per stat on Lustre; one descriptor each at most)
     reference: tuple[str, str] | None = None  # NAMESPACE, NAME of the reference environment's ConfigMap
     stall_s: float = 300.0  # a leader with no finished pass for this long gives the Lease up (and is unhealthy)
@@ -270,13 +272,14 @@ async def read_reference(kube: Kube, target: tuple[str, str] | None) -> tuple[Re
 
 async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
                    leading: Callable[[], bool] | None = None, live: LiveJobs | None = None,
-                   kube: Kube | None = None, cache: Cache | None = None, ras: RasQuerier | None = None
-                   ) -> PassReport:
+                   kube: Kube | None = None, cache: Cache | None = None, ras: RasQuerier | None = None,
+                   incremental: Incremental | None = None) -> PassReport:
     """Read (the ``cache`` when given, else a fresh list), reconcile and (``act``) carry out the actions;
     ``leading`` is asked before each action. ``ReadFailed`` when a kind the pass needs cannot be read.
 
     With a Lustre root, the running managed jobs' logs are read too (``live`` keeps the followers between
-    passes; without it a pass reads them from the start, as ``--once`` does)."""
+    passes; without it a pass reads them from the start, as ``--once`` does). ``incremental`` (the loop's, with
+    the ``cache``) keeps what the previous pass judged: this pass judges again only what changed touches."""
     own = kube is None
     k = kube or await connect(cfg)
     try:
@@ -287,8 +290,13 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         if stale:
             log.warning("%s: the pass admits nothing", stale)
         reference, errors = await read_reference(k, cfg.reference)
+        if incremental is not None and cache is not None:
+            lists = sum(i.lists for i in cache.informers)
+            if incremental.lists_seen is not None and lists != incremental.lists_seen:
+                incremental.force_full("a read was listed again")  # a relist: watch events were missed
+            incremental.lists_seen = lists
         result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
-                                         cfg.canary_config(), reference, stale)
+                                         cfg.canary_config(), reference, stale, incremental)
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
         fresh = gate_freshness(cache, cfg) if cache is not None else None
         errors += await apply_actions(k, result.actions, known, leading, fresh) if act else []
@@ -431,6 +439,8 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
     # The cache starts once this replica first leads: a follower neither lists nor watches (one replica's
     # watches on the API server, not two), and the first election round is not queued behind the first lists.
     cache = Cache(kube, cfg.profile, cfg.namespace)
+    # Forgotten with the cache: a new leadership starts with a full pass. --full-every 0: every pass is full.
+    incremental = Incremental(cfg.full_every_s) if cfg.full_every_s > 0 else None
     live = (LiveJobs(cfg.profile, cfg.lustre_root, interval_s=cfg.live_interval_s, workers=cfg.live_workers)
             if cfg.lustre_root is not None else None)
     limit = descriptors.raise_soft_limit()  # containers start at a soft 1,024; the hard limit is what we may use
@@ -450,13 +460,15 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 # leadership lists afresh instead of acting on what the cache held when another replica led.
                 await cache.close()
                 cache = Cache(kube, cfg.profile, cfg.namespace)
+                incremental = Incremental(cfg.full_every_s) if cfg.full_every_s > 0 else None
             since = time.monotonic() - last_pass
             due = (wake.is_set() and since >= cfg.min_gap_s) or since >= cfg.resync_s
             if who.active() and due and (cache.synced or cache.failed):
                 wake.clear()
                 health.pass_started = time.monotonic()
                 try:
-                    rep = await run_pass(cfg, leading=who.active, live=live, kube=kube, cache=cache)
+                    rep = await run_pass(cfg, leading=who.active, live=live, kube=kube, cache=cache,
+                                         incremental=incremental)
                 except Exception as exc:  # a kind that cannot be read, no answer, or a bug on one job's input
                     log.error("pass failed: %s", exc)
                     metrics.pass_failed(f"{type(exc).__name__}: {exc}")  # the liveness probe reports it
@@ -466,6 +478,9 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                     workloads = rep.result.workloads
                     pods = rep.result.pods
                     metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
+                    stats = rep.result.stats
+                    if stats is not None and stats.kind == "full":
+                        log.info("full pass (%s): %.1f s", stats.why, rep.seconds)
                     if live is not None:
                         metrics.observe_live(cfg.profile, rep.live, live.cost)
                     for e in rep.errors:

@@ -22,7 +22,7 @@ from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.nccl.scan import inspect_paths, is_text
 from fabricguard.profile.model import PlatformProfile, Pool, Transport
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
-from fabricguard.userfiles import SourceError, input_dir, input_file, read_text, walk_files
+from fabricguard.userfiles import SourceError, check_in, input_dir, read_text, walk_files
 from fabricguard.verdict import busbw, ranks
 from fabricguard.verdict import io as jobio
 from fabricguard.verdict.claims import JobObjects, claim_findings
@@ -161,7 +161,7 @@ def _classify(job_dir: Path) -> tuple[list[Path], list[Path], list[Path], list[E
             raise JobInputError(f"{f}: {refused[f]}, but its name makes it a {what} file (save the file there, "
                                 "or remove the link)")
         try:
-            input_file(f)
+            check_in(job_dir, f)  # opened as its reader opens it: no link, a regular file inside the job's folder
         except SourceError as exc:
             raise JobInputError(
                 f"{f}: {exc.problem.split('; ')[0]}, but its name makes it a {what} file "
@@ -359,11 +359,11 @@ def _rank_reasons(view: AttributionView | None, src: str) -> tuple[list[Reason],
     return out, view.to_dict()
 
 
-def _ras_reasons(files: list[Path]) -> tuple[list[Reason], dict[str, Any] | None]:
+def _ras_reasons(files: list[Path], job_dir: Path) -> tuple[list[Reason], dict[str, Any] | None]:
     """What saved NCCL RAS reports (``ncclras -f json``) in the job directory pointed at."""
     if not files:
         return [], None
-    saved, bad = ranks.read_saved(files)
+    saved, bad = ranks.read_saved(files, job_dir)
     out = [Reason(Level.warning, "ras", f"{f}: {why}", [{"file": f, "line": None, "why": why}]) for f, why in bad]
     f = ranks.ras_finding(saved)
     if f is None:
@@ -416,7 +416,7 @@ def _busbw_reasons(profile: PlatformProfile, pool: Pool, job_dir: Path, n: NcclR
 
 
 def _storage_reasons(
-    profile: PlatformProfile, pool: Pool, mountinfo: list[Path]
+    profile: PlatformProfile, pool: Pool, mountinfo: list[Path], job_dir: Path
 ) -> tuple[list[Reason], list[dict[str, Any]]]:
     lustre = profile.spec.storage.lustre
     if lustre is None or not pool.lustre:
@@ -434,7 +434,7 @@ def _storage_reasons(
     results: list[dict[str, Any]] = []
     for f in mountinfo:
         try:
-            entries = parse_mountinfo(read_text(f, max_bytes=MAX_MOUNTINFO_BYTES))
+            entries = parse_mountinfo(read_text(f, max_bytes=MAX_MOUNTINFO_BYTES, within=job_dir))
         except SourceError as exc:
             raise JobInputError(str(exc)) from None
         except MountinfoError as exc:
@@ -544,7 +544,7 @@ def judge_job(
         )
     nccl = inspect_paths(logs, unread=unread, roots=dict.fromkeys(logs, job_dir), max_bytes=MAX_JOB_LOG_BYTES)
     try:
-        steps = load_step_times(step_files, logs, step_regex)
+        steps = load_step_times(step_files, logs, step_regex, within=job_dir)
     except ValueError as exc:
         raise JobInputError(str(exc)) from None
     reasons = nccl_reasons(pool, nccl)
@@ -553,9 +553,9 @@ def judge_job(
     rank_reasons, rank_view = _rank_reasons(ranks.replay(recs, busbw.large_bytes(profile), _rounds(profile)),
                                             busbw.where(job_dir))
     reasons += rank_reasons
-    ras_reasons, ras_doc = _ras_reasons(ras_files)
+    ras_reasons, ras_doc = _ras_reasons(ras_files, job_dir)
     reasons += ras_reasons
-    storage_reasons, storage = _storage_reasons(profile, pool, mountinfo)
+    storage_reasons, storage = _storage_reasons(profile, pool, mountinfo, job_dir)
     reasons += storage_reasons
     reasons += _step_reasons(pool, steps)
     io_reasons, io = _io_reasons(pool, steps)

@@ -62,14 +62,15 @@ class RasFinding:
     why: str
 
 
-def read_saved(paths: Iterable[Path]) -> tuple[list[SavedRas], list[tuple[str, str]]]:
-    """(reports read, (file, why not) for the ones that could not be). The paths come from the job directory's
-    bounded walk (``userfiles.walk_files``: no link followed out of it)."""
+def read_saved(paths: Iterable[Path], within: Path) -> tuple[list[SavedRas], list[tuple[str, str]]]:
+    """(reports read, (file, why not) for the ones that could not be). The paths come from the bounded walk of
+    the job directory ``within`` (``userfiles.walk_files``) and are opened inside it (``userfiles.open_in``:
+    a report swapped for a link after the walk is refused, never followed)."""
     out: list[SavedRas] = []
     bad: list[tuple[str, str]] = []
     for p in sorted(paths):
         try:
-            out.append(SavedRas(str(p), parse_status(read_text(p, max_bytes=MAX_RAS_BYTES))))
+            out.append(SavedRas(str(p), parse_status(read_text(p, max_bytes=MAX_RAS_BYTES, within=within))))
         except (SourceError, RasError) as exc:
             bad.append((str(p), str(exc)))
     return out, bad

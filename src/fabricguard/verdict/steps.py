@@ -5,7 +5,9 @@ instead of sockets; it is what a job verdict compares with the pool's baseline.
 
 The files are the tenant's: each is read as a stream of lines capped at ``MAX_LINE_BYTES`` (a longer line, or
 JSON nested too deep to parse, is a ``StepInputError`` naming the file and line, never a crash), at most
-``MAX_STEP_BYTES`` per file and ``MAX_STEPS`` steps in all.
+``MAX_STEP_BYTES`` per file and ``MAX_STEPS`` steps in all. Each is opened once, inside the job's directory it
+was listed in (``userfiles.open_in``): a file swapped for a link between the listing and the read is refused,
+naming the file, never followed into another tenant's folder.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import csv
 import io
 import json
 import math
+import os
 import re
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
-from fabricguard.userfiles import MAX_LINE_BYTES, LineCutter, SourceError, input_file, read_text
+from fabricguard.userfiles import MAX_LINE_BYTES, LineCutter, SourceError, open_in, read_text
 
 MAX_STEP_BYTES = 256 * 1024**2  # per step-timing file: tens of millions of steps' worth
 MAX_STEPS = 2_000_000
@@ -106,23 +110,37 @@ def _as_step(v: object, default: int, where: str) -> int:
     return int(f)
 
 
-def _lines(path: Path, max_bytes: int = MAX_STEP_BYTES) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of a file, streamed in bounded memory; an over-long line raises StepInputError."""
+def _open(path: Path, within: Path | None, max_bytes: int | None = None) -> BinaryIO:
+    """The tenant's file, opened inside ``within`` (default: its own folder) by ``userfiles.open_in``: never
+    through a link, only a regular file, at most ``max_bytes`` when given. Refusals are StepInputError."""
     try:
-        input_file(path, max_bytes=max_bytes)
-        fh = path.open("rb")
+        fh = open_in(within or path.parent, path)
     except SourceError as exc:
         raise StepInputError(str(exc)) from None
-    except OSError as exc:
-        raise StepInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if max_bytes is not None:
+        size = os.fstat(fh.fileno()).st_size
+        if size > max_bytes:
+            fh.close()
+            raise StepInputError(f"{path}: is {size:,} bytes, more than the {max_bytes:,} this input may be")
+    return fh
+
+
+def _lines(path: Path, max_bytes: int = MAX_STEP_BYTES, within: Path | None = None
+           ) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of a file, streamed in bounded memory; an over-long line raises StepInputError."""
+    fh = _open(path, within, max_bytes)
     cutter = LineCutter()
     n = 0
+    read = 0
     with fh:
         while True:
             try:
                 block = fh.read(1 << 20)
             except OSError as exc:
                 raise StepInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            read += len(block)
+            if read > max_bytes:  # grown since it was opened
+                raise StepInputError(f"{path}: is more than the {max_bytes:,} bytes this input may be")
             lines = cutter.feed(block) if block else cutter.finish()
             if cutter.overlong:
                 raise StepInputError(f"{path}:{cutter.overlong_line}: a line longer than {MAX_LINE_BYTES:,} bytes; "
@@ -138,9 +156,9 @@ IO_PHASES = ("checkpoint-write", "checkpoint-read", "data-read")
 MAX_IO_BYTES = 2**62  # a phase's bytes above this is a corrupt record, not a checkpoint (4 EiB)
 
 
-def read_jsonl(path: Path) -> list[tuple[int, float]]:
+def read_jsonl(path: Path, within: Path | None = None) -> list[tuple[int, float]]:
     """The step times of a JSONL file (I/O phase records left out)."""
-    return read_jsonl_records(path)[0]
+    return read_jsonl_records(path, within)[0]
 
 
 def _io_record(obj: dict[str, object], path: Path, n: int) -> IoRecord:
@@ -194,12 +212,12 @@ def step_number(raw: object, default: int, where: str) -> int:
     return _as_step(raw, default, where)
 
 
-def read_jsonl_records(path: Path) -> tuple[list[tuple[int, float]], list[IoRecord]]:
+def read_jsonl_records(path: Path, within: Path | None = None) -> tuple[list[tuple[int, float]], list[IoRecord]]:
     """(step times, I/O phase records) of a JSONL file: a record with ``phase`` is an I/O phase, one with a
     seconds field a step, anything else (loss, lr) is left alone."""
     out: list[tuple[int, float]] = []
     io: list[IoRecord] = []
-    for n, raw in _lines(path):
+    for n, raw in _lines(path, within=within):
         rec = parse_record(raw, path, n)
         if rec is None:
             continue
@@ -215,10 +233,10 @@ def read_jsonl_records(path: Path) -> tuple[list[tuple[int, float]], list[IoReco
     return out, io
 
 
-def read_csv(path: Path) -> list[tuple[int, float]]:
+def read_csv(path: Path, within: Path | None = None) -> list[tuple[int, float]]:
     out: list[tuple[int, float]] = []
     try:
-        text = read_text(path, max_bytes=MAX_CSV_BYTES)
+        text = read_text(path, max_bytes=MAX_CSV_BYTES, within=within or path.parent)
     except SourceError as exc:
         raise StepInputError(str(exc)) from None
     try:
@@ -259,12 +277,12 @@ def compile_step_regex(pattern: str) -> re.Pattern[str]:
     return rx
 
 
-def read_log_with_regex(path: Path, rx: re.Pattern[str]) -> list[tuple[int, float]]:
+def read_log_with_regex(path: Path, rx: re.Pattern[str], within: Path | None = None) -> list[tuple[int, float]]:
     out: list[tuple[int, float]] = []
     cutter = LineCutter()
     n = 0
     try:
-        with path.open("rb") as fh:
+        with _open(path, within) as fh:
             while True:
                 block = fh.read(1 << 20)
                 lines = cutter.feed(block) if block else cutter.finish()
@@ -285,13 +303,15 @@ def read_log_with_regex(path: Path, rx: re.Pattern[str]) -> list[tuple[int, floa
     return out
 
 
-def load_step_times(files: list[Path], log_files: list[Path], step_regex: str | None) -> StepTimes:
-    """Timings from JSONL/CSV files, plus regex matches in log files when a regex is given."""
+def load_step_times(files: list[Path], log_files: list[Path], step_regex: str | None,
+                    within: Path | None = None) -> StepTimes:
+    """Timings from JSONL/CSV files, plus regex matches in log files when a regex is given. ``within``: the job's
+    directory the files were listed in; each is opened inside it (``userfiles.open_in``), never through a link."""
     steps: list[tuple[int, float]] = []
     sources: list[str] = []
     io: list[IoRecord] = []
     for f in files:
-        got, got_io = read_jsonl_records(f) if f.suffix == ".jsonl" else (read_csv(f), [])
+        got, got_io = read_jsonl_records(f, within) if f.suffix == ".jsonl" else (read_csv(f, within), [])
         io.extend(got_io)
         if not got and got_io:
             sources.append(str(f))
@@ -307,7 +327,7 @@ def load_step_times(files: list[Path], log_files: list[Path], step_regex: str | 
     if step_regex:
         rx = compile_step_regex(step_regex)
         for f in log_files:
-            got = read_log_with_regex(f, rx)
+            got = read_log_with_regex(f, rx, within)
             if got:
                 steps.extend(got)
                 sources.append(str(f))

@@ -1,0 +1,262 @@
+"""Incremental passes: after a watch event, a pass re-judges what the changed objects can affect and keeps the
+previous pass's results for the rest.
+
+The pass stays level-based and pure (``controller.reconcile``); this module only decides which of its parts
+must be computed again, from what changed between the previous pass's snapshot and this one:
+
+* **What changed** (:func:`changed_between`): the cache replaces an object by the one its watch event decoded
+  and never edits a stored one (``controller.kube.Cache.snapshot``), so an object that is the same Python
+  object as last pass is unchanged; one that is not, but equal, is unchanged too (a relist, a resent object).
+  The result is the changed (namespace, name) keys by kind, and whether the snapshot's notes changed.
+* **The doctor's rules** (:meth:`Incremental.rules`): each rule runs on a view of the snapshot that notes which
+  kinds it reads (:class:`ReadingSnapshot`: dynamic dependencies, as a build system records them: whatever the
+  rule read last time is what it depends on; a read this module cannot attribute, ``snapshot.objects`` or an
+  attribute it does not know, counts as reading everything). A rule runs again when an object of a kind it read
+  changed, or when it reads the clock (:func:`reads_clock`: a rule whose first statement is not ``del now``);
+  otherwise its findings are last pass's.
+* **The inventory** (GPU accounting, canary pods) is built again only when a node, pod or Warning event changed.
+* **The gate** (``controller.gate.GateMemo``): a Workload's check is decided again when the Workload changed,
+  when anything the decision reads besides it changed (a pool's standing, the stale flag, the mode, the checks),
+  or when its decision wrote something last pass (a write carries the time, and one that failed is retried).
+* Everything that reads the clock or Lustre (canaries, node proof, breakers, the pools' standing, the jobs'
+  verdicts, drift) runs every pass, as before.
+
+A pass is **full** (nothing is reused) when there is no previous pass, when the profile, the configuration or the
+stale flag changed, when the clock went back, when the previous incremental pass did not finish, when the caller
+says so (a relist, a new leader), and every ``full_every_s`` as a safety net. ``tests/controller/
+test_incremental.py`` drives random event sequences through both and checks every pass's results are equal.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+
+from fabricguard import objects as o
+from fabricguard.doctor.model import Finding
+from fabricguard.doctor.rules import RULES, Rule
+from fabricguard.doctor.snapshot import Snapshot
+
+Key = tuple[str, str]  # (namespace, name)
+Index = dict[str, dict[Key, dict[str, Any]]]  # kind -> key -> object
+
+EVERYTHING = "*"  # a read this module cannot attribute to kinds: the rule depends on every object
+NOTES = "(notes)"  # the snapshot's notes (what was not served, relists under way)
+FULL_EVERY_S = 300.0
+
+# What each of Snapshot's attributes reads, by kind (doctor/snapshot.py). An attribute not named here (a new
+# index, ``objects``, ``by_kind``) counts as reading everything: a new read fails towards running the rule.
+ATTRIBUTE_READS: dict[str, frozenset[str]] = {
+    "nodes": frozenset({"Node"}),
+    "pods": frozenset({"Pod"}),
+    "daemonsets": frozenset({"DaemonSet"}),
+    "events": frozenset({"Event"}),
+    "claims_by_name": frozenset({"ResourceClaim"}),
+    "dra_index": frozenset({"ResourceSlice", "ResourceClaim"}),
+    "node_by_name": frozenset({"Node"}),
+    "pods_by_owner": frozenset({"Pod"}),
+    "revisions_by_owner": frozenset({"ControllerRevision"}),
+    "notes": frozenset({NOTES}),
+    "source": frozenset(),
+    "profile_path": frozenset(),
+}
+
+
+class ReadingSnapshot:
+    """A snapshot as one rule sees it: every read goes to ``base`` and notes the kinds it touched."""
+
+    def __init__(self, base: Snapshot, reads: set[str]) -> None:
+        self._base = base
+        self._reads = reads
+
+    def kind(self, kind: str) -> list[dict[str, Any]]:
+        self._reads.add(kind)
+        return self._base.kind(kind)
+
+    def __getattr__(self, name: str) -> Any:
+        self._reads.update(ATTRIBUTE_READS.get(name, frozenset({EVERYTHING})))
+        return getattr(self._base, name)
+
+
+@functools.cache
+def reads_clock(fn: Callable[..., Any]) -> bool:
+    """Whether the rule may read ``now``: True unless its first statement (after the docstring) deletes it.
+    A function whose source cannot be read counts as reading the clock."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return True
+    func = tree.body[0] if tree.body else None
+    if not isinstance(func, ast.FunctionDef):
+        return True
+    body = list(func.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if not body or not isinstance(body[0], ast.Delete):
+        return True
+    deleted = {t.id for t in body[0].targets if isinstance(t, ast.Name)}
+    deleted |= {e.id for t in body[0].targets if isinstance(t, ast.Tuple) for e in t.elts if isinstance(e, ast.Name)}
+    return "now" not in deleted
+
+
+def index_of(snapshot: Snapshot) -> Index:
+    out: Index = {}
+    for obj in snapshot.objects:
+        m = o.meta(obj)
+        out.setdefault(str(obj.get("kind") or ""), {})[(str(m.get("namespace") or ""), str(m.get("name") or ""))] = obj
+    return out
+
+
+def changed_between(before: Index, after: Index) -> dict[str, set[Key]]:
+    """Keys added, removed or changed, by kind (an object equal to the one before is not a change)."""
+    out: dict[str, set[Key]] = {}
+    for kind in before.keys() | after.keys():
+        b, a = before.get(kind, {}), after.get(kind, {})
+        keys = {k for k, obj in a.items() if (old := b.get(k)) is not obj and old != obj}
+        keys |= b.keys() - a.keys()
+        if keys:
+            out[kind] = keys
+    return out
+
+
+@dataclass
+class PassStats:
+    """What the latest pass computed: ``kind`` full or incremental, why a full one was full, the objects that
+    changed since the pass before, and how much was judged again (``reevaluated``: objects the re-run rules read
+    plus Workloads whose check was decided again)."""
+
+    kind: str = "full"
+    why: str = "first pass"
+    changed: dict[str, int] = field(default_factory=dict)  # kind -> objects changed since the previous pass
+    rules_run: int = 0
+    rules_kept: int = 0
+    workloads_decided: int = 0
+    workloads_kept: int = 0
+    reevaluated: int = 0
+    inventory_built: bool = True
+    seconds_diff: float = 0.0  # finding what changed (the index and the comparison)
+
+
+@dataclass
+class _RuleResult:
+    findings: list[Finding]
+    reads: frozenset[str]
+
+
+class Incremental:
+    """What one pass keeps for the next. One per controller replica; forgotten with its cache (a new leader
+    starts with a full pass). ``force_full`` makes the next pass full (a relist, say)."""
+
+    def __init__(self, full_every_s: float = FULL_EVERY_S, rules: tuple[Rule, ...] = RULES) -> None:
+        self.full_every_s = full_every_s
+        self.rule_set = rules
+        self.stats = PassStats()
+        self._index: Index | None = None
+        self._notes: list[str] = []
+        self._context: tuple[Any, ...] | None = None
+        self._now: datetime | None = None
+        self._last_full = 0.0
+        self._open = False
+        self._force = ""
+        self._rules: dict[str, _RuleResult] = {}
+        self._inventory: Any = None
+        self.gate: Any = None  # controller.gate.GateMemo, kept by the gate itself
+        self.lists_seen: int | None = None  # the cache's lists so far (runner.run_pass: a relist makes a full pass)
+        self._pending_index: Index | None = None
+        self._changed: dict[str, set[Key]] = {}
+        self._full = True
+
+    def force_full(self, why: str) -> None:
+        self._force = self._force or why
+
+    # ---------------------------------------------------------------- the pass's frame
+
+    def begin(self, snapshot: Snapshot, context: tuple[Any, ...], now: datetime) -> PassStats:
+        """Decide this pass's kind; ``context`` is everything besides the snapshot and the clock the pass reads
+        (the profile, the configuration, the stale flag): any change there makes the pass full."""
+        t0 = time.perf_counter()
+        index = index_of(snapshot)
+        why = self._force
+        if not why:
+            if self._index is None:
+                why = "first pass"
+            elif self._open:
+                why = "the previous pass did not finish"
+            elif self._context is None or not _same_context(self._context, context):
+                why = "the profile, the configuration or the stale flag changed"
+            elif self._now is not None and now < self._now:
+                why = "the clock went back"
+            elif time.monotonic() - self._last_full >= self.full_every_s:
+                why = f"periodic full pass (every {self.full_every_s:.0f} s)"
+        self._changed = {} if why or self._index is None else changed_between(self._index, index)
+        if not why and snapshot.notes != self._notes:
+            self._changed[NOTES] = {("", "")}
+        self._full = bool(why)
+        self._pending_index = index
+        self._context, self._now, self._open, self._force = context, now, True, ""
+        self._notes = list(snapshot.notes)
+        self.stats = PassStats("full" if why else "incremental", why,
+                               {k: len(v) for k, v in self._changed.items()},
+                               seconds_diff=time.perf_counter() - t0)
+        if why:
+            self._rules.clear()
+            self._inventory = None
+            self.gate = None
+        return self.stats
+
+    def finish(self) -> None:
+        self._index, self._pending_index, self._open = self._pending_index, None, False
+        if self._full:
+            self._last_full = time.monotonic()
+
+    @property
+    def full(self) -> bool:
+        return self._full
+
+    def changed(self, *kinds: str) -> bool:
+        """Whether an object of any of ``kinds`` changed since the previous pass (always, in a full pass)."""
+        return self._full or EVERYTHING in kinds or any(k in self._changed for k in kinds)
+
+    # ---------------------------------------------------------------- the parts it keeps
+
+    def rules(self, snapshot: Snapshot, profile: Any, now: datetime) -> list[Finding]:
+        """The doctor's findings: each rule run again only when something it read changed, or it reads the
+        clock (the order of the findings is the rules' order, as ``run_rules`` gives it)."""
+        out: list[Finding] = []
+        counts = {k: len(v) for k, v in (self._pending_index or {}).items()}
+        for rule in self.rule_set:
+            kept = self._rules.get(rule.id)
+            if kept is not None and not reads_clock(rule.fn) and not self.changed(*kept.reads):
+                self.stats.rules_kept += 1
+                out.extend(kept.findings)
+                continue
+            reads: set[str] = set()
+            found = rule.fn(cast(Snapshot, ReadingSnapshot(snapshot, reads)), profile, now)
+            self._rules[rule.id] = _RuleResult(list(found), frozenset(reads))
+            self.stats.rules_run += 1
+            self.stats.reevaluated += (sum(counts.values()) if EVERYTHING in reads
+                                       else sum(counts.get(k, 0) for k in reads))
+            out.extend(found)
+        return out
+
+    def inventory(self, build: Callable[[], Any]) -> Any:
+        """The canaries' inventory (GPU accounting over nodes, pods and Warning events), built again only when
+        one of those changed."""
+        if self._inventory is None or self.changed("Node", "Pod", "Event"):
+            self._inventory = build()
+            self.stats.inventory_built = True
+        else:
+            self.stats.inventory_built = False
+        return self._inventory
+
+
+def _same_context(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Same profile object (profiles are not edited in place), equal configuration and stale flag."""
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
