@@ -535,28 +535,129 @@ class Kube:
 
     async def exec(self, namespace: str, pod: str, command: Sequence[str], *, container: str | None = None,
                    timeout: float = 60.0, max_bytes: int = 16 << 20) -> bytes:
-        """Run ``command`` in a container of ``pod`` (``create`` on ``pods/exec``, over the API server's
-        websocket) and return its stdout, at most ``max_bytes``; a non-zero exit is a KubeError naming stderr."""
-        self._check("POST", "v1", f"pods/{pod}/exec", namespace, False)
-        from kr8s.asyncio.objects import Pod
+        """Run ``command`` in a container of ``pod`` over the API server's websocket (``v5``/``v4.channel.k8s.io``,
+        :mod:`fabricguard.kube_exec`) and return its stdout.
 
-        path = _api_path("v1", namespace, f"pods/{pod}/exec")
-        obj = Pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": namespace}},
-                  api=self._api)
+        Everything ends within ``timeout`` (upgrade, run, output): :class:`TimedOut` after it. A refused upgrade
+        is typed by its status (403 :class:`Forbidden`, 404 :class:`NotFound`, 400 :class:`Invalid`: "container x
+        is not valid for pod y") with the server's message; a non-zero exit is a :class:`KubeError` with reason
+        ``NonZeroExitCode`` naming the code and stderr's tail; stdout past ``max_bytes`` stops the read and is a
+        :class:`KubeError` (a cut answer is never returned as a whole one).
+
+        Not kr8s' ``Pod.exec``: it first polls the pod's readiness every 0.1 s without end (a hung job's pod may
+        be unready), collects output without a bound, and its errors leave inside an ExceptionGroup."""
+        rel = f"pods/{pod}/exec"
+        # A websocket exec is an HTTP GET: API servers before 1.35 authorize it as ``get`` on pods/exec, 1.35+
+        # (AuthorizePodWebsocketUpgradeCreatePermission, kubernetes #134577) as ``create`` too; SPDY used POST.
+        self._check("GET", "v1", rel, namespace, False)
+        self._check("POST", "v1", rel, namespace, False)
+        path = _api_path("v1", namespace, rel)
+        params = (*(("command", c) for c in command), *((("container", container),) if container else ()),
+                  ("stdout", "true"), ("stderr", "true"), ("stdin", "false"), ("tty", "false"))
+        t0 = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
-                done = await obj.exec([*command], container=container, check=False, timeout=int(timeout))
+                return await self._exec(path, params, t0 + timeout, max_bytes)
         except TimeoutError:
-            raise self._error("POST", path, None, f"no answer within {timeout:g} s", TimedOut) from None
-        except Exception as exc:  # the edge: refused upgrade, Forbidden, a closed websocket leave typed
-            status = getattr(getattr(exc, "response", None), "status_code", None)
-            raise self._error("POST", path, status, f"exec failed ({type(exc).__name__}: {exc})",
-                              BY_STATUS.get(status or 0, KubeError)) from None
-        out = bytes(done.stdout or b"")[:max_bytes]
-        if done.returncode:
-            err = bytes(done.stderr or b"")[-300:].decode("utf-8", "replace").strip()
-            raise self._error("POST", path, None, f"exit {done.returncode}: {err or 'no stderr'}", KubeError)
-        return out
+            raise self._error("GET", path, None, f"no answer within {time.monotonic() - t0:.3g} s", TimedOut
+                              ) from None
+
+    async def _exec(self, path: str, params: Sequence[tuple[str, str]], deadline: float, max_bytes: int,
+                    reauthenticated: bool = False) -> bytes:
+        import base64
+        import secrets
+
+        import httpx
+        import httpx_ws
+        import wsproto.events
+
+        from fabricguard.kube_exec import SUBPROTOCOLS, ExecProtocolError, ExecStream
+
+        session = getattr(self._api, "_session", None)
+        if session is None or session.is_closed:
+            await self._api._create_session()  # what kr8s' own requests do first (its pinned range: pyproject)
+            session = self._api._session
+        headers = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                   "Sec-WebSocket-Key": base64.b64encode(secrets.token_bytes(16)).decode(),
+                   "Sec-WebSocket-Protocol": ", ".join(SUBPROTOCOLS)}
+        if self._bearer is not None:
+            headers["Authorization"] = self._bearer
+        sni = getattr(self._api.auth, "tls_server_name", None)
+        stream = ExecStream(max_bytes)
+        ended = ""  # why the stream ended without a status
+        try:
+            async with session.stream("GET", path, params=params, headers=headers,
+                                      extensions={"sni_hostname": sni} if sni else None) as resp:
+                if resp.status_code != 101:
+                    body = bytearray()
+                    async for chunk in resp.aiter_bytes():
+                        body += chunk
+                        if len(body) >= 64 << 10:
+                            break
+                    status = resp.status_code
+                    if status == 401 and not reauthenticated:
+                        await self._reauthenticate()
+                        return await self._exec(path, params, deadline, max_bytes, True)
+                    detail, reason, causes = status_of(bytes(body))
+                    raise self._error("GET", path, status, detail or f"the exec upgrade was refused ({status})",
+                                      BY_STATUS.get(status, KubeError), reason=reason, causes=causes)
+                spoken = resp.headers.get("sec-websocket-protocol")
+                if spoken not in SUBPROTOCOLS:
+                    raise self._error("GET", path, 101, f"the server spoke {spoken or 'no subprotocol'}, not "
+                                      f"{' or '.join(SUBPROTOCOLS)}", KubeError)
+                ws = httpx_ws.AsyncWebSocketSession(resp.extensions["network_stream"], response=resp,
+                                                    max_message_size_bytes=1 << 20,
+                                                    keepalive_ping_interval_seconds=None)
+                async with ws:  # errors are kept, not raised, in here: the session's task group would wrap them
+                    while True:
+                        try:
+                            ev = await ws.receive(timeout=max(0.01, deadline - time.monotonic()))
+                        except TimeoutError:
+                            ended = "timeout"
+                            break
+                        except httpx_ws.WebSocketDisconnect as exc:
+                            why = f": {exc.reason}" if exc.reason else ""
+                            ended = f"the server closed the stream (code {exc.code}{why})"
+                            break
+                        except httpx_ws.HTTPXWSException as exc:
+                            ended = f"the stream broke ({type(exc).__name__}: {exc})"
+                            break
+                        if not isinstance(ev, wsproto.events.BytesMessage):
+                            ended = f"the server sent a {type(ev).__name__}, not a binary stream message"
+                            break
+                        try:
+                            if stream.feed(bytes(ev.data)):
+                                break
+                        except ExecProtocolError as exc:
+                            ended = str(exc)
+                            break
+        except KubeError:
+            raise
+        except (httpx.TimeoutException, TimeoutError):
+            ended = "timeout"
+        except (httpx.TransportError, OSError) as exc:
+            raise self._error("GET", path, None, f"cannot connect ({type(exc).__name__}: {exc})",
+                              Unreachable) from None
+        except Exception as exc:  # the edge: whatever else httpx or the websocket raise leaves typed
+            raise self._error("GET", path, None, f"exec failed ({type(exc).__name__}: {exc})", KubeError) from None
+        said = f"{len(stream.stdout)} bytes of stdout so far"
+        if ended == "timeout":
+            raise TimeoutError(said)
+        if stream.over:
+            raise self._error("GET", path, None, f"stdout passed the cap of {max_bytes} bytes: reading stopped "
+                              "there and the output is not used", KubeError, reason="OutputTooLarge")
+        if stream.status is None:
+            raise self._error("GET", path, None, f"no exit status came: {ended or 'the stream ended'} ({said})",
+                              KubeError)
+        code, message = stream.outcome()
+        if code == 0:
+            return bytes(stream.stdout)
+        if code is None:
+            raise self._error("GET", path, None, f"the command did not run: {message}", KubeError,
+                              reason=str(stream.status.get("reason") or ""))
+        err = stream.stderr_text()
+        raise self._error("GET", path, None, f"exit {code}: {err or 'no stderr'}", KubeError,
+                          reason="NonZeroExitCode")
 
     async def close(self) -> None:
         session = getattr(self._api, "_session", None)

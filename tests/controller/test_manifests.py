@@ -128,6 +128,7 @@ def test_rbac_grants_exactly_the_writes_the_controller_makes() -> None:
         *((k.group, k.plural, "patch") for k in kinds.MANAGED),
         ("", "events", "create"),
         ("", "pods/exec", "create"),  # hang.py: NCCL's RAS asked inside one pod of a stalled job (issue 28)
+        ("", "pods/exec", "get"),  # the websocket exec is a GET: authorized as get (and create from 1.35)
         ("jobset.x-k8s.io", "jobsets", "create"),
         ("jobset.x-k8s.io", "jobsets", "delete"),
         ("coordination.k8s.io", "leases", "get"),

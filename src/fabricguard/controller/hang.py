@@ -8,7 +8,8 @@ checkpoint stops the collectives too), the controller asks NCCL's RAS, which eve
 **How it asks: exec, not a sidecar.** An injected sidecar would sit in every pod of every job (a container, its
 image pull and memory, a port the controller must reach, a NetworkPolicy hole) to answer a question asked only of
 stalled jobs; exec asks one pod of one stalled job, on demand, with a fixed command (``nccl.ras.CLIENT``, plain
-Python, no ``ncclras`` binary needed in the image). Its cost is RBAC: ``create`` on ``pods/exec`` cluster-wide,
+Python, no ``ncclras`` binary needed in the image). Its cost is RBAC: ``get`` and ``create`` on ``pods/exec``
+cluster-wide (the websocket exec is a GET: authorized as ``get``, and from Kubernetes 1.35 as ``create`` too),
 which is powerful (it runs a command in a tenant's container); the controller's code runs only ``python3 -c
 CLIENT`` (``controller/kube.py``'s table, rendered by ``render controller``). A cluster that refuses that grant
 loses only hang attribution: the exec is refused (a Forbidden error, said once), the rest keeps working.

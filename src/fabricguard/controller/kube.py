@@ -109,7 +109,8 @@ CONTROLLER_GRANTS: frozenset[Grant] = frozenset([
     # jobs.py and live.py: the verdict annotation on managed jobs (and onFallback stop on a job without Kueue).
     *(g for k in kinds.MANAGED for g in grants(k.api_version, k.plural, ["patch"])),
     # hang.py: NCCL's RAS asked from inside one pod of a job whose collectives stalled (python3 -c nccl.ras.CLIENT).
-    *grants("v1", "pods", ["create"], subresource="exec"),
+    # The exec is a websocket upgrade (a GET): API servers authorize it as get, and from 1.35 as create too.
+    *grants("v1", "pods", ["get", "create"], subresource="exec"),
     # pairs.py: fabricguard's quarantine taint and the last-proven annotation (a merge patch of the Node), and
     # the FabricProven condition (apply of the Node's status).
     *grants("v1", "nodes", ["patch"]),
