@@ -65,8 +65,10 @@ async def test_real_https_client_gets_patch_and_denials(tls: TlsFiles) -> None:
             assert 'fabricguard_admission_requests_total{endpoint="mutate",outcome="patched"} 1.0' in text
             assert 'fabricguard_admission_requests_total{endpoint="mutate",outcome="too_large"} 1.0' in text
             assert 'fabricguard_admission_requests_total{endpoint="validate",outcome="denied"} 1.0' in text
-            # The health port serves nothing else.
+            # The health port serves nothing else (the one bounded server answers GET and HEAD only).
             async with s.post(f"{health}/mutate", json=review) as r:
+                assert r.status == 405
+            async with s.get(f"{health}/mutate") as r:
                 assert r.status == 404
         # A plain-HTTP client gets no answer from the TLS port, and the server keeps serving.
         with pytest.raises(aiohttp.ClientError):

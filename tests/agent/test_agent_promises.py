@@ -20,6 +20,7 @@ from agent_support import GKE, HEALTHY, NODE_NAME, REPO, healthy_node, kubeconfi
 
 from fabricguard.agent.kube import SWEEPER_GRANTS, KubeError, NodeClient, connect
 from fabricguard.agent.render import admission_policy
+from json_schema_check import assert_matches
 
 T0 = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
 OTHER = "gke-a3u-pool-1-7f3c9a2e-0002"
@@ -114,6 +115,7 @@ async def test_sweep_goes_on_past_nodes_it_cannot_patch_and_names_them(apiserver
                   names[2]: KubernetesError(status=500, reason="InternalError", message="etcdserver: timeout")}
     code, out, err = await asyncio.to_thread(sweep_cli, kubeconfig(tmp_path, url, "admin"), "--format", "json")
     assert code == 2, err
+    assert_matches("StaleSweep", out, code)
     assert out["verdict"] == "failed" and out["stale"] == [names[3]]
     failed = {f["node"]: f["error"] for f in out["not_patched"]}
     assert set(failed) == set(names[:3])
@@ -126,6 +128,7 @@ async def test_sweep_goes_on_past_nodes_it_cannot_patch_and_names_them(apiserver
     k8s.faults = {}
     code, out, _ = await asyncio.to_thread(sweep_cli, kubeconfig(tmp_path, url, "admin"), "--format", "json")
     assert code == 0 and sorted(out["stale"]) == sorted(names[:3]) and out["not_patched"] == []
+    assert_matches("StaleSweep", out, code)
 
 
 async def test_a_heartbeat_far_in_the_future_is_stale(apiserver, tmp_path: Path) -> None:

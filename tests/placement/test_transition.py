@@ -262,7 +262,9 @@ async def test_cli_plan_apply_status(cluster) -> None:
     assert r.exit_code == 1 and data["verdict"] == "degraded" and data["steps"][0]["done"] == "2026-11-30T12:00:00Z" and data["steps"][1]["done"] is None
 
     r = await asyncio.to_thread(_cli, "apply", *common, "--now", "2026-11-30T12:01:00Z")
-    assert r.exit_code == 1 and "(queue h200): Waiting" in r.stdout and "ml-search/qwen" in r.stdout
+    # The verdict word first, as every command's text (the phase says why it is not done).
+    assert r.exit_code == 1 and r.stdout.startswith("DEGRADED  transition h200-block-a -> h200-block-b (queue h200) "
+                                                    "· Waiting") and "ml-search/qwen" in r.stdout
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -21,9 +21,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
-
-from fabricguard import kinds, names
+from fabricguard import kinds, names, yamlout
 from fabricguard.admission.templates import WEBHOOK_GRANTS
 from fabricguard.imageref import pinning_warnings
 from fabricguard.netpolicy import scrape_rule
@@ -289,4 +287,4 @@ def to_yaml(objs: list[dict[str, Any]]) -> str:
     head = ("# fabricguard admission webhook. Needs cert-manager (Issuer/Certificate, CA injection).\n"
             f"# Opt a namespace in with: kubectl label namespace <ns> {ENABLED_LABEL}=true\n"
             "# The NetworkPolicy admits the API server by --apiserver-cidr; see docs/admission.md per provider.\n")
-    return head + yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)
+    return head + yamlout.dump_all(objs, sort_keys=False, default_flow_style=False, width=120)

@@ -24,8 +24,12 @@ block every create in the opted-in namespaces):
   being answered while a large one is decided;
 * a decision that fails unexpectedly is a denied review (never a dropped connection) and one log line.
 
-Health and metrics are also served on a separate plain-HTTP port, from a thread with its own event loop, so
-kubelet probes never queue behind TLS handshakes or decisions.
+Health and metrics are also served on a separate plain-HTTP port by the one bounded server every component
+uses for its probes (``fabricguard.health_http``: its own thread and event loop, so kubelet probes never queue
+behind TLS handshakes or decisions; a header deadline, one request per connection, at most 64 connections and
+half of them per address, idle ones closed first for new ones). ``/readyz`` there reflects the webhook port: not
+ready without a certificate, from SIGTERM on, and while the webhook's event loop has not run for
+``stall_after`` seconds (a loop that stopped turning answers no review, whatever the other thread says).
 The certificate and key are re-read when their files change (cert-manager rotates them in place): a new pair is
 loaded into a fresh TLS context and used for new handshakes only when both files load and match. On SIGTERM the
 server turns not-ready, keeps answering for ``shutdown_delay`` seconds (closing keep-alive connections after
@@ -42,7 +46,6 @@ import logging
 import os
 import signal
 import ssl
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +59,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from fabricguard.admission import review as rv
 from fabricguard.admission.decide import Admission, Decision, Endpoint
+from fabricguard.health_http import CLOSE_REASONS, RENDER_TIMEOUT, Answer, MetricsServer, Render
 
 log = logging.getLogger("fabricguard.admission")
 
@@ -80,6 +84,10 @@ DEFAULT_MAX_HANDSHAKES = 64
 # complete request yet (a trickled head); when there is none, the new one is closed.
 DEFAULT_MAX_CONNECTIONS = 128
 RETRY_AFTER = "1"
+# The webhook's event loop notes the time every HEARTBEAT seconds; /readyz turns 503 once it has not for
+# LOOP_STALL seconds (the API server gives each review 5 s: a loop stuck that long answers none).
+HEARTBEAT = 1.0
+LOOP_STALL = 10.0
 TLS_READ_BUFFER = 32 * 1024
 OUTCOMES = ("allowed", "patched", "denied", "observed", "skipped", "bad_request", "error", "too_large", "timeout",
             "unsupported_encoding", "busy")
@@ -109,6 +117,11 @@ class Metrics:
         self.dropped = Counter("fabricguard_admission_connections_closed",
                                "Connections the server closed to protect itself, by why",
                                ["why"], registry=r)
+        self.health_dropped = Counter("fabricguard_admission_health_connections_closed",
+                                      "Connections the health port closed to protect itself, by why",
+                                      ["why"], registry=r)
+        for why in CLOSE_REASONS:
+            self.health_dropped.labels(why)
 
 
 # ---------------------------------------------------------------------------------------------- certificates
@@ -557,14 +570,34 @@ class _GuardedSite(web.TCPSite):
 
 @dataclass
 class Lifecycle:
-    """Readiness and shutdown state shared by both ports."""
+    """Readiness and shutdown state shared by both ports. ``beat``: when the webhook's event loop last ran its
+    heartbeat (``time.monotonic``; None before it started)."""
 
     reloader: CertReloader | None = None
     draining: bool = False
+    beat: float | None = None
+    stall_after: float = LOOP_STALL
 
     @property
     def ready(self) -> bool:
-        return not self.draining and (self.reloader is None or self.reloader.generation > 0)
+        return self.readiness(time.monotonic())[0]
+
+    def readiness(self, now: float) -> tuple[bool, str]:
+        """(ready, why): the webhook port can answer reviews."""
+        if self.draining:
+            return False, "shutting down"
+        if self.reloader is not None and self.reloader.generation == 0:
+            return False, "no certificate loaded"
+        if self.beat is not None and now - self.beat > self.stall_after:
+            return False, (f"the webhook's event loop has not run for {now - self.beat:.1f} s (limit "
+                           f"{self.stall_after:g} s): reviews are not being answered")
+        return True, "ok"
+
+    async def heartbeat(self, interval: float = HEARTBEAT) -> None:
+        """Note the time on the webhook's loop every ``interval`` seconds, until cancelled."""
+        while True:
+            self.beat = time.monotonic()
+            await asyncio.sleep(interval)
 
 
 _JSON = "application/json"
@@ -593,11 +626,8 @@ def _health_routes(app: web.Application, state: Lifecycle, metrics: Metrics) -> 
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        if state.draining:
-            return web.Response(status=503, text="shutting down")
-        if not state.ready:
-            return web.Response(status=503, text="no certificate loaded")
-        return web.Response(text="ok")
+        ok, why = state.readiness(time.monotonic())
+        return web.Response(status=200 if ok else 503, text=why)
 
     async def metrics_view(_: web.Request) -> web.Response:
         resp = web.Response(body=generate_latest(metrics.registry))
@@ -710,60 +740,31 @@ def _decide(admission: Admission, name: Endpoint, body: bytes) -> Decision:
                                           "webhook's log", 500, "InternalError"), "error")
 
 
-def build_health_app(state: Lifecycle, metrics: Metrics) -> web.Application:
-    app = web.Application()
-    _health_routes(app, state, metrics)
-    return app
+class HealthApp:
+    """What the health port answers (``health_http.Answering``): ``/healthz`` (the process is alive),
+    ``/readyz`` (:meth:`Lifecycle.readiness`: the webhook port can answer reviews) and ``/metrics`` (rendered
+    on a thread with a deadline). Called on the health port's own loop."""
+
+    def __init__(self, state: Lifecycle, metrics: Metrics, render_timeout: float = RENDER_TIMEOUT) -> None:
+        self.state = state
+        self._render = Render(metrics)
+        self._timeout = render_timeout
+
+    async def answer(self, path: str, accept: str) -> Answer:
+        if path == "/healthz":
+            return 200, "text/plain", b"ok"
+        if path == "/readyz":
+            ok, why = self.state.readiness(time.monotonic())
+            return (200 if ok else 503), "text/plain", why.encode()
+        if path == "/metrics":
+            return await self._render(accept, self._timeout)
+        return 404, "text/plain", b"/healthz, /readyz or /metrics\n"
 
 
-class HealthServer:
-    """/healthz, /readyz and /metrics over plain HTTP, on a thread and event loop of their own.
-
-    The kubelet's probes then never queue behind TLS handshakes or decisions on the webhook's loop; they share
-    only the interpreter, which hands each thread a turn every few milliseconds.
-    """
-
-    def __init__(self, state: Lifecycle, metrics: Metrics, host: str, port: int) -> None:
-        self.app = build_health_app(state, metrics)
-        self.host = host
-        self.port = port
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="fabricguard-health", daemon=True)
-
-    def start(self, timeout: float = 10.0) -> int:
-        """Start listening; return the bound port, or raise what kept it from listening (OSError)."""
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise OSError(f"the health port {self.port} did not start within {timeout:g} s")
-        if self._error is not None:
-            raise self._error
-        return self.port
-
-    def _run(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
-        try:
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, self.host, self.port)
-            loop.run_until_complete(site.start())
-            self.port = _bound_port(site, self.port)
-        except BaseException as exc:  # handed to start(), which raises it in the caller
-            self._error = exc
-            self._ready.set()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-            return
-        self._ready.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
+def health_server(state: Lifecycle, metrics: Metrics, host: str, port: int) -> MetricsServer:
+    """The plain-HTTP health port on the one bounded server; ``OSError`` when it cannot listen."""
+    return MetricsServer(HealthApp(state, metrics), host, port, name="fabricguard-health",
+                         on_close=lambda why: metrics.health_dropped.labels(why).inc())
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -778,8 +779,9 @@ class Running:
     reloader: CertReloader
     state: Lifecycle
     metrics: Metrics
-    health: HealthServer | None = None
+    health: MetricsServer | None = None
     table: _Connections | None = None  # the webhook port's connections
+    beat: asyncio.Task[None] | None = None  # the webhook loop's heartbeat (Lifecycle.heartbeat)
 
     @property
     def health_port(self) -> int | None:
@@ -794,9 +796,11 @@ class Running:
         await self.cleanup()
 
     async def cleanup(self) -> None:
+        if self.beat is not None:
+            self.beat.cancel()
         await self.runner.cleanup()
         if self.health is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.health.stop)
+            await asyncio.get_running_loop().run_in_executor(None, self.health.close)
 
 
 def _bound_port(site: web.TCPSite, default: int) -> int:
@@ -832,12 +836,13 @@ async def start(admission: Admission, cert: Path, key: Path, *, host: str = "127
     site = _GuardedSite(runner, host, port, table=table, ssl_context=reloader.context, backlog=1024)
     await site.start()
     running = Running(runner, _bound_port(site, port), reloader, state, metrics, table=table)
+    running.beat = asyncio.create_task(state.heartbeat())
     if health_port is not None:
-        running.health = HealthServer(state, metrics, host, health_port)
         try:
-            await asyncio.get_running_loop().run_in_executor(None, running.health.start)
+            running.health = await asyncio.get_running_loop().run_in_executor(
+                None, health_server, state, metrics, host, health_port)
         except BaseException:
-            await runner.cleanup()
+            await running.cleanup()
             raise
     return running
 

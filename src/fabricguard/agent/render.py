@@ -32,9 +32,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
-
-from fabricguard import fabrics, names
+from fabricguard import fabrics, names, yamlout
 from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
 from fabricguard.agent.loop import HEARTBEAT_S
 from fabricguard.names import FABRIC_LINKS, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
@@ -480,4 +478,4 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
 
 
 def to_yaml(objs: list[dict[str, Any]], head: str = "") -> str:
-    return head + yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)
+    return head + yamlout.dump_all(objs, sort_keys=False, default_flow_style=False, width=120)

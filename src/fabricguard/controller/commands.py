@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from fabricguard import yamlout
 from fabricguard.console import Block, blocks, console, err_console, fail, paragraph, print_json, verdict_line
 from fabricguard.options import (
     JSON_ALIAS,
@@ -319,16 +320,15 @@ def render_controller_cmd(
 
 def render_kueue_check_cmd(profile: Path = PROFILE_OPT) -> None:
     """Print the AdmissionCheck and the ClusterQueue fragment that attaches it to the fabric pools' flavors."""
-    import yaml
 
     from fabricguard.controller.manifests import admission_check, clusterqueue_fragment
     from fabricguard.profile.commands import profile_or_exit
 
     prof = profile_or_exit(profile)
-    frag = yaml.safe_dump({"spec": clusterqueue_fragment(prof)}, sort_keys=False).rstrip("\n")
+    frag = yamlout.dump({"spec": clusterqueue_fragment(prof)}, sort_keys=False).rstrip("\n")
     sys.stdout.write("# Add to each ClusterQueue (kueue.x-k8s.io/v1beta2) that serves these flavors:\n"
                      + "".join(f"#   {line}\n" for line in frag.splitlines())
-                     + yaml.safe_dump(admission_check(), sort_keys=False))
+                     + yamlout.dump(admission_check(), sort_keys=False))
 
 
 def render_alerts_cmd(
@@ -340,7 +340,6 @@ def render_alerts_cmd(
         help="Where docs/runbooks/ is served (an internal mirror); each rule's runbook_url is URL/<alert>.md."),
 ) -> None:
     """Print the alerting rules (PrometheusRule, or --plain a rules file for promtool/Prometheus)."""
-    import yaml
 
     from fabricguard.controller.alerts import prometheus_rule, rule_groups, with_runbook_base
     from fabricguard.profile.commands import profile_or_exit
@@ -353,7 +352,7 @@ def render_alerts_cmd(
     doc = rule_groups(prof) if plain else prometheus_rule(prof, namespace)
     if runbook_base_url is not None:
         with_runbook_base(doc if plain else doc["spec"], runbook_base_url)
-    sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, width=120))
+    sys.stdout.write(yamlout.dump(doc, sort_keys=False, width=120))
 
 
 def render_dashboard_cmd(
@@ -369,10 +368,9 @@ def render_dashboard_cmd(
 
     prof = profile_or_exit(profile)
     if configmap:
-        import yaml
 
         check_namespace("--namespace", namespace)
-        sys.stdout.write(yaml.safe_dump(dashboard_configmap(prof, namespace), sort_keys=False, width=120))
+        sys.stdout.write(yamlout.dump(dashboard_configmap(prof, namespace), sort_keys=False, width=120))
         return
     sys.stdout.write(json.dumps(dashboard(prof), indent=2) + "\n")
 
@@ -393,8 +391,6 @@ def render_exporters_cmd(
     """Print ServiceMonitors for DCGM exporter and node-exporter and a PodMonitor for the node agent, all
     labelling series with the pod's ``node``, which the per-node alerts and the dashboard's job view join on."""
     import dataclasses
-
-    import yaml
 
     from fabricguard.controller.exporters import DCGM_PLATFORMS, ExporterTargets, monitors
 
@@ -417,7 +413,7 @@ def render_exporters_cmd(
         objs = [o for o in objs if o["metadata"]["name"] != "fabricguard-dcgm-exporter"]
         head = ("# GKE: DCGM metrics come from GKE's managed DCGM (Cloud Monitoring); no DCGM ServiceMonitor is\n"
                 "# rendered. Query them in Managed Prometheus (docs/install.md, what cannot be proven here).\n")
-    sys.stdout.write(head + yaml.safe_dump_all(objs, sort_keys=False, width=120))
+    sys.stdout.write(head + yamlout.dump_all(objs, sort_keys=False, width=120))
 
 
 breaker_app = typer.Typer(help="The blast-radius breakers: which are open, and a person's reset.",
@@ -455,7 +451,8 @@ def breaker_status_cmd(
     if wants_json(fmt, as_json):
         print_json({"verdict": "degraded" if opened else "pass", "breakers": rows}, "BreakerStatus")
     else:
-        console.print(f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
+        verdict_line("degraded" if opened else "pass", "breaker status",
+                     f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
         for r in rows:
             state = f"OPEN since {r.get('since', '?')}" if r["open"] else "closed"
             console.print(f"  {r['pool']} / {r['check']}: {state}; resets {r['resets']}")

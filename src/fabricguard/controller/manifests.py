@@ -14,9 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import yaml
-
-from fabricguard import names
+from fabricguard import names, yamlout
 from fabricguard import objects as o
 from fabricguard.netpolicy import metrics_policy
 from fabricguard.profile.model import PlatformProfile
@@ -328,7 +326,7 @@ def pod_monitoring(namespace: str = "fabricguard-system") -> dict[str, Any]:
 def to_yaml(objs: list[dict[str, Any]], profile: PlatformProfile | None = None) -> str:
     head = "# fabricguard controller: canaries, the Kueue check fabric-validated, job verdicts, metrics.\n"
     if profile is not None:
-        frag = yaml.safe_dump({"spec": clusterqueue_fragment(profile)}, sort_keys=False).rstrip("\n")
+        frag = yamlout.dump({"spec": clusterqueue_fragment(profile)}, sort_keys=False).rstrip("\n")
         head += ("# Attach the check to the fabric pools' flavors in each ClusterQueue (kueue.x-k8s.io/v1beta2):\n"
                  + "".join(f"#   {line}\n" for line in frag.splitlines()))
-    return head + yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)
+    return head + yamlout.dump_all(objs, sort_keys=False, default_flow_style=False, width=120)

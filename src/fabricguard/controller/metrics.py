@@ -643,10 +643,10 @@ class Metrics:
 
 class HealthApp:
     """``/healthz`` (and ``/livez``): 200, or 503 with the reason (passes failing, stalled, a stale cache); and
-    ``/metrics``, rendered on a thread with a deadline (``agent.server``)."""
+    ``/metrics``, rendered on a thread with a deadline (``health_http.Render``)."""
 
     def __init__(self, metrics: Metrics) -> None:
-        from fabricguard.agent.server import RENDER_TIMEOUT, Render
+        from fabricguard.health_http import RENDER_TIMEOUT, Render
 
         self.metrics = metrics
         self._render = Render(metrics)
@@ -662,10 +662,11 @@ class HealthApp:
 
 
 def serve(metrics: Metrics, port: int, addr: str = "0.0.0.0") -> Any:
-    """Serve ``/healthz`` and ``/metrics`` on ``port`` with the agent's bounded asyncio server (one event loop on
-    a daemon thread, a header deadline, at most 64 connections, idle ones closed for new ones), not a thread
+    """Serve ``/healthz`` and ``/metrics`` on ``port`` with the one bounded server (``fabricguard.health_http``:
+    one event loop on a daemon thread, a header deadline, at most 64 connections, half of them per address, idle
+    ones closed for new ones), not a thread
     per connection: 1,005 idle connections no longer starve the liveness probe. Returns the server
     (``server_port``, ``shutdown``); ``OSError`` when the port cannot be bound."""
-    from fabricguard.agent.server import MetricsServer
+    from fabricguard.health_http import MetricsServer
 
     return MetricsServer(HealthApp(metrics), addr, port, name="controller-http")

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-import yaml
 from rich.table import Table
 
+from fabricguard import yamlout
 from fabricguard.console import (
     Block,
     Column,
@@ -60,11 +60,10 @@ FORMAT_OPT = format_option()
 
 def render_transition_rbac_cmd(namespace: str = NS_OPT) -> None:
     """Print the ClusterRole and Role that ``pool transition`` needs (bind them to whoever runs it)."""
-    import yaml
 
     from fabricguard.placement.workflow import transition_roles
 
-    sys.stdout.write(yaml.safe_dump_all(transition_roles(namespace), sort_keys=False))
+    sys.stdout.write(yamlout.dump_all(transition_roles(namespace), sort_keys=False))
 
 
 def render_kueue_cmd(
@@ -100,7 +99,7 @@ def render_kueue_cmd(
     if not docs:
         fail(f"{profile}: no pool names a queue, so there is nothing to render for Kueue",
              hint="give the fabric pools a queue: {name: ...}")
-    sys.stdout.write(head + yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120))
+    sys.stdout.write(head + yamlout.dump_all(docs, sort_keys=False, default_flow_style=False, width=120))
 
 
 MAX_BLOCK_NODES = 100_000  # a topology block is a few thousand nodes at most; more is a typo
@@ -225,12 +224,13 @@ def _run(spec: TransitionSpec, namespace: str, kubeconfig: str | None, context: 
 
 
 def _show(state: TransitionState, output_format: Format) -> None:
-    from fabricguard.placement.workflow import state_json
+    from fabricguard.placement.workflow import phase_verdict, state_json
 
     if output_format == "json":
         print_json(state_json(state), "PoolTransition")
         return
-    console.print(f"transition {state.oldPool} -> {state.newPool} (queue {state.queue}): {state.phase}")
+    verdict_line(phase_verdict(state.phase), f"transition {state.oldPool} -> {state.newPool} (queue {state.queue})",
+                 state.phase)
     t = Table(show_header=True)
     for col in ("step", "done", "detail"):
         t.add_column(col)
@@ -306,12 +306,16 @@ def transition_abort_cmd(source: Path = FROM_OPT, target: Path = TO_OPT, old_poo
                          new_pool: str | None = NEW_OPT, namespace: str = NS_OPT,
                          kubeconfig: str | None = KUBECONFIG_OPT, context: str | None = CONTEXT_OPT,
                          now: str | None = NOW_OPT, output_format: Format = FORMAT_OPT) -> None:
-    """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned."""
+    """Roll back what is safe: the ClusterQueue as it was, the nodes this transition cordoned uncordoned.
+
+    Exit 2 once aborted, as ``status`` of an aborted transition: the transition did not happen (verdict failed).
+    """
     fmt = output_format
     spec = _spec(source, target, old_pool, new_pool)
     t = now_value(now)
     out, _ = _run(spec, namespace, kubeconfig, context, lambda w: w.abort(t))
     _show(out.state, fmt)
+    raise typer.Exit(out.exit_code)
 
 
 @pool_app.command("coverage")

@@ -27,9 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fabricguard import __version__, dnsnames, names, quantity
+from fabricguard import __version__, dnsnames, names, quantity, yamlout
 from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import podsecurity as admission_podsecurity
 from fabricguard.admission import render as admission_render
@@ -473,11 +471,11 @@ def uninstall(comps: list[Component]) -> list[Step]:
 
 
 def _dump(objs: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False, width=120)
+    return yamlout.dump_all(objs, sort_keys=False, default_flow_style=False, width=120)
 
 
 def _kustomization(**fields: Any) -> str:
-    return yaml.safe_dump({"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", **fields}, sort_keys=False)
+    return yamlout.dump({"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", **fields}, sort_keys=False)
 
 
 OPTIONAL_PREFLIGHT = "optional/preflight-rbac"
@@ -566,7 +564,7 @@ def write(profile: PlatformProfile, comps: list[Component], out: Path,
     for sub, objs in (optional or {}).items():
         put(out / sub / "manifests.yaml", _dump(objs))
         put(out / sub / "kustomization.yaml", _kustomization(resources=["manifests.yaml"]))
-    put(out / KUEUE_CONFIGURATION, KUEUE_CONFIGURATION_HEAD + yaml.safe_dump(kueue.configuration(profile),
+    put(out / KUEUE_CONFIGURATION, KUEUE_CONFIGURATION_HEAD + yamlout.dump(kueue.configuration(profile),
                                                                            sort_keys=False))
     put(out / "README.md", readme(profile, comps, optional))
     return written

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from fabricguard import dnsnames
+from fabricguard import dnsnames, yamlout
 from fabricguard.console import err_console, fail, say
 from fabricguard.options import Mode, check_namespace, check_port, mode_option
 
@@ -130,11 +130,10 @@ def render_install_cmd(
 
 def render_namespace_cmd(namespace: str = typer.Option("fabricguard-system", "--namespace", "-n")) -> None:
     """Print fabricguard's Namespace (Pod Security labels) and GKE's critical-pod ResourceQuota."""
-    import yaml
 
     from fabricguard.placement.install import namespace_objects
 
-    sys.stdout.write(yaml.safe_dump_all(namespace_objects(namespace), sort_keys=False, width=120))
+    sys.stdout.write(yamlout.dump_all(namespace_objects(namespace), sort_keys=False, width=120))
 
 
 def preflight_cmd(

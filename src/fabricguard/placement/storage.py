@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from fabricguard import yamlout
 from fabricguard.placement.install import PART_OF, lustre_claim, lustre_namespaces
 from fabricguard.profile.cluster import LustreVolume
 from fabricguard.profile.model import PlatformProfile
@@ -282,16 +281,16 @@ def claims(profile: PlatformProfile, volume: dict[str, Any] | None) -> tuple[Pla
 
 
 def _yaml(objs: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objs, sort_keys=False)
+    return yamlout.dump_all(objs, sort_keys=False)
 
 
 def _kubernetes(objs: list[dict[str, Any]], volume: dict[str, Any], claim: str) -> dict[str, str]:
     return {
         "kubernetes/claims.yaml": _yaml(objs),
-        "kubernetes/kustomization.yaml": yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kubernetes/kustomization.yaml": yamlout.dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
                                                          "kind": "Kustomization", "resources": ["claims.yaml"]},
                                                         sort_keys=False),
-        "profile-volume.yaml": yaml.safe_dump({"spec": {"storage": {"lustre": {"claimName": claim,
+        "profile-volume.yaml": yamlout.dump({"spec": {"storage": {"lustre": {"claimName": claim,
                                                                                "volume": volume}}}},
                                               sort_keys=False),
     }
@@ -319,7 +318,7 @@ def render_gke(profile: PlatformProfile, o: GkeOptions) -> Rendered:
 def render_fsx(profile: PlatformProfile, o: FsxOptions) -> Rendered:
     check_fsx(o)
     files = {"ack/filesystem.yaml": _yaml(fsx_objects(o)),
-             "ack/kustomization.yaml": yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+             "ack/kustomization.yaml": yamlout.dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
                                                        "kind": "Kustomization", "resources": ["filesystem.yaml"]},
                                                       sort_keys=False)}
     steps = ["kubectl apply -k ack/   (needs the ACK fsx and ec2 controllers)",

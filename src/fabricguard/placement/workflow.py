@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import yaml
-
-from fabricguard import names, objects
+from fabricguard import names, objects, yamlout
 from fabricguard.exitcodes import exit_code
 from fabricguard.kube import Conflict, Kube
 from fabricguard.placement import kueue
@@ -360,8 +358,8 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _diff(before: dict[str, Any] | None, after: dict[str, Any], label: str) -> list[str]:
-    a = yaml.safe_dump(_clean(before), sort_keys=False).splitlines() if before else []
-    b = yaml.safe_dump(_clean(after), sort_keys=False).splitlines()
+    a = yamlout.dump(_clean(before), sort_keys=False).splitlines() if before else []
+    b = yamlout.dump(_clean(after), sort_keys=False).splitlines()
     return list(difflib.unified_diff(a, b, f"{label} (cluster)" if before else "/dev/null", f"{label} (after)",
                                      lineterm="", n=2))
 
