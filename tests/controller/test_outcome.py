@@ -100,3 +100,33 @@ def test_a_slow_rail_is_named_with_its_nic_on_each_node(tmp_path: Path) -> None:
     ranks_wrote(tmp_path, JS, ROCE_LOGS, busbw=40.0, rails=[*rail_figures(["a", "b"], 12.0), {"rail": "x"},
                                                               {"rail": 9, "busbw_gbps": "fast"}, 7])
     assert _judge(tmp_path).rails == []
+
+
+def test_a_result_that_is_a_fifo_a_link_or_huge_fails_the_canary_naming_it_and_is_never_read(tmp_path: Path) -> None:
+    """The result folder is on the Lustre claim every tenant writes to. Before: ``glob`` + ``read_text`` by path,
+    so a FIFO named like a rank's result blocked the controller's pass on its read for good, a link was followed
+    into another tenant's folder, and a huge file was read whole (issue 25 leftover (c))."""
+    import os
+    import threading
+
+    from fabricguard.controller import outcome
+
+    ranks_wrote(tmp_path, JS, ROCE_LOGS, busbw=40.0)
+    results = tmp_path / NS / "fgc-gh200-roce-1" / ".fabricguard" / "canary"
+    secret = tmp_path / "team-b" / "secret.json"
+    secret.parent.mkdir()
+    secret.write_text((results / "collective.rank0.json").read_text().replace("40.0", "123456.0"))
+    os.mkfifo(results / "collective.rank7.json")
+    (results / "collective.rank8.json").symlink_to(os.path.relpath(secret, results))
+    (results / "collective.rank9.json").write_bytes(b" " * (outcome.MAX_RESULT_BYTES + 1))
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(_judge(tmp_path)), daemon=True)
+    t.start()
+    t.join(20)
+    assert got, "the canary's judge blocked on a FIFO"
+    (j,) = got
+    assert j.outcome is Outcome.failed, j
+    text = j.message + " ".join(j.evidence)
+    assert "collective.rank7.json: is a FIFO" in text and "collective.rank8.json: is a link" in text, text
+    assert "collective.rank9.json: is 16,777,217 bytes" in text, text
+    assert "123456" not in repr(j)

@@ -9,7 +9,9 @@ order of severity: a failure beats a fallback, which beats a degradation.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -22,6 +24,7 @@ from fabricguard.probes.bw import Row, SlowRail, expectation_for, judge, slow_ra
 from fabricguard.probes.records import CollectiveRecord, RecordError, StorageRecord
 from fabricguard.probes.result import Status
 from fabricguard.profile.model import PlatformProfile, Pool
+from fabricguard.userfiles import SourceError, open_in, read_text, walk_files
 from fabricguard.verdict import busbw as inspector_busbw
 from fabricguard.verdict.job import JobInputError, Level, judge_job
 
@@ -121,18 +124,46 @@ def _ev_line(e: dict[str, Any], base: Path) -> str:
     return f"{where} {why}".strip()
 
 
+MAX_RESULT_BYTES = 16 * 1024**2  # one probe result document (a 64-rank collective sweep is ~100 KiB)
+MAX_RESULT_FILES = 4096  # files directly in a canary's result folder looked at (one per rank and node)
+STDERR_TAIL = 4096  # bytes of a rank's stderr read, from its end
+
+
+def _tail(path: Path, within: Path) -> str:
+    """The last :data:`STDERR_TAIL` bytes of ``path`` as text, opened inside ``within``; "" when it cannot be."""
+    try:
+        with open_in(within, path) as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - STDERR_TAIL))
+            return fh.read(STDERR_TAIL).decode("utf-8", errors="replace")
+    except (SourceError, OSError):
+        return ""
+
+
 def _load_results(result_dir: Path, pattern: str, record: Any) -> tuple[list[Any], list[str]]:
     """The probe result documents matching ``pattern``, read as ``record`` (``probes.records``); the files that
-    are not the probe's document, each with why."""
+    are not the probe's document, each with why.
+
+    The folder is on the Lustre claim every tenant writes to: it is listed bounded and without following a link
+    out of it (``userfiles.walk_files``, files directly in it), and each file is opened inside it
+    (``userfiles.open_in``: no link, a regular file, at most :data:`MAX_RESULT_BYTES`). A FIFO named like a
+    result would otherwise block the controller's pass on its read; a link, a device or an over-large file is
+    named in ``bad`` (the canary fails, saying which file)."""
     docs: list[Any] = []
     bad: list[str] = []
-    for f in sorted(result_dir.glob(pattern)) if result_dir.is_dir() else ():
-        text = f.read_text(encoding="utf-8", errors="replace").strip()
+    walk = walk_files(result_dir, max_files=MAX_RESULT_FILES, max_depth=0) if result_dir.is_dir() else None
+    if walk is None:
+        return docs, bad
+    bad += [f"{f.name}: {why}" for f, why in walk.refused if fnmatch.fnmatchcase(f.name, pattern)]
+    for f in (f for f in walk.files if fnmatch.fnmatchcase(f.name, pattern)):
+        try:
+            text = read_text(f, max_bytes=MAX_RESULT_BYTES, within=result_dir).strip()
+        except SourceError as exc:
+            bad.append(f"{f.name}: {exc.problem}")
+            continue
         try:
             doc = json.loads(text)
         except ValueError:
-            err = f.with_suffix(".stderr")
-            said = err.read_text(encoding="utf-8", errors="replace").strip() if err.is_file() else ""
+            said = _tail(f.with_suffix(".stderr"), result_dir).strip()
             said = " ".join(said.splitlines()[-3:])[-300:]
             bad.append(f"{f.name}: not the probe's JSON ({text[:120] or 'empty'})" + (f"; it said: {said}" if said
                                                                                          else ""))
@@ -171,9 +202,10 @@ def judge_canary(profile: PlatformProfile, pool: Pool, run_dir: Path, log_dir: P
         if d.failed:
             failed.append(f"collective probe failed: {d.error or 'no error text'}")
 
-    logs_present = log_dir.is_dir() and any(
-        p.is_file() and not p.name.startswith("mountinfo") for p in log_dir.rglob("*")
-    )
+    # Bounded, and no link followed out of the folder: judge_job walks it again, whole, when there is a log.
+    listed = walk_files(log_dir, max_files=64) if log_dir.is_dir() else None
+    logs_present = listed is not None and (listed.truncated is not None or bool(listed.refused) or any(
+        not p.name.startswith("mountinfo") for p in listed.files))
     if logs_present:
         try:
             verdict = judge_job(log_dir, profile, pool.name)
