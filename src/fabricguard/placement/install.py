@@ -364,7 +364,8 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
                                          [ds_hook] if ds_hook else None,
                                          claim_templates=any(p.claim_template_name for p in profile.spec.pools),
-                                         mode=opts.mode, port=opts.webhook_port, monitoring=opts.monitoring)
+                                         mode=opts.mode, port=opts.webhook_port, monitoring=opts.monitoring,
+                                         job_dir_image=opts.agent_image)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain), "
                          "compensating Pod Security policy for opted-in namespaces",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
