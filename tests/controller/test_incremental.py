@@ -270,7 +270,7 @@ def test_a_pass_after_one_event_re_judges_only_what_it_touches() -> None:
     s = r.stats
     assert s is not None and s.kind == "incremental" and s.changed == {"Workload": 1}
     assert s.workloads_decided == 1 and s.workloads_kept == 5
-    assert "inventory" in s.kept and s.built == []
+    assert "pod index" in s.kept and s.built == []
     clock = sum(1 for rule in RULES if reads_clock(rule.fn))
     assert s.rules_kept >= len(RULES) - clock - 2, s  # the few that read Workloads, and those that read the clock
     # Its write lands (one more Workload event); then nothing changed: no rule but the clock's runs, nothing

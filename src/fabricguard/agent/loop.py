@@ -29,6 +29,7 @@ from fabricguard.agent.condition import (
 from fabricguard.agent.damping import Damper
 from fabricguard.agent.deadline import CheckRun
 from fabricguard.agent.kube import KubeError, NodeClient
+from fabricguard.agent.links import LinkWatch, build_links_condition, links_changed
 from fabricguard.agent.metrics import AgentMetrics
 from fabricguard.agent.staleness import heartbeat_age, is_stale
 from fabricguard.agent.taints import taint_patch, wanted_taints
@@ -126,6 +127,8 @@ class Agent:
         self.runs = 0
         self.last_finished: float | None = None
         self._stuck: CheckRun | None = None  # an abandoned run whose thread has not returned yet
+        self.link_watch = LinkWatch()  # the ports' counters at the previous run (FabricLinks: what rose since)
+        self._links_reading: asyncio.Future[tuple[str, str, str]] | None = None
         # ResourceSlices given instead of listed (a dry run with --slices-json); None: list them on DRA pools.
         self.saved_slices: list[dict[str, Any]] | None = None
 
@@ -259,13 +262,22 @@ class Agent:
             wanted = (wanted_taints(node, reported.status, needs_proof,
                                     pool_model.bootstrap_taint if pool_model else names.TAINT_UNVERIFIED)
                       if node is not None else None)
-            if node is not None and previous is not None and not needs_write(
-                    previous, condition, now, self.cfg.heartbeat, self.cfg.interval):
-                condition = dict(previous)  # what the Node holds: nothing changed and the heartbeat is not due
+            ready_due = not (node is not None and previous is not None and not needs_write(
+                previous, condition, now, self.cfg.heartbeat, self.cfg.interval))
+            links = await self._links(node, now) if node is not None else None
+            # FabricLinks rides on FabricReady's writes; alone only when its status or reason changed.
+            links_due = links is not None and (ready_due or links_changed(find_condition(node, names.FABRIC_LINKS),
+                                                                          links))
+            if not ready_due:
+                condition = dict(previous or {})  # what the Node holds: nothing changed, the heartbeat is not due
+            if not ready_due and not links_due:
                 self.metrics.status_writes.labels("skipped").inc()
             else:
+                body = status_patch(condition) if ready_due else {"status": {"conditions": []}}
+                if links_due and links is not None:
+                    body["status"]["conditions"].append(links)
                 try:
-                    node = await self.client.patch_status(self.cfg.node, status_patch(condition))
+                    node = await self.client.patch_status(self.cfg.node, body)
                     self.metrics.status_writes.labels("written").inc()
                 except KubeError as e:
                     errors.append(str(e))
@@ -288,6 +300,25 @@ class Agent:
         self.metrics.observe(reported, seconds, self.last_finished)
         self.metrics.identify(self.cfg.node, pool or "")
         return RunResult(reported, raw, pool, seconds, condition, errors)
+
+    async def _links(self, node: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+        """The FabricLinks condition now (agent/links.py), read off the loop with the checks' deadline: a sysfs
+        read that hangs (a wedged driver) makes it Unknown, and no second read starts until the first returns."""
+        previous = find_condition(node, names.FABRIC_LINKS)
+        if self._links_reading is not None and not self._links_reading.done():
+            verdict = ("Unknown", "CountersStuck", "the previous read of the RDMA counters has not returned "
+                       "(a wedged driver?)")
+        else:
+            self._links_reading = asyncio.ensure_future(
+                asyncio.to_thread(self.link_watch.judge, self.cfg.root, time.monotonic()))
+            try:
+                verdict = await asyncio.wait_for(asyncio.shield(self._links_reading), self.cfg.check_timeout)
+            except TimeoutError:
+                verdict = ("Unknown", "CountersStuck",
+                           f"reading the RDMA counters took more than {self.cfg.check_timeout:g} s")
+            except Exception as exc:  # never a crash of the loop for a counter
+                verdict = ("Unknown", "CountersUnreadable", f"{type(exc).__name__}: {exc}"[:300])
+        return build_links_condition(*verdict, previous, now)
 
     async def _taints(self, node: dict[str, Any], wanted: set[str]) -> str | None:
         assert self.client is not None

@@ -20,8 +20,8 @@ must be computed again, from what changed between the previous pass's snapshot a
   the rule runs every pass while it makes one. A rule that reports a DaemonSet's age reads the clock only while
   it reports one, so a healthy cluster's rules are kept between passes.
 * **What is read of nodes alone** (the breakers' scan of each pool's FabricReady checks, what the agents say of
-  each pool) and **the inventory** (GPU accounting over nodes, pods and Warning events) are built again only
-  when an object of those kinds changed (:meth:`Incremental.keep`).
+  each pool, each Node's pool: ``Snapshot.pool_members``) and **of pods alone** (the inventory's pods by JobSet
+  and GPUs in use) are computed again only when an object of that kind changed (:meth:`Incremental.keep`).
 * **The gate** (``controller.gate.GateMemo``): a Workload's check is decided again when the Workload changed,
   when anything the decision reads besides it changed (a pool's standing, the stale flag, the mode, the checks),
   or when its decision wrote something last pass (a write carries the time, and one that failed is retried).
@@ -71,6 +71,9 @@ ATTRIBUTE_READS: dict[str, frozenset[str]] = {
     "pods_by_owner": frozenset({"Pod"}),
     "revisions_by_owner": frozenset({"ControllerRevision"}),
     "notes": frozenset({NOTES}),
+    "pool_members": frozenset({"Node"}),
+    "pools_seen": frozenset({"Node"}),
+    "known_pools": frozenset({"Node"}),
     "source": frozenset(),
     "profile_path": frozenset(),
 }
@@ -256,6 +259,8 @@ class Incremental:
         self._force = ""
         self._rules: dict[str, _RuleResult] = {}
         self._kept: dict[str, tuple[Any, Any]] = {}  # name -> (key, value): keep()
+        self._pools: dict[str, tuple[dict[str, Any], str | None]] = {}  # node -> (the Node, its pool's name)
+        self._snapshot: Snapshot | None = None
         self.gate: Any = None  # controller.gate.GateMemo, kept by the gate itself
         self.lists_seen: int | None = None  # the cache's lists so far (runner.run_pass: a relist makes a full pass)
         self._pending_index: Index | None = None
@@ -289,6 +294,9 @@ class Incremental:
             self._changed[NOTES] = {("", "")}
         self._full = bool(why)
         self._pending_index = index
+        # Each Node's pool, from the previous pass for the Nodes that are the same objects (doctor/snapshot.py).
+        snapshot.known_pools = None if why else self._pools
+        self._snapshot = snapshot
         self._context, self._now, self._open, self._force = context, now, True, ""
         self._notes = list(snapshot.notes)
         self.stats = PassStats("full" if why else "incremental", why,
@@ -297,11 +305,15 @@ class Incremental:
         if why:
             self._rules.clear()
             self._kept.clear()
+            self._pools = {}
             self.gate = None
         return self.stats
 
     def finish(self) -> None:
         self._index, self._pending_index, self._open = self._pending_index, None, False
+        if self._snapshot is not None:
+            self._pools = self._snapshot.pools_seen() or self._pools
+            self._snapshot.known_pools, self._snapshot = None, None
         if self._full:
             self._last_full = time.monotonic()
 
@@ -348,12 +360,6 @@ class Incremental:
         self._kept[name] = (key, value)
         self.stats.built.append(name)
         return value
-
-    def inventory(self, build: Callable[[], Any]) -> Any:
-        """The canaries' inventory (GPU accounting over nodes, pods and Warning events), built again only when
-        one of those changed."""
-        return self.keep("inventory", ("Node", "Pod", "Event"), build)
-
 
 def _same_context(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Same profile object (profiles are not edited in place), equal configuration and stale flag."""

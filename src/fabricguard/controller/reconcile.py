@@ -15,7 +15,7 @@ from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters, MergeStatus
 from fabricguard.controller.blast import PoolBreakers, judge_breakers, scan_nodes
-from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
+from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, index_pods, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.facts import LustreFacts, served
 from fabricguard.controller.gate import GateMemo, gate_workloads, keep_active
@@ -110,10 +110,8 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
-    def build() -> Inventory:
-        return Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources)
-
-    inv: Inventory = inc.inventory(build) if inc is not None else build()
+    indexed = inc.keep("pod index", ("Pod",), lambda: index_pods(snapshot.pods, gpu_resources)) if inc else None
+    inv = Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources, indexed)
     fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}

@@ -27,6 +27,7 @@ from fabricguard import names, objects
 from fabricguard.kube import Kube
 from fabricguard.kubectl_output import documents, is_list, is_object, list_items
 from fabricguard.profile.dra import SliceIndex
+from fabricguard.profile.model import PlatformProfile
 from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError
 
@@ -46,6 +47,12 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     profile_path: Path | None = None
+    # Node name -> (the Node, its pool's name) from a previous snapshot whose objects are never edited in place
+    # (the controller's cache: controller/incremental.py): a Node that is the same object keeps its pool.
+    known_pools: dict[str, tuple[dict[str, Any], str | None]] | None = field(default=None, repr=False,
+                                                                            compare=False)
+    _members: tuple[Any, dict[str, list[dict[str, Any]]], dict[str, tuple[dict[str, Any], str | None]]] | None = \
+        field(default=None, init=False, repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -72,6 +79,34 @@ class Snapshot:
     @property
     def events(self) -> list[dict[str, Any]]:
         return self.kind("Event")
+
+    def pool_members(self, profile: PlatformProfile) -> dict[str, list[dict[str, Any]]]:
+        """The Nodes of each pool of ``profile`` (:meth:`PlatformProfile.pool_of`), in snapshot order; computed
+        once per snapshot and profile (a dozen rules ask), each Node's pool taken from ``known_pools`` when
+        the Node is the very object seen there. The lists are shared: read them, never change them."""
+        if self._members is not None and self._members[0] is profile:
+            return self._members[1]
+        out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
+        pools = {p.name: p for p in profile.spec.pools}
+        known = self.known_pools or {}
+        seen: dict[str, tuple[dict[str, Any], str | None]] = {}
+        for n in self.nodes:
+            name = str((n.get("metadata") or {}).get("name") or "")
+            was = known.get(name)
+            if was is not None and was[0] is n:
+                pname = was[1]
+            else:
+                pool = profile.pool_of(n)
+                pname = pool.name if pool is not None else None
+            seen[name] = (n, pname)
+            if pname is not None and pname in pools:
+                out[pname].append(n)
+        self._members = (profile, out, seen)
+        return out
+
+    def pools_seen(self) -> dict[str, tuple[dict[str, Any], str | None]]:
+        """Node name -> (the Node, its pool's name) as :meth:`pool_members` found them (empty before)."""
+        return self._members[2] if self._members is not None else {}
 
     @cached_property
     def claims_by_name(self) -> dict[tuple[str, str], dict[str, Any]]:
