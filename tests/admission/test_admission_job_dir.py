@@ -26,7 +26,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from admission_support import KINDS, PROFILES, load_review, with_object
+from admission_support import KINDS, PROFILES, load_review, pod_specs, with_object
 from apiserver_defaults import kueue_suspend, stored_form
 from test_admission_pod_security import refusals
 
@@ -56,22 +56,12 @@ def _mutated(adm: Admission, review: dict[str, Any]) -> dict[str, Any]:
     return jsonpatch.apply_patch(review["request"]["object"], patch) if patch else review["request"]["object"]
 
 
-def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    if obj["kind"] == "Pod":
-        return [obj["spec"]]
-    if obj["kind"] == "Job":
-        return [obj["spec"]["template"]["spec"]]
-    if obj["kind"] == "JobSet":
-        return [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
-    return []
-
-
 def _ours(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in spec.get("initContainers") or () if c.get("name") == jobdir.INIT_CONTAINER]
 
 
 def _gpu_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    return [s for s in _pod_specs(obj)
+    return [s for s in pod_specs(obj)
             if any("nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {}) for c in s["containers"])]
 
 
@@ -111,7 +101,7 @@ def test_one_init_container_first_and_settled_after_storage_and_reinvocation(pat
 
 
 def _with_security(obj: dict[str, Any], pod: dict[str, Any] | None, container: dict[str, Any] | None) -> None:
-    for spec in _pod_specs(obj):
+    for spec in pod_specs(obj):
         if pod is not None:
             spec["securityContext"] = dict(pod)
         if container is not None:
