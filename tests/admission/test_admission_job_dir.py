@@ -400,3 +400,15 @@ def test_the_install_gives_the_webhook_the_agents_image(gke_lustre: PlatformProf
     res = CliRunner().invoke(app, ["admission", "serve", "-p", str(GKE), "--cert", "/nonexistent",
                                    "--key", "/nonexistent", "--job-dir-image", "a b"])
     assert res.exit_code == 3 and res.output.startswith("error: --job-dir-image"), res.output
+
+
+def test_log_directories_are_made_plain_or_left_out() -> None:
+    """The profile's logDir/dumpDir as the command accepts them: a sloppy path is made plain, one that leaves the
+    job's directory is not made (the command would refuse it, and the pod would never start)."""
+    text = GKE.read_text()
+    for log_dir, want in (("nccl//logs/", ("nccl/logs",)), ("../elsewhere", ())):
+        prof = loads_profile(text.replace("      claimName:", f"      logDir: {log_dir!r}\n      claimName:", 1))
+        obj = _mutated(Admission(prof, job_dir_image=IMAGE), load_review("jobset"))
+        for spec in _gpu_specs(obj):
+            args = _ours(spec)[0]["args"]
+            assert tuple(args[i + 1] for i, a in enumerate(args) if a == "--subdir") == want, args
