@@ -68,12 +68,8 @@ class BlastResult:
 
 
 def stored(fv: dict[str, Any] | None) -> dict[str, breaker.BreakerState]:
-    """The breakers kept in a FabricValidation's status (a list of states, each with its ``check``)."""
-    out: dict[str, breaker.BreakerState] = {}
-    for entry in ((fv or {}).get("status") or {}).get("breakers") or ():
-        if isinstance(entry, dict) and isinstance(entry.get("check"), str):
-            out[entry["check"]] = breaker.BreakerState.from_dict(entry)
-    return out
+    """The breakers kept in a FabricValidation's status (``breaker.states_of``, which the agents read too)."""
+    return breaker.states_of(fv)
 
 
 def to_status(states: dict[str, breaker.BreakerState]) -> list[dict[str, Any]]:
