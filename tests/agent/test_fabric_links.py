@@ -55,7 +55,8 @@ def test_a_flapping_link_errors_and_an_idle_port_read_differently(healthy_root: 
     assert "mlx5_5/1 up 400G rx 0 B/s, tx 0 B/s over 60 s symbol 12(+12), ack_timeout 3" in msg
     # Nothing rose since: the totals stay in the message, the condition is healthy again.
     status, reason, msg = w.judge(healthy_root, 240.0)
-    assert (status, reason) == ("True", "LinksHealthy") and "symbol 12," in msg and "(+" not in msg
+    assert (status, reason) == ("True", "LinksHealthy") and "(+" not in msg
+    assert "mlx5_5/1 up 400G rx 0 B/s, tx 0 B/s over 60 s no error rose" in msg
     # A port that is down comes first.
     (healthy_root / "sys/class/infiniband/mlx5_7/ports/1/state").write_text("1: DOWN\n")
     (healthy_root / "sys/class/infiniband/mlx5_7/ports/1/phys_state").write_text("3: Disabled\n")

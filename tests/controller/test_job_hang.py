@@ -121,6 +121,11 @@ async def test_a_job_hung_on_one_rank_is_annotated_within_two_queries(cluster, t
     assert nic["counters"].startswith("2 port(s), 1 in trouble: mlx5_3/1 up 400G rx 0 B/s, tx 0 B/s over 60 s "
                                       "downed 2(+2), symbol 4810(+4810)")
     assert len(js["metadata"]["annotations"][ANN_HANG]) <= 2000
+    # `kubectl fabricguard why` says it too.
+    from fabricguard.controller.why import explain
+
+    ans = explain(job.name, js, "JobSet", NS, [], {}, NOW + timedelta(minutes=9))
+    assert ans.state == "hung" and "rank 9" in ans.cause and "its NICs (FabricLinks False/LinkFlapped" in ans.cause
     events = [e for e in live(k8s, "v1/events") if e["involvedObject"].get("name") == job.name]
     (ev,) = [e for e in events if e["reason"] == "FabricJobHung"]
     assert "rank 9" in ev["message"] and "gpu-node-009" in ev["message"] and ev["type"] == "Warning"

@@ -133,14 +133,15 @@ def nic_summary(condition: dict[str, Any] | None, now: datetime) -> dict[str, An
     return out
 
 
-def _nic_words(nic: dict[str, Any]) -> str:
+def nic_words(nic: dict[str, Any]) -> str:
+    """One node's NIC counters (:func:`nic_summary`) as the Event and ``why`` say them."""
     if "absent" in nic:
         return f"its NIC counters: none ({nic['absent']})"
     age = nic.get("age_s")
     when = "read at an unknown time" if age is None else f"read {age // 60} min ago"
     if nic.get("stale"):
         when += f", STALE: older than {int(NIC_STALE_S // 60)} min, the node's agent has not written since"
-    return f"its NICs (FabricLinks {nic['status']}/{nic['reason']}, {when}): {nic['counters']}"
+    return f"its NICs (FabricLinks {nic.get('status')}/{nic.get('reason')}, {when}): {nic.get('counters', '')}"
 
 
 def hang_actions(job: RunningJob, verdict: HangVerdict, places: dict[str, PodPlace], transport: str,
@@ -167,7 +168,7 @@ def hang_actions(job: RunningJob, verdict: HangVerdict, places: dict[str, PodPla
     detail = (f"hung: the job's ranks wait for rank {first['rank']} (pod {first['pod'] or 'unknown'}, node "
               f"{first['node'] or 'unknown'}: {first['why']}){more}; NCCL RAS, counts mismatched and not advancing "
               f"over two queries; the job's last transport verdict: {transport or 'unknown'}"
-              + (f"; {_nic_words(nic)}" if nic is not None else ""))
+              + (f"; {nic_words(nic)}" if nic is not None else ""))
     actions: list[Action] = [
         Annotate(job.api_version, job.plural, job.namespace, job.name, {ANN_HANG: text}),
         event(job.obj, job.api_version, job.kind, "FabricJobHung", detail[:1000], now, warning=True),
