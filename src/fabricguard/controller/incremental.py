@@ -22,6 +22,9 @@ must be computed again, from what changed between the previous pass's snapshot a
 * **What is read of nodes alone** (the breakers' scan of each pool's FabricReady checks, what the agents say of
   each pool, each Node's pool: ``Snapshot.pool_members``) and **of pods alone** (the inventory's pods by JobSet
   and GPUs in use) are computed again only when an object of that kind changed (:meth:`Incremental.keep`).
+  What rules compute of one object alone (``Snapshot.derived``: a pod's evidence of ever having been ready, a
+  node's gate) is kept for the very same object, so a rule that runs again after one event recomputes that
+  object's part and only aggregates the rest.
 * **The gate** (``controller.gate.GateMemo``): a Workload's check is decided again when the Workload changed,
   when anything the decision reads besides it changed (a pool's standing, the stale flag, the mode, the checks),
   or when its decision wrote something last pass (a write carries the time, and one that failed is retried).
@@ -46,7 +49,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from fabricguard import objects as o
 from fabricguard.doctor.model import Finding
 from fabricguard.doctor.rules import RULES, Rule
 from fabricguard.doctor.snapshot import Snapshot
@@ -74,6 +76,9 @@ ATTRIBUTE_READS: dict[str, frozenset[str]] = {
     "pool_members": frozenset({"Node"}),
     "pools_seen": frozenset({"Node"}),
     "known_pools": frozenset({"Node"}),
+    "derived": frozenset(),  # a function of the one object the rule passes, which it read through a kind
+    "derived_seen": frozenset(),
+    "known_derived": frozenset(),
     "source": frozenset(),
     "profile_path": frozenset(),
 }
@@ -92,7 +97,9 @@ class ReadingSnapshot:
 
     def __getattr__(self, name: str) -> Any:
         self._reads.update(ATTRIBUTE_READS.get(name, frozenset({EVERYTHING})))
-        return getattr(self._base, name)
+        value = getattr(self._base, name)
+        setattr(self, name, value)  # noted once: later reads of it in the same rule find it here
+        return value
 
 
 @functools.cache
@@ -198,9 +205,12 @@ def reading_clock(now: datetime) -> tuple[datetime, ClockUse]:
 
 def index_of(snapshot: Snapshot) -> Index:
     out: Index = {}
-    for obj in snapshot.objects:
-        m = o.meta(obj)
-        out.setdefault(str(obj.get("kind") or ""), {})[(str(m.get("namespace") or ""), str(m.get("name") or ""))] = obj
+    for kind, objs in snapshot.by_kind.items():
+        keyed = out.setdefault(str(kind or ""), {})
+        for obj in objs:
+            m = obj.get("metadata")
+            m = m if isinstance(m, dict) else {}
+            keyed[(str(m.get("namespace") or ""), str(m.get("name") or ""))] = obj
     return out
 
 
@@ -261,6 +271,7 @@ class Incremental:
         self._kept: dict[str, tuple[Any, Any]] = {}  # name -> (key, value): keep()
         self._pools: dict[str, tuple[dict[str, Any], str | None]] = {}  # node -> (the Node, its pool's name)
         self._snapshot: Snapshot | None = None
+        self._derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = {}  # Snapshot.derived, last pass
         self.gate: Any = None  # controller.gate.GateMemo, kept by the gate itself
         self.lists_seen: int | None = None  # the cache's lists so far (runner.run_pass: a relist makes a full pass)
         self._pending_index: Index | None = None
@@ -296,6 +307,7 @@ class Incremental:
         self._pending_index = index
         # Each Node's pool, from the previous pass for the Nodes that are the same objects (doctor/snapshot.py).
         snapshot.known_pools = None if why else self._pools
+        snapshot.known_derived = None if why else self._derived
         self._snapshot = snapshot
         self._context, self._now, self._open, self._force = context, now, True, ""
         self._notes = list(snapshot.notes)
@@ -306,6 +318,7 @@ class Incremental:
             self._rules.clear()
             self._kept.clear()
             self._pools = {}
+            self._derived = {}
             self.gate = None
         return self.stats
 
@@ -313,6 +326,8 @@ class Incremental:
         self._index, self._pending_index, self._open = self._pending_index, None, False
         if self._snapshot is not None:
             self._pools = self._snapshot.pools_seen() or self._pools
+            self._derived = self._snapshot.derived_seen()
+            self._snapshot.known_derived = None
             self._snapshot.known_pools, self._snapshot = None, None
         if self._full:
             self._last_full = time.monotonic()

@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from fabricguard import names, objects
 from fabricguard.kube import Kube
@@ -32,6 +32,7 @@ from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError
 
 SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
+T = TypeVar("T")
 PROFILE_API_PREFIX = "fabricguard.io/"
 
 
@@ -53,6 +54,12 @@ class Snapshot:
                                                                             compare=False)
     _members: tuple[Any, dict[str, list[dict[str, Any]]], dict[str, tuple[dict[str, Any], str | None]]] | None = \
         field(default=None, init=False, repr=False, compare=False)
+    # (what, id of the object) -> (the object, what ``derived`` computed of it) from a previous snapshot whose
+    # objects are never edited in place, and from this one.
+    known_derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] | None = field(default=None, repr=False,
+                                                                                 compare=False)
+    _derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = field(default_factory=dict, init=False,
+                                                                        repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -103,6 +110,23 @@ class Snapshot:
                 out[pname].append(n)
         self._members = (profile, out, seen)
         return out
+
+    def derived(self, what: str, obj: dict[str, Any], fn: Callable[[dict[str, Any]], T]) -> T:
+        """``fn(obj)``, computed once per snapshot and object, and taken from ``known_derived`` when ``obj`` is
+        the very object seen there. ``fn`` must read nothing but ``obj`` (no profile, no clock) and ``what``
+        names it; callers read what it gives, never change it."""
+        key = (what, id(obj))
+        got = self._derived.get(key)
+        if got is not None and got[0] is obj:
+            return cast(T, got[1])
+        was = self.known_derived.get(key) if self.known_derived else None
+        value = was[1] if was is not None and was[0] is obj else fn(obj)
+        self._derived[key] = (obj, value)
+        return cast(T, value)
+
+    def derived_seen(self) -> dict[tuple[str, int], tuple[dict[str, Any], Any]]:
+        """What :meth:`derived` computed or kept for this snapshot's objects."""
+        return self._derived
 
     def pools_seen(self) -> dict[str, tuple[dict[str, Any], str | None]]:
         """Node name -> (the Node, its pool's name) as :meth:`pool_members` found them (empty before)."""
