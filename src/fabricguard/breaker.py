@@ -186,6 +186,18 @@ def reset(state: BreakerState, now: datetime) -> BreakerState:
     return replace(state, open=False, since=None, reason="", members=(), resets=state.resets + 1, reset_at=now)
 
 
+def states_of(fv: Mapping[str, Any] | None) -> dict[str, BreakerState]:
+    """The breakers a FabricValidation keeps in ``status.breakers`` (a list of states, each with its ``check``):
+    the one reader, for the controller that writes them and the agents that honour them."""
+    out: dict[str, BreakerState] = {}
+    status = (fv or {}).get("status")
+    entries = status.get("breakers") if isinstance(status, Mapping) else None
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, Mapping) and isinstance(entry.get("check"), str):
+            out[entry["check"]] = BreakerState.from_dict(entry)
+    return out
+
+
 def withheld(state: BreakerState, members: Iterable[str]) -> list[str]:
     """The members an open breaker keeps the caller from acting on (all of them); none while closed."""
     return sorted(members) if state.open else []

@@ -71,6 +71,8 @@ MANAGED_BY_VALUE = "fabricguard"
 # ------------------------------------------------------------------------------- node readiness (agent, doctor)
 # The node condition the agent writes and the doctor, controller and transition read.
 FABRIC_READY = "FabricReady"
+# Beside it, the node's RDMA ports and counters (agent/links.py); the controller quotes it when a job hangs.
+FABRIC_LINKS = "FabricLinks"
 # NodeReadinessRule taint keys must start with readiness.k8s.io/; the agent's --manage-taints uses the same keys.
 READINESS_TAINT_PREFIX = "readiness.k8s.io/"
 FABRIC_TAINT_PREFIX = "readiness.k8s.io/fabric-"

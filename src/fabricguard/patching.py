@@ -65,8 +65,8 @@ class Recorder:
     """The JSON Patch of the changes made to an object, recorded as they are made: no copy compared afterwards.
 
     ``Recorder.copy_of(obj)`` copies the object once and addresses every map and list of the copy by identity.
-    Each change goes through :meth:`set`, :meth:`append`, :meth:`pop` or :meth:`replace`: on a map or list of
-    the object it is made and its operation noted (``add``, ``replace`` or ``remove``, RFC 6901 escaped, list
+    Each change goes through :meth:`set`, :meth:`append`, :meth:`insert`, :meth:`pop` or :meth:`replace`: on a map
+    or list of the object it is made and its operation noted (``add``, ``replace`` or ``remove``, RFC 6901 escaped, list
     items by index); a map or list the changes themselves put in is new, so it is changed directly and its final
     content rides in the operation that added it. A key added and then removed again (an empty map put in on the
     way) leaves no operation, so a run that changes nothing records nothing.
@@ -149,6 +149,18 @@ class Recorder:
         items.append(value)
         if id(items) in self._up:
             self.ops.append({"op": "add", "path": f"{self._path(items)}/{len(items) - 1}", "value": value})
+        return value
+
+    def insert(self, items: list[Any], index: int, value: Any) -> Any:
+        """``items.insert(index, value)``, noted; the items after it are addressed by their new index from here
+        on (a later change to one of them names where it now is). Returns ``value``."""
+        items.insert(index, value)
+        if id(items) in self._up:
+            for j in range(index + 1, len(items)):
+                if id(items[j]) in self._up:
+                    self._up[id(items[j])] = (items, j)
+            self._paths.clear()  # a cache of addresses, some of which just moved
+            self.ops.append({"op": "add", "path": f"{self._path(items)}/{index}", "value": value})
         return value
 
     def replace(self, items: list[Any], index: int, value: Any) -> None:

@@ -15,10 +15,12 @@ linear time, dropping (and counting) a line longer than its cap instead of buffe
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -517,3 +519,69 @@ def looks_binary(head: bytes) -> bool:
     if not text:
         return False
     return len(text.translate(None, _TEXT_BYTES)) * 10 > len(text)
+
+
+def dir_fd_in(root: Path, parts: Sequence[str], *, create: int | None = None,
+              made: list[str] | None = None, start: int | None = None) -> int:
+    """The descriptor of the directory ``root/part/part/...``, walked one part at a time, never through a link.
+
+    Each part is opened relative to its parent's descriptor with ``O_NOFOLLOW | O_DIRECTORY`` (``openat``): no
+    path is resolved twice, so a part a tenant swaps for a link between two steps is refused as well. With
+    ``create`` (a mode), a missing part is made (``mkdirat``; the caller sets the final mode and owner on the
+    descriptor); each part made is appended to ``made``. A part that is a link, not a directory, empty, ``.`` or
+    ``..`` raises ``SourceError`` naming it; the caller closes the descriptor it gets. ``start``: walk from this
+    open directory (``root`` is then only its name in messages), so a walk can go on from where one ended."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        # The root is the caller's own mount (or a directory it opened): the walk starts from it as it is.
+        fd = os.dup(start) if start is not None else os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SourceError(str(root), None, f"cannot open the directory: {exc.strerror or exc}") from None
+    where = root
+    try:
+        for part in parts:
+            if part in ("", ".", "..") or "/" in part or "\0" in part:
+                raise SourceError(str(where / part), None, f"names {part!r}: each part must be a plain name")
+            where = where / part
+            try:
+                nfd = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if create is None:
+                    raise SourceError(str(where), None, "no such directory") from None
+                try:
+                    os.mkdir(part, create, dir_fd=fd)
+                    if made is not None:
+                        made.append(str(where))
+                except FileExistsError:
+                    pass  # made meanwhile by someone else: the open below decides what it is
+                except OSError as exc:
+                    raise SourceError(str(where), None, f"cannot create: {exc.strerror or exc}") from None
+                nfd = _open_part(part, flags, fd, where)
+            except OSError as exc:
+                nfd = _refuse_part(exc, where, part, fd)
+            os.close(fd)
+            fd = nfd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_part(part: str, flags: int, dir_fd: int, where: Path) -> int:
+    try:
+        return os.open(part, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        return _refuse_part(exc, where, part, dir_fd)
+
+
+def _refuse_part(exc: OSError, where: Path, part: str, dir_fd: int) -> int:
+    link = exc.errno == errno.ELOOP
+    if exc.errno == errno.ENOTDIR:  # O_DIRECTORY answers a link with ENOTDIR before O_NOFOLLOW's ELOOP
+        with contextlib.suppress(OSError):
+            link = stat.S_ISLNK(os.stat(part, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    if link:
+        raise SourceError(str(where), None, "is a link: refused (a link here could lead anywhere on the file "
+                          "system); remove it") from None
+    if exc.errno == errno.ENOTDIR:
+        raise SourceError(str(where), None, "is not a directory: remove it") from None
+    raise SourceError(str(where), None, f"cannot open: {exc.strerror or exc}") from None

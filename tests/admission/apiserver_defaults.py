@@ -5,7 +5,7 @@ TrainJob's trainer env): the defaults ``k8s.io/kubernetes/pkg/apis/core/v1/defau
 ``terminationMessagePath``/``terminationMessagePolicy``/``imagePullPolicy``, port protocol, ``fieldRef``
 ``apiVersion: v1``, pod ``dnsPolicy``/``schedulerName``/``securityContext``/``terminationGracePeriodSeconds``/
 ``enableServiceLinks``), the DefaultTolerationSeconds plugin's tolerations on Pods, the Job defaults and labels
-the Job registry adds, quantities in canonical form, and JSON ``omitempty`` (empty strings and false dropped).
+the Job registry adds, quantities in canonical form, and JSON ``omitempty`` (empty strings and false dropped, but not a security context's pointers).
 ``kueue_suspend`` adds what Kueue's webhook sets on a queued workload, which triggers reinvocation.
 """
 
@@ -19,9 +19,13 @@ from fabricguard.quantity import canonical
 UNREACHABLE = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
-def _omit_empty(value: Any) -> Any:
+def _omit_empty(value: Any, pointers: bool = False) -> Any:
+    """Go's ``omitempty``: empty strings, nulls and false dropped; a zero number and, in a security context
+    (every field a pointer: ``runAsUser: 0``, ``runAsNonRoot: false``), false as well are kept, as the API server
+    keeps them."""
     if isinstance(value, dict):
-        return {k: _omit_empty(v) for k, v in value.items() if v not in ("", False, None)}
+        return {k: _omit_empty(v, k == "securityContext") for k, v in value.items()
+                if not (v is None or (isinstance(v, str) and v == "") or (v is False and not pointers))}
     if isinstance(value, list):
         return [_omit_empty(v) for v in value]
     return value

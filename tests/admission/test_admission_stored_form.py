@@ -5,6 +5,9 @@ container ``terminationMessagePath``, canonical quantities) and, with ``reinvoca
 webhook again when a later webhook (Kueue's ``suspend``) changed the object; ``kubectl get -o yaml`` output is
 applied back the same way. Each of those must get an empty patch and be allowed. Hypothesis builds random
 workloads of every kind under every example profile for the same property.
+
+Every Admission here injects the job directory's init container (``--job-dir-image``, issue 24): its stored form
+(defaults on the init container) and the fuzzed users and groups must settle too.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from admission_support import KINDS, PROFILES, load_review, with_object
+from admission_support import KINDS, PROFILES, load_review, pod_specs, with_object
 from apiserver_defaults import kueue_suspend, stored_form
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -24,7 +27,8 @@ from fabricguard.admission import review as rv
 from fabricguard.admission.decide import Admission
 from fabricguard.profile import PlatformProfile, load_profile
 
-ADMISSIONS = {p.stem: Admission(load_profile(p)) for p in PROFILES}
+JOB_DIR_IMAGE = "ghcr.io/acme/fabricguard-agent:0.2.0"
+ADMISSIONS = {p.stem: Admission(load_profile(p), job_dir_image=JOB_DIR_IMAGE) for p in PROFILES}
 
 
 def answer(adm: Admission, review: dict[str, Any], endpoint: str = "review") -> dict[str, Any]:
@@ -53,7 +57,7 @@ def assert_settled(adm: Admission, review: dict[str, Any], obj: dict[str, Any]) 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_stored_form_of_every_kind_is_allowed_unchanged(profile: PlatformProfile, kind: str) -> None:
-    adm = Admission(profile)
+    adm = Admission(profile, job_dir_image=JOB_DIR_IMAGE)
     review = load_review(kind)
     obj = round_trip(adm, review)
     assert obj is not None
@@ -83,16 +87,6 @@ def test_injected_downward_env_with_its_default_api_version_is_not_a_conflict(
 GPU = "nvidia.com/gpu"
 
 
-def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    if obj["kind"] == "Pod":
-        return [obj["spec"]]
-    if obj["kind"] == "Job":
-        return [obj["spec"]["template"]["spec"]]
-    if obj["kind"] == "JobSet":
-        return [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
-    return []
-
-
 @st.composite
 def workloads(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     profile = draw(st.sampled_from(sorted(ADMISSIONS)))
@@ -106,7 +100,7 @@ def workloads(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         trainer["resourcesPerNode"] = {"limits": {GPU: draw(st.sampled_from(["8", "4", 8, "8.0"]))}}
         if draw(st.booleans()):
             trainer["env"].append({"name": "NCCL_DEBUG", "value": "INFO"})
-    for spec in _pod_specs(obj):
+    for spec in pod_specs(obj):
         for c in spec["containers"]:
             if GPU in (c.get("resources") or {}).get("limits", {}):
                 c["resources"]["limits"][GPU] = draw(st.sampled_from(["8", "4", 8, "8.0", "2"]))
@@ -125,6 +119,12 @@ def workloads(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
             if draw(st.booleans()):
                 init["restartPolicy"] = "Always"
             spec.setdefault("initContainers", []).append(init)
+        if draw(st.booleans()):  # who the workload runs as decides who gets the job's directory
+            spec["securityContext"] = draw(st.fixed_dictionaries({}, optional={
+                "runAsUser": st.sampled_from([0, 1000]), "runAsGroup": st.sampled_from([1000, 2000]),
+                "fsGroup": st.sampled_from([1000, 3000]), "runAsNonRoot": st.booleans()}))
+        if draw(st.booleans()):
+            spec["containers"][0].setdefault("securityContext", {})["runAsUser"] = draw(st.sampled_from([1000, 1001]))
         if draw(st.booleans()) and pool.tolerations:
             spec["tolerations"] = [dict(t.to_k8s(), operator="Equal") if "value" in t.to_k8s() else t.to_k8s()
                                    for t in pool.tolerations]

@@ -67,14 +67,16 @@ async def test_report_patches_only_its_condition(apiserver, tmp_path: Path, heal
     res = await agent.run_once()
     assert res.errors == [] and res.reported.status == "True"
     after = k8s.node(NODE_NAME)
-    assert [c["type"] for c in after["status"]["conditions"]] == [*KUBELET_TYPES, "FabricReady"]
+    # Its two conditions: FabricReady, and FabricLinks (the ports' counters, agent/links.py) in the same write.
+    assert [c["type"] for c in after["status"]["conditions"]] == [*KUBELET_TYPES, "FabricReady", "FabricLinks"]
     assert after["status"]["conditions"][:4] == before["status"]["conditions"]
     assert {k: v for k, v in after["status"].items() if k != "conditions"} == {
         k: v for k, v in before["status"].items() if k != "conditions"}
     assert after["spec"] == before["spec"] and after["metadata"]["labels"] == before["metadata"]["labels"]
     sub, ctype, body = k8s.patches[-1]
     assert (sub, ctype) == ("status", "application/strategic-merge-patch+json")
-    assert list(body) == ["status"] and [c["type"] for c in body["status"]["conditions"]] == ["FabricReady"]
+    assert list(body) == ["status"] and [c["type"] for c in body["status"]["conditions"]] == ["FabricReady",
+                                                                                               "FabricLinks"]
     c = condition(k8s)
     assert c is not None and (c["status"], c["reason"]) == ("True", "AllChecksPassed")
     assert c["lastHeartbeatTime"] == "2026-11-30T10:00:00Z"
@@ -232,7 +234,7 @@ async def test_sweep_account_may_only_mark_fabricready_unknown(apiserver, tmp_pa
     sweep = NodeClient(await connect(kubeconfig(tmp_path, url, "sweep"), table=SWEEPER_GRANTS))
     with pytest.raises(KubeError, match="may only set FabricReady to Unknown"):
         await sweep.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "FabricReady", "status": "True"}]}})
-    with pytest.raises(KubeError, match="only the FabricReady condition"):
+    with pytest.raises(KubeError, match="only the FabricReady and FabricLinks conditions"):
         await sweep.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
     assert (await sweep_stale(sweep, T0 + timedelta(hours=1), timedelta(seconds=180))).changed == [NODE_NAME]
     c = condition(k8s)
@@ -275,10 +277,10 @@ async def test_agent_cannot_touch_other_conditions_or_taints(apiserver, tmp_path
     k8s.policies = admission_policy("fabricguard-system")
     k8s.rbac = agent_rbac(manage_taints=True)  # RBAC lets it patch its Node: the admission policy refuses
     client = NodeClient(await connect(kubeconfig(tmp_path, url, "agent-own")))
-    with pytest.raises(KubeError, match="only the FabricReady condition") as err:
+    with pytest.raises(KubeError, match="only the FabricReady and FabricLinks conditions") as err:
         await client.patch_status(NODE_NAME, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
     assert err.value.status == 403
-    with pytest.raises(KubeError, match="only the FabricReady condition"):
+    with pytest.raises(KubeError, match="only the FabricReady and FabricLinks conditions"):
         await client.patch_status(NODE_NAME, {"status": {"allocatable": {"nvidia.com/gpu": "16"}}})
     with pytest.raises(KubeError, match=r"readiness\.k8s\.io/fabric-"):
         await client.patch_json(NODE_NAME, [{"op": "add", "path": "/spec/taints", "value": []}])

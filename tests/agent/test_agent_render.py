@@ -180,8 +180,9 @@ def test_manage_taints_adds_only_node_patch() -> None:
     objs = agent_manifests(load_profile(GKE), GKE.read_text(), IMAGE, manage_taints=True)
     [role] = [r for r in by_kind(objs, "ClusterRole") if r["metadata"]["name"] == "fabricguard-agent"]
     granted = {(g, res, v) for r in role["rules"] for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]}
+    # The pool's FabricValidation too: the agent must not re-taint what an open breaker withholds (issue 24).
     assert granted == {("", "nodes", "get"), ("", "nodes", "patch"), ("", "nodes/status", "patch"),
-                       ("resource.k8s.io", "resourceslices", "list")}
+                       ("resource.k8s.io", "resourceslices", "list"), ("fabricguard.io", "fabricvalidations", "get")}
     [ds] = by_kind(objs, "DaemonSet")
     assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]
 

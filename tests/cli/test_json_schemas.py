@@ -286,6 +286,10 @@ async def test_agent_sweep_matches_its_schema_swept_and_refused(tmp_path: Path) 
         assert r.exit_code == 2 and [x["node"] for x in doc["not_patched"]] == [ag.NODE_NAME], doc
         assert "forbidden" in doc["not_patched"][0]["error"].lower()
         r = await asyncio.to_thread(_cli, "agent-sweep", "--kubeconfig",
+                                    kubeconfig(tmp_path, url, "viewer", name="viewer"))
+        assert " ".join(r.stdout.split()).startswith(  # the text says the same word first
+            "FAILED agent-sweep · 0 stale FabricReady condition(s) set to Unknown, 1 left as they are"), r.stdout
+        r = await asyncio.to_thread(_cli, "agent-sweep", "--kubeconfig",
                                     kubeconfig(tmp_path, url, "sweep", name="sweep"), "--format", "json")
         doc = json.loads(r.stdout)
         assert_matches("StaleSweep", doc, r.exit_code)

@@ -120,7 +120,12 @@ def test_output_reads_at_its_width(case: Case, columns: int, terminal: bool, wid
     assert not table or (terminal and columns >= TABLE_MIN_WIDTH), "a table below the table width"
     reference = _output(case, width, 100_000, table)
     assert lines, "no output"
+    _assert_reads(lines, reference, data, columns, terminal, case.level_words)
 
+
+def _assert_reads(lines: list[str], reference: list[str], data: dict, columns: int, terminal: bool,
+                  level_words: tuple[str, ...] = ()) -> None:
+    """A reader's checks of ``lines`` printed at ``columns`` (``reference``: the same output without a width)."""
     # The verdict word first, on line 1, the same as the JSON's.
     assert lines[0].split()[0] == str(data["verdict"]).upper(), lines[0]
 
@@ -145,10 +150,10 @@ def test_output_reads_at_its_width(case: Case, columns: int, terminal: bool, wid
             assert body in commands or body in logs or " " not in body, f"line over {columns} columns: {line!r}"
 
     # Failures first: the blocks' level words never go back to a worse level.
-    if case.level_words and not terminal:
+    if level_words and not terminal:
         seen = [line.split()[0] for line in lines[1:] if line and not line[0].isspace()
-                and line.split()[0] in case.level_words]
-        ranks = [case.level_words.index(w) for w in seen]
+                and line.split()[0] in level_words]
+        ranks = [level_words.index(w) for w in seen]
         assert ranks == sorted(ranks), seen
 
 
@@ -166,3 +171,60 @@ def test_a_healthy_doctor_run_says_what_it_checked(width) -> None:
     lines = _output(CASES[1], width, 80, False)
     text = " ".join(lines)
     assert "checked" in text and "daemonset-never-ready" in text and "nothing to fix" in text
+
+
+@pytest.mark.slow  # 21 runs of three commands against the emulator: ~6-12 s
+async def test_commands_that_read_the_cluster_read_at_their_width(width, tmp_path: Path) -> None:
+    """``breaker status``, ``pool coverage`` (a breaker open, nodes that need a person first) and ``pool transition
+    status`` (waiting on a running gang) against the emulator, set up as test_json_schemas does: the same checks at
+    80 columns, 200 and piped."""
+    import asyncio
+    from datetime import timedelta
+
+    from kmock import Server
+    from test_json_schemas import _cli, _fv, _support
+
+    from fabricguard import breaker
+    from fabricguard.controller import proof as pf
+    from kube_support import Emulator, Rbac, kubeconfig
+
+    cs = _support("controller", "controller_support")
+    tt = _support("placement", "test_transition")
+    rbac = Rbac(admins={"admin"}).bind("platform-operator", tt.transition_roles(tt.NS))
+    tokens = {"t": {"username": "platform-operator"}, "admin": {"username": "admin"}}
+    async with Emulator(rbac=rbac, tokens=tokens) as k8s, Server(k8s) as server:
+        url = str(server.url).rstrip("/")
+        tt.seed(k8s, gang="Running")
+        cs.load_incident(k8s, only=("nodes",))
+        admin = kubeconfig(tmp_path, url, "admin", name="admin")
+        nodes = sorted(n for (res, _, n) in k8s.objects if res == "v1/nodes" and n.startswith("prd-gh200-"))
+        now = cs.NOW
+        rows = {n: pf.NodeProof(n, "proven", cs.ts(now - timedelta(hours=2)), "fgp-1", nodes[0], 44.9, "intra")
+                for n in nodes}
+        rows[nodes[-1]] = pf.NodeProof(nodes[-1], "suspect", None, "fgp-2", nodes[0], 3.1, "cross",
+                                       message="2 of 2 pairs with it failed: busbw 3.1 GB/s, under the floor 36")
+        state = pf.ProofState(nodes=rows, breaker=breaker.BreakerState(
+            True, now - timedelta(minutes=5), "4 of 6 nodes newly failing within 1h, budget 1", tuple(nodes)))
+        _fv(k8s, cs.POOL, {"proof": state.to_dict(40.0),
+                           "breakers": [{"check": "fabric.allocatable", **state.breaker.to_dict()}]})
+        prof = tmp_path / "proof.yaml"
+        prof.write_text(cs.PROFILE.replace("    canary:", "    proof: {every: 24h}\n    canary:"))
+        transition = ["pool", "transition", "status", "--from", tt.FROM, "--to", tt.TO, "--kubeconfig",
+                      kubeconfig(tmp_path, url, name="operator")]
+        r = await asyncio.to_thread(_cli, *["apply" if a == "status" else a for a in transition],
+                                    "--now", "2026-11-30T12:00:00Z")
+        assert r.exit_code == 1, r.output
+        commands = [["breaker", "status", "--kubeconfig", admin],
+                    ["pool", "coverage", "-p", prof, "--kubeconfig", admin, "--now", cs.ts(now)], transition]
+        for args in commands:
+            data = json.loads((await asyncio.to_thread(_cli, *args, "--format", "json")).stdout)
+            for columns, terminal in ((80, True), (200, True), (80, False)):
+                width(columns, terminal)
+                lines = [ANSI.sub("", x) for x in (await asyncio.to_thread(_cli, *args)).stdout.splitlines()]
+                table = any(BOX.search(line) for line in lines)
+                assert not table or (terminal and columns >= TABLE_MIN_WIDTH), (args[:2], "a table below its width")
+                width(100_000, table)
+                reference = [ANSI.sub("", x) for x in (await asyncio.to_thread(_cli, *args)).stdout.splitlines()]
+                _assert_reads(lines, reference, data, columns, terminal)
+            if args[1] == "coverage":  # the node that needs a person comes first
+                assert lines[lines.index("") + 1].startswith(f"{nodes[-1]}  suspect"), lines

@@ -72,6 +72,8 @@ def _cluster() -> dict[tuple[str, str, str], dict[str, Any]]:
             objs.append(gen.training_pod(f"team-{i % 3}", f"job-{i}", idx, gpu_nodes[(2 * i + idx) % len(gpu_nodes)],
                                          NOW - timedelta(hours=1), resources={"nvidia.com/gpu": "1"},
                                          image="registry.corp.example.com/ml/trainer:2025.09"))
+    for k, n in enumerate(x for x in objs if x["kind"] == "Node" and "gh200" in o.name_of(x)):
+        _fabric_ready(n, "True", NOW - timedelta(days=1) + timedelta(minutes=3 * k))  # leave the 24 h window in turn
     runs = [{"name": f"fgc-{POOL}-{i}", "outcome": "passed", "started": gen.ts(NOW - timedelta(minutes=10 * i)),
              "finished": gen.ts(NOW - timedelta(minutes=10 * i - 3)), "message": "ok"} for i in range(1, 4)]
     objs.append({"apiVersion": "fabricguard.io/v1alpha1", "kind": "FabricValidation",
@@ -231,13 +233,21 @@ def test_incremental_passes_equal_full_passes_over_random_event_sequences(seed: 
     assert inc.stats.kind == "incremental"  # the sequence really ran incremental passes
 
 
-def test_the_property_catches_a_dropped_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A throwaway break: the rules' reads of nodes are not noted, so a node change keeps stale findings. The
-    same harness must say where the results differ."""
-    monkeypatch.setitem(inc_mod.ATTRIBUTE_READS, "nodes", frozenset())
-    monkeypatch.setitem(inc_mod.ATTRIBUTE_READS, "node_by_name", frozenset())
+@pytest.mark.parametrize("dropped", ["nodes", "clock", "bounds"])
+def test_the_property_catches_a_dropped_dependency(monkeypatch: pytest.MonkeyPatch, dropped: str) -> None:
+    """Throwaway breaks: the rules' reads of nodes are not noted (a node change keeps stale findings), or their
+    reads of the clock are not (a DaemonSet's age stays what it was), or the bounds its comparisons with the clock
+    set are ignored (a node's FabricReady leaves the observe rule's 24 h window unseen). The same harness must say
+    where the results differ."""
+    if dropped == "nodes":
+        monkeypatch.setitem(inc_mod.ATTRIBUTE_READS, "nodes", frozenset())
+        monkeypatch.setitem(inc_mod.ATTRIBUTE_READS, "node_by_name", frozenset())
+    elif dropped == "clock":
+        monkeypatch.setattr(inc_mod, "reading_clock", lambda now: (now, inc_mod.ClockUse()))
+    else:
+        monkeypatch.setattr(inc_mod.ClockUse, "holds_at", lambda self, now: not self.exact)
     caught = [diff for seed in range(3) for diff in [_run(seed, 30)[1]] if diff]
-    assert caught, "dropping the rules' node dependency went unnoticed"
+    assert caught, f"dropping the rules' {dropped} dependency went unnoticed"
     assert "findings" in caught[0][0]
 
 
@@ -260,7 +270,7 @@ def test_a_pass_after_one_event_re_judges_only_what_it_touches() -> None:
     s = r.stats
     assert s is not None and s.kind == "incremental" and s.changed == {"Workload": 1}
     assert s.workloads_decided == 1 and s.workloads_kept == 5
-    assert not s.inventory_built
+    assert "pod index" in s.kept and s.built == []
     clock = sum(1 for rule in RULES if reads_clock(rule.fn))
     assert s.rules_kept >= len(RULES) - clock - 2, s  # the few that read Workloads, and those that read the clock
     # Its write lands (one more Workload event); then nothing changed: no rule but the clock's runs, nothing
@@ -270,7 +280,9 @@ def test_a_pass_after_one_event_re_judges_only_what_it_touches() -> None:
               incremental=inc)
     r = reconcile(Snapshot(objects=list(cluster.values()), source="test"), profile, NOW + timedelta(seconds=10),
                   CFG, incremental=inc)
-    assert r.stats is not None and r.stats.changed == {} and r.stats.rules_run == clock
+    # Only the rules whose last run's use of the clock does not hold now run again (the incident's plugin
+    # DaemonSet is reported with its age): fewer than those that may read it.
+    assert r.stats is not None and r.stats.changed == {} and 0 < r.stats.rules_run < clock, r.stats
     assert not [a for a in r.actions if isinstance(a, ApplyStatus) and a.plural == "workloads"]
 
 
@@ -297,6 +309,33 @@ def test_full_pass_when_the_context_changes_or_a_pass_did_not_finish() -> None:
     r = reconcile(snap, profile, NOW, CFG, incremental=inc)
     assert r.stats is not None and r.stats.why == "a read was listed again"
     assert Incremental(full_every_s=0).begin(snap, (profile, CFG, ""), NOW).kind == "full"
+
+
+def test_the_reading_clock_notes_every_use_and_bounds_comparisons() -> None:
+    at = NOW
+    exact = [lambda c: c - (at - timedelta(days=1)), lambda c: c == at, lambda c: c.timestamp(), lambda c: f"{c}",
+             lambda c: str(c), lambda c: hash(c), lambda c: c.tzinfo, lambda c: gen.ts(c),
+             lambda c: (c + timedelta(1)).year, lambda c: at - c, lambda c: str(max([at - timedelta(1), c]))]
+    for use in exact:
+        clock, how = inc_mod.reading_clock(at)
+        use(clock)
+        assert how.exact and not how.holds_at(at), use
+    # A comparison with a time bounds the times at which it comes out the same (open interval, both sides).
+    day = timedelta(days=1)
+    clock, how = inc_mod.reading_clock(at)
+    assert (at - day + timedelta(hours=1)) >= clock - day  # inside the window: until an hour from now
+    assert not how.exact and how.before == at + timedelta(hours=1) and how.after is None
+    assert how.holds_at(at + timedelta(minutes=59)) and not how.holds_at(at + timedelta(hours=1))
+    clock, how = inc_mod.reading_clock(at)
+    assert not (at - 2 * day) >= clock - day and how.after == at - day and how.holds_at(at + day)
+    assert not how.holds_at(at - day)
+    clock, how = inc_mod.reading_clock(at)
+    assert sorted([clock, at - day])[0] == at - day and how.after == at - day and not how.exact
+    clock, how = inc_mod.reading_clock(at)
+    later = clock - timedelta(hours=1)
+    assert type(later) is type(clock) and not how.used and later < clock and not how.used  # same clock: no bound
+    clock, how = inc_mod.reading_clock(at)
+    assert isinstance(clock, datetime) and [clock][0] is clock and not how.used
 
 
 def test_reads_clock_is_true_unless_the_rule_deletes_now_first() -> None:

@@ -6,7 +6,7 @@ checkpoint is never called hung."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -42,12 +42,45 @@ class Ras:
         return self.answers[min(len(self.asked), len(self.answers)) - 1]
 
 
-async def _run(k8s, kc, tmp_path: Path, prof, ras: Ras, minutes: list[int | None]):  # type: ignore[no-untyped-def]
-    """``minutes``: per pass (one a minute), the dump round written before it (None: the job wrote nothing)."""
+def flapping_links(tmp_path: Path, read_at: datetime) -> dict:  # type: ignore[type-arg]
+    """The FabricLinks condition an agent writes (agent/links.py, on a sysfs tree) for a node whose mlx5_3 link
+    went down and up and keeps taking symbol errors, while nothing moves."""
+    from fabricguard.agent.links import LinkWatch, build_links_condition
+
+    root = tmp_path / "node-009"
+    for dev, state in (("mlx5_0", "4: ACTIVE"), ("mlx5_3", "4: ACTIVE")):
+        port = root / "sys/class/infiniband" / dev / "ports/1"
+        (port / "counters").mkdir(parents=True)
+        for f, v in (("state", state), ("phys_state", "5: LinkUp"), ("rate", "400 Gb/sec (4X NDR)"),
+                     ("link_layer", "Ethernet")):
+            (port / f).write_text(v + "\n")
+        for f in ("port_rcv_data", "port_xmit_data", "link_downed", "symbol_error", "port_rcv_errors"):
+            (port / "counters" / f).write_text("0\n")
+    w = LinkWatch()
+    w.judge(root, 0.0)
+    (root / "sys/class/infiniband/mlx5_3/ports/1/counters/link_downed").write_text("2\n")
+    (root / "sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error").write_text("4810\n")
+    return build_links_condition(*w.judge(root, 60.0), None, read_at)
+
+
+def _put_links(k8s, node: str, cond: dict) -> None:  # type: ignore[no-untyped-def,type-arg]
+    key = ("v1/nodes", None, node)
+    obj = json.loads(json.dumps(k8s.objects[key].raw)) if key in k8s.objects else {"metadata": {"name": node}}
+    conds = [c for c in obj.setdefault("status", {}).get("conditions", []) if c.get("type") != "FabricLinks"]
+    obj["status"]["conditions"] = [*conds, cond]
+    k8s.objects[key] = obj
+
+
+async def _run(k8s, kc, tmp_path: Path, prof, ras: Ras, minutes: list[int | None],  # type: ignore[no-untyped-def]
+               links: dict[str, dict] | None = None):  # type: ignore[type-arg]
+    """``minutes``: per pass (one a minute), the dump round written before it (None: the job wrote nothing);
+    ``links``: node -> the FabricLinks condition its agent wrote."""
     job = megatron(nodes=16, gpus=1)
     lustre = tmp_path / "lustre"
     d = lustre / dump_dir(prof, prof.spec.inspector, NS, job.name)
     _objects(k8s, job)
+    for node, cond in (links or {}).items():
+        _put_links(k8s, node, cond)
     lj = LiveJobs(prof, lustre)
     metrics = Metrics()
     cfg = RunConfig(prof, image="x", kubeconfig=kc, lustre_root=lustre, identity="solo")
@@ -68,9 +101,12 @@ async def _run(k8s, kc, tmp_path: Path, prof, ras: Ras, minutes: list[int | None
 async def test_a_job_hung_on_one_rank_is_annotated_within_two_queries(cluster, tmp_path) -> None:
     k8s, kc = cluster
     ras = Ras("v2.30.7-hung-rank9-q1.json", "v2.30.7-hung-rank9-q2.json")
+    # The waited-for node's agent last wrote its NICs at minute 6 (a link flapped, symbol errors); another
+    # waited-for node is not in the answer, so only node 009's NICs ride along.
+    links = {"gpu-node-009": flapping_links(tmp_path, NOW + timedelta(minutes=6))}
     # Three minutes of collectives, then nothing: the stall window (5m) ends at minute 7.
     job, asked, hung_at, metrics = await _run(k8s, kc, tmp_path, _profile("5m"), ras,
-                                              [0, 1, 2, None, None, None, None, None, None, None, None])
+                                              [0, 1, 2, None, None, None, None, None, None, None, None], links)
     assert asked[:7] == [0] * 7  # nothing is asked before the window
     assert asked[7] == 1 and asked[8] == 2 and hung_at == 8  # the second query confirms
     assert asked[-1] == 2  # told once; not asked again
@@ -79,9 +115,22 @@ async def test_a_job_hung_on_one_rank_is_annotated_within_two_queries(cluster, t
     (w,) = hang["waited_for"]
     assert (w["rank"], w["pod"], w["node"]) == (9, job.host(9), "gpu-node-009")
     assert hang["transport"]  # the job's last transport verdict rides along
+    # ... and that node's NIC counters, with their age (hung at minute 8, read at 6).
+    nic = hang["nics"]["gpu-node-009"]
+    assert (nic["status"], nic["reason"], nic["age_s"], nic["stale"]) == ("False", "LinkFlapped", 120, False)
+    assert nic["counters"].startswith("2 port(s), 1 in trouble: mlx5_3/1 up 400G rx 0 B/s, tx 0 B/s over 60 s "
+                                      "downed 2(+2), symbol 4810(+4810)")
+    assert len(js["metadata"]["annotations"][ANN_HANG]) <= 2000
+    # `kubectl fabricguard why` says it too.
+    from fabricguard.controller.why import explain
+
+    ans = explain(job.name, js, "JobSet", NS, [], {}, NOW + timedelta(minutes=9))
+    assert ans.state == "hung" and "rank 9" in ans.cause and "its NICs (FabricLinks False/LinkFlapped" in ans.cause
     events = [e for e in live(k8s, "v1/events") if e["involvedObject"].get("name") == job.name]
     (ev,) = [e for e in events if e["reason"] == "FabricJobHung"]
     assert "rank 9" in ev["message"] and "gpu-node-009" in ev["message"] and ev["type"] == "Warning"
+    assert "its NICs (FabricLinks False/LinkFlapped, read 2 min ago): 2 port(s), 1 in trouble: mlx5_3/1" in ev[
+        "message"] and len(ev["message"]) <= 1024
     assert metrics.registry.get_sample_value("fabricguard_job_hung", {"namespace": NS, "job": job.name,
                                                                        "node": "gpu-node-009", "rank": "9"}) == 1
 
@@ -99,3 +148,33 @@ async def test_a_healthy_job_with_a_ten_minute_checkpoint_is_never_called_hung(c
     ras = Ras("v2.30.7-checkpoint.json")
     _job, asked, hung_at, _m = await _run(k8s, kc, tmp_path / "b", _profile("5m"), ras, checkpoint)
     assert hung_at is None and asked[-1] == 2
+
+
+def test_the_hang_says_when_the_nic_counters_are_stale_or_absent(tmp_path) -> None:
+    """The NIC counters come from the node's agent: older than two heartbeats they are marked stale (the agent
+    stopped writing: the node itself may be the problem); a node without the condition says why there are none;
+    however long the agent's message, the annotation and Event stay bounded."""
+    from fabricguard.controller.hang import NIC_STALE_S, hang_actions, node_links
+    from fabricguard.controller.suspects import PodPlace
+    from fabricguard.nccl.ras import HangVerdict, WaitedFor
+
+    job = type("Job", (), {"namespace": NS, "name": "llm", "kind": "JobSet", "plural": "jobsets",
+                           "api_version": "jobset.x-k8s.io/v1alpha2",
+                           "obj": {"metadata": {"name": "llm", "namespace": NS, "uid": "u"}}})()
+    verdict = HangVerdict(True, "rule", [WaitedFor("c", 9, "10.8.0.19", 1, 0, "behind on AllReduce"),
+                                         WaitedFor("c", 3, "10.8.0.13", 1, 0, "behind on AllReduce")])
+    places = {"10.8.0.19": PodPlace("w-9", "node-9", ("10.8.0.19",)),
+              "10.8.0.13": PodPlace("w-3", "node-3", ("10.8.0.13",))}
+    old = flapping_links(tmp_path, NOW)
+    old["message"] = old["message"] + "; " + "x" * 3000  # an agent's message at its longest and then some
+    nodes = [{"metadata": {"name": "node-9"}, "status": {"conditions": [old]}}, {"metadata": {"name": "node-3"}}]
+    later = NOW + timedelta(seconds=NIC_STALE_S + 60)
+    actions, summary = hang_actions(job, verdict, places, "ib", "observe", None, later, node_links(nodes))  # type: ignore[arg-type]
+    nine, three = summary["nics"]["node-9"], summary["nics"]["node-3"]
+    assert nine["stale"] is True and nine["age_s"] == NIC_STALE_S + 60 and len(nine["counters"]) == 400
+    assert "no FabricLinks condition on the node" in three["absent"]
+    ann, ev = actions[0], actions[1]
+    assert len(json.dumps(summary, separators=(",", ":"))) <= 2000
+    message = ev.body["message"]  # type: ignore[attr-defined]
+    assert "STALE: older than 10 min" in message and "LinkFlapped" in message
+    assert ann is not None

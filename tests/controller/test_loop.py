@@ -1,4 +1,5 @@
-"""The long-running loop: a watch event brings the next pass forward; /metrics serves what the pass saw."""
+"""The long-running loop: a watch event brings the next pass forward, an incremental one; /metrics serves what
+the pass saw."""
 
 from __future__ import annotations
 
@@ -37,7 +38,16 @@ async def test_a_new_workload_is_handled_on_its_watch_event_not_at_resync(cluste
                 break
         assert state is not None and "no canary has finished yet" in state["message"]
         assert time.monotonic() - t0 < 10
+        # That pass was incremental (the first was full): it decided the new Workload, not every rule again.
+        for _ in range(100):
+            if metrics.passes.labels("incremental")._value.get() >= 1:
+                break
+            await asyncio.sleep(0.1)
+        assert metrics.passes.labels("full")._value.get() >= 1
+        assert metrics.passes.labels("incremental")._value.get() >= 1
         text = metrics.exposition().decode()
+        assert 'fabricguard_reconcile_passes_total{kind="incremental"}' in text
+        assert "fabricguard_reconcile_reevaluated_objects" in text
         assert 'fabricguard_admission_check_pending_workloads{pool="gh200-roce"}' in text
         assert "fabricguard_controller_leader 1.0" in text
     finally:

@@ -651,3 +651,30 @@ def test_a_profile_whose_pools_all_use_the_startup_taint_renders_no_readiness_co
     assert agent.remove == [install.Step("delete", install.AGENT)]
     ds = next(o for o in agent.objects if o["kind"] == "DaemonSet")
     assert "--manage-taints" in ds["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_the_kubectl_plugins_viewer_role_comes_from_its_permission_table(rendered) -> None:
+    """50-controller carries ClusterRole and Role fabricguard-viewer: the plugin's table (PLUGIN_GRANTS) and nothing
+    more, read verbs only, not aggregated to view, labelled for prune with its component; the README binds it."""
+    from fabricguard.controller.viewer import PLUGIN_GRANTS, VIEWER, bind_commands
+    from fabricguard.rbac import rbac_rules
+
+    _profile, out, _comps, built = rendered
+    objs = [d for d in yaml.safe_load_all((out / install.CONTROLLER / "manifests.yaml").read_text()) if d]
+    mine = {(d["kind"], d["metadata"].get("namespace")): d for d in objs if d["metadata"]["name"] == VIEWER}
+    assert set(mine) == {("ClusterRole", None), ("Role", "fabricguard-system")}
+    assert mine["ClusterRole", None]["rules"] == rbac_rules(PLUGIN_GRANTS, "cluster")
+    assert mine["Role", "fabricguard-system"]["rules"] == rbac_rules(PLUGIN_GRANTS, "namespace") == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+    for role in mine.values():
+        assert {v for r in role["rules"] for v in r["verbs"]} <= {"get", "list"}
+        assert not any("*" in r["apiGroups"] + r["resources"] + r["verbs"] for r in role["rules"])
+        labels = role["metadata"]["labels"]
+        assert labels[names.LABEL_INSTALL_COMPONENT] == install.CONTROLLER
+        assert not any(k.startswith("rbac.authorization.k8s.io/aggregate-to") for k in labels)
+    assert not [d for d in objs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+                and d["roleRef"]["name"] == VIEWER]  # who may read is the cluster's decision
+    text = (out / "README.md").read_text()
+    assert all(cmd in text for cmd in bind_commands("fabricguard-system"))
+    if built:
+        assert sum(1 for d in built if d["metadata"]["name"] == VIEWER) == 2

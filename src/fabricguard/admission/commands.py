@@ -114,6 +114,10 @@ def serve_cmd(
     shutdown_timeout: float = typer.Option(15.0, "--shutdown-timeout", min=0.0,
                                            help="After the delay: seconds in-flight requests get to finish."),
     mode: Mode = mode_option(),
+    job_dir_image: str | None = typer.Option(
+        None, "--job-dir-image", help="Image (with the fabricguard CLI) of the init container that makes the "
+                                      "job's directory the workload's, where the profile names none "
+                                      "(storage.lustre.jobDirectory.image); without either, none is injected."),
 ) -> None:
     """Run the HTTPS admission webhook (/mutate, /validate; /healthz, /readyz, /metrics on both ports)."""
     import ssl
@@ -122,6 +126,12 @@ def serve_cmd(
     from fabricguard.admission.server import serve
 
     prof = _profile(profile)
+    if job_dir_image is not None:
+        from fabricguard.imageref import reference_problem
+
+        problem = reference_problem(job_dir_image)
+        if problem:
+            fail(f"--job-dir-image: {problem}", hint="pass the node agent's image, repo:tag@sha256:<index digest>")
     problem = tls_pair_problem(cert, key)
     if problem:
         fail(problem, hint="mount the cert-manager secret there (tls.crt, tls.key), or pass --cert/--key")
@@ -138,7 +148,7 @@ def serve_cmd(
         cache = TemplateCache(kube_lister())
         resolve, background = cache.resolve, cache.run
     try:
-        serve(Admission(prof, resolve, mode.value), cert, key, host=host, port=port, max_body=max_body,
+        serve(Admission(prof, resolve, mode.value, job_dir_image), cert, key, host=host, port=port, max_body=max_body,
               reload_interval=reload_interval, body_timeout=body_timeout, health_port=health_port,
               shutdown_delay=shutdown_delay, shutdown_timeout=shutdown_timeout, background=background)
     except ssl.SSLError as exc:
@@ -161,6 +171,9 @@ def render_webhook_cmd(
                                     "open to every pod and node, not only the API server."),
     webhook_port: int = WEBHOOK_PORT_OPT,
     monitoring: str = monitoring_option(),
+    job_dir_image: str | None = typer.Option(
+        None, "--job-dir-image", help="Image of the init container that makes the job's directory the "
+                                      "workload's (default: --image; render install passes the agent's)."),
 ) -> None:
     """Print the webhook's Deployment, Service, PDB, NetworkPolicy, cert-manager objects and configurations."""
     from fabricguard.admission.render import image_warnings, manifests, to_yaml
@@ -171,6 +184,10 @@ def render_webhook_cmd(
     problem = reference_problem(image)
     if problem:
         fail(problem, hint="e.g. --image registry.example.com/fabricguard@sha256:<digest of the multi-arch index>")
+    if job_dir_image is not None:
+        problem = reference_problem(job_dir_image)
+        if problem:
+            fail(f"--job-dir-image: {problem}", hint="e.g. the node agent's image, repo:tag@sha256:<index digest>")
     cidrs = _cidrs(apiserver_cidr, any_source)
     for w in image_warnings(image):
         say(("warning:", "yellow"), f" {w}", err=True)
@@ -182,7 +199,7 @@ def render_webhook_cmd(
     port = check_port("--webhook-port", webhook_port)
     sys.stdout.write(to_yaml(manifests(profile_text(profile), image, namespace, cidrs, [hook] if hook else None,
                                        claim_templates=claims, port=port,
-                                       monitoring=check_monitoring(monitoring))))
+                                       monitoring=check_monitoring(monitoring), job_dir_image=job_dir_image)))
 
 
 

@@ -88,8 +88,11 @@ def _declared_kind(obj: dict[str, Any]) -> tuple[str, str]:
 class Admission:
     """Decides admission requests against one platform profile."""
 
-    def __init__(self, profile: PlatformProfile, resolve: Resolver | None = None, mode: str = "enforce") -> None:
+    def __init__(self, profile: PlatformProfile, resolve: Resolver | None = None, mode: str = "enforce",
+                 job_dir_image: str | None = None) -> None:
         self.profile = profile
+        # The job directory's init container image where the profile names none (``--job-dir-image``).
+        self.job_dir_image = job_dir_image
         # The install's mode; a pool's own ``mode`` field wins (profile.mode_of). Observe: warn, never deny.
         self.mode: Mode = "observe" if mode == "observe" else "enforce"
         # Looks up ResourceClaimTemplates for DRA pools (admission/claims.py); None: not checked, with a warning.
@@ -191,7 +194,7 @@ class Admission:
         key = (s.pool.name, s.workload.opted_out)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out)
+            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out, self.job_dir_image)
         m = mutate_workload(s.workload, self.profile, s.pool, plan, self.resolve)
         if not m.allowed:
             return _deny(uid, m.message)

@@ -23,6 +23,7 @@ owns the ``node`` container's env) and the rest into a ``runtimePatches`` entry 
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from fabricguard.patching import pointer as pointer
 from fabricguard.patching import stored as stored
 from fabricguard.profile.model import PlatformProfile, Pool
 from fabricguard.socket_ifname import IfnameList
+from fabricguard.storage import jobdir
 
 MANAGER = names.ADMISSION_MANAGER
 SHM_VOLUME = "fabricguard-shm"
@@ -97,6 +99,10 @@ class Plan:
     # The fabric's userspace from the host and the cluster's pod additions (admission/runtime.py).
     extras: runtime.PodExtras = runtime.NO_EXTRAS
     inspector: insp.InspectorPlan | None = None
+    # The init container that makes the job's directory the workload's (storage/jobdir.py): its image, and the
+    # directories under the job's it makes as well; None where the job's directory is not mounted or it is off.
+    job_dir_image: str | None = None
+    job_dir_subdirs: tuple[str, ...] = ()
 
 
 def socket_ifname(fabric: str, configured: str | None) -> str | None:
@@ -121,7 +127,16 @@ def _subpath_expr(template: str) -> str:
     return template.replace("{namespace}", f"$({ENV_NS})").replace("{job}", f"$({ENV_JOB})")
 
 
-def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
+def _below(path: str) -> str:
+    """A directory under the job's as the init container makes it (``a//b/`` is ``a/b``); "" for none or one
+    that leaves the job's directory (the webhook's NCCL_DEBUG_FILE then points at what the user made)."""
+    norm = posixpath.normpath("/" + path).lstrip("/")
+    return "" if not norm or ".." in path.split("/") else norm
+
+
+def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool, job_dir_image: str | None = None) -> Plan:
+    """What the pool injects; ``job_dir_image``: the job directory's init container image when the profile names
+    none (the webhook's ``--job-dir-image``, the node agent's image in an install)."""
     f = pool.fabric
     fabric = f.has_fabric and not opted_out
     annotations: dict[str, str] = {}
@@ -171,6 +186,13 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         if topo.sliceLevel and topo.sliceSize:
             tas[TAS_SLICE] = topo.sliceLevel
             tas[TAS_SLICE_SIZE] = str(topo.sliceSize)
+    inspector = insp.inspector_plan(profile, pool, fabric)
+    dir_image = None
+    subdirs: tuple[str, ...] = ()
+    if lustre is not None and lustre.jobDirectory.enabled:
+        dir_image = lustre.jobDirectory.image or job_dir_image
+        ins = profile.inspector_for(pool) if inspector is not None else None
+        subdirs = tuple(d for d in (_below(lustre.logDir), _below(ins.dumpDir) if ins else "") if d)
     return Plan(
         pool=pool,
         fabric=fabric,
@@ -187,7 +209,9 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool) -> Plan:
         lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
         shm=shm_volume(pool),
         extras=runtime.extras(profile, pool, fabric=fabric),
-        inspector=insp.inspector_plan(profile, pool, fabric),
+        inspector=inspector,
+        job_dir_image=dir_image,
+        job_dir_subdirs=subdirs,
     )
 
 
@@ -339,21 +363,25 @@ def env_entries(plan: Plan, job_label: str, with_storage: bool, group_label: str
     the kubelet from the two labels (a value may name variables defined before it)."""
     out: list[dict[str, Any]] = []
     if with_storage and plan.lustre_claim:
-        out.append({"name": ENV_NS, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
-        if group_label:
-            out.append({"name": ENV_WORKLOAD,
-                        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
-            out.append({"name": ENV_GROUP,
-                        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{group_label}']"}}})
-            out.append({"name": ENV_JOB, "value": f"$({ENV_WORKLOAD})/$({ENV_GROUP})"})
-        else:
-            out.append({"name": ENV_JOB,
-                        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
+        out += job_env(job_label, group_label)
         # The Lustre client tags each request with this value where jobid_var names it (docs/storage.md).
         out.append({"name": names.LUSTRE_JOBID_ENV, "value": f"$({ENV_NS}).$({ENV_JOB})"})
     out += [{"name": k, "value": v} for k, v in plan.env]
     if with_storage and plan.debug_file:
         out.append({"name": "NCCL_DEBUG_FILE", "value": plan.debug_file})
+    return out
+
+
+def job_env(job_label: str, group_label: str | None = None) -> list[dict[str, Any]]:
+    """FG_NAMESPACE and FG_JOB (from the pod's namespace and job label), which the job directory's
+    ``subPathExpr`` names."""
+    out: list[dict[str, Any]] = [{"name": ENV_NS, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    if group_label:
+        out.append({"name": ENV_WORKLOAD, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
+        out.append({"name": ENV_GROUP, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{group_label}']"}}})
+        out.append({"name": ENV_JOB, "value": f"$({ENV_WORKLOAD})/$({ENV_GROUP})"})
+    else:
+        out.append({"name": ENV_JOB, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{job_label}']"}}})
     return out
 
 
@@ -470,6 +498,26 @@ def inject_template(inj: Injector, plan: Plan, template: dict[str, Any], w: Work
     if plan.fabric:  # a DRA pool's claim (admission/claims.py); nothing for device-plugin pools
         dra_claims.inject(inj, plan.pool, spec, gpu, where, w.namespace, resolve)
     insp.inject(plan.inspector, spec, gpu, where, inj.warnings, inj.patch)  # admission/inspector.py
+    inject_job_dir(inj, plan, spec, gpu, job_label, w.group_label)  # last: it goes first in initContainers
+
+
+def inject_job_dir(inj: Injector, plan: Plan, spec: dict[str, Any], gpu: list[dict[str, Any]], job_label: str,
+                   group_label: str | None) -> None:
+    """The init container that makes the job's directory the workload's (``storage/jobdir.py``), first in the
+    pod's init containers. One of its name already there is ours: left alone when it is the one this pod needs
+    (a reinvocation, a stored form), brought up to date when not (another webhook changed the pod's user)."""
+    if not (plan.job_dir_image and plan.lustre_claim and plan.lustre_subpath_expr and gpu):
+        return
+    want = jobdir.init_container(plan.job_dir_image, LUSTRE_VOLUME, plan.lustre_subpath_expr, plan.job_dir_subdirs,
+                                 jobdir.owner_for(spec, gpu), job_env(job_label, group_label))
+    inits = inj.child_list(spec, "initContainers")
+    for i, c in enumerate(inits):
+        if isinstance(c, dict) and c.get("name") == jobdir.INIT_CONTAINER:
+            # Compared on what it sets: the API server fills in terminationMessagePath and the like.
+            if any(stored(c.get(k), k) != stored(v, k) for k, v in want.items()):
+                inj.patch.replace(inits, i, want)
+            return
+    inj.patch.insert(inits, 0, want)
 
 
 # ---------------------------------------------------------------------------------------------- per kind

@@ -122,9 +122,11 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
               apiserver_cidrs: list[str] | None = None,
               extra_mutating: list[dict[str, Any]] | None = None, *,
               claim_templates: bool = False, mode: str = "enforce", port: int = PORT,
-              monitoring: str = "prometheus-operator") -> list[dict[str, Any]]:
+              monitoring: str = "prometheus-operator", job_dir_image: str | None = None) -> list[dict[str, Any]]:
     """Every object that installs the webhook; ``apiserver_cidrs`` narrow the NetworkPolicy to the API server;
     ``extra_mutating``: further entries of the mutating configuration (the fabric DaemonSets' tolerations).
+    ``job_dir_image``: the image of the job directory's init container where the profile names none (the node
+    agent's in an install: already on every GPU node, ours, with the CLI; default: ``image``).
 
     ``claim_templates`` (a profile with DRA claim pools): the webhook lists ResourceClaimTemplates, so it gets a
     service-account token, a ClusterRole that lists them and an egress rule to the API server."""
@@ -144,7 +146,7 @@ def manifests(profile_text: str, image: str, namespace: str = "fabricguard-syste
                  "--cert", "/etc/fabricguard/tls/tls.crt", "--key", "/etc/fabricguard/tls/tls.key",
                  "--host", "0.0.0.0", "--port", str(port), "--health-port", str(HEALTH_PORT),
                  "--shutdown-delay", str(SHUTDOWN_DELAY), "--shutdown-timeout", str(SHUTDOWN_TIMEOUT),
-                 "--mode", mode],
+                 "--mode", mode, "--job-dir-image", job_dir_image or image],
         "ports": [{"name": "https", "containerPort": port, "protocol": "TCP"},
                   {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/readyz", **health_probe}, "periodSeconds": 5,

@@ -292,8 +292,11 @@ def sweep_cmd(
         print_json({"verdict": "failed" if res.failed else "pass", "stale": res.changed,
                     "not_patched": [{"node": n, "error": e} for n, e in res.failed.items()]}, "StaleSweep")
     else:
-        console.print(f"{len(res.changed)} stale FabricReady condition(s) set to Unknown: "
-                      f"{', '.join(res.changed) or '-'}")
+        verdict_line("failed" if res.failed else "pass", "agent-sweep",
+                     f"{len(res.changed)} stale FabricReady condition(s) set to Unknown"
+                     + (f", {len(res.failed)} left as they are" if res.failed else ""))
+        if res.changed:
+            paragraph("set to Unknown: " + ", ".join(res.changed), first="  ", indent="    ")
         for name, why in res.failed.items():
             err_console.print(f"[bold red]error:[/] stale FabricReady on Node {name} left as it is: {why}",
                               markup=True, highlight=False)

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from fabricguard.probes.host import MAX_TABLE, read_rdma, read_small
 from fabricguard.probes.lustre_client import LUSTRE_DIRS, parse_import_state, parse_stats, target_of
+from fabricguard.probes.nic_counters import read_port_counters
 
 _PHYS = re.compile(r"^\s*(\d+)")
 
@@ -38,14 +39,6 @@ _PHYS = re.compile(r"^\s*(\d+)")
 def _read(p: Path) -> str | None:
     # The probes' guarded read: a FIFO, a device or an oversized file is refused before it is opened.
     return read_small(p, MAX_TABLE)
-
-
-def _counter(p: Path) -> int | None:
-    text = _read(p)
-    try:
-        return int(text.strip()) if text is not None else None
-    except ValueError:
-        return None
 
 
 _target = target_of
@@ -79,17 +72,15 @@ class FabricCollector(Collector):
         symbols = CounterMetricFamily("fabricguard_rdma_port_symbol_errors", "Symbol errors on the port's link.",
                                       labels=["device", "port"])
         _, ports = read_rdma(self.root)
-        base = self.root / "sys/class/infiniband"
         for p in ports:
             up.add_metric([p.device, p.port, (p.link_layer or "").strip()], 1 if p.active else 0)
             m = _PHYS.match(p.phys_state or "")
             if m:
                 phys.add_metric([p.device, p.port], int(m.group(1)))
-            counters = base / p.device / "ports" / p.port / "counters"
-            for family, name in ((downed, "link_downed"), (symbols, "symbol_error")):
-                value = _counter(counters / name)
-                if value is not None:
-                    family.add_metric([p.device, p.port], value)
+            counters = read_port_counters(self.root, p.device, p.port)  # the one reader (FabricLinks uses it)
+            for family, name in ((downed, "downed"), (symbols, "symbol")):
+                if name in counters:
+                    family.add_metric([p.device, p.port], counters[name])
         yield from (up, phys, downed, symbols)
 
     def _lustre(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

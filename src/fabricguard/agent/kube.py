@@ -27,11 +27,13 @@ __all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_gr
 
 
 def agent_grants(manage_taints: bool = False, dra: bool = True) -> frozenset[Grant]:
-    """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints;
+    """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints and
+    read its pool's FabricValidation (the controller's breakers, which it must not undo);
     list its node's ResourceSlices (a DRA pool's fabric is offered there, and GPUs a DRA driver offers are too,
     never in allocatable: the render always grants it, ``dra=False`` is for a caller that knows better)."""
     return frozenset([*grants("v1", "nodes", ["get"]), *grants("v1", "nodes", ["patch"], subresource="status"),
                       *(grants("v1", "nodes", ["patch"]) if manage_taints else []),
+                      *(grants(names.FV_API, names.FV_PLURAL, ["get"]) if manage_taints else []),
                       *(grants(names.DRA_API, "resourceslices", ["list"]) if dra else [])])
 
 
@@ -78,6 +80,11 @@ class NodeClient:
     async def resource_slices(self, name: str) -> list[dict[str, Any]]:
         """This node's ResourceSlices (resource.k8s.io/v1, field selector spec.nodeName)."""
         return await self.kube.list(names.DRA_API, "resourceslices", field_selector=f"spec.nodeName={name}")
+
+    async def fabric_validation(self, pool: str) -> dict[str, Any] | None:
+        """The pool's FabricValidation (its ``status.breakers``); None when the controller made none."""
+        fv: dict[str, Any] | None = await self.kube.get(names.FV_API, names.FV_PLURAL, pool)
+        return fv
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return await self.kube.list("v1", "nodes")

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fabricguard import names
+from fabricguard import breaker, names
 from fabricguard.agent.checks import node_check_groups
 from fabricguard.agent.condition import (
     Readiness,
@@ -29,9 +29,10 @@ from fabricguard.agent.condition import (
 from fabricguard.agent.damping import Damper
 from fabricguard.agent.deadline import CheckRun
 from fabricguard.agent.kube import KubeError, NodeClient
+from fabricguard.agent.links import LinkWatch, build_links_condition, links_changed
 from fabricguard.agent.metrics import AgentMetrics
 from fabricguard.agent.staleness import heartbeat_age, is_stale
-from fabricguard.agent.taints import taint_patch, wanted_taints
+from fabricguard.agent.taints import breaker_withheld, taint_patch, wanted_taints
 from fabricguard.kube import Conflict, Invalid, unreachable
 from fabricguard.objects import find_condition
 from fabricguard.probes.host import CheckGroup, load_gpus
@@ -94,6 +95,7 @@ class RunResult:
     seconds: float
     condition: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)  # failing checks an open breaker keeps from tainting
 
     def to_dict(self, node: str) -> dict[str, Any]:
         out = self.reported.to_dict()
@@ -126,8 +128,13 @@ class Agent:
         self.runs = 0
         self.last_finished: float | None = None
         self._stuck: CheckRun | None = None  # an abandoned run whose thread has not returned yet
+        self.link_watch = LinkWatch()  # the ports' counters at the previous run (FabricLinks: what rose since)
+        self._links_reading: asyncio.Future[tuple[str, str, str]] | None = None
         # ResourceSlices given instead of listed (a dry run with --slices-json); None: list them on DRA pools.
         self.saved_slices: list[dict[str, Any]] | None = None
+        # The pool's open breakers as last read (--manage-taints): kept when a read fails, so that one API hiccup
+        # does not put back the taints the controller lifted.
+        self.open_breakers: list[str] = []
 
     def _pool(self, node: dict[str, Any] | None) -> Pool | None:
         if self.cfg.pool:
@@ -251,6 +258,7 @@ class Agent:
         raw, pool = await self.evaluate(node, node_error)
         reported = self.damper.apply(raw) if damp else raw
         condition = build_condition(reported, previous, now)
+        withheld: list[str] = []
         if not dry_run and self.client is not None:
             # Bootstrap or not is decided on the Node as it was before this report (a first report creates
             # the condition, which would otherwise end the bootstrap at once).
@@ -259,13 +267,22 @@ class Agent:
             wanted = (wanted_taints(node, reported.status, needs_proof,
                                     pool_model.bootstrap_taint if pool_model else names.TAINT_UNVERIFIED)
                       if node is not None else None)
-            if node is not None and previous is not None and not needs_write(
-                    previous, condition, now, self.cfg.heartbeat, self.cfg.interval):
-                condition = dict(previous)  # what the Node holds: nothing changed and the heartbeat is not due
+            ready_due = not (node is not None and previous is not None and not needs_write(
+                previous, condition, now, self.cfg.heartbeat, self.cfg.interval))
+            links = await self._links(node, now) if node is not None else None
+            # FabricLinks rides on FabricReady's writes; alone only when its status or reason changed.
+            links_due = links is not None and (ready_due or links_changed(find_condition(node, names.FABRIC_LINKS),
+                                                                          links))
+            if not ready_due:
+                condition = dict(previous or {})  # what the Node holds: nothing changed, the heartbeat is not due
+            if not ready_due and not links_due:
                 self.metrics.status_writes.labels("skipped").inc()
             else:
+                body = status_patch(condition) if ready_due else {"status": {"conditions": []}}
+                if links_due and links is not None:
+                    body["status"]["conditions"].append(links)
                 try:
-                    node = await self.client.patch_status(self.cfg.node, status_patch(condition))
+                    node = await self.client.patch_status(self.cfg.node, body)
                     self.metrics.status_writes.labels("written").inc()
                 except KubeError as e:
                     errors.append(str(e))
@@ -275,6 +292,13 @@ class Agent:
                 if wanted:
                     log.info("observe mode: enforce would taint this node %s", ", ".join(sorted(wanted)))
             elif self.cfg.manage_taints and node is not None and wanted is not None:
+                withheld = await self._withheld(pool, condition, errors) if wanted and pool else []
+                self.metrics.withhold(withheld)
+                if withheld:
+                    log.warning("not tainting Node %s: pool %s's breaker is open for %s (the controller lifted its "
+                                "taints; `fabricguard breaker status --pool %s`, then `breaker reset`)",
+                                self.cfg.node, pool, ", ".join(withheld), pool)
+                    wanted = set()
                 err = await self._taints(node, wanted)
                 if err:
                     errors.append(err)
@@ -287,7 +311,37 @@ class Agent:
         self.last_finished = time.time()
         self.metrics.observe(reported, seconds, self.last_finished)
         self.metrics.identify(self.cfg.node, pool or "")
-        return RunResult(reported, raw, pool, seconds, condition, errors)
+        return RunResult(reported, raw, pool, seconds, condition, errors, withheld)
+
+    async def _withheld(self, pool: str, condition: dict[str, Any], errors: list[str]) -> list[str]:
+        """The failing checks whose open breakers keep this node untainted, from the pool's FabricValidation."""
+        assert self.client is not None
+        try:
+            fv = await self.client.fabric_validation(pool)
+            self.open_breakers = sorted(c for c, s in breaker.states_of(fv).items() if s.open)
+        except KubeError as e:
+            kept = ", ".join(self.open_breakers) or "none"
+            errors.append(f"breakers of pool {pool}: {e} (the last read's open breakers are kept: {kept})")
+        return breaker_withheld(condition, self.open_breakers)
+
+    async def _links(self, node: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+        """The FabricLinks condition now (agent/links.py), read off the loop with the checks' deadline: a sysfs
+        read that hangs (a wedged driver) makes it Unknown, and no second read starts until the first returns."""
+        previous = find_condition(node, names.FABRIC_LINKS)
+        if self._links_reading is not None and not self._links_reading.done():
+            verdict = ("Unknown", "CountersStuck", "the previous read of the RDMA counters has not returned "
+                       "(a wedged driver?)")
+        else:
+            self._links_reading = asyncio.ensure_future(
+                asyncio.to_thread(self.link_watch.judge, self.cfg.root, time.monotonic()))
+            try:
+                verdict = await asyncio.wait_for(asyncio.shield(self._links_reading), self.cfg.check_timeout)
+            except TimeoutError:
+                verdict = ("Unknown", "CountersStuck",
+                           f"reading the RDMA counters took more than {self.cfg.check_timeout:g} s")
+            except Exception as exc:  # never a crash of the loop for a counter
+                verdict = ("Unknown", "CountersUnreadable", f"{type(exc).__name__}: {exc}"[:300])
+        return build_links_condition(*verdict, previous, now)
 
     async def _taints(self, node: dict[str, Any], wanted: set[str]) -> str | None:
         assert self.client is not None

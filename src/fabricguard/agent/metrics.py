@@ -69,9 +69,24 @@ class AgentMetrics:
             ["node", "pool"],
             registry=self.registry,
         )
+        self.withheld = Gauge(
+            "fabricguard_agent_taints_withheld",
+            "1 per failing check whose open blast-radius breaker keeps this node untainted (--manage-taints).",
+            ["check"],
+            registry=self.registry,
+        )
+        self._withheld: set[str] = set()
         self._seen: set[str] = set()
         self._fabric: Path | None = None
         self._identity: tuple[str, str] | None = None
+
+    def withhold(self, checks: list[str]) -> None:
+        """The checks an open breaker keeps from tainting this node now (series of the others removed)."""
+        for c in self._withheld - set(checks):
+            self.withheld.remove(c)
+        for c in checks:
+            self.withheld.labels(c).set(1)
+        self._withheld = set(checks)
 
     def identify(self, node: str, pool: str) -> None:
         if self._identity not in (None, (node, pool)):

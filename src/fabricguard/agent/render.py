@@ -35,8 +35,8 @@ from typing import Any
 from fabricguard import fabrics, names, yamlout
 from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
 from fabricguard.agent.loop import HEARTBEAT_S
+from fabricguard.names import FABRIC_LINKS, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
-from fabricguard.names import TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.netpolicy import metrics_policy
 from fabricguard.profile import PlatformProfile, Pool
 from fabricguard.rbac import rbac_rules
@@ -303,6 +303,10 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
     meta_rest = " && ".join(_unchanged("object.metadata", "oldObject.metadata", f) for f in META_FIELDS)
     # The agent's taints: readiness.k8s.io/fabric-*, and the autoscaler's startup key of a scale-from-zero pool.
     not_ours = f"!(t.key.startsWith('{TAINT_PREFIX}') || t.key == '{names.TAINT_STARTUP_UNVERIFIED}')"
+
+    def ours(c: str) -> str:  # the conditions the agent may not change: all but its two (the sweep: but one)
+        return f"{c}.type != '{CONDITION_TYPE}' && (variables.isSweep || {c}.type != '{FABRIC_LINKS}')"
+
     return {
         "isSweep": f"request.userInfo.username == '{sweep_user}'",
         "ownNode": (
@@ -314,11 +318,11 @@ def policy_expressions(namespace: str = "fabricguard-system") -> dict[str, str]:
             f"object.status.conditions.exists(c, c.type == '{CONDITION_TYPE}' && c.status == 'Unknown'))"
         ),
         "otherConditions": (
-            f"has(object.status.conditions) ? object.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
+            f"has(object.status.conditions) ? object.status.conditions.filter(c, {ours('c')}) : []"
         ),
         "oldOtherConditions": (
             "has(oldObject.status.conditions) ? "
-            f"oldObject.status.conditions.filter(c, c.type != '{CONDITION_TYPE}') : []"
+            f"oldObject.status.conditions.filter(c, {ours('c')}) : []"
         ),
         "otherTaints": f"has(object.spec.taints) ? object.spec.taints.filter(t, {not_ours}) : []",
         "oldOtherTaints": f"has(oldObject.spec.taints) ? oldObject.spec.taints.filter(t, {not_ours}) : []",
@@ -363,7 +367,8 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                  "messageExpression": "'the fabricguard agent may write only the Node its pod runs on, not ' + "
                                       "object.metadata.name"},
                 {"expression": expr["statusOnlyFabricReady"], "reason": "Forbidden",
-                 "message": f"the fabricguard agent may change only the {CONDITION_TYPE} condition of a Node's status"},
+                 "message": f"the fabricguard agent may change only the {CONDITION_TYPE} and {FABRIC_LINKS} "
+                            "conditions of a Node's status"},
                 {"expression": expr["specOnlyFabricTaints"], "reason": "Forbidden",
                  "message": f"the fabricguard agent may change only the {TAINT_PREFIX}* (and "
                             f"{names.TAINT_STARTUP_UNVERIFIED}) NoSchedule taints of a Node"},
@@ -375,9 +380,10 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
                 # A second entry of the same type (a merge that appended instead of replacing) would let a
                 # reader that takes the first see True beside an Unknown or False: one entry, always.
                 {"expression": "!has(object.status) || !has(object.status.conditions) || "
-                               f"object.status.conditions.filter(c, c.type == '{CONDITION_TYPE}').size() <= 1",
+                               f"object.status.conditions.filter(c, c.type == '{CONDITION_TYPE}').size() <= 1 && "
+                               f"object.status.conditions.filter(c, c.type == '{FABRIC_LINKS}').size() <= 1",
                  "reason": "Invalid",
-                 "message": f"a Node holds at most one {CONDITION_TYPE} condition"},
+                 "message": f"a Node holds at most one {CONDITION_TYPE} and one {FABRIC_LINKS} condition"},
             ],
         },
     }

@@ -10,6 +10,11 @@ A pool with ``readinessTaintPrefix: startup-taint.cluster-autoscaler.kubernetes.
 ``startup-taint.cluster-autoscaler.kubernetes.io/fabric-unverified`` instead (a managed autoscaler can then scale
 it from zero); NRC cannot remove that key, so the agent does, exactly as it would the readiness one.
 
+While one of the controller's blast-radius breakers is open for the node's pool (``status.breakers`` of the pool's
+FabricValidation, ``controller/blast.py``), a node whose every failing check is behind an open breaker is not
+tainted (:func:`breaker_withheld`): the controller lifts such a node's taints, and an agent that put them back every
+run would undo the breaker. The agent says so in its log and ``fabricguard_agent_taints_withheld``.
+
 ``spec.taints`` has no merge key (a patch replaces the whole list), so the change is a JSON patch that first
 tests the Node's ``resourceVersion``: a taint another controller adds meanwhile makes the patch fail (and the
 agent re-reads) instead of being silently dropped.
@@ -17,9 +22,11 @@ agent re-reads) instead of being silently dropped.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from fabricguard import names
+from fabricguard.agent.condition import failing_checks
 from fabricguard.names import BOOTSTRAP_TAINT_KEYS, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.objects import find_condition, taint_keys
 
@@ -46,6 +53,13 @@ def wanted_taints(node: dict[str, Any], status: str, needs_proof: bool = False,
             return {bootstrap}
         return set()
     return {bootstrap} if in_bootstrap(node) else {TAINT_DEGRADED}
+
+
+def breaker_withheld(condition: dict[str, Any] | None, open_checks: Iterable[str]) -> list[str]:
+    """The checks whose open breakers keep this node untainted: all of those its condition says are failing, when
+    every one of them is behind an open breaker (as the controller decides which nodes it lifts); else []."""
+    failing = set(failing_checks(condition))
+    return sorted(failing) if failing and failing <= set(open_checks) else []
 
 
 def taint_patch(node: dict[str, Any], wanted: set[str]) -> list[dict[str, Any]] | None:

@@ -68,12 +68,8 @@ class BlastResult:
 
 
 def stored(fv: dict[str, Any] | None) -> dict[str, breaker.BreakerState]:
-    """The breakers kept in a FabricValidation's status (a list of states, each with its ``check``)."""
-    out: dict[str, breaker.BreakerState] = {}
-    for entry in ((fv or {}).get("status") or {}).get("breakers") or ():
-        if isinstance(entry, dict) and isinstance(entry.get("check"), str):
-            out[entry["check"]] = breaker.BreakerState.from_dict(entry)
-    return out
+    """The breakers kept in a FabricValidation's status (``breaker.states_of``, which the agents read too)."""
+    return breaker.states_of(fv)
 
 
 def to_status(states: dict[str, breaker.BreakerState]) -> list[dict[str, Any]]:
@@ -130,27 +126,46 @@ def budget_of(pool: Pool, keep: int) -> breaker.Budget:
     return breaker.Budget(br.fraction, br.minimum, br.window_s, keep if br.keepLargestGang else 0)
 
 
-def judge_breakers(profile: PlatformProfile, nodes: list[dict[str, Any]], fvs: dict[str, dict[str, Any]],
-                   workloads: list[dict[str, Any]], rules: list[dict[str, Any]], now: datetime,
-                   mode: str = "enforce") -> BlastResult:
-    res = BlastResult()
+@dataclass
+class NodeScan:
+    """What the breakers read of one pool's nodes (no clock: an incremental pass keeps it while no node
+    changed, controller/incremental.py)."""
+
+    members: list[dict[str, Any]] = field(default_factory=list)
+    good: int = 0  # members with FabricReady=True
+    failing: dict[str, dict[str, datetime | None]] = field(default_factory=dict)  # check -> node -> since
+    node_checks: dict[str, list[str]] = field(default_factory=dict)  # node -> its failing checks
+
+
+def scan_nodes(profile: PlatformProfile, nodes: list[dict[str, Any]]) -> dict[str, NodeScan]:
+    """Each pool's members and their FabricReady checks, by pool name."""
+    out: dict[str, NodeScan] = {}
     for pool in profile.spec.pools:
-        members = [n for n in nodes if pool.matches(n)]
-        failing: dict[str, dict[str, datetime | None]] = {}
-        node_checks: dict[str, list[str]] = {}
-        good = 0
-        for n in members:
+        scan = out[pool.name] = NodeScan([n for n in nodes if pool.matches(n)])
+        for n in scan.members:
             cond = o.find_condition(n, names.FABRIC_READY)
             if cond is not None and cond.get("status") == "True":
-                good += 1
+                scan.good += 1
                 continue
             checks = failing_checks(cond) if cond is not None else []
             if not checks:
                 continue  # no condition yet: the bootstrap taint's business, not a check's
             since = times.parse_time(cond.get("lastTransitionTime")) if cond else None
-            node_checks[o.name_of(n)] = checks
+            scan.node_checks[o.name_of(n)] = checks
             for c in checks:
-                failing.setdefault(c, {})[o.name_of(n)] = since
+                scan.failing.setdefault(c, {})[o.name_of(n)] = since
+    return out
+
+
+def judge_breakers(profile: PlatformProfile, nodes: list[dict[str, Any]], fvs: dict[str, dict[str, Any]],
+                   workloads: list[dict[str, Any]], rules: list[dict[str, Any]], now: datetime,
+                   mode: str = "enforce", scanned: dict[str, NodeScan] | None = None) -> BlastResult:
+    """``scanned``: ``scan_nodes(profile, nodes)`` when the caller kept it from a pass with the same nodes."""
+    res = BlastResult()
+    scans = scanned if scanned is not None else scan_nodes(profile, nodes)
+    for pool in profile.spec.pools:
+        scan = scans[pool.name]
+        members, failing, node_checks, good = scan.members, scan.failing, scan.node_checks, scan.good
         budget = budget_of(pool, largest_gang(profile, pool, workloads))
         fv = fvs.get(pool.name)
         before = stored(fv)

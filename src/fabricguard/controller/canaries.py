@@ -75,23 +75,11 @@ class Inventory:
 
     @classmethod
     def build(cls, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], events: list[dict[str, Any]],
-              gpu_resources: set[str]) -> Inventory:
-        by_js: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-        used: dict[tuple[str, str], int] = defaultdict(int)
-        for p in pods:
-            js = o.labels_of(p).get(names.JOBSET_NAME)
-            if js:
-                by_js[(o.namespace_of(p) or "", js)].append(p)
-            st = p.get("status") or {}
-            spec = p.get("spec") or {}
-            node = spec.get("nodeName")
-            if not node or st.get("phase") in TERMINAL_PHASES:
-                continue
-            for r in gpu_resources:
-                n = o.pod_gpus(spec, r)
-                if n:
-                    used[(node, r)] += n
-        return cls(dict(by_js), dict(used), nodes, events)
+              gpu_resources: set[str], indexed: PodIndex | None = None) -> Inventory:
+        """``indexed``: ``index_pods(pods, gpu_resources)`` when the caller kept it from a pass with the same
+        pods (controller/incremental.py)."""
+        by_js, used = indexed if indexed is not None else index_pods(pods, gpu_resources)
+        return cls(by_js, used, nodes, events)
 
     def free_nodes(self, pool: Pool, gpus: int) -> int:
         """Nodes of the pool, Ready and schedulable, with ``gpus`` GPUs that no live pod requests."""
@@ -105,6 +93,29 @@ class Inventory:
             if alloc - self.used_gpus.get((o.name_of(n), pool.gpuResource), 0) >= gpus:
                 count += 1
         return count
+
+
+PodIndex = tuple[dict[tuple[str, str], list[dict[str, Any]]], dict[tuple[str, str], int]]
+
+
+def index_pods(pods: list[dict[str, Any]], gpu_resources: set[str]) -> PodIndex:
+    """(pods by JobSet, GPUs live pods request on each (node, resource)): what the inventory reads of pods."""
+    by_js: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    for p in pods:
+        js = o.labels_of(p).get(names.JOBSET_NAME)
+        if js:
+            by_js[(o.namespace_of(p) or "", js)].append(p)
+        st = p.get("status") or {}
+        spec = p.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node or st.get("phase") in TERMINAL_PHASES:
+            continue
+        for r in gpu_resources:
+            n = o.pod_gpus(spec, r)
+            if n:
+                used[(node, r)] += n
+    return dict(by_js), dict(used)
 
 
 def run_is_over(js: dict[str, Any], pods: list[dict[str, Any]], canary: Canary) -> bool:

@@ -453,13 +453,19 @@ def breaker_status_cmd(
     else:
         verdict_line("degraded" if opened else "pass", "breaker status",
                      f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
-        for r in rows:
-            state = f"OPEN since {r.get('since', '?')}" if r["open"] else "closed"
-            console.print(f"  {r['pool']} / {r['check']}: {state}; resets {r['resets']}")
-            if r["open"]:
-                console.print(f"    {r.get('reason', '')}; nodes: {', '.join(r.get('members', [])[:10])}")
-                console.print(f"    reset: fabricguard breaker reset --pool {r['pool']} --check {r['check']}",
-                              soft_wrap=True)
+        items: list[Block] = []
+        for r in sorted(rows, key=lambda r: not r["open"]):  # open ones first
+            members = r.get("members", [])
+            fields = [("since", r.get("since", "?")), ("why", r.get("reason", "")),
+                      ("nodes", ", ".join(members[:10]) + (f" and {len(members) - 10} more" if len(members) > 10
+                                                          else "")),
+                      ("reset", f"`fabricguard breaker reset --pool {r['pool']} --check {r['check']}`")
+                      ] if r["open"] else []
+            items.append(Block(head=[("OPEN", "bold yellow") if r["open"] else ("closed", "green"), "  ",
+                                     f"{r['pool']} / {r['check']}"], fields=[*fields, ("resets", str(r["resets"]))]))
+        if items:
+            console.print()
+            blocks(items)
     raise typer.Exit(1 if opened else 0)
 
 

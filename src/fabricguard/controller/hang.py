@@ -16,10 +16,13 @@ loses only hang attribution: the exec is refused (a Forbidden error, said once),
 
 **When it is a hang** (Ray's rule, ``nccl.ras.hang_verdict``): two queries ``query_gap_s`` apart, counts
 mismatched in both and no count advanced between them. Then the job is annotated (``fabricguard.io/hang``: the
-rank, pod and node the others wait for, and that node's last transport verdict from the job's own logs), told in a
-Warning Event ``FabricJobHung``, exported (``fabricguard_job_hung``) and, with the pool's ``onHang: stop``,
-stopped like ``onFallback: stop``. Matched counts (a checkpoint, a framework-side wait, NVIDIA/nccl #1730) are
-not a hang: the job is not asked again until another ``hangAfter`` passes without progress.
+rank, pod and node the others wait for, the job's last transport verdict from its own logs, and that node's NICs:
+its ``FabricLinks`` condition, which the node's agent writes (``agent/links.py``: each port up or not, the error
+counters that rose and the bytes per second moved over its last minute), with how old it is, so a dead or flapping
+link reads apart from a stuck process), told in a Warning Event ``FabricJobHung``, exported
+(``fabricguard_job_hung``) and, with the pool's ``onHang: stop``, stopped like ``onFallback: stop``. Matched
+counts (a checkpoint, a framework-side wait, NVIDIA/nccl #1730) are not a hang: the job is not asked again until
+another ``hangAfter`` passes without progress.
 """
 
 from __future__ import annotations
@@ -32,12 +35,18 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard import objects as o
+from fabricguard.agent.loop import HEARTBEAT_S
 from fabricguard.controller.actions import Action, Annotate, MergePatch, event
 from fabricguard.controller.suspects import PodPlace, RunningJob
 from fabricguard.nccl.ras import HangVerdict, RasError, RasStatus, hang_verdict, parse_status
+from fabricguard.times import parse_time
 
 ANN_HANG = "fabricguard.io/hang"
 QUERY_GAP_S = 60.0  # between the two queries: RAS's own collective takes up to 10 s
+MAX_ANNOTATION = 2000
+# A live agent rewrites FabricLinks at least every heartbeat (5 min): counters older than two are stale.
+NIC_STALE_S = 2 * HEARTBEAT_S
+NIC_TEXT = 400  # of one node's FabricLinks message in the annotation (its troubled ports come first)
 
 # (job, the pod to ask) -> the RAS report's bytes; raises RasError or a KubeError when it cannot be asked.
 RasQuerier = Callable[[RunningJob, PodPlace], Awaitable[bytes]]
@@ -96,25 +105,70 @@ def pod_to_ask(places: dict[str, PodPlace]) -> PodPlace | None:
     return pods[0] if pods else None
 
 
+def node_links(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Node name -> its ``FabricLinks`` condition (what the agent last wrote of its NICs), for nodes that have
+    one."""
+    out: dict[str, dict[str, Any]] = {}
+    for n in nodes:
+        c = o.find_condition(n, names.FABRIC_LINKS)
+        if c is not None:
+            out[o.name_of(n)] = c
+    return out
+
+
+def nic_summary(condition: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """A node's NIC counters for the hang annotation: status, reason, the agent's message (cut), when it was
+    read and whether that is older than :data:`NIC_STALE_S`; or why there are none."""
+    if condition is None:
+        return {"absent": "no FabricLinks condition on the node (no fabricguard agent there, one older than this "
+                          "release, or a node without RDMA ports)"}
+    read = parse_time(condition.get("lastHeartbeatTime")) or parse_time(condition.get("lastTransitionTime"))
+    age = (now - read).total_seconds() if read is not None else None
+    message = str(condition.get("message") or "")
+    out: dict[str, Any] = {"status": str(condition.get("status") or ""), "reason": str(condition.get("reason") or ""),
+                           "counters": message if len(message) <= NIC_TEXT else message[:NIC_TEXT - 1] + "…",
+                           "read": str(condition.get("lastHeartbeatTime") or "")}
+    out["age_s"] = int(age) if age is not None else None
+    out["stale"] = age is None or age > NIC_STALE_S
+    return out
+
+
+def nic_words(nic: dict[str, Any]) -> str:
+    """One node's NIC counters (:func:`nic_summary`) as the Event and ``why`` say them."""
+    if "absent" in nic:
+        return f"its NIC counters: none ({nic['absent']})"
+    age = nic.get("age_s")
+    when = "read at an unknown time" if age is None else f"read {age // 60} min ago"
+    if nic.get("stale"):
+        when += f", STALE: older than {int(NIC_STALE_S // 60)} min, the node's agent has not written since"
+    return f"its NICs (FabricLinks {nic.get('status')}/{nic.get('reason')}, {when}): {nic.get('counters', '')}"
+
+
 def hang_actions(job: RunningJob, verdict: HangVerdict, places: dict[str, PodPlace], transport: str,
-                 on_hang: str, workload: dict[str, Any] | None, now: datetime
-                 ) -> tuple[list[Action], dict[str, Any]]:
-    """The annotation, Event (and onHang: stop) for a confirmed hang; and the summary written."""
+                 on_hang: str, workload: dict[str, Any] | None, now: datetime,
+                 links: dict[str, dict[str, Any]] | None = None) -> tuple[list[Action], dict[str, Any]]:
+    """The annotation, Event (and onHang: stop) for a confirmed hang; and the summary written. ``links``: node
+    name -> its FabricLinks condition (:func:`node_links`)."""
     waited: list[dict[str, Any]] = []
     for w in verdict.waited_for[:8]:
         p = places.get(w.host)
         waited.append({"rank": w.rank, "pod": p.pod if p else "", "node": p.node if p else "", "ip": w.host,
                        "pid": w.pid, "cuda_dev": w.cuda_dev, "why": w.why})
-    summary: dict[str, Any] = {"waited_for": waited, "transport": transport, "rule": verdict.why}
+    nics = {x["node"]: nic_summary((links or {}).get(x["node"]), now) for x in waited if x["node"]}
+    summary: dict[str, Any] = {"waited_for": waited, "transport": transport, "nics": nics, "rule": verdict.why}
     text = json.dumps(summary, separators=(",", ":"))
-    while len(text) > 1000 and summary["waited_for"]:
-        summary["waited_for"].pop()
+    while len(text) > MAX_ANNOTATION and summary["waited_for"]:
+        gone = summary["waited_for"].pop()
+        if not any(x["node"] == gone["node"] for x in summary["waited_for"]):
+            nics.pop(gone["node"], None)
         text = json.dumps(summary, separators=(",", ":"))
     first: dict[str, Any] = waited[0] if waited else {"rank": "?", "pod": "?", "node": "?", "why": ""}
     more = f" (and {len(verdict.waited_for) - 1} more)" if len(verdict.waited_for) > 1 else ""
+    nic = nics.get(first["node"]) if first["node"] else None
     detail = (f"hung: the job's ranks wait for rank {first['rank']} (pod {first['pod'] or 'unknown'}, node "
               f"{first['node'] or 'unknown'}: {first['why']}){more}; NCCL RAS, counts mismatched and not advancing "
-              f"over two queries; that node's last transport verdict: {transport or 'unknown'}")
+              f"over two queries; the job's last transport verdict: {transport or 'unknown'}"
+              + (f"; {nic_words(nic)}" if nic is not None else ""))
     actions: list[Action] = [
         Annotate(job.api_version, job.plural, job.namespace, job.name, {ANN_HANG: text}),
         event(job.obj, job.api_version, job.kind, "FabricJobHung", detail[:1000], now, warning=True),

@@ -12,9 +12,19 @@ must be computed again, from what changed between the previous pass's snapshot a
   kinds it reads (:class:`ReadingSnapshot`: dynamic dependencies, as a build system records them: whatever the
   rule read last time is what it depends on; a read this module cannot attribute, ``snapshot.objects`` or an
   attribute it does not know, counts as reading everything). A rule runs again when an object of a kind it read
-  changed, or when it reads the clock (:func:`reads_clock`: a rule whose first statement is not ``del now``);
-  otherwise its findings are last pass's.
-* **The inventory** (GPU accounting, canary pods) is built again only when a node, pod or Warning event changed.
+  changed, or when the time moved out of what its last run's reads of the clock allow; otherwise its findings
+  are last pass's. A rule whose first statement is ``del now`` cannot read the clock (:func:`reads_clock`); any
+  other gets the time as a :func:`reading_clock`, a ``datetime`` that notes its every use. Comparisons with a
+  time (``changed >= now - WINDOW``) bound the times at which they come out the same, and the findings are kept
+  while the next pass's time is inside those bounds; any other use (an age in a message, formatting) is exact:
+  the rule runs every pass while it makes one. A rule that reports a DaemonSet's age reads the clock only while
+  it reports one, so a healthy cluster's rules are kept between passes.
+* **What is read of nodes alone** (the breakers' scan of each pool's FabricReady checks, what the agents say of
+  each pool, each Node's pool: ``Snapshot.pool_members``) and **of pods alone** (the inventory's pods by JobSet
+  and GPUs in use) are computed again only when an object of that kind changed (:meth:`Incremental.keep`).
+  What rules compute of one object alone (``Snapshot.derived``: a pod's evidence of ever having been ready, a
+  node's gate) is kept for the very same object, so a rule that runs again after one event recomputes that
+  object's part and only aggregates the rest.
 * **The gate** (``controller.gate.GateMemo``): a Workload's check is decided again when the Workload changed,
   when anything the decision reads besides it changed (a pool's standing, the stale flag, the mode, the checks),
   or when its decision wrote something last pass (a write carries the time, and one that failed is retried).
@@ -36,10 +46,9 @@ import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
-from fabricguard import objects as o
 from fabricguard.doctor.model import Finding
 from fabricguard.doctor.rules import RULES, Rule
 from fabricguard.doctor.snapshot import Snapshot
@@ -64,6 +73,12 @@ ATTRIBUTE_READS: dict[str, frozenset[str]] = {
     "pods_by_owner": frozenset({"Pod"}),
     "revisions_by_owner": frozenset({"ControllerRevision"}),
     "notes": frozenset({NOTES}),
+    "pool_members": frozenset({"Node"}),
+    "pools_seen": frozenset({"Node"}),
+    "known_pools": frozenset({"Node"}),
+    "derived": frozenset(),  # a function of the one object the rule passes, which it read through a kind
+    "derived_seen": frozenset(),
+    "known_derived": frozenset(),
     "source": frozenset(),
     "profile_path": frozenset(),
 }
@@ -82,7 +97,9 @@ class ReadingSnapshot:
 
     def __getattr__(self, name: str) -> Any:
         self._reads.update(ATTRIBUTE_READS.get(name, frozenset({EVERYTHING})))
-        return getattr(self._base, name)
+        value = getattr(self._base, name)
+        setattr(self, name, value)  # noted once: later reads of it in the same rule find it here
+        return value
 
 
 @functools.cache
@@ -106,11 +123,94 @@ def reads_clock(fn: Callable[..., Any]) -> bool:
     return "now" not in deleted
 
 
+# What a datetime does with its value besides comparing it (``__getattribute__`` notes named attributes too): any
+# of these makes the result depend on the exact time.
+_CLOCK_EXACT = ("__eq__", "__ne__", "__hash__", "__str__", "__repr__", "__format__", "__reduce__", "__reduce_ex__")
+_CLOCK_ORDER = {"__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
+
+
+@dataclass
+class ClockUse:
+    """How a run used the clock: ``exact`` (its result may change with any change of the time), else the open
+    interval (``after``, ``before``) of times at which every comparison it made comes out the same, so that its
+    result is the same at any time inside (None: unbounded on that side)."""
+
+    exact: bool = False
+    after: datetime | None = None
+    before: datetime | None = None
+
+    @property
+    def used(self) -> bool:
+        return self.exact or self.after is not None or self.before is not None
+
+    def holds_at(self, now: datetime) -> bool:
+        return not self.exact and (self.after is None or now > self.after) and (
+            self.before is None or now < self.before)
+
+
+def reading_clock(now: datetime) -> tuple[datetime, ClockUse]:
+    """(``now`` as a value that notes its every use, how it was used). A class of its own per call: what is
+    computed from it by adding or taking a duration (``now - WINDOW``) is of that class and is followed as
+    ``now`` plus an offset. Comparing such a value with a plain time bounds the times at which the comparison
+    comes out the same; every other use (formatting, subtracting a time, an attribute) is an exact use."""
+    use = ClockUse()
+    plain = datetime(now.year, now.month, now.day, now.hour, now.minute, now.second, now.microsecond, now.tzinfo,
+                     fold=now.fold)
+
+    def exact(op: Any) -> Any:
+        def fn(self: datetime, *args: Any, **kwargs: Any) -> Any:
+            use.exact = True
+            return op(self, *args, **kwargs)
+        return fn
+
+    def shift(op: Any) -> Any:  # clock +/- a duration is the clock still; - a time is a duration: exact
+        def fn(self: datetime, other: Any) -> Any:
+            if not isinstance(other, timedelta):
+                use.exact = True
+            return op(self, other)
+        return fn
+
+    def order(name: str) -> Any:
+        op = getattr(datetime, name)
+
+        def fn(self: datetime, other: Any) -> Any:
+            result = op(self, other)
+            if result is NotImplemented:
+                return result
+            if isinstance(other, cls):
+                return result  # both are the clock plus an offset: the same at any time
+            if not isinstance(other, datetime):
+                use.exact = True
+                return result
+            # self is now + offset: the answer is the same for every time on the same side of other - offset.
+            edge = datetime.__sub__(other, datetime.__sub__(self, plain))
+            if (name in ("__gt__", "__ge__")) == bool(result):
+                use.after = edge if use.after is None else max(use.after, edge)
+            else:
+                use.before = edge if use.before is None else min(use.before, edge)
+            return result
+        return fn
+
+    space: dict[str, Any] = {name: exact(getattr(datetime, name)) for name in _CLOCK_EXACT}
+    space.update({name: order(name) for name in _CLOCK_ORDER})
+    space.update({"__add__": shift(datetime.__add__), "__radd__": shift(datetime.__radd__),
+                  "__sub__": shift(datetime.__sub__), "__rsub__": exact(vars(datetime)["__rsub__"]),
+                  "__getattribute__": exact(datetime.__getattribute__)})
+    cls = type("ReadingClock", (datetime,), space)
+    value = cls(now.year, now.month, now.day, now.hour, now.minute, now.second, now.microsecond, now.tzinfo,
+                fold=now.fold)
+    use.exact, use.after, use.before = False, None, None  # making it is no use of it
+    return value, use
+
+
 def index_of(snapshot: Snapshot) -> Index:
     out: Index = {}
-    for obj in snapshot.objects:
-        m = o.meta(obj)
-        out.setdefault(str(obj.get("kind") or ""), {})[(str(m.get("namespace") or ""), str(m.get("name") or ""))] = obj
+    for kind, objs in snapshot.by_kind.items():
+        keyed = out.setdefault(str(kind or ""), {})
+        for obj in objs:
+            m = obj.get("metadata")
+            m = m if isinstance(m, dict) else {}
+            keyed[(str(m.get("namespace") or ""), str(m.get("name") or ""))] = obj
     return out
 
 
@@ -140,7 +240,8 @@ class PassStats:
     workloads_decided: int = 0
     workloads_kept: int = 0
     reevaluated: int = 0
-    inventory_built: bool = True
+    built: list[str] = field(default_factory=list)  # the kept parts built again this pass (keep())
+    kept: list[str] = field(default_factory=list)  # the kept parts taken from the previous pass
     seconds_diff: float = 0.0  # finding what changed (the index and the comparison)
 
 
@@ -148,6 +249,7 @@ class PassStats:
 class _RuleResult:
     findings: list[Finding]
     reads: frozenset[str]
+    clock: ClockUse  # how its last run used the clock
 
 
 class Incremental:
@@ -166,7 +268,10 @@ class Incremental:
         self._open = False
         self._force = ""
         self._rules: dict[str, _RuleResult] = {}
-        self._inventory: Any = None
+        self._kept: dict[str, tuple[Any, Any]] = {}  # name -> (key, value): keep()
+        self._pools: dict[str, tuple[dict[str, Any], str | None]] = {}  # node -> (the Node, its pool's name)
+        self._snapshot: Snapshot | None = None
+        self._derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = {}  # Snapshot.derived, last pass
         self.gate: Any = None  # controller.gate.GateMemo, kept by the gate itself
         self.lists_seen: int | None = None  # the cache's lists so far (runner.run_pass: a relist makes a full pass)
         self._pending_index: Index | None = None
@@ -200,6 +305,10 @@ class Incremental:
             self._changed[NOTES] = {("", "")}
         self._full = bool(why)
         self._pending_index = index
+        # Each Node's pool, from the previous pass for the Nodes that are the same objects (doctor/snapshot.py).
+        snapshot.known_pools = None if why else self._pools
+        snapshot.known_derived = None if why else self._derived
+        self._snapshot = snapshot
         self._context, self._now, self._open, self._force = context, now, True, ""
         self._notes = list(snapshot.notes)
         self.stats = PassStats("full" if why else "incremental", why,
@@ -207,12 +316,19 @@ class Incremental:
                                seconds_diff=time.perf_counter() - t0)
         if why:
             self._rules.clear()
-            self._inventory = None
+            self._kept.clear()
+            self._pools = {}
+            self._derived = {}
             self.gate = None
         return self.stats
 
     def finish(self) -> None:
         self._index, self._pending_index, self._open = self._pending_index, None, False
+        if self._snapshot is not None:
+            self._pools = self._snapshot.pools_seen() or self._pools
+            self._derived = self._snapshot.derived_seen()
+            self._snapshot.known_derived = None
+            self._snapshot.known_pools, self._snapshot = None, None
         if self._full:
             self._last_full = time.monotonic()
 
@@ -233,29 +349,32 @@ class Incremental:
         counts = {k: len(v) for k, v in (self._pending_index or {}).items()}
         for rule in self.rule_set:
             kept = self._rules.get(rule.id)
-            if kept is not None and not reads_clock(rule.fn) and not self.changed(*kept.reads):
+            if kept is not None and (not kept.clock.used or kept.clock.holds_at(now)) and not self.changed(*kept.reads):
                 self.stats.rules_kept += 1
                 out.extend(kept.findings)
                 continue
             reads: set[str] = set()
-            found = rule.fn(cast(Snapshot, ReadingSnapshot(snapshot, reads)), profile, now)
-            self._rules[rule.id] = _RuleResult(list(found), frozenset(reads))
+            clock, use = reading_clock(now) if reads_clock(rule.fn) else (now, ClockUse())
+            found = rule.fn(cast(Snapshot, ReadingSnapshot(snapshot, reads)), profile, clock)
+            self._rules[rule.id] = _RuleResult(list(found), frozenset(reads), use)
             self.stats.rules_run += 1
             self.stats.reevaluated += (sum(counts.values()) if EVERYTHING in reads
                                        else sum(counts.get(k, 0) for k in reads))
             out.extend(found)
         return out
 
-    def inventory(self, build: Callable[[], Any]) -> Any:
-        """The canaries' inventory (GPU accounting over nodes, pods and Warning events), built again only when
-        one of those changed."""
-        if self._inventory is None or self.changed("Node", "Pod", "Event"):
-            self._inventory = build()
-            self.stats.inventory_built = True
-        else:
-            self.stats.inventory_built = False
-        return self._inventory
-
+    def keep(self, name: str, kinds: tuple[str, ...], build: Callable[[], Any], key: Any = None) -> Any:
+        """``build()``, or what it gave last pass when no object of ``kinds`` changed and ``key`` (whatever else
+        it reads, compared by value) is equal. ``build`` must not read the clock, Lustre or other kinds: each
+        call site names the kinds its arguments come from."""
+        kept = self._kept.get(name)
+        if kept is not None and not self.changed(*kinds) and kept[0] == key:
+            self.stats.kept.append(name)
+            return kept[1]
+        value = build()
+        self._kept[name] = (key, value)
+        self.stats.built.append(name)
+        return value
 
 def _same_context(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Same profile object (profiles are not edited in place), equal configuration and stale flag."""

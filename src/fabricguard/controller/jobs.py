@@ -123,6 +123,9 @@ def judge_jobs(
 ) -> list[Action]:
     if lustre.root is None:
         return []
+    todo = [(k, obj) for k in kinds.MANAGED for obj in by_kind.get(k.kind, ()) if _may_await(obj, k.kind)]
+    if not todo:
+        return []  # every managed job has its verdict or is still running: no pod index to build
     out: list[Action] = []
     pods: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for pod in by_kind.get("Pod", ()):
@@ -130,16 +133,24 @@ def judge_jobs(
         if job:
             pods.setdefault((o.namespace_of(pod) or "default", job), []).append(pod)
     claims = {(o.namespace_of(c) or "default", o.name_of(c)): c for c in by_kind.get("ResourceClaim", ())}
-    for k in kinds.MANAGED:
-        for obj in by_kind.get(k.kind, ()):
-            key = (o.namespace_of(obj) or "default", o.name_of(obj))
-            try:
-                out += judge_finished(profile, k.kind, k.api_version, k.plural, obj, lustre, now, counters,
-                                      pods.get(key, []), claims)
-            except Exception as exc:  # one job's data (or a bug on it) is that job's verdict, never the pass's end
-                out += unusable(profile, k.kind, k.api_version, k.plural, obj, now, counters,
-                                f"{type(exc).__name__}: {exc}")
+    for k, obj in todo:
+        key = (o.namespace_of(obj) or "default", o.name_of(obj))
+        try:
+            out += judge_finished(profile, k.kind, k.api_version, k.plural, obj, lustre, now, counters,
+                                  pods.get(key, []), claims)
+        except Exception as exc:  # one job's data (or a bug on it) is that job's verdict, never the pass's end
+            out += unusable(profile, k.kind, k.api_version, k.plural, obj, now, counters,
+                            f"{type(exc).__name__}: {exc}")
     return out
+
+
+def _may_await(obj: dict[str, Any], kind: str) -> bool:
+    """Whether the job may await its verdict; one whose shape makes the question raise is judged (and gets the
+    ``input-unusable`` verdict naming why), as before."""
+    try:
+        return _awaits_verdict(obj, kind)
+    except Exception:
+        return True
 
 
 def unusable(profile: PlatformProfile, kind: str, api_version: str, plural: str, obj: dict[str, Any],

@@ -14,8 +14,8 @@ from typing import Any
 from fabricguard import names, times
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Counters, MergeStatus
-from fabricguard.controller.blast import PoolBreakers, judge_breakers
-from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, reconcile_pool
+from fabricguard.controller.blast import PoolBreakers, judge_breakers, scan_nodes
+from fabricguard.controller.canaries import CanaryConfig, Inventory, PoolState, index_pods, reconcile_pool
 from fabricguard.controller.claims import claim_template_actions
 from fabricguard.controller.facts import LustreFacts, served
 from fabricguard.controller.gate import GateMemo, gate_workloads, keep_active
@@ -24,7 +24,7 @@ from fabricguard.controller.jobs import judge_jobs
 from fabricguard.controller.live import RunningJob, running_jobs
 from fabricguard.controller.outcome import Outcome
 from fabricguard.controller.pairs import avoided_nodes, reconcile_proof
-from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions
+from fabricguard.controller.rootcause import apply_standing, critical_by_pool, fv_actions, nodes_say
 from fabricguard.controller.validation import FabricValidationStatus
 from fabricguard.doctor.diff import diff_snapshots, drift_scope
 from fabricguard.doctor.model import Finding
@@ -110,10 +110,8 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
-    def build() -> Inventory:
-        return Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources)
-
-    inv: Inventory = inc.inventory(build) if inc is not None else build()
+    indexed = inc.keep("pod index", ("Pod",), lambda: index_pods(snapshot.pods, gpu_resources)) if inc else None
+    inv = Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources, indexed)
     fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
     jobsets = snapshot.kind("JobSet")
     states: dict[str, PoolState] = {}
@@ -140,8 +138,9 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     # The doctor first: its critical findings and the nodes' FabricReady are part of the pool's one standing.
     findings = inc.rules(snapshot, profile, now) if inc is not None else run_rules(snapshot, profile, now)
     # The blast-radius breakers (controller/blast.py): nodes behind an open breaker do not count against the pool.
+    scanned = inc.keep("breaker scan", ("Node",), lambda: scan_nodes(profile, snapshot.nodes)) if inc else None
     blast = judge_breakers(profile, snapshot.nodes, fvs, snapshot.kind("Workload"),
-                           snapshot.kind("NodeReadinessRule"), now, cfg.mode)
+                           snapshot.kind("NodeReadinessRule"), now, cfg.mode, scanned)
     # An open breaker releases its nodes' taints at once, but excuses them from holding the pool only once a canary
     # has passed after it opened: a typo of ours then costs at most one canary interval of held work, while a fabric
     # that really broke on every node at once (a switch, the 271-day plugin) stays held (never fail open).
@@ -149,7 +148,9 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     withheld = {n for name, pb in blast.pools.items() if proven_after[name] for n in pb.withheld}
     # Nodes proof quarantined are out of service already: they do not hold the pool (controller/proof.py).
     withheld |= {n for st in states.values() if st.proof is not None for n in st.proof.decision.quarantined}
-    apply_standing(profile, snapshot, states, findings, withheld)
+    said = inc.keep("agents say", ("Node",), lambda: nodes_say(profile, snapshot.nodes, withheld),
+                    key=frozenset(withheld)) if inc else None
+    apply_standing(profile, snapshot, states, findings, withheld, said)
     for name, pb in blast.pools.items():
         if pb.open_checks and name in states:
             holding = ("not holding" if proven_after[name] else

@@ -192,26 +192,38 @@ def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int,
             f"({first[:300]})")
 
 
+def nodes_say(profile: PlatformProfile, nodes: list[dict[str, Any]],
+              withheld: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """What each pool's agents say (``broken_nodes``), by pool name."""
+    out: dict[str, str] = {}
+    for pool in profile.spec.pools:
+        canary = profile.canary(pool)
+        out[pool.name] = broken_nodes(pool, nodes, canary.nodes if canary else 1, withheld)
+    return out
+
+
 def apply_standing(profile: PlatformProfile, snapshot: Snapshot, states: dict[str, PoolState],
-                   findings: list[Finding], withheld: set[str] | frozenset[str] = frozenset()) -> None:
-    """Fold the critical findings and the nodes' FabricReady into each pool's one standing."""
+                   findings: list[Finding], withheld: set[str] | frozenset[str] = frozenset(),
+                   said: dict[str, str] | None = None) -> None:
+    """Fold the critical findings and the nodes' FabricReady into each pool's one standing. ``said``:
+    ``nodes_say(profile, snapshot.nodes, withheld)`` when the caller kept it from a pass with the same nodes."""
     crit = critical_by_pool(findings)
+    said = said if said is not None else nodes_say(profile, snapshot.nodes, withheld)
     for pool in profile.spec.pools:
         s = states.get(pool.name)
         if s is None:
             continue
-        canary = profile.canary(pool)
-        nodes_say = broken_nodes(pool, snapshot.nodes, canary.nodes if canary else 1, withheld)
+        agents = said[pool.name]
         causes = crit.get(pool.name, [])
         s.root_cause = cause_text(causes) if causes else ""
         s.causes = causes_of(causes)
         judged_bad = s.outcome is not None and s.outcome != str(Outcome.passed)
-        s.broken = bool(causes or nodes_say or judged_bad or storage_bad(s))
-        if nodes_say:
-            s.message = f"pool {pool.name}: {nodes_say}; " + s.message
+        s.broken = bool(causes or agents or judged_bad or storage_bad(s))
+        if agents:
+            s.message = f"pool {pool.name}: {agents}; " + s.message
         if causes and s.ready:
             s.message = f"pool {pool.name}: {len(causes)} critical doctor finding(s); " + s.message
-        if causes or nodes_say:
+        if causes or agents:
             s.ready = False
 
 

@@ -23,7 +23,7 @@ from fabricguard import kinds, names, times
 from fabricguard import objects as o
 from fabricguard.controller.busbw import ANN_BUSBW, ANN_BUSBW_STATE
 from fabricguard.controller.gate import OBSERVE_PREFIX
-from fabricguard.controller.hang import ANN_HANG
+from fabricguard.controller.hang import ANN_HANG, nic_words
 from fabricguard.controller.rootcause import read_root_cause
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 from fabricguard.verdict.fixes import fix_for, transport_fix
@@ -254,8 +254,11 @@ def _hang_text(raw: str) -> str:
     except ValueError:
         return raw
     w = (doc.get("waited_for") or [{}])[0] if isinstance(doc, dict) else {}
+    nics = doc.get("nics") if isinstance(doc, dict) else None
+    nic = nics.get(w.get("node")) if isinstance(nics, dict) and isinstance(w, dict) else None
+    said = f"; {nic_words(nic)[:300]}" if isinstance(nic, dict) and ("absent" in nic or "counters" in nic) else ""
     return (f"the ranks wait for rank {w.get('rank', '?')} (pod {w.get('pod') or '?'}, node {w.get('node') or '?'}: "
-            f"{w.get('why', '')}); {doc.get('rule', '') if isinstance(doc, dict) else ''}").strip("; ")
+            f"{w.get('why', '')}){said}; {doc.get('rule', '') if isinstance(doc, dict) else ''}").strip("; ")
 
 
 @dataclass

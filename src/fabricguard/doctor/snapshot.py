@@ -17,20 +17,22 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from fabricguard import names, objects
 from fabricguard.kube import Kube
 from fabricguard.kubectl_output import documents, is_list, is_object, list_items
 from fabricguard.profile.dra import SliceIndex
+from fabricguard.profile.model import PlatformProfile
 from fabricguard.userfiles import input_file
 from fabricguard.yamlsource import SourceError
 
 SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
+T = TypeVar("T")
 PROFILE_API_PREFIX = "fabricguard.io/"
 
 
@@ -46,6 +48,18 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     profile_path: Path | None = None
+    # Node name -> (the Node, its pool's name) from a previous snapshot whose objects are never edited in place
+    # (the controller's cache: controller/incremental.py): a Node that is the same object keeps its pool.
+    known_pools: dict[str, tuple[dict[str, Any], str | None]] | None = field(default=None, repr=False,
+                                                                            compare=False)
+    _members: tuple[Any, dict[str, list[dict[str, Any]]], dict[str, tuple[dict[str, Any], str | None]]] | None = \
+        field(default=None, init=False, repr=False, compare=False)
+    # (what, id of the object) -> (the object, what ``derived`` computed of it) from a previous snapshot whose
+    # objects are never edited in place, and from this one.
+    known_derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] | None = field(default=None, repr=False,
+                                                                                 compare=False)
+    _derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = field(default_factory=dict, init=False,
+                                                                        repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -72,6 +86,51 @@ class Snapshot:
     @property
     def events(self) -> list[dict[str, Any]]:
         return self.kind("Event")
+
+    def pool_members(self, profile: PlatformProfile) -> dict[str, list[dict[str, Any]]]:
+        """The Nodes of each pool of ``profile`` (:meth:`PlatformProfile.pool_of`), in snapshot order; computed
+        once per snapshot and profile (a dozen rules ask), each Node's pool taken from ``known_pools`` when
+        the Node is the very object seen there. The lists are shared: read them, never change them."""
+        if self._members is not None and self._members[0] is profile:
+            return self._members[1]
+        out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
+        pools = {p.name: p for p in profile.spec.pools}
+        known = self.known_pools or {}
+        seen: dict[str, tuple[dict[str, Any], str | None]] = {}
+        for n in self.nodes:
+            name = str((n.get("metadata") or {}).get("name") or "")
+            was = known.get(name)
+            if was is not None and was[0] is n:
+                pname = was[1]
+            else:
+                pool = profile.pool_of(n)
+                pname = pool.name if pool is not None else None
+            seen[name] = (n, pname)
+            if pname is not None and pname in pools:
+                out[pname].append(n)
+        self._members = (profile, out, seen)
+        return out
+
+    def derived(self, what: str, obj: dict[str, Any], fn: Callable[[dict[str, Any]], T]) -> T:
+        """``fn(obj)``, computed once per snapshot and object, and taken from ``known_derived`` when ``obj`` is
+        the very object seen there. ``fn`` must read nothing but ``obj`` (no profile, no clock) and ``what``
+        names it; callers read what it gives, never change it."""
+        key = (what, id(obj))
+        got = self._derived.get(key)
+        if got is not None and got[0] is obj:
+            return cast(T, got[1])
+        was = self.known_derived.get(key) if self.known_derived else None
+        value = was[1] if was is not None and was[0] is obj else fn(obj)
+        self._derived[key] = (obj, value)
+        return cast(T, value)
+
+    def derived_seen(self) -> dict[tuple[str, int], tuple[dict[str, Any], Any]]:
+        """What :meth:`derived` computed or kept for this snapshot's objects."""
+        return self._derived
+
+    def pools_seen(self) -> dict[str, tuple[dict[str, Any], str | None]]:
+        """Node name -> (the Node, its pool's name) as :meth:`pool_members` found them (empty before)."""
+        return self._members[2] if self._members is not None else {}
 
     @cached_property
     def claims_by_name(self) -> dict[tuple[str, str], dict[str, Any]]:

@@ -2,10 +2,11 @@
 
 kubectl runs any executable named ``kubectl-fabricguard`` on the PATH as ``kubectl fabricguard``, passing every
 argument after the plugin's name (``-n``, ``--context`` and ``--kubeconfig`` included) and its environment
-(``KUBECONFIG``). The reads are the plugin's permission table (:data:`PLUGIN_GRANTS`): gets of the job's kinds,
-a list of Workloads in the job's namespace, the pools' FabricValidations and the controller's profile
-ConfigMap; nothing is written. The verdict word is line 1 and the exit code follows it (0 pass, 1 degraded,
-2 failed, 3 input unusable or the cluster unreachable).
+(``KUBECONFIG``). The reads are the plugin's permission table (``controller.viewer.PLUGIN_GRANTS``): gets of the
+job's kinds, a list of Workloads in the job's namespace, the pools' FabricValidations and the controller's profile
+ConfigMap; nothing is written. ``render install`` ships the roles built from that table (ClusterRole and Role
+``fabricguard-viewer``, in the controller's component). The verdict word is line 1 and the exit code follows it
+(0 pass, 1 degraded, 2 failed, 3 input unusable or the cluster unreachable).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from typing import Any
 
 import typer
 
-from fabricguard import kinds, names
+from fabricguard import names
 from fabricguard.console import Block, CommandGroup, blocks, console, fail, print_json, verdict_line
-from fabricguard.controller.manifests import NAME as CONTROLLER_NAME
 from fabricguard.controller.manifests import PROFILE_KEY
+from fabricguard.controller.viewer import JOB_KINDS, PROFILE_CONFIGMAP, plugin_permissions
 from fabricguard.controller.why import Answer, explain, pool_of, pool_rows, split_ref, workloads_of
 from fabricguard.exitcodes import exit_code
-from fabricguard.kube import Grant, KubeError, Permissions, grants
+from fabricguard.kube import KubeError
 from fabricguard.options import JSON_ALIAS, Format, format_option, now_value, wants_json
 from fabricguard.profile import PlatformProfile, ProfileError, load_profile, loads_profile
 
@@ -35,29 +36,17 @@ app = typer.Typer(
     add_completion=False,
 )
 
-JOB_KINDS = tuple(k for k in kinds.KINDS if k.kind != "Pod")
-# Read only: what `why` and `pools` call, and nothing else (the client refuses anything outside it).
-PLUGIN_GRANTS: frozenset[Grant] = frozenset([
-    *(g for k in JOB_KINDS for g in grants(k.api_version, k.plural, ["get"])),
-    *grants(names.KUEUE_API, "workloads", ["list"]),
-    *grants(names.FV_API, names.FV_PLURAL, ["get", "list"]),
-    *grants("v1", "configmaps", ["get"]),
-])
-PROFILE_CONFIGMAP = f"{CONTROLLER_NAME}-profile"
-
 KUBECONFIG: Any = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: $KUBECONFIG or ~/.kube/config).")
 CONTEXT: Any = typer.Option(None, "--context", help="The kubeconfig context.")
 NOW: Any = typer.Option(None, "--now", hidden=True, help="Fix the clock (RFC 3339), for replays.")
+DEFAULT_NAMESPACE = "fabricguard-system"  # where render install puts the controller
 
 
-def plugin_permissions() -> Permissions:
-    return Permissions(PLUGIN_GRANTS, "", "kubectl-fabricguard")
-
-
-def _call(kubeconfig: str | None, context: str | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
+def _call(kubeconfig: str | None, context: str | None, work: Callable[[Any], Awaitable[Any]],
+          namespace: str = DEFAULT_NAMESPACE) -> Any:
     from fabricguard.cluster_call import run_on_cluster
 
-    return run_on_cluster(kubeconfig, context, plugin_permissions(), work,
+    return run_on_cluster(kubeconfig, context, plugin_permissions(namespace), work,
                           kubeconfig_hint="pass --kubeconfig/--context of the cluster",
                           needs="the reads this needs: get of the job, list of Workloads, get of FabricValidations")
 
@@ -96,7 +85,7 @@ def why_cmd(
     context: str = CONTEXT,
     profile: Path = typer.Option(None, "--profile", "-p", help="The platform profile, for per-fabric fixes "
                                  "(default: the controller's, from its ConfigMap)."),
-    fabricguard_namespace: str = typer.Option("fabricguard", "--fabricguard-namespace",
+    fabricguard_namespace: str = typer.Option(DEFAULT_NAMESPACE, "--fabricguard-namespace",
                                               help="Where the controller runs (its profile ConfigMap)."),
     fmt: Format = format_option(),
     as_json: bool = JSON_ALIAS,
@@ -145,7 +134,7 @@ def why_cmd(
         answer.facts.append(("profile", source))
         return answer
 
-    a: Answer = _call(kubeconfig, context, work)
+    a: Answer = _call(kubeconfig, context, work, fabricguard_namespace)
     if a.state == "not-found":
         fail(f"JOB {job!r}: {a.headline}", hint=a.fix.replace("`", ""))
     if wants_json(fmt, as_json):

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.table import Table
 
 from fabricguard import yamlout
 from fabricguard.console import (
@@ -24,7 +23,6 @@ from fabricguard.console import (
     err_console,
     fail,
     print_json,
-    row,
     say,
     table_or_blocks,
     verdict_line,
@@ -231,14 +229,15 @@ def _show(state: TransitionState, output_format: Format) -> None:
         return
     verdict_line(phase_verdict(state.phase), f"transition {state.oldPool} -> {state.newPool} (queue {state.queue})",
                  state.phase)
-    t = Table(show_header=True)
-    for col in ("step", "done", "detail"):
-        t.add_column(col)
     current = state.next_step()
-    for s in state.steps:
+    cells: list[list[Part]] = []
+    items: list[Block] = []
+    for s in state.steps:  # in the order they run
         detail = s.detail if s.done else (state.message.split(": ", 1)[-1] if s.name == current else "")
-        t.add_row(s.name, s.done or ("(current)" if s.name == current else ""), detail)
-    console.print(t)
+        done = s.done or ("(current)" if s.name == current else "")
+        cells.append([s.name, done, detail])
+        items.append(Block(head=[(s.name, "bold")], fields=[("done", done), ("detail", detail)]))
+    table_or_blocks([Column("step", no_wrap=True), Column("done", no_wrap=True), Column("detail")], cells, items)
 
 
 @transition_app.command("plan")
@@ -385,16 +384,30 @@ def coverage_cmd(
     if reset_breaker:
         say(("breaker reset:", "bold"), f" pool {p.name}'s quarantine breaker is closed; failures before "
             f"{t.isoformat()} are not counted again")
-    table = Table(box=None, pad_edge=False)
-    notes = any(r["note"] for r in cov.rows)
-    for col in ("NODE", "STATE", "PROVEN", "BUSBW", "PARTNER", "LINK", *(("NOTE",) if notes else ())):
-        table.add_column(col, overflow="fold")
-    for r in cov.rows:
-        bw = f"{r['busbwGBps']:.1f}" if r["busbwGBps"] is not None else "-"
-        row(table, r["node"], r["state"], r["age"], bw, r["partner"] or "-", r["link"] or "-",
-            *((r["note"] or "",) if notes else ()))
-    console.print(table)
+    _coverage_rows(cov.rows)
     raise typer.Exit(cov.exit_code)
+
+
+def _coverage_rows(rows: list[dict[str, Any]]) -> None:
+    """One row per node, the nodes that need a person first (suspect, convicted, quarantined, timed out): a table
+    where it fits, else one block per node (a pipe, 80 columns), never a node name cut."""
+    from fabricguard.controller.coverage import NEEDS_ATTENTION
+
+    notes = any(r["note"] for r in rows)
+    cols = [Column("node", no_wrap=True), Column("state", no_wrap=True), Column("proven", no_wrap=True),
+            Column("busbw GB/s", justify="right", no_wrap=True), Column("partner", no_wrap=True),
+            Column("link", no_wrap=True), *((Column("note"),) if notes else ())]
+    cells: list[list[Part]] = []
+    items: list[Block] = []
+    for r in sorted(rows, key=lambda r: r["state"] not in NEEDS_ATTENTION):  # stable: by node within each
+        bw = f"{r['busbwGBps']:.1f}" if r["busbwGBps"] is not None else "-"
+        cells.append([r["node"], r["state"], r["age"], bw, r["partner"] or "-", r["link"] or "-",
+                      *((r["note"] or "",) if notes else ())])
+        items.append(Block(head=[(r["node"], "bold"), "  ", r["state"]],
+                           fields=[("proven", r["age"]), ("busbw GB/s", bw), ("partner", r["partner"] or ""),
+                                   ("link", r["link"] or ""), ("note", r["note"] or "")]))
+    console.print()
+    table_or_blocks(cols, cells, items)
 
 
 def register(app: typer.Typer) -> None:

@@ -32,7 +32,7 @@ from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import podsecurity as admission_podsecurity
 from fabricguard.admission import render as admission_render
 from fabricguard.agent import render as agent_render
-from fabricguard.controller import alerts, dashboard, exporters
+from fabricguard.controller import alerts, dashboard, exporters, viewer
 from fabricguard.controller import manifests as controller_manifests
 from fabricguard.netpolicy import MONITORING
 from fabricguard.placement import kueue
@@ -84,6 +84,7 @@ class Component:
     overlays: dict[str, dict[str, Any]] = field(default_factory=dict)  # subdirectory -> kustomization
     overlay_objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     siblings: dict[str, dict[str, Any]] = field(default_factory=dict)  # directory beside it -> kustomization
+    notes: list[str] = field(default_factory=list)  # README lines after its apply commands
 
 
 @dataclass(frozen=True)
@@ -363,7 +364,8 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     webhook = admission_render.manifests(profile_text, opts.image, ns, list(opts.apiserver_cidrs),
                                          [ds_hook] if ds_hook else None,
                                          claim_templates=any(p.claim_template_name for p in profile.spec.pools),
-                                         mode=opts.mode, port=opts.webhook_port, monitoring=opts.monitoring)
+                                         mode=opts.mode, port=opts.webhook_port, monitoring=opts.monitoring,
+                                         job_dir_image=opts.agent_image)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain), "
                          "compensating Pod Security policy for opted-in namespaces",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
@@ -388,10 +390,14 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     kueue_objs = [o for o in kueue.objects(profile) if o["kind"] != "AdmissionCheck"]
     checked = [o for o in kueue_objs if o["kind"] == "ClusterQueue" and "admissionChecksStrategy" in o["spec"]]
     controller_remove = ([Step("apply", f"{KUEUE}-{WITHOUT_CHECK}")] if checked else []) + [Step("delete", CONTROLLER)]
-    out.append(Component(CONTROLLER, "Controller: canaries, the Kueue check fabric-validated, verdicts, metrics",
-                         ctrl, after_apply=[
+    out.append(Component(CONTROLLER, "Controller: canaries, the Kueue check fabric-validated, verdicts, metrics; "
+                         f"the read-only {viewer.VIEWER} role of kubectl fabricguard",
+                         ctrl + viewer.viewer_roles(ns), after_apply=[
                              f"kubectl -n {ns} rollout status deploy/{controller_manifests.NAME} --timeout=5m"],
-                         remove=controller_remove))
+                         remove=controller_remove, notes=[
+                             f"Who may run `kubectl fabricguard why|pools`: bind ClusterRole and Role {viewer.VIEWER} "
+                             "(exactly the plugin's reads; not aggregated to `view`: docs/install.md):",
+                             "```", *viewer.bind_commands(ns), "```"]))
     if kueue_objs:
         comp = Component(KUEUE, "Kueue: Topologies, ResourceFlavors, ClusterQueues (with the check), LocalQueues",
                          kueue_objs, remove=[Step("delete", WEBHOOKS), Step("delete", KUEUE)])
@@ -498,6 +504,7 @@ def readme(profile: PlatformProfile, comps: list[Component], optional: dict[str,
         lines.append(Step("apply", c.name).command())
         lines.extend(c.after_apply)
         lines.append("```")
+        lines.extend(c.notes)
         lines.append("Upgrade (a newer render of this directory; also deletes what it no longer has):")
         lines.append("```")
         lines.append(prune_command(c))

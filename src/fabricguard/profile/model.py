@@ -841,12 +841,31 @@ class LustreClientHealth(_Strict):
         return duration_seconds(self.evictionWindow)
 
 
+class JobDirectory(_Strict):
+    """The job's directory made writable by a non-root workload: an init container (``storage/jobdir.py``) that
+    creates ``<namespace>/<job>`` and its log directories and gives them to the pod's runAsUser/fsGroup."""
+
+    enabled: bool = Field(default=True, description="Inject the init container into every managed job that "
+                          "mounts the job's directory (false: the kubelet creates it as root).")
+    image: str | None = Field(default=None, description="Image with the fabricguard CLI for the init container "
+                              "(default: the node agent's image, which the install passes to the webhook).")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        problem = reference_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
 class Lustre(_Strict):
     claimName: str
     clientHealth: LustreClientHealth = Field(default_factory=LustreClientHealth)
     mountPath: str = "/mnt/lustre"
     subPath: str = "{namespace}/{job}"
     logDir: str = ".fabricguard/nccl"
+    jobDirectory: JobDirectory = Field(default_factory=JobDirectory)
     volume: LustreVolume | None = Field(
         default=None, description="The file system behind claimName, for render install's static PV/PVC per namespace."
     )

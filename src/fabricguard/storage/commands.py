@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from fabricguard.console import exit_code, fail, print_json, say
+from fabricguard.exitcodes import EXIT_FAILED
 from fabricguard.options import JSON_ALIAS, Format, format_option, wants_json
 from fabricguard.storage.mountinfo import MountinfoError, check_path, parse_mountinfo
 from fabricguard.userfiles import SourceError, read_text
@@ -36,3 +37,42 @@ def where(
     else:
         say(("✓ ", "green") if finding.ok else ("✗ ", "bold red"), finding.message)
     raise typer.Exit(exit_code(verdict))
+
+
+def _octal_mode(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        fail(f"--mode {text!r} is not an octal mode", hint="e.g. --mode 2775")
+    if not 0 <= mode <= 0o7777:
+        fail(f"--mode {text!r} is out of range", hint="e.g. --mode 2775")
+    return mode
+
+
+@app.command("job-dir")
+def job_dir(
+    root: Path = typer.Option(..., "--root", help="The claim's root as mounted in this container."),
+    path: str = typer.Option(..., "--path", help="The job's directory under --root, e.g. team-a/llm-7b."),
+    subdir: list[str] = typer.Option([], "--subdir", help="A directory under the job's to make as well "
+                                     "(the NCCL log and Inspector directories); repeatable."),
+    uid: int | None = typer.Option(None, "--uid", min=0, help="The workload's user: owns the directories."),
+    gid: int | None = typer.Option(None, "--gid", min=0, help="The workload's group (fsGroup): owns them too."),
+    mode: str = typer.Option("1777", "--mode", help="Octal mode of the directories (2775 with a group)."),
+) -> None:
+    """Create the job's directory for a non-root workload, never through a link (the webhook's init
+    container). Exit 0 done, 2 the file system refused, 3 a link or a non-directory in the way."""
+    from fabricguard.storage.jobdir import JobDirError, Owner, prepare
+
+    owner = Owner(uid, gid, _octal_mode(mode))
+    try:
+        done = prepare(root, path, subdir, owner)
+    except SourceError as exc:
+        fail(str(exc), hint="the job's directory must be a plain directory; a person removes what is in the way")
+    except JobDirError as exc:
+        fail(str(exc), code=EXIT_FAILED,
+             hint="give the container CAP_CHOWN and CAP_FOWNER as root, or storage.lustre.jobDirectory.enabled: "
+                  "false in the profile")
+    if not done:
+        say(("✓ ", "green"), f"{root / path}: already there, {owner.describe()}")
+    for line in done:
+        say(("✓ ", "green"), line)

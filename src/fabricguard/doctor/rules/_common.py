@@ -18,12 +18,7 @@ def pool_nodes(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str,
     """Nodes of each pool (:meth:`PlatformProfile.pool_of`: the profile's pools are disjoint)."""
     if profile is None:
         return {}
-    out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
-    for n in snapshot.nodes:
-        p = profile.pool_of(n)
-        if p is not None:
-            out[p.name].append(n)
-    return out
+    return snapshot.pool_members(profile)
 
 
 def node_pool(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str, Pool]:

@@ -14,6 +14,7 @@ oldest pod carrying the current ``pod-template-generation`` gives an upper bound
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -78,13 +79,44 @@ def pod_ready_evidence(pod: dict[str, Any]) -> dict[str, Any]:
     return ev
 
 
-def _waiting_reasons(pods: list[dict[str, Any]]) -> dict[str, int]:
+@dataclass(frozen=True)
+class PodFacts:
+    """What the DaemonSet rules read of one pod (a function of the pod alone: ``Snapshot.derived`` keeps it)."""
+
+    ready_evidence: dict[str, Any]  # pod_ready_evidence
+    created: datetime | None
+    restarts: int
+    waiting: tuple[str, ...]  # each container's state.waiting.reason, in order
+    said: tuple[str, ...]  # each container's last words (termination message or reason, or waiting message)
+
+
+def pod_facts(pod: dict[str, Any]) -> PodFacts:
+    waiting: list[str] = []
+    said: list[str] = []
+    restarts = 0
+    for _, cs in all_container_statuses(pod):
+        restarts += int(cs.get("restartCount") or 0)
+        reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason:
+            waiting.append(reason)
+        term = (cs.get("lastState") or {}).get("terminated") or {}
+        wait = (cs.get("state") or {}).get("waiting") or {}
+        msg = str(term.get("message") or term.get("reason") or wait.get("message") or "").strip()
+        if msg:
+            said.append(msg)
+    return PodFacts(pod_ready_evidence(pod), parse_time((pod.get("metadata") or {}).get("creationTimestamp")),
+                    restarts, tuple(waiting), tuple(said))
+
+
+def _facts(snapshot: Snapshot, pods: list[dict[str, Any]]) -> list[PodFacts]:
+    return [snapshot.derived("daemonset-pod-facts", p, pod_facts) for p in pods]
+
+
+def _waiting_reasons(facts: list[PodFacts]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for p in pods:
-        for _, cs in all_container_statuses(p):
-            reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
-            if reason:
-                out[reason] = out.get(reason, 0) + 1
+    for f in facts:
+        for reason in f.waiting:
+            out[reason] = out.get(reason, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
@@ -117,24 +149,20 @@ def _selector(ds: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<selector>"
 
 
-def pods_say(pods: list[dict[str, Any]]) -> str:
+def pods_say(facts: list[PodFacts]) -> str:
     """What the pods' containers last said when they stopped (the most common message, whole), or ''."""
     said: dict[str, int] = {}
-    for pod in pods:
-        for _, cs in all_container_statuses(pod):
-            term = (cs.get("lastState") or {}).get("terminated") or {}
-            wait = (cs.get("state") or {}).get("waiting") or {}
-            msg = str(term.get("message") or term.get("reason") or wait.get("message") or "").strip()
-            if msg:
-                said[msg] = said.get(msg, 0) + 1
+    for f in facts:
+        for msg in f.said:
+            said[msg] = said.get(msg, 0) + 1
     return max(said, key=lambda m: said[m]) if said else ""
 
 
-def never_ready_fix(ds: dict[str, Any], pods: list[dict[str, Any]]) -> str:
+def never_ready_fix(ds: dict[str, Any], facts: list[PodFacts]) -> str:
     """The fix with what the doctor knows: the namespace, the selector, what the pods said."""
     meta = ds.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
-    said = pods_say(pods)
+    said = pods_say(facts)
     heard = f" (they say: {said[:200]})" if said else ""
     return (f"Read why its pods fail{heard}: `kubectl -n {ns} describe pod -l {_selector(ds)}`; fix the image or "
             f"configuration, then watch it become ready: `kubectl -n {ns} rollout status ds/{name}`. "
@@ -170,16 +198,16 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
             "status.numberReady": ready,
             "status.numberAvailable": available,
         }
+        facts = _facts(snapshot, pods)
         ever: dict[str, dict[str, Any]] = {}
-        for pod in pods:
-            ev = pod_ready_evidence(pod)
-            if ev:
-                ever[pod["metadata"]["name"]] = ev
-        reasons = _waiting_reasons(pods)
+        for pod, f in zip(pods, facts, strict=True):
+            if f.ready_evidence:
+                ever[pod["metadata"]["name"]] = f.ready_evidence
+        reasons = _waiting_reasons(facts)
         if reasons:
             evidence["pods: state.waiting.reason"] = reasons
-        pod_times = [t for p in pods if (t := parse_time((p.get("metadata") or {}).get("creationTimestamp")))]
-        restarts = sum(int(cs.get("restartCount") or 0) for p in pods for _, cs in all_container_statuses(p))
+        pod_times = [f.created for f in facts if f.created]
+        restarts = sum(f.restarts for f in facts)
         if pod_times:
             evidence["youngest pod age (misleading)"] = human_age((now - max(pod_times)).total_seconds())
             evidence["oldest pod age"] = human_age((now - min(pod_times)).total_seconds())
@@ -239,7 +267,7 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
                     f"failure this old look recent.{template_note}"
                 ),
                 evidence=evidence,
-                fix=never_ready_fix(ds, pods),
+                fix=never_ready_fix(ds, facts),
                 pools=pools,
             )
         )

@@ -131,6 +131,12 @@ def _lacking(pool: Pool) -> str:
     return text + (f" (DRA-backed by DeviceClass {d.deviceClassName}, and hold no such claim)" if d else "")
 
 
+def _request_view(pod: dict[str, Any]) -> tuple[Any, bool, dict[str, Any], tuple[str, str, str]]:
+    """(its node, Running, its containers' requests, its workload): what fabric-request-missing reads of a pod."""
+    return ((pod.get("spec") or {}).get("nodeName"), (pod.get("status") or {}).get("phase") == "Running",
+            container_requests(pod), workload_key(pod))
+
+
 def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     where = node_pool(snapshot, profile)
@@ -138,18 +144,17 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
         return []
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for pod in snapshot.pods:
-        spec = pod.get("spec") or {}
-        pool = where.get(spec.get("nodeName") or "")
+        node, running, req, key = snapshot.derived("fabric-request-pod", pod, _request_view)
+        pool = where.get(node or "")
         if pool is None or not pool.fabric.has_fabric or not (pool.fabric.resources or pool.fabric.dra):
             continue
-        if (pod.get("status") or {}).get("phase") != "Running":
+        if not running:
             continue
-        req = container_requests(pod)
         if quantity(req.get(pool.gpuResource)) < 1:
             continue
-        g = groups.setdefault(workload_key(pod), {"pods": [], "nodes": set(), "pool": pool, "without": []})
+        g = groups.setdefault(key, {"pods": [], "nodes": set(), "pool": pool, "without": []})
         g["pods"].append(pod)
-        g["nodes"].add(spec.get("nodeName"))
+        g["nodes"].add(node)
         if not any(quantity(req.get(r)) >= 1 for r in pool.fabric.resources) and not dra.holds_fabric_claim(
                 pod, pool, snapshot.claims_by_name):
             g["without"].append(pod)
@@ -237,20 +242,24 @@ def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | Non
     return findings
 
 
+def _gate_view(n: dict[str, Any]) -> tuple[bool, frozenset[str], dict[str, Any] | None]:
+    """(cordoned, its taints' keys, its FabricReady condition): what node-not-gated reads of one node."""
+    return bool((n.get("spec") or {}).get("unschedulable")), frozenset(taint_keys(n)), find_condition(
+        n, READY_CONDITION)
+
+
 def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
-    agent_seen = any(find_condition(n, READY_CONDITION) for n in snapshot.nodes)
+    agent_seen = any(snapshot.derived("node-gate", n, _gate_view)[2] for n in snapshot.nodes)
     for pool in fabric_pools(profile):
         bad = []
+        keys = set(pool.taint_keys)
         for n in members.get(pool.name, []):
-            spec = n.get("spec") or {}
-            if spec.get("unschedulable"):
+            unschedulable, taints, cond = snapshot.derived("node-gate", n, _gate_view)
+            if unschedulable or taints & keys:
                 continue
-            if taint_keys(n) & set(pool.taint_keys):
-                continue
-            cond = find_condition(n, READY_CONDITION)
             if cond and cond.get("status") == "True":
                 continue
             bad.append((n, cond))

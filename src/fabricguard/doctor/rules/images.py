@@ -49,6 +49,23 @@ def _plugin_pools(profile: PlatformProfile | None) -> dict[tuple[str, str], list
     return out
 
 
+def _exec_hits(pod: dict[str, Any]) -> tuple[tuple[Any, Any, list[tuple[str, str]], Any], ...]:
+    """(container, image, messages, imageID) of each of the pod's containers that says 'exec format error': what
+    the rule reads of one pod."""
+    spec_images = {
+        c.get("name"): c.get("image")
+        for c in ((pod.get("spec") or {}).get("containers") or [])
+        + ((pod.get("spec") or {}).get("initContainers") or [])
+    }
+    out = []
+    for path, cs in all_container_statuses(pod):
+        hits = _status_messages(cs, path)
+        if hits:
+            image = spec_images.get(cs.get("name")) or cs.get("image", "")
+            out.append((cs.get("name"), image, hits, cs.get("imageID")))
+    return tuple(out)
+
+
 def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     """Containers failing with ``exec format error``, one finding per controller and image."""
     del now
@@ -57,23 +74,14 @@ def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: 
     for pod in snapshot.pods:
         meta = pod.get("metadata") or {}
         pods_by_name[(meta.get("namespace", ""), meta.get("name", ""))] = pod
-        spec_images = {
-            c.get("name"): c.get("image")
-            for c in ((pod.get("spec") or {}).get("containers") or [])
-            + ((pod.get("spec") or {}).get("initContainers") or [])
-        }
-        for path, cs in all_container_statuses(pod):
-            hits = _status_messages(cs, path)
-            if not hits:
-                continue
-            image = spec_images.get(cs.get("name")) or cs.get("image", "")
-            g = groups.setdefault((owner_key(pod), image), {"pods": {}, "arches": set(), "container": cs.get("name")})
+        for container, image, hits, image_id in snapshot.derived("exec-format-pod", pod, _exec_hits):
+            g = groups.setdefault((owner_key(pod), image), {"pods": {}, "arches": set(), "container": container})
             node = snapshot.node_by_name.get((pod.get("spec") or {}).get("nodeName", ""))
             if arch := node_arch(node):
                 g["arches"].add(arch)
             g["pods"].setdefault(meta.get("name"), dict(hits[:2]))
-            if cs.get("imageID"):
-                g["imageID"] = cs["imageID"]
+            if image_id:
+                g["imageID"] = image_id
     for ev in snapshot.events:
         msg = ev.get("message") or ev.get("note") or ""
         if NEEDLE not in msg:

@@ -67,21 +67,32 @@ def _pool_of_workload(wl: dict[str, Any], profile: PlatformProfile, message: str
 
 def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]],
                now: datetime, default_mode: str = "observe") -> dict[str, WouldHave]:
-    """Per observing pool, what enforce would have held and tainted within :data:`WINDOW` before ``now``."""
-    since = now - WINDOW
+    """Per observing pool, what enforce would have held and tainted within :data:`WINDOW` before ``now``.
+
+    The clock is read only where something is compared with the window: with no observe message and no
+    observing pool, the answer does not depend on the time (an incremental pass keeps it: controller/incremental.py)."""
+    start: list[datetime] = []
+
+    def since() -> datetime:
+        if not start:
+            start.append(now - WINDOW)
+        return start[0]
+
     out: dict[str, WouldHave] = {}
     for wl in workloads:
         for entry in (wl.get("status") or {}).get("admissionChecks") or ():
             msg = str((entry or {}).get("message") or "")
+            if not msg.startswith(OBSERVE_HOLD):
+                continue
             when = _when((entry or {}).get("lastTransitionTime"))
-            if not msg.startswith(OBSERVE_HOLD) or when is None or when < since:
+            if when is None or when < since():
                 continue
             pool = _pool_of_workload(wl, profile, msg)
             if pool is not None:
                 out.setdefault(pool, WouldHave(pool)).held.append(
                     (f"{objects.namespace_of(wl)}/{objects.name_of(wl)}", times.format_time(when)))
     observing = {p.name for p in profile.spec.pools if profile.mode_of(p, default_mode) == "observe"} | set(out)
-    for n in nodes:
+    for n in nodes if observing else ():
         node_pool = profile.pool_of(n)
         if node_pool is None or node_pool.name not in observing or not node_pool.fabric.has_fabric:
             continue
@@ -90,7 +101,7 @@ def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads:
             continue  # no agent reported here: node-not-gated says so; there is no verdict enforce would act on
         status = str(cond.get("status") or "?")
         changed = _when(cond.get("lastTransitionTime"))
-        if status != "True" or (changed is not None and changed >= since):
+        if status != "True" or (changed is not None and changed >= since()):
             out.setdefault(node_pool.name, WouldHave(node_pool.name)).tainted.append(
                 (objects.name_of(n), status, times.format_time(changed) if changed else "?"))
     return {p: w for p, w in sorted(out.items()) if not w.empty}

@@ -1,0 +1,244 @@
+"""The job's directory on the shared file system, made writable by the workload before it starts.
+
+The webhook mounts ``<claim>/<namespace>/<job>`` into every GPU container with ``subPathExpr``. The kubelet creates
+a missing ``subPath`` directory itself, as root, with the volume root's mode: a workload that runs as a non-root
+user (``runAsUser``, or the image's ``USER``) then cannot write its NCCL logs or Inspector records there, and every
+verdict of the job is ``missing-logs``. So the webhook puts one init container first in the pod
+(:func:`init_container`): it runs ``fabricguard storage job-dir`` (:func:`prepare`), which creates the directory
+and the log directories under it and gives them to the workload, before the kubelet looks for the subPath (the
+kubelet makes a container's subPath when that container starts, so the init container's directory is the one it
+finds).
+
+Who gets the directory (:func:`owner_for`, from the pod as admitted):
+
+- one ``runAsUser`` for every GPU container (the container's, else the pod's): that user owns it; with a group
+  (``fsGroup``, else their one ``runAsGroup``) the group owns it too and the mode is ``2775`` (setgid: what the
+  ranks write keeps the group), else ``0755``;
+- no single user but a group: root owns it, the group may write (``2775``): ``fsGroup`` is a supplementary group
+  of every container, ``runAsGroup`` the primary one;
+- neither (the image's own ``USER``, which the webhook cannot see): ``1777``, like ``/tmp`` (anyone may write,
+  only a file's owner may remove it).
+
+Only the directories it creates or finds on the way to ``<namespace>/<job>`` are touched, never what is inside
+them (no recursive ``chown``: a tenant's files are never followed). Every part is opened without following a
+link, relative to its parent (``userfiles.dir_fd_in``): a tenant who made ``<namespace>/<job>`` a link to
+another tenant's directory, or to ``/``, gets a refusal that names the link, and the pod does not start.
+
+The init container runs as root with every capability dropped but ``CHOWN`` and ``FOWNER`` (both in Pod Security
+baseline's list and in the compensating policy's, ``admission/podsecurity.py``), no privilege escalation and a
+read-only root file system. ``FOWNER`` is needed only to change the mode of a directory another user already
+owns (a rerun for a job whose user changed); ``DAC_OVERRIDE`` is not needed, because every directory it creates
+under is root's. Its requests equal its limits, so a Guaranteed pod stays Guaranteed (the static CPU manager
+gives exclusive cores only to those). A Lustre file system that squashes root (``root_squash``) refuses the
+``chown``: the init container then fails naming the directory; turn it off with
+``storage.lustre.jobDirectory.enabled: false`` and run the images as root, or exempt the nodes from squashing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabricguard.userfiles import SourceError, dir_fd_in
+
+INIT_CONTAINER = "fabricguard-job-dir"
+ROOT_MOUNT = "/fabricguard-lustre-root"  # the claim's root, in the init container only
+# What the init container gets: requests equal to limits (a Guaranteed pod stays Guaranteed). Measured: the
+# command's peak RSS is about 46 MiB and it takes about 0.8 s of CPU (bench/admission/README.md).
+RESOURCES = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
+CAPABILITIES = ("CHOWN", "FOWNER")
+MODE_SHARED = 0o1777  # nobody known: anyone may write, only a file's owner may remove it
+MODE_GROUP = 0o2775  # a group known: it may write, and new files keep it
+MODE_OWNER = 0o755  # only a user known
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who gets the job's directory: ``uid``/``gid`` (None: root's stays) and the mode."""
+
+    uid: int | None
+    gid: int | None
+    mode: int
+
+    def args(self) -> list[str]:
+        out = ["--mode", f"{self.mode:04o}"]
+        if self.uid is not None:
+            out += ["--uid", str(self.uid)]
+        if self.gid is not None:
+            out += ["--gid", str(self.gid)]
+        return out
+
+    def describe(self) -> str:
+        who = f"{'root' if self.uid is None else self.uid}:{'root' if self.gid is None else self.gid}"
+        return f"owner {who}, mode {self.mode:04o}"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def owner_for(pod_spec: dict[str, Any], containers: Sequence[dict[str, Any]]) -> Owner:
+    """Who gets the directory, from the pod's and its GPU ``containers``' security contexts (module docstring)."""
+    pod_sc = _map(pod_spec.get("securityContext"))
+    uids: set[int | None] = set()
+    gids: set[int | None] = set()
+    for c in containers:
+        sc = _map(c.get("securityContext"))
+        uid = _int(sc.get("runAsUser")) if "runAsUser" in sc else _int(pod_sc.get("runAsUser"))
+        gid = _int(sc.get("runAsGroup")) if "runAsGroup" in sc else _int(pod_sc.get("runAsGroup"))
+        uids.add(uid)
+        gids.add(gid)
+    uid = next(iter(uids)) if len(uids) == 1 else None
+    group = _int(pod_sc.get("fsGroup"))
+    if group is None and len(gids) == 1:
+        group = next(iter(gids))
+    if uid is None and group is None:
+        return Owner(None, None, MODE_SHARED)
+    return Owner(uid, group, MODE_GROUP if group is not None else MODE_OWNER)
+
+
+def init_container(image: str, volume: str, path_expr: str, subdirs: Sequence[str], owner: Owner,
+                   env: list[dict[str, Any]]) -> dict[str, Any]:
+    """The init container that prepares ``path_expr`` (the mount's ``subPathExpr``, expanded by the kubelet from
+    ``env``) under the claim ``volume``'s root. ``command`` is set, so any image with the ``fabricguard`` CLI
+    works whatever its entrypoint."""
+    args = ["storage", "job-dir", "--root", ROOT_MOUNT, "--path", path_expr]
+    for d in subdirs:
+        args += ["--subdir", d]
+    return {
+        "name": INIT_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["fabricguard"],
+        "args": args + owner.args(),
+        "env": env,
+        "resources": {k: dict(v) for k, v in RESOURCES.items()},
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "runAsNonRoot": False,  # a pod-level runAsNonRoot: true would otherwise stop it
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES)},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": volume, "mountPath": ROOT_MOUNT}],
+    }
+
+
+# ---------------------------------------------------------------------------------------------- the command
+
+
+class JobDirError(RuntimeError):
+    """The file system refused a change (``chown`` under root squash, no space, read-only): names the path."""
+
+
+def parts_of(rel: str, what: str) -> list[str]:
+    """The parts of a relative path; ``SourceError`` for an absolute one or one with ``.``/``..``/empty parts."""
+    if not rel or rel.startswith("/"):
+        raise SourceError(what, None, f"{rel!r} must be a relative path")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise SourceError(what, None, f"{rel!r} must name plain directories (no empty part, '.' or '..')")
+    return parts
+
+
+def _wanted(st: os.stat_result, owner: Owner) -> tuple[int, int, int]:
+    return (st.st_uid if owner.uid is None else owner.uid, st.st_gid if owner.gid is None else owner.gid,
+            owner.mode)
+
+
+def _fs_error(where: Path, what: str, exc: OSError) -> JobDirError:
+    hint = (" (a root-squashed file system, or a container without CAP_CHOWN/CAP_FOWNER)"
+            if exc.errno in (errno.EPERM, errno.EACCES) else "")
+    return JobDirError(f"{where}: cannot {what}: {exc.strerror or exc}{hint}")
+
+
+def _settle(fd: int, where: Path, owner: Owner, before: os.stat_result) -> bool:
+    """Give one directory (by descriptor) its owner and mode; False when it had them before this run."""
+    uid, gid, mode = _wanted(before, owner)
+    st = os.fstat(fd)
+    try:
+        if stat.S_IMODE(st.st_mode) != mode:
+            os.fchmod(fd, mode)  # before the chown: while it is still ours (FOWNER only when it is not)
+        if (st.st_uid, st.st_gid) != (uid, gid):
+            os.fchown(fd, uid, gid)
+            if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+                os.fchmod(fd, mode)  # a file system that clears setgid on chown
+    except OSError as exc:
+        raise _fs_error(where, f"give it {owner.describe()}", exc) from None
+    return (before.st_uid, before.st_gid, stat.S_IMODE(before.st_mode)) != (uid, gid, mode)
+
+
+def _missing(at: int, part: str) -> bool:
+    try:
+        os.stat(part, dir_fd=at, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # the walk's own open says what it is
+    return False
+
+
+def prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[str]:
+    """Create ``root/rel`` and ``root/rel/<subdir>`` (never through a link) and give the job's directory and
+    everything under it on the way to a subdir ``owner``; the parents made on the way to the job's are root's,
+    ``0755``. Returns what it did, one line per directory changed ([] when everything already was so: a rerun
+    changes nothing).
+
+    Everything is created first and given away last: root without ``DAC_OVERRIDE`` cannot create in a directory
+    it gave away, so one that is someone else's already (a rerun that adds a subdir) is taken back for the moment
+    (``CHOWN``) and given again at the end."""
+    parts = parts_of(rel, "--path")
+    subs = [parts_of(s, "--subdir") for s in subdirs]
+    made: list[str] = []
+    os.close(dir_fd_in(root, parts[:-1], create=0o755, made=made))
+    done = [f"{p}: created (root, 0755)" for p in made]
+    job = root.joinpath(*parts)
+    held: list[tuple[int, Path, os.stat_result, bool]] = []  # descriptor, path, as found, created
+    me = os.geteuid()
+
+    def hold(fd: int, where: Path, created: bool) -> int:
+        held.append((fd, where, os.fstat(fd), created))
+        return fd
+
+    def take(fd: int, where: Path) -> None:
+        if os.fstat(fd).st_uid != me:
+            try:
+                os.fchown(fd, me, -1)
+            except OSError as exc:
+                raise _fs_error(where, "take it back to create in it", exc) from None
+
+    try:
+        made.clear()
+        top = hold(dir_fd_in(root, parts, create=0o700, made=made), job, bool(made))
+        opened: dict[tuple[str, ...], int] = {(): top}
+        for sub in subs:
+            at, where = top, job
+            for i, part in enumerate(sub):
+                key, where = tuple(sub[: i + 1]), where / part
+                if key not in opened:
+                    if _missing(at, part):
+                        take(at, where.parent)
+                    made.clear()
+                    opened[key] = hold(dir_fd_in(where.parent, [part], create=0o700, made=made, start=at), where,
+                                       bool(made))
+                at = opened[key]
+        settled = []
+        for fd, where, before, created in reversed(held):  # the deepest first: each is given away last
+            if _settle(fd, where, owner, before) or created:
+                settled.append(f"{where}: {'created' if created else 'changed'}, {owner.describe()}")
+        done += reversed(settled)
+    finally:
+        for fd, *_ in held:
+            os.close(fd)
+    return done
