@@ -99,8 +99,7 @@ def read_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: Path |
     :func:`open_in` (no link followed, the opened file under ``within``) and checked on that descriptor, so a
     file swapped for a link after it was listed is refused, never read."""
     if within is not None:
-        with open_in(within, path) as fh:
-            _size_ok(path, os.fstat(fh.fileno()), max_bytes)
+        with open_in(within, path, max_bytes=max_bytes) as fh:
             return _read_capped(path, fh, max_bytes)
     input_file(path, max_bytes=max_bytes)
     try:
@@ -108,11 +107,6 @@ def read_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: Path |
             return _read_capped(path, fh, max_bytes)
     except OSError as exc:
         raise SourceError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
-
-
-def _size_ok(path: Path, st: os.stat_result, max_bytes: int) -> None:
-    if st.st_size > max_bytes:
-        raise SourceError(str(path), None, f"is {st.st_size:,} bytes, more than the {max_bytes:,} this input may be")
 
 
 def _read_capped(path: Path, fh: BinaryIO, max_bytes: int) -> bytes:
@@ -128,8 +122,8 @@ def _read_capped(path: Path, fh: BinaryIO, max_bytes: int) -> bytes:
 def check_in(within: Path, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
     """``SourceError`` unless ``path`` opens as :func:`open_in` opens it (a regular file under ``within``, no
     link) and is at most ``max_bytes``; the file is closed again (the reader opens it the same way)."""
-    with open_in(within, path) as fh:
-        _size_ok(path, os.fstat(fh.fileno()), max_bytes)
+    with open_in(within, path, max_bytes=max_bytes):
+        pass
 
 
 def read_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: Path | None = None) -> str:
@@ -391,16 +385,22 @@ def open_fd_in(real_root: str, path: Path | str) -> int:
         raise
 
 
-def open_in(root: Path, path: Path) -> BinaryIO:
+def open_in(root: Path, path: Path, *, max_bytes: int | None = None) -> BinaryIO:
     """Open ``path`` (a file under ``root``) for reading, never through a link out of ``root``, never blocking.
 
     ``O_NOFOLLOW`` refuses a link as the last part, and the opened file's real path (from ``/proc/self/fd``)
     must lie under ``root``'s, which also catches a folder swapped for a link after the listing. Only regular
-    files open. Problems raise ``SourceError`` naming the file."""
+    files open, and (``max_bytes``) only files no larger than that, by the descriptor's own size. Problems raise
+    ``SourceError`` naming the file."""
     try:
         fd = open_fd_in(_real_root(str(root)), path)
     except OSError as exc:  # no descriptor left: for these readers, a file that cannot be read now
         raise SourceError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+    if max_bytes is not None:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            os.close(fd)
+            raise SourceError(str(path), None, f"is {size:,} bytes, more than the {max_bytes:,} this input may be")
     return os.fdopen(fd, "rb")
 
 
