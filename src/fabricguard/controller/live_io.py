@@ -87,8 +87,9 @@ class JobIo:
     def poll(self) -> int:
         """Read what the job's JSONL files gained since the last poll; returns the bytes read."""
         budget = MAX_BYTES_PER_POLL
-        root = os.path.realpath(self.directory)
-        for name in self._names():
+        names = self._names()
+        root = os.path.realpath(self.directory) if names else ""  # a walk of every part: only when there is a file
+        for name in names:
             if budget <= 0:
                 break
             budget -= self._read(root, name, budget)
