@@ -356,6 +356,17 @@ def no_link_below(base: Path, path: Path) -> None:
                               "link (it could lead into another tenant's folder); make it a folder")
 
 
+# A folder changed this recently may change again within its mtime's granularity (Lustre keeps seconds).
+LISTING_RECENT_S = 2.0
+
+
+def listing_current(mtime_ns: int, listed_mtime_ns: int, listed_at: float) -> bool:
+    """Whether a folder's listing (taken at ``listed_at``, ``time.time()``, when its mtime was ``listed_mtime_ns``)
+    still names every entry now that its mtime is ``mtime_ns``. A listing taken within the mtime's granularity of
+    the folder's last change may have missed an entry made in that same tick: it is not current."""
+    return mtime_ns == listed_mtime_ns and listed_at - listed_mtime_ns / 1e9 >= LISTING_RECENT_S
+
+
 @dataclass
 class LinkFreeFolder:
     """A folder under ``base`` read again and again (a running job's log folder, every poll): proven with

@@ -224,7 +224,8 @@ class LiveJobs:
         jio = self._io.get(key)
         if jio is not None:
             try:
-                fol.no_link(self.lustre_root, jio.directory)
+                if jio.directory != follower.directory:  # the same folder was proven just above
+                    fol.no_link(self.lustre_root, jio.directory)
                 got_io = jio.poll()
                 self.cost.io_bytes_total += got_io
                 io = jio.tally.summary(self.profile.pool(job.pool))
