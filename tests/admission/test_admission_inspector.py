@@ -84,6 +84,7 @@ def test_every_gpu_container_gets_the_plugin_and_a_dump_dir_beside_its_logs(deli
             assert init["image"] == IMAGE
             assert init["command"] == ["cp", "/libnccl-profiler-inspector.so",
                                        "/fabricguard-inspector/libnccl-profiler-inspector.so"]
+            assert init["resources"]["requests"] == init["resources"]["limits"]  # a Guaranteed pod stays so
     again = answer(prof, with_object(review, obj))
     assert again["allowed"] and rv.decode_patch({"response": again}) == []
 
