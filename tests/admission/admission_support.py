@@ -116,3 +116,15 @@ def decide(profile: Any, review: dict[str, Any], endpoint: str = "review") -> di
 def workers(review: dict[str, Any]) -> dict[str, Any]:
     """The pod spec of a JobSet review's worker replicated job."""
     return review["request"]["object"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+
+
+def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod specs of a workload the webhook patches in place (a Pod, a Job's template, each JobSet replicated
+    job's); [] for a kind whose pods are not in the object (a TrainJob)."""
+    if obj["kind"] == "Pod":
+        return [obj["spec"]]
+    if obj["kind"] == "Job":
+        return [obj["spec"]["template"]["spec"]]
+    if obj["kind"] == "JobSet":
+        return [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
+    return []

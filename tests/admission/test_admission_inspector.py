@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from admission_support import check_workload, load_review, with_object
+from admission_support import check_workload, load_review, pod_specs, with_object
 
 from fabricguard.admission import review as rv
 from fabricguard.admission.decide import Admission
@@ -40,14 +40,6 @@ def patched(prof: PlatformProfile, review: dict[str, Any]) -> tuple[dict[str, An
     # The fixtures' namespace (ml-team) has no LocalQueue in these profiles: that warning is not the Inspector's.
     return jsonpatch.apply_patch(review["request"]["object"], rv.decode_patch({"response": resp})), \
         [w for w in resp.get("warnings") or [] if "has no LocalQueue" not in w]
-
-
-def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    if obj["kind"] == "JobSet":
-        return [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
-    if obj["kind"] == "Job":
-        return [obj["spec"]["template"]["spec"]]
-    return [obj["spec"]]
 
 
 def gpu(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -92,6 +84,7 @@ def test_every_gpu_container_gets_the_plugin_and_a_dump_dir_beside_its_logs(deli
             assert init["image"] == IMAGE
             assert init["command"] == ["cp", "/libnccl-profiler-inspector.so",
                                        "/fabricguard-inspector/libnccl-profiler-inspector.so"]
+            assert init["resources"]["requests"] == init["resources"]["limits"]  # a Guaranteed pod stays so
     again = answer(prof, with_object(review, obj))
     assert again["allowed"] and rv.decode_patch({"response": again}) == []
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from admission_support import KINDS, PROFILES, load_review, with_object
+from admission_support import KINDS, PROFILES, load_review, pod_specs, with_object
 from apiserver_defaults import kueue_suspend, stored_form
 from test_admission_pod_security import refusals
 
@@ -56,22 +56,12 @@ def _mutated(adm: Admission, review: dict[str, Any]) -> dict[str, Any]:
     return jsonpatch.apply_patch(review["request"]["object"], patch) if patch else review["request"]["object"]
 
 
-def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    if obj["kind"] == "Pod":
-        return [obj["spec"]]
-    if obj["kind"] == "Job":
-        return [obj["spec"]["template"]["spec"]]
-    if obj["kind"] == "JobSet":
-        return [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
-    return []
-
-
 def _ours(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in spec.get("initContainers") or () if c.get("name") == jobdir.INIT_CONTAINER]
 
 
 def _gpu_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    return [s for s in _pod_specs(obj)
+    return [s for s in pod_specs(obj)
             if any("nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {}) for c in s["containers"])]
 
 
@@ -111,7 +101,7 @@ def test_one_init_container_first_and_settled_after_storage_and_reinvocation(pat
 
 
 def _with_security(obj: dict[str, Any], pod: dict[str, Any] | None, container: dict[str, Any] | None) -> None:
-    for spec in _pod_specs(obj):
+    for spec in pod_specs(obj):
         if pod is not None:
             spec["securityContext"] = dict(pod)
         if container is not None:
@@ -243,10 +233,20 @@ def test_the_init_container_passes_baseline_and_our_policy_and_more_would_not(gk
 
 # ---------------------------------------------------------------------------------------------- the command
 
-ROOT_NEEDED = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                 reason="needs root and setpriv (util-linux) to run as the container does")
 AS_CONTAINER = ["setpriv", "--inh-caps=-all,+chown,+fowner", "--ambient-caps=-all,+chown,+fowner",
                 "--bounding-set=-all,+chown,+fowner", "--"]
+
+
+def _can_run_as_the_container() -> bool:
+    """Root, setpriv, and the capabilities to hand out (a container without CAP_SETPCAP cannot drop others)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return False
+    return subprocess.run([*AS_CONTAINER, "true"], capture_output=True, timeout=10).returncode == 0
+
+
+ROOT_NEEDED = pytest.mark.skipif(not _can_run_as_the_container(),
+                                 reason="needs root, setpriv (util-linux) and CAP_SETPCAP to run as the container "
+                                        "does (CAP_CHOWN and CAP_FOWNER only)")
 
 
 @pytest.fixture
@@ -410,3 +410,15 @@ def test_the_install_gives_the_webhook_the_agents_image(gke_lustre: PlatformProf
     res = CliRunner().invoke(app, ["admission", "serve", "-p", str(GKE), "--cert", "/nonexistent",
                                    "--key", "/nonexistent", "--job-dir-image", "a b"])
     assert res.exit_code == 3 and res.output.startswith("error: --job-dir-image"), res.output
+
+
+def test_log_directories_are_made_plain_or_left_out() -> None:
+    """The profile's logDir/dumpDir as the command accepts them: a sloppy path is made plain, one that leaves the
+    job's directory is not made (the command would refuse it, and the pod would never start)."""
+    text = GKE.read_text()
+    for log_dir, want in (("nccl//logs/", ("nccl/logs",)), ("../elsewhere", ())):
+        prof = loads_profile(text.replace("      claimName:", f"      logDir: {log_dir!r}\n      claimName:", 1))
+        obj = _mutated(Admission(prof, job_dir_image=IMAGE), load_review("jobset"))
+        for spec in _gpu_specs(obj):
+            args = _ours(spec)[0]["args"]
+            assert tuple(args[i + 1] for i, a in enumerate(args) if a == "--subdir") == want, args

@@ -41,7 +41,8 @@ def refusals(pol: dict[str, Any], pod: dict[str, Any]) -> list[str]:
 def _mutated_pod(profile: Any) -> dict[str, Any]:
     """A bare multi-node pod as the webhook injects it (the review fixture's pod, through /mutate)."""
     review = load_review("pod-bare-group")
-    d = Admission(profile).handle("mutate", json.dumps(review))
+    # With the job directory's init container (root, CHOWN/FOWNER), which the policy must admit too.
+    d = Admission(profile, job_dir_image="ghcr.io/acme/fabricguard-agent:0.2.0").handle("mutate", json.dumps(review))
     patch = rv.decode_patch(d.body)
     return jsonpatch.apply_patch(review["request"]["object"], patch) if patch else review["request"]["object"]
 

@@ -10,7 +10,7 @@ from typing import Any
 import jsonpatch
 import pytest
 import yaml
-from admission_support import KINDS, check_workload, decide, load_review
+from admission_support import KINDS, check_workload, decide, load_review, pod_specs
 
 from fabricguard.admission import review as rv
 from fabricguard.admission import runtime
@@ -42,16 +42,6 @@ def patched(profile: PlatformProfile, kind: str) -> dict[str, Any]:
     resp = decide(profile, review, "mutate")
     assert resp["allowed"], resp.get("status")
     return jsonpatch.apply_patch(review["request"]["object"], rv.decode_patch({"response": resp}))
-
-
-def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    if obj["kind"] == "Pod":
-        return [obj["spec"]]
-    if obj["kind"] == "Job":
-        return [obj["spec"]["template"]["spec"]]
-    if obj["kind"] == "JobSet":
-        return [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
-    raise AssertionError(obj["kind"])
 
 
 def gpu_container(spec: dict[str, Any]) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from admission_support import KINDS, PROFILES, load_review, with_object
+from admission_support import KINDS, PROFILES, load_review, pod_specs, with_object
 from apiserver_defaults import kueue_suspend, stored_form
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -87,16 +87,6 @@ def test_injected_downward_env_with_its_default_api_version_is_not_a_conflict(
 GPU = "nvidia.com/gpu"
 
 
-def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    if obj["kind"] == "Pod":
-        return [obj["spec"]]
-    if obj["kind"] == "Job":
-        return [obj["spec"]["template"]["spec"]]
-    if obj["kind"] == "JobSet":
-        return [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
-    return []
-
-
 @st.composite
 def workloads(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     profile = draw(st.sampled_from(sorted(ADMISSIONS)))
@@ -110,7 +100,7 @@ def workloads(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         trainer["resourcesPerNode"] = {"limits": {GPU: draw(st.sampled_from(["8", "4", 8, "8.0"]))}}
         if draw(st.booleans()):
             trainer["env"].append({"name": "NCCL_DEBUG", "value": "INFO"})
-    for spec in _pod_specs(obj):
+    for spec in pod_specs(obj):
         for c in spec["containers"]:
             if GPU in (c.get("resources") or {}).get("limits", {}):
                 c["resources"]["limits"][GPU] = draw(st.sampled_from(["8", "4", 8, "8.0", "2"]))

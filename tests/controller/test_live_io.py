@@ -77,6 +77,26 @@ def test_records_are_read_as_appended_never_twice(tmp_path: Path) -> None:
     assert s.step_seconds == 900.0 and jio.bad_lines == 0
 
 
+def test_a_quiet_folder_is_not_listed_again_and_a_new_rank_file_is_read(tmp_path: Path, monkeypatch) -> None:
+    """The folder is listed when its mtime moves (or was too recent to trust), not on every poll."""
+    jio = JobIo(tmp_path)
+    _append(tmp_path / "steps.rank0.jsonl", _steps(tmp_path, 0, 1, 50, ckpt_s=120.0))
+    old = os.stat(tmp_path).st_mtime - 60
+    os.utime(tmp_path, (old, old))  # changed a minute ago: a listing now is to be trusted
+    listings = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p: (listings.append(p), real(p))[1])
+    jio.poll()
+    for _ in range(5):
+        jio.poll()
+    assert len(listings) == 1
+    _append(tmp_path / "steps.rank1.jsonl", _steps(tmp_path, 1, 1, 50, ckpt_s=118.0))  # the mtime moves
+    jio.poll()
+    assert len(listings) == 2
+    s = jio.tally.summary(PROF.pool(POOL))
+    assert s is not None and s.phases[0].instances == 1 and s.step_seconds == 300.0
+
+
 def test_hostile_files_are_refused_and_named_the_rest_still_read(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_text('{"phase": "checkpoint-write", "step": 1, "seconds": 10, "bytes": 1000}\n'
                                       "not json\n" + '{"phase": "nope", "seconds": 1}\n'

@@ -29,6 +29,7 @@ from fabricguard.profile.model import PlatformProfile, Pool
 
 VOLUME = "fabricguard-inspector"
 INIT_CONTAINER = "fabricguard-inspector"
+INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}  # a copy of one shared library
 INIT_MOUNT = "/fabricguard-inspector"
 PLUGIN_ENV = "NCCL_PROFILER_PLUGIN"
 
@@ -62,7 +63,9 @@ def inspector_plan(profile: PlatformProfile, pool: Pool, fabric: bool) -> Inspec
         init = {"name": INIT_CONTAINER, "image": ins.image,
                 "command": ["cp", "/" + ins.pluginFile, posixpath.join(INIT_MOUNT, base)],
                 "volumeMounts": [{"name": VOLUME, "mountPath": INIT_MOUNT}],
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}}
+                # Requests equal to limits: an init container counts toward the pod's QoS class, and one that is
+                # not Guaranteed turns a Guaranteed GPU pod Burstable (no exclusive cores from the CPU manager).
+                "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)}}
     env = (
         (PLUGIN_ENV, plugin),
         ("NCCL_INSPECTOR_ENABLE", "1"),

@@ -23,6 +23,7 @@ owns the ``node`` container's env) and the rest into a ``runtimePatches`` entry 
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +127,13 @@ def _subpath_expr(template: str) -> str:
     return template.replace("{namespace}", f"$({ENV_NS})").replace("{job}", f"$({ENV_JOB})")
 
 
+def _below(path: str) -> str:
+    """A directory under the job's as the init container makes it (``a//b/`` is ``a/b``); "" for none or one
+    that leaves the job's directory (the webhook's NCCL_DEBUG_FILE then points at what the user made)."""
+    norm = posixpath.normpath("/" + path).lstrip("/")
+    return "" if not norm or ".." in path.split("/") else norm
+
+
 def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool, job_dir_image: str | None = None) -> Plan:
     """What the pool injects; ``job_dir_image``: the job directory's init container image when the profile names
     none (the webhook's ``--job-dir-image``, the node agent's image in an install)."""
@@ -184,7 +192,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool, job_dir_ima
     if lustre is not None and lustre.jobDirectory.enabled:
         dir_image = lustre.jobDirectory.image or job_dir_image
         ins = profile.inspector_for(pool) if inspector is not None else None
-        subdirs = tuple(d for d in (lustre.logDir.strip("/"), ins.dumpDir.strip("/") if ins else "") if d)
+        subdirs = tuple(d for d in (_below(lustre.logDir), _below(ins.dumpDir) if ins else "") if d)
     return Plan(
         pool=pool,
         fabric=fabric,

@@ -29,7 +29,7 @@ from fabricguard.controller.live_io import JobIo, live_bound
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
-from fabricguard.userfiles import no_link_below
+from fabricguard.userfiles import LinkFreeFolder
 from fabricguard.verdict.io import IoSummary
 
 log = logging.getLogger("fabricguard.controller")
@@ -105,6 +105,15 @@ class _Followed:
     since: float  # monotonic time the job was first seen running
     read_at: float | None = None  # monotonic time of its latest read
     latest: Observation | None = None
+    # Its folders under the Lustre root, each proven free of links once and re-proven when it changes.
+    folders: dict[Path, LinkFreeFolder] = field(default_factory=dict)
+
+    def no_link(self, lustre_root: Path, directory: Path) -> None:
+        """Never another tenant's folder through a link (``userfiles.LinkFreeFolder``)."""
+        folder = self.folders.get(directory)
+        if folder is None:
+            folder = self.folders[directory] = LinkFreeFolder(lustre_root, directory)
+        folder.check()
 
 
 @dataclass
@@ -186,7 +195,7 @@ class LiveJobs:
         job, follower = fol.job, fol.follower
         read = 0
         try:  # one job's files cannot stop the others being followed: any exception is this job's alone
-            no_link_below(self.lustre_root, follower.directory)  # never another tenant's folder through a link
+            fol.no_link(self.lustre_root, follower.directory)
             read = follower.poll().bytes
             verdict = follower.verdict()
         except Exception as exc:
@@ -201,7 +210,7 @@ class LiveJobs:
         jb = self._busbw.get(key)
         if jb is not None:
             try:
-                no_link_below(self.lustre_root, jb.directory)
+                fol.no_link(self.lustre_root, jb.directory)
                 got = jb.poll()
                 if got is not None:
                     view = view_of(jb, self.profile.pool(job.pool))
@@ -215,7 +224,8 @@ class LiveJobs:
         jio = self._io.get(key)
         if jio is not None:
             try:
-                no_link_below(self.lustre_root, jio.directory)
+                if jio.directory != follower.directory:  # the same folder was proven just above
+                    fol.no_link(self.lustre_root, jio.directory)
                 got_io = jio.poll()
                 self.cost.io_bytes_total += got_io
                 io = jio.tally.summary(self.profile.pool(job.pool))

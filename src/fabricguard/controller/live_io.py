@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,8 +32,9 @@ from typing import Any
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, event
 from fabricguard.controller.facts import RunningJob
+from fabricguard.nccl.follow import RELIST_EVERY
 from fabricguard.profile.model import PlatformProfile, Transport
-from fabricguard.userfiles import MAX_LINE_BYTES, LineCutter, SourceError, open_fd_in
+from fabricguard.userfiles import MAX_LINE_BYTES, LineCutter, SourceError, listing_current, open_fd_in
 from fabricguard.verdict.io import IoSummary, IoTally, describe
 from fabricguard.verdict.steps import IoRecord, StepInputError, parse_record, step_number
 
@@ -64,12 +66,26 @@ class JobIo:
     problem: str = ""  # the first line or file that could not be read, named
     skipped_files: int = 0  # *.jsonl files past MAX_FILES
     _tails: dict[str, _Tail] = field(default_factory=dict)
+    _listing: tuple[int, float, list[str]] | None = None  # the folder's mtime, when listed, the names
+    _since_list: int = 0
 
     def _note(self, why: str) -> None:
         if not self.problem:
             self.problem = why[:500]
 
     def _names(self) -> list[str]:
+        """The folder's ``*.jsonl`` files, listed again only when the folder changed (its mtime) or every
+        ``RELIST_EVERY`` polls: a quiet job costs one ``stat`` here, not a listing."""
+        try:
+            st = os.stat(self.directory)
+        except OSError:
+            self._listing = None
+            return []  # no directory yet: the job has not written anything
+        self._since_list += 1
+        if (self._listing is not None and self._since_list < RELIST_EVERY
+                and listing_current(st.st_mtime_ns, self._listing[0], self._listing[1])):
+            return self._listing[2]
+        listed_at = time.time()
         found: list[str] = []
         try:
             with os.scandir(self.directory) as it:
@@ -79,16 +95,20 @@ class JobIo:
                     if entry.name.endswith(".jsonl"):
                         found.append(entry.name)
         except OSError:
-            return []  # no directory yet: the job has not written anything
+            self._listing = None
+            return []
         found.sort()
         self.skipped_files = max(0, len(found) - MAX_FILES)
-        return found[:MAX_FILES]
+        self._listing = (st.st_mtime_ns, listed_at, found[:MAX_FILES])
+        self._since_list = 0
+        return self._listing[2]
 
     def poll(self) -> int:
         """Read what the job's JSONL files gained since the last poll; returns the bytes read."""
         budget = MAX_BYTES_PER_POLL
-        root = os.path.realpath(self.directory)
-        for name in self._names():
+        names = self._names()
+        root = os.path.realpath(self.directory) if names else ""  # a walk of every part: only when there is a file
+        for name in names:
             if budget <= 0:
                 break
             budget -= self._read(root, name, budget)

@@ -91,20 +91,20 @@ class PassReport:
     acted: bool = True
     lease_holder: str | None = None  # another live controller, when --once only read
     live: list[Observation] = field(default_factory=list)
-    links: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> FabricLinks (controller/hang.py)
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # the pass's Nodes (a hung job's NICs: hang.py)
 
 
 async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, workloads: list[dict[str, Any]],
                       now: datetime, *, act: bool, leading: Callable[[], bool] | None = None,
                       pods: list[dict[str, Any]] | None = None, ras: RasQuerier | None = None,
-                      links: dict[str, dict[str, Any]] | None = None) -> tuple[list[Observation], list[str]]:
+                      nodes: list[dict[str, Any]] | None = None) -> tuple[list[Observation], list[str]]:
     """Read what running jobs' logs gained; record every newly proven transport on its job (when ``act``)."""
     observations = await asyncio.to_thread(live.poll)
     errors: list[str] = []
     for ob in observations:
         try:
             errors += await _follow_one(kube, live, profile, ob, workloads, now, act=act, leading=leading, pods=pods,
-                                        ras=ras if ras is not None else exec_querier(kube), links=links or {})
+                                        ras=ras if ras is not None else exec_querier(kube), nodes=nodes or [])
         except KubeError:
             raise
         except Exception as exc:  # one job's data (or a bug on it) never stops the others: logged once per job
@@ -115,7 +115,7 @@ async def follow_live(kube: Kube, live: LiveJobs, profile: PlatformProfile, work
 async def _follow_one(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: Observation,
                       workloads: list[dict[str, Any]], now: datetime, *, act: bool,
                       leading: Callable[[], bool] | None, pods: list[dict[str, Any]] | None,
-                      ras: RasQuerier, links: dict[str, dict[str, Any]]) -> list[str]:
+                      ras: RasQuerier, nodes: list[dict[str, Any]]) -> list[str]:
     """What one running job's logs and records call for, written (when ``act``); the errors of its writes."""
     errors: list[str] = []
     actions = live_actions(profile, ob, live.reported.get(ob.job.key), workloads, now)
@@ -157,7 +157,7 @@ async def _follow_one(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: 
         elif not said and now_told is not None:
             live.reported_suspects[ob.job.key] = now_told  # already on the job: nothing to write
     errors += await _watch_hang(kube, live, profile, ob, workloads, pods or [], now, act=act, leading=leading,
-                                ras=ras, links=links)
+                                ras=ras, nodes=nodes)
     return errors
 
 
@@ -172,7 +172,7 @@ def exec_querier(kube: Kube) -> RasQuerier:
 async def _watch_hang(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: Observation,
                       workloads: list[dict[str, Any]], pods: list[dict[str, Any]], now: datetime, *, act: bool,
                       leading: Callable[[], bool] | None, ras: RasQuerier,
-                      links: dict[str, dict[str, Any]]) -> list[str]:
+                      nodes: list[dict[str, Any]]) -> list[str]:
     """A job whose collectives stopped for hangAfter: ask RAS twice; a confirmed hang is written once."""
     if ob.busbw is None:
         return []
@@ -202,6 +202,9 @@ async def _watch_hang(kube: Kube, live: LiveJobs, profile: PlatformProfile, ob: 
     if verdict is None or not verdict.hung:
         return []
     w = _workload_of(ob.job, workloads)
+    # Only now, for the nodes waited for: the NICs their agents last wrote (a scan of the Nodes, once per hang).
+    waited = {places[x.host].node for x in verdict.waited_for if x.host in places}
+    links = node_links([n for n in nodes if o.name_of(n) in waited])
     actions, summary = hang_actions(ob.job, verdict, places, ob.verdict.transport.value, pool.onHang, w, now,
                                     links)
     live.hung[ob.job.key] = ob.hang = summary
@@ -304,18 +307,18 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         fresh = gate_freshness(cache, cfg) if cache is not None else None
         errors += await apply_actions(k, result.actions, known, leading, fresh) if act else []
         observations: list[Observation] = []
-        links = node_links(snapshot.nodes)  # the waited-for node's NICs, when a job is found hung
         if cfg.lustre_root is not None:
             # Without kept followers (--once) every running job is read in full, whatever it takes.
             followers = live if live is not None else LiveJobs(cfg.profile, cfg.lustre_root)
             followers.sync(result.running)
             observations, live_errors = await follow_live(k, followers, cfg.profile, result.workloads, at,
-                                                          pods=result.pods, ras=ras, links=links,
+                                                          pods=result.pods, ras=ras, nodes=snapshot.nodes,
                                                           act=act, leading=leading)
             errors += live_errors
             if live is None:
                 followers.close()
-        return PassReport(result, errors, time.perf_counter() - t0, acted=act, live=observations, links=links)
+        return PassReport(result, errors, time.perf_counter() - t0, acted=act, live=observations,
+                          nodes=snapshot.nodes)
     finally:
         if own:
             await k.close()
@@ -453,7 +456,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
              f" (raised from {limit.raised_from})" if limit.raised_from is not None else "", limit.hard)
     workloads: list[dict[str, Any]] = []
     pods: list[dict[str, Any]] = []
-    links: dict[str, dict[str, Any]] = {}
+    nodes: list[dict[str, Any]] = []
     last_pass = last_live = 0.0
     try:
         while not stop.is_set():
@@ -482,7 +485,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                     last_pass = last_live = health.last_ok = time.monotonic()
                     workloads = rep.result.workloads
                     pods = rep.result.pods
-                    links = rep.links
+                    nodes = rep.nodes
                     metrics.observe(cfg.profile, rep.result, rep.seconds, len(rep.errors))
                     stats = rep.result.stats
                     if stats is not None and stats.kind == "full":
@@ -498,7 +501,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 last_live = time.monotonic()
                 try:
                     obs, errors = await follow_live(kube, live, cfg.profile, workloads, datetime.now(UTC), act=True,
-                                                    leading=who.active, pods=pods, links=links)
+                                                    leading=who.active, pods=pods, nodes=nodes)
                 except Exception as exc:  # the API server, or a bug: the loop goes on, the next poll retries
                     log.warning("following running jobs failed: %s: %s", type(exc).__name__, exc)
                 else:

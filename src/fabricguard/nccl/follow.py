@@ -42,12 +42,19 @@ from fabricguard import descriptors
 from fabricguard.nccl.report import Evidence, NcclReport
 from fabricguard.nccl.scan import CHUNK, FileScanner, ScanState, conclude
 from fabricguard.profile.model import Transport
-from fabricguard.userfiles import MAX_JOB_FILES, LineCutter, SourceError, looks_binary, open_fd_in, walk_files
+from fabricguard.userfiles import (
+    MAX_JOB_FILES,
+    LineCutter,
+    SourceError,
+    listing_current,
+    looks_binary,
+    open_fd_in,
+    walk_files,
+)
 
 _SNIFF = 4096
 _HEAD = 64
 RELIST_EVERY = 30  # polls between two listings of a folder whose mtime did not move (a coarse-mtime safety net)
-_RECENT_S = 2.0  # a folder changed this recently may change again within its mtime's granularity: list it
 
 
 _CACHES = frozenset({"bytes_read", "via_cache", "prefix_cache", "facts_seen"})  # no bearing on a conclusion
@@ -138,9 +145,7 @@ class LogFollower:
                 st = os.stat(d)
             except OSError:
                 return True
-            # A listing taken within the mtime's granularity of the folder's last change may have missed a
-            # file created in that same tick (Lustre keeps seconds): list once more.
-            if st.st_mtime_ns != mtime or self._listed_at - mtime / 1e9 < _RECENT_S:
+            if not listing_current(st.st_mtime_ns, mtime, self._listed_at):
                 return True
         return False
 

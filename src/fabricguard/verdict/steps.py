@@ -16,7 +16,6 @@ import csv
 import io
 import json
 import math
-import os
 import re
 import statistics
 from collections.abc import Iterator
@@ -114,15 +113,9 @@ def _open(path: Path, within: Path | None, max_bytes: int | None = None) -> Bina
     """The tenant's file, opened inside ``within`` (default: its own folder) by ``userfiles.open_in``: never
     through a link, only a regular file, at most ``max_bytes`` when given. Refusals are StepInputError."""
     try:
-        fh = open_in(within or path.parent, path)
+        return open_in(within or path.parent, path, max_bytes=max_bytes)
     except SourceError as exc:
         raise StepInputError(str(exc)) from None
-    if max_bytes is not None:
-        size = os.fstat(fh.fileno()).st_size
-        if size > max_bytes:
-            fh.close()
-            raise StepInputError(f"{path}: is {size:,} bytes, more than the {max_bytes:,} this input may be")
-    return fh
 
 
 def _lines(path: Path, max_bytes: int = MAX_STEP_BYTES, within: Path | None = None
