@@ -235,13 +235,14 @@ def test_incremental_passes_equal_full_passes_over_random_event_sequences(seed: 
 
 @pytest.mark.parametrize("dropped", ["nodes", "clock", "bounds"])
 def test_the_property_catches_a_dropped_dependency(monkeypatch: pytest.MonkeyPatch, dropped: str) -> None:
-    """Throwaway breaks: the rules' reads of nodes are not noted (a node change keeps stale findings), or their
+    """Throwaway breaks: the rules' reads of nodes are not noted (`snapshot.nodes`, each node's pool, nodes by name:
+    a node change keeps stale findings), or their
     reads of the clock are not (a DaemonSet's age stays what it was), or the bounds its comparisons with the clock
     set are ignored (a node's FabricReady leaves the observe rule's 24 h window unseen). The same harness must say
     where the results differ."""
     if dropped == "nodes":
-        monkeypatch.setitem(inc_mod.ATTRIBUTE_READS, "nodes", frozenset())
-        monkeypatch.setitem(inc_mod.ATTRIBUTE_READS, "node_by_name", frozenset())
+        for name, kinds in list(inc_mod.ATTRIBUTE_READS.items()):
+            monkeypatch.setitem(inc_mod.ATTRIBUTE_READS, name, kinds - {"Node"})
     elif dropped == "clock":
         monkeypatch.setattr(inc_mod, "reading_clock", lambda now: (now, inc_mod.ClockUse()))
     else:
@@ -349,3 +350,27 @@ def test_reads_clock_is_true_unless_the_rule_deletes_now_first() -> None:
 
     assert reads_clock(uses) and not reads_clock(ignores)
     assert reads_clock(len)  # no source to read: counts as reading the clock
+
+
+async def test_the_loop_runs_a_full_pass_after_a_relist() -> None:
+    """runner.run_pass with the cache: a read listed again (watch events were missed) makes the next pass full."""
+    from types import SimpleNamespace
+
+    from fabricguard.controller.runner import RunConfig, run_pass
+
+    snap = Snapshot(objects=list(_cluster().values()), source="cache")
+    informer = SimpleNamespace(lists=1)
+    cache = SimpleNamespace(informers=[informer], snapshot=lambda: snap, stale=lambda bound: "")
+    cfg = RunConfig(loads_profile(PROFILE), image="img@sha256:" + "ab" * 32)
+    inc = Incremental(full_every_s=1e9)
+
+    async def kind() -> tuple[str, str]:
+        rep = await run_pass(cfg, NOW, act=False, kube=object(), cache=cache, incremental=inc)  # type: ignore[arg-type]
+        assert rep.result.stats is not None
+        return rep.result.stats.kind, rep.result.stats.why
+
+    assert await kind() == ("full", "first pass")
+    assert (await kind())[0] == "incremental"
+    informer.lists += 1
+    assert await kind() == ("full", "a read was listed again")
+    assert (await kind())[0] == "incremental"

@@ -143,10 +143,11 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
     if not where:
         return []
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    fabric = {p.name for p in fabric_pools(profile) if p.fabric.resources or p.fabric.dra}  # once, not per pod
     for pod in snapshot.pods:
         node, running, req, key = snapshot.derived("fabric-request-pod", pod, _request_view)
         pool = where.get(node or "")
-        if pool is None or not pool.fabric.has_fabric or not (pool.fabric.resources or pool.fabric.dra):
+        if pool is None or pool.name not in fabric:
             continue
         if not running:
             continue

@@ -70,7 +70,8 @@ def lustre_view(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str
         return {}
     members = pool_nodes(snapshot, profile)
     order = {s: i for i, s in enumerate(STATES)}
-    return {p.name: sorted((_cell(n) for n in members.get(p.name, [])), key=lambda c: (order[c.state], c.node))
+    return {p.name: sorted((snapshot.derived("lustre-cell", n, _cell) for n in members.get(p.name, [])),
+                           key=lambda c: (order[c.state], c.node))
             for p in profile.spec.pools if p.lustre}
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from fabricguard import names, objects, times
 from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.snapshot import Snapshot
-from fabricguard.profile import PlatformProfile
+from fabricguard.profile import PlatformProfile, Pool
 
 RULE = "enforce-would-have-acted"
 WINDOW = timedelta(days=1)
@@ -66,7 +66,8 @@ def _pool_of_workload(wl: dict[str, Any], profile: PlatformProfile, message: str
 
 
 def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]],
-               now: datetime, default_mode: str = "observe") -> dict[str, WouldHave]:
+               now: datetime, default_mode: str = "observe",
+               members: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, WouldHave]:
     """Per observing pool, what enforce would have held and tainted within :data:`WINDOW` before ``now``.
 
     The clock is read only where something is compared with the window: with no observe message and no
@@ -92,9 +93,18 @@ def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads:
                 out.setdefault(pool, WouldHave(pool)).held.append(
                     (f"{objects.namespace_of(wl)}/{objects.name_of(wl)}", times.format_time(when)))
     observing = {p.name for p in profile.spec.pools if profile.mode_of(p, default_mode) == "observe"} | set(out)
-    for n in nodes if observing else ():
-        node_pool = profile.pool_of(n)
-        if node_pool is None or node_pool.name not in observing or not node_pool.fabric.has_fabric:
+    # ``members``: Snapshot.pool_members (each node's pool, computed once); else each node's pool here.
+    watched = {p.name for p in profile.spec.pools if p.name in observing and p.fabric.has_fabric}
+    in_pools: list[tuple[dict[str, Any], Pool]] = []
+    if watched and members is not None:
+        in_pools = [(n, p) for p in profile.spec.pools if p.name in watched for n in members.get(p.name, [])]
+        if len(watched) > 1:
+            order = {id(n): i for i, n in enumerate(nodes)}
+            in_pools.sort(key=lambda np: order.get(id(np[0]), -1))  # the nodes' order, as without members
+    elif watched:
+        in_pools = [(n, p) for n in nodes if (p := profile.pool_of(n)) is not None]
+    for n, node_pool in in_pools:
+        if node_pool.name not in watched:
             continue
         cond = objects.find_condition(n, names.FABRIC_READY)
         if cond is None:
@@ -111,7 +121,8 @@ def enforce_would_have_acted(snapshot: Snapshot, profile: PlatformProfile | None
     if profile is None:
         return []
     findings = []
-    for pool, w in would_have(profile, snapshot.nodes, snapshot.kind("Workload"), now).items():
+    for pool, w in would_have(profile, snapshot.nodes, snapshot.kind("Workload"), now,
+                              members=snapshot.pool_members(profile)).items():
         refs = [ObjRef("Node", n) for n, _, _ in w.tainted[:MAX_LISTED]]
         refs += [ObjRef("Workload", ref.split("/", 1)[1], ref.split("/", 1)[0]) for ref, _ in w.held[:MAX_LISTED]]
         findings.append(Finding(
