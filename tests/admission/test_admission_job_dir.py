@@ -376,6 +376,21 @@ def test_without_chown_it_fails_naming_the_directory(open_tmp: Path) -> None:
     assert "ns/job: cannot give it owner 1000:root" in res.stderr and "CAP_CHOWN" in res.stderr, res.stderr
 
 
+@ROOT_NEEDED
+def test_a_refused_mkdir_is_the_file_system_not_the_input(open_tmp: Path) -> None:
+    """Root squash maps root to nobody: the claim's root (another user's, 0755) refuses root's mkdir with EACCES,
+    as it does here to a root without CAP_DAC_OVERRIDE. That is exit 2 with the file system named, not exit 3
+    telling a person to remove something in the way."""
+    root = open_tmp / "lustre"
+    root.mkdir(mode=0o755)
+    os.chown(root, 1234, 1234)
+    res = _run(["--root", str(root), "--path", "ns/job", "--uid", "1000", "--mode", "0755"],
+               ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"])
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith(f"error: {root / 'ns'}: cannot create: Permission denied (a root-squashed"), res.stderr
+    assert "removes what is in the way" not in res.stderr, res.stderr
+
+
 @pytest.mark.parametrize("bad", [["--mode", "9999"], ["--path", "/abs"], ["--path", "a//b"], ["--mode", "x"]])
 def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> None:
     from typer.testing import CliRunner
