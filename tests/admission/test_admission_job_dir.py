@@ -391,7 +391,8 @@ def test_a_refused_mkdir_is_the_file_system_not_the_input(open_tmp: Path) -> Non
     assert "removes what is in the way" not in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("bad", [["--mode", "9999"], ["--path", "/abs"], ["--path", "a//b"], ["--mode", "x"]])
+@pytest.mark.parametrize("bad", [["--mode", "9999"], ["--path", "/abs"], ["--path", "a//b"], ["--mode", "x"],
+                                 ["--uid", "99999999999"], ["--uid", "4294967295"], ["--gid", "2147483648"]])
 def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> None:
     from typer.testing import CliRunner
 
