@@ -437,3 +437,29 @@ def test_log_directories_are_made_plain_or_left_out() -> None:
         for spec in _gpu_specs(obj):
             args = _ours(spec)[0]["args"]
             assert tuple(args[i + 1] for i, a in enumerate(args) if a == "--subdir") == want, args
+
+
+@pytest.mark.parametrize("kind", ["job", "pod-owned"])
+def test_no_init_container_where_the_users_own_mount_is_kept(gke_lustre: PlatformProfile, kind: str) -> None:
+    """Where the user keeps their own volume at the job directory's mountPath (listed in allow-override, or an
+    owned Pod, which the webhook does not refuse), the job's volume is not added: an init container mounting it
+    would name a volume the pod does not have, and the API server would refuse the pod itself
+    (spec.initContainers[0].volumeMounts[0].name: Not found)."""
+    from fabricguard import names
+
+    review = load_review(kind)
+    obj = review["request"]["object"]
+    obj["metadata"].setdefault("annotations", {})[names.ANN_ALLOW_OVERRIDE] = "/mnt/lustre"
+    for spec in _gpu_specs(obj):
+        spec.setdefault("volumes", []).append({"name": "data", "persistentVolumeClaim": {"claimName": "theirs"}})
+        for c in spec["containers"]:
+            c.setdefault("volumeMounts", []).append({"name": "data", "mountPath": "/mnt/lustre"})
+    out = _mutated(Admission(gke_lustre, job_dir_image=IMAGE), with_object(review, obj))
+    specs = _gpu_specs(out)
+    assert specs
+    for spec in specs:
+        volumes = {v["name"] for v in spec.get("volumes") or ()}
+        for c in spec.get("initContainers") or ():
+            missing = [m["name"] for m in c.get("volumeMounts") or () if m["name"] not in volumes]
+            assert not missing, (c["name"], missing, sorted(volumes))
+        assert _ours(spec) == []

@@ -29,8 +29,8 @@ baseline's list and in the compensating policy's, ``admission/podsecurity.py``),
 read-only root file system. ``FOWNER`` is needed only to change the mode of a directory another user already
 owns (a rerun for a job whose user changed); ``DAC_OVERRIDE`` is not needed, because every directory it creates
 under is root's. Its requests equal its limits, so a Guaranteed pod stays Guaranteed (the static CPU manager
-gives exclusive cores only to those). A Lustre file system that squashes root (``root_squash``) refuses the
-``chown``: the init container then fails naming the directory; turn it off with
+gives exclusive cores only to those). A Lustre file system that squashes root (``root_squash``) refuses root's
+``mkdir`` (root is nobody there) and ``chown``: the init container then exits 2 naming the directory; turn it off with
 ``storage.lustre.jobDirectory.enabled: false`` and run the images as root, or exempt the nodes from squashing.
 """
 
