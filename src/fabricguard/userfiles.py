@@ -40,6 +40,15 @@ class SourceError(ValueError):
         super().__init__(f"{where}: {problem}")
 
 
+class FolderRefused(SourceError):
+    """The file system refused to open or create a folder (permission, a read-only or full file system): the
+    path is well formed, the storage said no (``errno`` says why)."""
+
+    def __init__(self, source: str, problem: str, errno_: int | None) -> None:
+        super().__init__(source, None, problem)
+        self.errno = errno_
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"
@@ -574,14 +583,17 @@ def dir_fd_in(root: Path, parts: Sequence[str], *, create: int | None = None,
     path is resolved twice, so a part a tenant swaps for a link between two steps is refused as well. With
     ``create`` (a mode), a missing part is made (``mkdirat``; the caller sets the final mode and owner on the
     descriptor); each part made is appended to ``made``. A part that is a link, not a directory, empty, ``.`` or
-    ``..`` raises ``SourceError`` naming it; the caller closes the descriptor it gets. ``start``: walk from this
+    ``..`` raises ``SourceError`` naming it, one the file system refuses to open or create
+    :class:`FolderRefused`; the caller closes the descriptor it gets. ``start``: walk from this
     open directory (``root`` is then only its name in messages), so a walk can go on from where one ended."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         # The root is the caller's own mount (or a directory it opened): the walk starts from it as it is.
         fd = os.dup(start) if start is not None else os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise SourceError(str(root), None, f"cannot open the directory: {exc.strerror or exc}") from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise SourceError(str(root), None, f"cannot open the directory: {exc.strerror or exc}") from None
+        raise FolderRefused(str(root), f"cannot open the directory: {exc.strerror or exc}", exc.errno) from None
     where = root
     try:
         for part in parts:
@@ -600,7 +612,7 @@ def dir_fd_in(root: Path, parts: Sequence[str], *, create: int | None = None,
                 except FileExistsError:
                     pass  # made meanwhile by someone else: the open below decides what it is
                 except OSError as exc:
-                    raise SourceError(str(where), None, f"cannot create: {exc.strerror or exc}") from None
+                    raise FolderRefused(str(where), f"cannot create: {exc.strerror or exc}", exc.errno) from None
                 nfd = _open_part(part, flags, fd, where)
             except OSError as exc:
                 nfd = _refuse_part(exc, where, part, fd)
@@ -629,4 +641,4 @@ def _refuse_part(exc: OSError, where: Path, part: str, dir_fd: int) -> int:
                           "system); remove it") from None
     if exc.errno == errno.ENOTDIR:
         raise SourceError(str(where), None, "is not a directory: remove it") from None
-    raise SourceError(str(where), None, f"cannot open: {exc.strerror or exc}") from None
+    raise FolderRefused(str(where), f"cannot open: {exc.strerror or exc}", exc.errno) from None

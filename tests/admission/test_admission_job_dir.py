@@ -376,7 +376,23 @@ def test_without_chown_it_fails_naming_the_directory(open_tmp: Path) -> None:
     assert "ns/job: cannot give it owner 1000:root" in res.stderr and "CAP_CHOWN" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("bad", [["--mode", "9999"], ["--path", "/abs"], ["--path", "a//b"], ["--mode", "x"]])
+@ROOT_NEEDED
+def test_a_refused_mkdir_is_the_file_system_not_the_input(open_tmp: Path) -> None:
+    """Root squash maps root to nobody: the claim's root (another user's, 0755) refuses root's mkdir with EACCES,
+    as it does here to a root without CAP_DAC_OVERRIDE. That is exit 2 with the file system named, not exit 3
+    telling a person to remove something in the way."""
+    root = open_tmp / "lustre"
+    root.mkdir(mode=0o755)
+    os.chown(root, 1234, 1234)
+    res = _run(["--root", str(root), "--path", "ns/job", "--uid", "1000", "--mode", "0755"],
+               ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"])
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert res.stderr.startswith(f"error: {root / 'ns'}: cannot create: Permission denied (a root-squashed"), res.stderr
+    assert "removes what is in the way" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("bad", [["--mode", "9999"], ["--path", "/abs"], ["--path", "a//b"], ["--mode", "x"],
+                                 ["--uid", "99999999999"], ["--uid", "4294967295"], ["--gid", "2147483648"]])
 def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> None:
     from typer.testing import CliRunner
 
@@ -422,3 +438,29 @@ def test_log_directories_are_made_plain_or_left_out() -> None:
         for spec in _gpu_specs(obj):
             args = _ours(spec)[0]["args"]
             assert tuple(args[i + 1] for i, a in enumerate(args) if a == "--subdir") == want, args
+
+
+@pytest.mark.parametrize("kind", ["job", "pod-owned"])
+def test_no_init_container_where_the_users_own_mount_is_kept(gke_lustre: PlatformProfile, kind: str) -> None:
+    """Where the user keeps their own volume at the job directory's mountPath (listed in allow-override, or an
+    owned Pod, which the webhook does not refuse), the job's volume is not added: an init container mounting it
+    would name a volume the pod does not have, and the API server would refuse the pod itself
+    (spec.initContainers[0].volumeMounts[0].name: Not found)."""
+    from fabricguard import names
+
+    review = load_review(kind)
+    obj = review["request"]["object"]
+    obj["metadata"].setdefault("annotations", {})[names.ANN_ALLOW_OVERRIDE] = "/mnt/lustre"
+    for spec in _gpu_specs(obj):
+        spec.setdefault("volumes", []).append({"name": "data", "persistentVolumeClaim": {"claimName": "theirs"}})
+        for c in spec["containers"]:
+            c.setdefault("volumeMounts", []).append({"name": "data", "mountPath": "/mnt/lustre"})
+    out = _mutated(Admission(gke_lustre, job_dir_image=IMAGE), with_object(review, obj))
+    specs = _gpu_specs(out)
+    assert specs
+    for spec in specs:
+        volumes = {v["name"] for v in spec.get("volumes") or ()}
+        for c in spec.get("initContainers") or ():
+            missing = [m["name"] for m in c.get("volumeMounts") or () if m["name"] not in volumes]
+            assert not missing, (c["name"], missing, sorted(volumes))
+        assert _ours(spec) == []

@@ -178,3 +178,26 @@ def test_the_hang_says_when_the_nic_counters_are_stale_or_absent(tmp_path) -> No
     message = ev.body["message"]  # type: ignore[attr-defined]
     assert "STALE: older than 10 min" in message and "LinkFlapped" in message
     assert ann is not None
+
+
+def test_a_tenants_long_host_in_ras_neither_blows_the_annotation_nor_blanks_the_event(tmp_path) -> None:
+    """RAS answers from inside the tenant's container, so its fields are the tenant's: a 5,000-character host
+    is cut to an address's length, and whatever the annotation must leave out, the Event still names the rank
+    the others wait for, its pod, node and NICs."""
+    from fabricguard.controller.hang import MAX_ANNOTATION, hang_actions, node_links
+    from fabricguard.controller.suspects import PodPlace
+    from fabricguard.nccl.ras import HangVerdict, WaitedFor
+
+    job = type("Job", (), {"namespace": NS, "name": "llm", "kind": "JobSet", "plural": "jobsets",
+                           "api_version": "jobset.x-k8s.io/v1alpha2",
+                           "obj": {"metadata": {"name": "llm", "namespace": NS, "uid": "u"}}})()
+    long_host = "10.8.0.19" + "9" * 5000
+    verdict = HangVerdict(True, "rule", [WaitedFor("c", 9, long_host, 1, 0, "behind on AllReduce")])
+    places = {long_host: PodPlace("w-9", "node-9", ("10.8.0.19",))}
+    nodes = [{"metadata": {"name": "node-9"}, "status": {"conditions": [flapping_links(tmp_path, NOW)]}}]
+    actions, summary = hang_actions(job, verdict, places, "ib", "observe", None, NOW, node_links(nodes))  # type: ignore[arg-type]
+    text = actions[0].annotations[ANN_HANG]  # type: ignore[attr-defined]
+    assert len(text) <= MAX_ANNOTATION and json.loads(text) == summary
+    assert [(w["rank"], w["pod"], len(w["ip"])) for w in summary["waited_for"]] == [(9, "w-9", 64)]
+    message = actions[1].body["message"]  # type: ignore[attr-defined]
+    assert "wait for rank 9 (pod w-9, node node-9" in message and "LinkFlapped" in message, message

@@ -44,6 +44,7 @@ from fabricguard.times import parse_time
 ANN_HANG = "fabricguard.io/hang"
 QUERY_GAP_S = 60.0  # between the two queries: RAS's own collective takes up to 10 s
 MAX_ANNOTATION = 2000
+MAX_HOST = 64
 # A live agent rewrites FabricLinks at least every heartbeat (5 min): counters older than two are stale.
 NIC_STALE_S = 2 * HEARTBEAT_S
 NIC_TEXT = 400  # of one node's FabricLinks message in the annotation (its troubled ports come first)
@@ -152,19 +153,22 @@ def hang_actions(job: RunningJob, verdict: HangVerdict, places: dict[str, PodPla
     waited: list[dict[str, Any]] = []
     for w in verdict.waited_for[:8]:
         p = places.get(w.host)
-        waited.append({"rank": w.rank, "pod": p.pod if p else "", "node": p.node if p else "", "ip": w.host,
-                       "pid": w.pid, "cuda_dev": w.cuda_dev, "why": w.why})
+        # The RAS report comes out of the tenant's container: its host is cut to an address's length (IPv6: 45).
+        waited.append({"rank": w.rank, "pod": p.pod if p else "", "node": p.node if p else "",
+                       "ip": w.host[:MAX_HOST], "pid": w.pid, "cuda_dev": w.cuda_dev, "why": w.why})
     nics = {x["node"]: nic_summary((links or {}).get(x["node"]), now) for x in waited if x["node"]}
-    summary: dict[str, Any] = {"waited_for": waited, "transport": transport, "nics": nics, "rule": verdict.why}
+    # The Event names the first waited-for rank and its NICs whatever the annotation has to leave out.
+    first: dict[str, Any] = waited[0] if waited else {"rank": "?", "pod": "?", "node": "?", "why": ""}
+    nic = nics.get(first["node"]) if first["node"] else None
+    summary: dict[str, Any] = {"waited_for": list(waited), "transport": transport, "nics": dict(nics),
+                               "rule": verdict.why}
     text = json.dumps(summary, separators=(",", ":"))
     while len(text) > MAX_ANNOTATION and summary["waited_for"]:
         gone = summary["waited_for"].pop()
         if not any(x["node"] == gone["node"] for x in summary["waited_for"]):
-            nics.pop(gone["node"], None)
+            summary["nics"].pop(gone["node"], None)
         text = json.dumps(summary, separators=(",", ":"))
-    first: dict[str, Any] = waited[0] if waited else {"rank": "?", "pod": "?", "node": "?", "why": ""}
     more = f" (and {len(verdict.waited_for) - 1} more)" if len(verdict.waited_for) > 1 else ""
-    nic = nics.get(first["node"]) if first["node"] else None
     detail = (f"hung: the job's ranks wait for rank {first['rank']} (pod {first['pod'] or 'unknown'}, node "
               f"{first['node'] or 'unknown'}: {first['why']}){more}; NCCL RAS, counts mismatched and not advancing "
               f"over two queries; the job's last transport verdict: {transport or 'unknown'}"

@@ -67,240 +67,266 @@ class CacheAges(Collector):
                                 "Reads of the cache older than the bound.", value=len(self.stale()))
 
 
+def _drop(gauge: Gauge, *labels: str) -> None:
+    """Remove a series that may never have been set (a gauge set only when its value was known)."""
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
+
+
+Labels = tuple[str, ...]
+
+
+class _Series:
+    """A labelled gauge's series for what is current now: each ``update`` sets the current ones, and those of the
+    previous update that are not current are removed (``zero``: set to 0, for a count that must read 0 once
+    cleared, not vanish). No series outlives what it stands for."""
+
+    def __init__(self, gauge: Gauge, *, zero: bool = False) -> None:
+        self.gauge, self.zero = gauge, zero
+        self.keys: set[Labels] = set()
+
+    def update(self, values: dict[Labels, float]) -> None:
+        for key, value in values.items():
+            self.gauge.labels(*key).set(value)
+        for key in self.keys - values.keys():
+            if self.zero:
+                self.gauge.labels(*key).set(0)
+            else:
+                _drop(self.gauge, *key)
+        self.keys = self.keys | values.keys() if self.zero else set(values)
+
+
+class _Declare:
+    """Metrics declared on one registry: ``gauge(name, help, *label_names)``, likewise ``counter``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def gauge(self, name: str, documentation: str, *labels: str) -> Gauge:
+        return Gauge(name, documentation, labels, registry=self.registry)
+
+    def counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, labels, registry=self.registry)
+
+
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self._proof_metrics(r)
-        self.failed_passes = Gauge("fabricguard_reconcile_consecutive_failures",
-                                   "Passes in a row that failed (0 after a pass that completed).", registry=r)
-        self.pass_failures = Counter("fabricguard_reconcile_pass_failures", "Passes that failed.", registry=r)
+        gauge, counter = _Declare(r).gauge, _Declare(r).counter
+        self._proof_metrics(gauge, counter)
+        self.failed_passes = gauge("fabricguard_reconcile_consecutive_failures",
+                                   "Passes in a row that failed (0 after a pass that completed).")
+        self.pass_failures = counter("fabricguard_reconcile_pass_failures", "Passes that failed.")
         self._failed_in_a_row = 0
         self._last_failure = ""
-        self.canary_runs = Counter("fabricguard_canary_runs", "Canary runs recorded, by outcome.",
-                                   ["pool", "outcome"], registry=r)
-        self.last_success = Gauge("fabricguard_canary_last_success_timestamp_seconds",
-                                  "Finish time of the pool's latest passed canary.", ["pool"], registry=r)
-        self.busbw = Gauge("fabricguard_canary_busbw_gbps",
+        self.canary_runs = counter("fabricguard_canary_runs", "Canary runs recorded, by outcome.",
+                                   "pool", "outcome")
+        self.last_success = gauge("fabricguard_canary_last_success_timestamp_seconds",
+                                  "Finish time of the pool's latest passed canary.", "pool")
+        self.busbw = gauge("fabricguard_canary_busbw_gbps",
                            "Peak bus bandwidth of the pool's latest judged canary, per collective.",
-                           ["pool", "collective"], registry=r)
-        self.floor = Gauge("fabricguard_canary_busbw_floor_gbps", "The pool's all-reduce busbw floor.",
-                           ["pool"], registry=r)
-        self.last_outcome = Gauge("fabricguard_canary_last_outcome",
+                           "pool", "collective")
+        self.floor = gauge("fabricguard_canary_busbw_floor_gbps", "The pool's all-reduce busbw floor.",
+                           "pool")
+        self.last_outcome = gauge("fabricguard_canary_last_outcome",
                                   "1 for the outcome of the pool's latest canary run, 0 for the others.",
-                                  ["pool", "outcome"], registry=r)
-        self.interval = Gauge("fabricguard_canary_interval_seconds", "The pool's canary interval.", ["pool"],
-                              registry=r)
-        self.ready = Gauge("fabricguard_pool_fabric_validated",
-                           "1 when the pool's latest canary passed within two intervals.", ["pool"], registry=r)
-        self.storage_ready = Gauge("fabricguard_pool_storage_ready",
+                                  "pool", "outcome")
+        self.interval = gauge("fabricguard_canary_interval_seconds", "The pool's canary interval.", "pool")
+        self.ready = gauge("fabricguard_pool_fabric_validated",
+                           "1 when the pool's latest canary passed within two intervals.", "pool")
+        self.storage_ready = gauge("fabricguard_pool_storage_ready",
                                    "1 when the pool's storage canary proved its Lustre within two intervals.",
-                                   ["pool"], registry=r)
-        self.storage_mbps = Gauge("fabricguard_canary_storage_mbps",
+                                   "pool")
+        self.storage_mbps = gauge("fabricguard_canary_storage_mbps",
                                   "The storage canary's nodes' summed rate per phase (write, read).",
-                                  ["pool", "phase"], registry=r)
-        self.storage_floor = Gauge("fabricguard_canary_storage_floor_mbps",
+                                  "pool", "phase")
+        self.storage_floor = gauge("fabricguard_canary_storage_floor_mbps",
                                    "The pool's storage floor per phase (baseline x floorFraction).",
-                                   ["pool", "phase"], registry=r)
-        self.verdicts = Counter("fabricguard_job_verdicts", "Verdicts of finished managed jobs.",
-                                ["pool", "verdict", "transport"], registry=r)
-        self.findings = Gauge("fabricguard_doctor_findings", "Doctor findings on the latest pass.",
-                              ["rule", "severity"], registry=r)
-        self.finding_objects = Gauge("fabricguard_doctor_finding",
+                                   "pool", "phase")
+        self.verdicts = counter("fabricguard_job_verdicts", "Verdicts of finished managed jobs.",
+                                "pool", "verdict", "transport")
+        self.findings = gauge("fabricguard_doctor_findings", "Doctor findings on the latest pass.",
+                              "rule", "severity")
+        self.finding_objects = gauge("fabricguard_doctor_finding",
                                      "1 for each object a critical or warning doctor finding names (its first "
                                      "object), on the latest pass.",
-                                     ["rule", "severity", "kind", "namespace", "name"], registry=r)
-        self.held = Gauge("fabricguard_admission_check_held_workload",
+                                     "rule", "severity", "kind", "namespace", "name")
+        self.held = gauge("fabricguard_admission_check_held_workload",
                           "1 for each Workload the fabric-validated check holds off its pool now.",
-                          ["namespace", "workload", "pool"], registry=r)
-        self.series_dropped = Gauge("fabricguard_metrics_series_dropped",
+                          "namespace", "workload", "pool")
+        self.series_dropped = gauge("fabricguard_metrics_series_dropped",
                                     f"Per-object series left out on the latest pass (over {MAX_OBJECT_SERIES}).",
-                                    ["metric"], registry=r)
-        self._object_series: dict[str, set[tuple[str, ...]]] = {}
-        self.pending = Gauge("fabricguard_admission_check_pending_workloads",
-                             "Workloads the fabric-validated check holds in Pending.", ["pool"], registry=r)
-        self.pass_seconds = Gauge("fabricguard_reconcile_duration_seconds", "Duration of the latest pass.",
-                                  registry=r)
-        self.last_pass = Gauge("fabricguard_reconcile_last_timestamp_seconds", "End of the latest pass.",
-                               registry=r)
+                                    "metric")
+        self._object_series: dict[str, _Series] = {}
+        self.pending = gauge("fabricguard_admission_check_pending_workloads",
+                             "Workloads the fabric-validated check holds in Pending.", "pool")
+        self.pass_seconds = gauge("fabricguard_reconcile_duration_seconds", "Duration of the latest pass.")
+        self.last_pass = gauge("fabricguard_reconcile_last_timestamp_seconds", "End of the latest pass.")
         # Incremental passes (controller/incremental.py): how many of each kind, and how much the latest judged.
-        self.passes = Counter("fabricguard_reconcile_passes", "Passes that finished, by kind (full, incremental).",
-                              ["kind"], registry=r)
-        self.pass_changed = Gauge("fabricguard_reconcile_changed_objects",
-                                  "Objects that changed between the previous pass's snapshot and the latest's.",
-                                  registry=r)
-        self.pass_reevaluated = Gauge("fabricguard_reconcile_reevaluated_objects",
+        self.passes = counter("fabricguard_reconcile_passes", "Passes that finished, by kind (full, incremental).",
+                              "kind")
+        self.pass_changed = gauge("fabricguard_reconcile_changed_objects",
+                                  "Objects that changed between the previous pass's snapshot and the latest's.")
+        self.pass_reevaluated = gauge("fabricguard_reconcile_reevaluated_objects",
                                       "Objects the latest pass judged again: those the doctor's re-run rules read "
-                                      "and the Workloads whose check was decided again (all of them: full).",
-                                      registry=r)
+                                      "and the Workloads whose check was decided again (all of them: full).")
         for kind in ("full", "incremental"):
             self.passes.labels(kind)
-        self.errors = Counter("fabricguard_reconcile_errors", "Actions the API server refused.", registry=r)
-        self.leader = Gauge("fabricguard_controller_leader", "1 while this replica holds the Lease.", registry=r)
-        self.lease_duration = Gauge("fabricguard_controller_lease_duration_seconds",
-                                    "leaseDurationSeconds this replica writes (longer when the API is slow).",
-                                    registry=r)
-        self.lease_window = Gauge("fabricguard_controller_lease_window_seconds",
-                                  "Seconds left to act after the latest won election round (0 when not leading).",
-                                  registry=r)
-        self.lease_too_short = Counter("fabricguard_controller_lease_too_short",
+        self.errors = counter("fabricguard_reconcile_errors", "Actions the API server refused.")
+        self.leader = gauge("fabricguard_controller_leader", "1 while this replica holds the Lease.")
+        self.lease_duration = gauge("fabricguard_controller_lease_duration_seconds",
+                                    "leaseDurationSeconds this replica writes (longer when the API is slow).")
+        self.lease_window = gauge("fabricguard_controller_lease_window_seconds",
+                                  "Seconds left to act after the latest won election round (0 when not leading).")
+        self.lease_too_short = counter("fabricguard_controller_lease_too_short",
                                        "Won election rounds that left too little time to act (the API is too slow "
-                                       "for the lease).", registry=r)
-        self.api_latency = Gauge("fabricguard_controller_api_latency_seconds",
-                                 "Slowest of the controller's recent API requests.", registry=r)
-        self.stalled = Gauge("fabricguard_controller_stalled",
-                             "1 when this replica gave up the Lease because its passes stalled (liveness fails).",
-                             registry=r)
+                                       "for the lease).")
+        self.api_latency = gauge("fabricguard_controller_api_latency_seconds",
+                                 "Slowest of the controller's recent API requests.")
+        self.stalled = gauge("fabricguard_controller_stalled",
+                             "1 when this replica gave up the Lease because its passes stalled (liveness fails).")
         self.cache = CacheAges()
         r.register(self.cache)
-        self._finding_keys: set[tuple[str, str]] = set()
-        self.job_transport = Gauge("fabricguard_job_transport",
+        self._findings = _Series(self.findings, zero=True)
+        self.job_transport = gauge("fabricguard_job_transport",
                                    "1 for the transport a running managed job's NCCL logs prove so far.",
-                                   ["namespace", "job", "pool", "transport"], registry=r)
-        self.job_on_sockets = Gauge("fabricguard_job_on_sockets",
+                                   "namespace", "job", "pool", "transport")
+        self.job_on_sockets = gauge("fabricguard_job_on_sockets",
                                     "1 while a running managed job on a fabric pool connects over TCP sockets.",
-                                    ["namespace", "job", "pool"], registry=r)
-        self.live_jobs = Gauge("fabricguard_live_jobs_followed", "Running managed jobs whose logs are followed.",
-                               registry=r)
-        self.live_unfollowed = Gauge("fabricguard_live_jobs_unfollowed",
+                                    "namespace", "job", "pool")
+        self.live_jobs = gauge("fabricguard_live_jobs_followed", "Running managed jobs whose logs are followed.")
+        self.live_unfollowed = gauge("fabricguard_live_jobs_unfollowed",
                                      "Running managed jobs whose logs were not read within their bound (twice the "
-                                     "live interval): the followers cannot keep up.", registry=r)
-        self.live_lag = Gauge("fabricguard_live_follow_lag_seconds",
-                              "Age of the least recently read running job's latest read.", registry=r)
-        self.live_files = Gauge("fabricguard_live_log_files_followed", "NCCL log files followed.", registry=r)
-        self.fd_limit = Gauge("fabricguard_controller_fd_limit",
-                              "The controller's soft file descriptor limit (raised to the hard limit at start).",
-                              registry=r)
-        self.fd_open = Gauge("fabricguard_controller_open_fds", "File descriptors the controller holds open.",
-                             registry=r)
-        self.fd_short = Counter("fabricguard_descriptor_shortages",
+                                     "live interval): the followers cannot keep up.")
+        self.live_lag = gauge("fabricguard_live_follow_lag_seconds",
+                              "Age of the least recently read running job's latest read.")
+        self.live_files = gauge("fabricguard_live_log_files_followed", "NCCL log files followed.")
+        self.fd_limit = gauge("fabricguard_controller_fd_limit",
+                              "The controller's soft file descriptor limit (raised to the hard limit at start).")
+        self.fd_open = gauge("fabricguard_controller_open_fds", "File descriptors the controller holds open.")
+        self.fd_short = counter("fabricguard_descriptor_shortages",
                                 "Opens refused for want of a file descriptor (EMFILE/ENFILE); the file is read "
-                                "on a later poll.", registry=r)
+                                "on a later poll.")
         self._fd_short_seen = 0
-        self.live_bytes = Counter("fabricguard_live_log_bytes_read", "Bytes of running jobs' NCCL logs read.",
-                                  registry=r)
-        self.live_poll_seconds = Gauge("fabricguard_live_poll_duration_seconds",
-                                       "Duration of the latest read of running jobs' logs.", registry=r)
-        self.live_last_poll = Gauge("fabricguard_live_last_poll_timestamp_seconds",
-                                    "End of the latest read of running jobs' logs.", registry=r)
-        self.drift = Gauge("fabricguard_drift_findings",
+        self.live_bytes = counter("fabricguard_live_log_bytes_read", "Bytes of running jobs' NCCL logs read.")
+        self.live_poll_seconds = gauge("fabricguard_live_poll_duration_seconds",
+                                       "Duration of the latest read of running jobs' logs.")
+        self.live_last_poll = gauge("fabricguard_live_last_poll_timestamp_seconds",
+                                    "End of the latest read of running jobs' logs.")
+        self.drift = gauge("fabricguard_drift_findings",
                            "Fields of a fabric object that differ from the reference environment "
                            "(1: on one side only).",
-                           ["kind", "namespace", "name"], registry=r)
-        self.reference_published = Gauge("fabricguard_drift_reference_published_timestamp_seconds",
+                           "kind", "namespace", "name")
+        self.reference_published = gauge("fabricguard_drift_reference_published_timestamp_seconds",
                                          "When the reference environment's snapshot was published.",
-                                         ["environment"], registry=r)
-        self._drift_keys: set[tuple[str, str, str]] = set()
-        self.job_step = Gauge("fabricguard_job_step_median_seconds",
+                                         "environment")
+        self._drift = _Series(self.drift)
+        self.job_step = gauge("fabricguard_job_step_median_seconds",
                               "Median step time of a finished managed job, from its verdict.",
-                              ["namespace", "job", "pool"], registry=r)
-        self.job_verdict = Gauge("fabricguard_job_verdict",
+                              "namespace", "job", "pool")
+        self.job_verdict = gauge("fabricguard_job_verdict",
                                  "1 for a finished managed job's verdict (pass, degraded, failed, missing-logs, "
                                  "input-unusable) and the transport it proved, once judged.",
-                                 ["namespace", "job", "pool", "verdict", "transport"], registry=r)
-        self.step_baseline = Gauge("fabricguard_pool_step_baseline_seconds", "The pool's baseline step time.",
-                                   ["pool"], registry=r)
-        self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
-        self.job_io_share = Gauge("fabricguard_job_io_share",
+                                 "namespace", "job", "pool", "verdict", "transport")
+        self.step_baseline = gauge("fabricguard_pool_step_baseline_seconds", "The pool's baseline step time.",
+                                   "pool")
+        self._job_transport, self._job_on_sockets = _Series(self.job_transport), _Series(self.job_on_sockets)
+        self.job_io_share = gauge("fabricguard_job_io_share",
                                   "Share of a running job's time so far in its logged I/O phases (checkpoint writes "
-                                  "and reads, data reads).", ["namespace", "job", "pool"], registry=r)
-        self.job_io_mbps = Gauge("fabricguard_job_io_mbps",
+                                  "and reads, data reads).", "namespace", "job", "pool")
+        self.job_io_mbps = gauge("fabricguard_job_io_mbps",
                                  "A running job's aggregate rate per I/O phase so far (ranks' bytes over the slowest "
-                                 "rank's seconds).", ["namespace", "job", "phase"], registry=r)
-        self.job_bound = Gauge("fabricguard_job_bound",
+                                 "rank's seconds).", "namespace", "job", "phase")
+        self.job_bound = gauge("fabricguard_job_bound",
                                "1 for what holds a running job back so far: fabric, storage, fabric+storage or none.",
-                               ["namespace", "job", "pool", "bound"], registry=r)
-        self._io_series: dict[tuple[str, str], tuple[str, str, set[str], bool]] = {}  # -> pool, bound, phases, share
-        self.job_busbw = Gauge("fabricguard_job_busbw_gbps",
+                               "namespace", "job", "pool", "bound")
+        self._job_io = (_Series(self.job_io_share), _Series(self.job_io_mbps), _Series(self.job_bound))
+        self.job_busbw = gauge("fabricguard_job_busbw_gbps",
                                "Bus bandwidth of a running job's large collectives across nodes (NCCL Inspector, "
                                "median over the latest 5 minutes), per communicator shape (ranks per node; 0: "
-                               "uneven).", ["namespace", "job", "collective", "ranks_per_node"], registry=r)
-        self.job_busbw_floor = Gauge("fabricguard_job_busbw_floor_gbps",
+                               "uneven).", "namespace", "job", "collective", "ranks_per_node")
+        self.job_busbw_floor = gauge("fabricguard_job_busbw_floor_gbps",
                                      "The busbw floor a running job's communicators of this shape are held to (the "
                                      "pool's floor for whole nodes, x k/G for k of G GPUs per node).",
-                                     ["namespace", "job", "pool", "ranks_per_node"], registry=r)
-        self.job_busbw_below = Gauge("fabricguard_job_busbw_below_floor_minutes",
+                                     "namespace", "job", "pool", "ranks_per_node")
+        self.job_busbw_below = gauge("fabricguard_job_busbw_below_floor_minutes",
                                      "Minutes (by the records' dump times) a running job's collective has been "
-                                     "below its shape's floor.", ["namespace", "job", "collective", "ranks_per_node"],
-                                     registry=r)
-        self.rank_lateness = Gauge("fabricguard_job_rank_lateness_seconds",
+                                     "below its shape's floor.", "namespace", "job", "collective", "ranks_per_node")
+        self.rank_lateness = gauge("fabricguard_job_rank_lateness_seconds",
                                    "How long the other ranks of a running job wait for this rank at its collectives "
                                    "(NCCL Inspector, aligned by coll_sn; a rank confirmed late over suspectRounds).",
-                                   ["namespace", "job", "node", "rank"], registry=r)
-        self.node_busbw = Gauge("fabricguard_job_node_busbw_gbps",
+                                   "namespace", "job", "node", "rank")
+        self.node_busbw = gauge("fabricguard_job_node_busbw_gbps",
                                 "A running job's busbw on the communicators across this node (its worst GPU's "
-                                "median), per communicator shape.", ["namespace", "job", "node", "ranks_per_node"],
-                                registry=r)
-        self.node_busbw_ratio = Gauge("fabricguard_job_node_busbw_ratio",
+                                "median), per communicator shape.", "namespace", "job", "node", "ranks_per_node")
+        self.node_busbw_ratio = gauge("fabricguard_job_node_busbw_ratio",
                                       "This node's communicators' busbw over their same-shape peers' in the job "
                                       "(1: like the others; a slow rail on it: well below).",
-                                      ["namespace", "job", "node"], registry=r)
-        self.node_suspect = Gauge("fabricguard_job_node_suspect_confidence",
+                                      "namespace", "job", "node")
+        self.node_suspect = gauge("fabricguard_job_node_suspect_confidence",
                                   "A node a running job's records point at as slow (confirmed over suspectRounds), "
-                                  "with how sure (0-1); never acted on.", ["namespace", "job", "node"], registry=r)
-        self._rank_series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
-        self.job_hung = Gauge("fabricguard_job_hung",
+                                  "with how sure (0-1); never acted on.", "namespace", "job", "node")
+        self._ranks = (_Series(self.rank_lateness), _Series(self.node_busbw_ratio), _Series(self.node_busbw),
+                       _Series(self.node_suspect))
+        self.job_hung = gauge("fabricguard_job_hung",
                               "1 for the rank (pod's node) a running job's other ranks wait for, once NCCL's RAS "
                               "confirmed the hang (counts mismatched and not advancing over two queries).",
-                              ["namespace", "job", "node", "rank"], registry=r)
-        self._hung_series: set[tuple[str, str, str, str]] = set()
-        self.canary_inspector_busbw = Gauge("fabricguard_canary_inspector_busbw_gbps",
+                              "namespace", "job", "node", "rank")
+        self._job_hung = _Series(self.job_hung)
+        self.canary_inspector_busbw = gauge("fabricguard_canary_inspector_busbw_gbps",
                                             "Busbw per collective of the pool's latest judged canary, from NCCL's "
                                             "Inspector (the instrument running jobs are measured with).",
-                                            ["pool", "collective"], registry=r)
-        self.live_inspector_files = Gauge("fabricguard_live_inspector_files_followed",
-                                          "NCCL Inspector record files followed.", registry=r)
-        self.live_inspector_bytes = Counter("fabricguard_live_inspector_bytes_read",
-                                            "Bytes of running jobs' Inspector records read.", registry=r)
-        self.breaker_open = Gauge("fabricguard_breaker_open",
+                                            "pool", "collective")
+        self.live_inspector_files = gauge("fabricguard_live_inspector_files_followed",
+                                          "NCCL Inspector record files followed.")
+        self.live_inspector_bytes = counter("fabricguard_live_inspector_bytes_read",
+                                            "Bytes of running jobs' Inspector records read.")
+        self.breaker_open = gauge("fabricguard_breaker_open",
                                   "1 while the pool's blast-radius breaker for this check is open (not tainting "
-                                  "or holding for it until a person resets it).", ["pool", "check"], registry=r)
-        self.breaker_spent = Gauge("fabricguard_breaker_spent_nodes",
+                                  "or holding for it until a person resets it).", "pool", "check")
+        self.breaker_spent = gauge("fabricguard_breaker_spent_nodes",
                                    "Nodes newly failing this check within the pool's blast-radius window.",
-                                   ["pool", "check"], registry=r)
-        self.breaker_budget = Gauge("fabricguard_breaker_budget_nodes",
-                                    "Nodes the pool may newly fail one check within its window.", ["pool"],
-                                    registry=r)
-        self.mode_enforce = Gauge("fabricguard_pool_enforcing",
+                                   "pool", "check")
+        self.breaker_budget = gauge("fabricguard_breaker_budget_nodes",
+                                    "Nodes the pool may newly fail one check within its window.", "pool")
+        self.mode_enforce = gauge("fabricguard_pool_enforcing",
                                   "1 when the pool is enforced, 0 while it is observed (nothing held or tainted).",
-                                  ["pool"], registry=r)
-        self.would_hold = Gauge("fabricguard_admission_check_would_hold_workloads",
-                                "Observe mode: workloads the Kueue check would hold under enforce.", ["pool"],
-                                registry=r)
-        self._breaker_keys: set[tuple[str, str]] = set()
-        self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
+                                  "pool")
+        self.would_hold = gauge("fabricguard_admission_check_would_hold_workloads",
+                                "Observe mode: workloads the Kueue check would hold under enforce.", "pool")
+        self._breakers = (_Series(self.breaker_open, zero=True), _Series(self.breaker_spent, zero=True))
+        self._job_busbw = (_Series(self.job_busbw), _Series(self.job_busbw_below), _Series(self.job_busbw_floor))
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
 
-    def _proof_metrics(self, r: CollectorRegistry) -> None:
-        self.proof_last_proven = Gauge("fabricguard_node_proof_last_proven_timestamp_seconds",
+    def _proof_metrics(self, gauge: Callable[..., Gauge], counter: Callable[..., Counter]) -> None:
+        self.proof_last_proven = gauge("fabricguard_node_proof_last_proven_timestamp_seconds",
                                        "When a pair test last proved the node's fabric data path.",
-                                       ["pool", "node"], registry=r)
-        self.proof_busbw = Gauge("fabricguard_node_proof_busbw_gbps", "All-reduce busbw of the node's proving pair.",
-                                 ["pool", "node"], registry=r)
-        self.proof_nodes = Gauge("fabricguard_pool_proof_nodes", "The pool's nodes by proof state.",
-                                 ["pool", "state"], registry=r)
-        self.proof_overdue = Gauge("fabricguard_pool_proof_nodes_overdue",
+                                       "pool", "node")
+        self.proof_busbw = gauge("fabricguard_node_proof_busbw_gbps", "All-reduce busbw of the node's proving pair.",
+                                 "pool", "node")
+        self.proof_nodes = gauge("fabricguard_pool_proof_nodes", "The pool's nodes by proof state.",
+                                 "pool", "state")
+        self.proof_overdue = gauge("fabricguard_pool_proof_nodes_overdue",
                                    "Nodes that count (not held elsewhere, Ready) not proven within proof.every.",
-                                   ["pool"], registry=r)
-        self.proof_coverage = Gauge("fabricguard_pool_proof_coverage_ratio",
-                                    "Share of the pool's counted nodes proven within proof.every.", ["pool"],
-                                    registry=r)
-        self.proof_every = Gauge("fabricguard_pool_proof_every_seconds", "The pool's proof.every.", ["pool"],
-                                 registry=r)
-        self.proof_budget = Gauge("fabricguard_pool_proof_budget_gpu_hours",
-                                  "GPU-hours pair tests may spend per UTC day.", ["pool"], registry=r)
-        self.proof_spent = Gauge("fabricguard_pool_proof_spent_gpu_hours",
+                                   "pool")
+        self.proof_coverage = gauge("fabricguard_pool_proof_coverage_ratio",
+                                    "Share of the pool's counted nodes proven within proof.every.", "pool")
+        self.proof_every = gauge("fabricguard_pool_proof_every_seconds", "The pool's proof.every.", "pool")
+        self.proof_budget = gauge("fabricguard_pool_proof_budget_gpu_hours",
+                                  "GPU-hours pair tests may spend per UTC day.", "pool")
+        self.proof_spent = gauge("fabricguard_pool_proof_spent_gpu_hours",
                                  "GPU-hours pair tests spent this UTC day (finished tests) plus those running "
-                                 "(charged their pairDuration).", ["pool"], registry=r)
-        self.proof_pairs = Counter("fabricguard_pool_proof_pairs", "Pair tests recorded, by outcome and purpose.",
-                                   ["pool", "outcome", "purpose"], registry=r)
-        self.proof_quarantined = Gauge("fabricguard_pool_quarantined_nodes",
-                                       "Nodes carrying fabricguard's quarantine taint.", ["pool"], registry=r)
-        self.proof_withheld = Gauge("fabricguard_pool_quarantine_withheld_nodes", "Convicted nodes not quarantined "
-                                    "(the budget, the largest gang, or the open breaker).", ["pool"], registry=r)
-        self.proof_breaker_open = Gauge("fabricguard_pool_quarantine_breaker_open", "1 while the pool's quarantine "
+                                 "(charged their pairDuration).", "pool")
+        self.proof_pairs = counter("fabricguard_pool_proof_pairs", "Pair tests recorded, by outcome and purpose.",
+                                   "pool", "outcome", "purpose")
+        self.proof_quarantined = gauge("fabricguard_pool_quarantined_nodes",
+                                       "Nodes carrying fabricguard's quarantine taint.", "pool")
+        self.proof_withheld = gauge("fabricguard_pool_quarantine_withheld_nodes", "Convicted nodes not quarantined "
+                                    "(the budget, the largest gang, or the open breaker).", "pool")
+        self.proof_breaker_open = gauge("fabricguard_pool_quarantine_breaker_open", "1 while the pool's quarantine "
                                         "breaker is open (nothing more is quarantined until a person resets it).",
-                                        ["pool"], registry=r)
+                                        "pool")
         self._proof_nodes: set[tuple[str, str]] = set()
 
     def observe_proof(self, profile: PlatformProfile, result: PassResult) -> None:
@@ -314,14 +340,17 @@ class Metrics:
             counts = d.counts
             for state in get_args(pf.NodeStateName):
                 self.proof_nodes.labels(p.name, state).set(counts.get(state, 0))
-            self.proof_overdue.labels(p.name).set(out.counted - out.proven)
-            self.proof_coverage.labels(p.name).set(out.proven / out.counted if out.counted else 1.0)
-            self.proof_every.labels(p.name).set(out.every_s)
-            self.proof_budget.labels(p.name).set(d.budget_gpu_hours)
-            self.proof_spent.labels(p.name).set(d.state.spentGpuHours + sum(a.gpuHours for a in d.state.active))
-            self.proof_quarantined.labels(p.name).set(counts.get("quarantined", 0))
-            self.proof_withheld.labels(p.name).set(len(d.withheld))
-            self.proof_breaker_open.labels(p.name).set(1 if d.state.breaker.open else 0)
+            for gauge, value in (
+                (self.proof_overdue, out.counted - out.proven),
+                (self.proof_coverage, out.proven / out.counted if out.counted else 1.0),
+                (self.proof_every, out.every_s),
+                (self.proof_budget, d.budget_gpu_hours),
+                (self.proof_spent, d.state.spentGpuHours + sum(a.gpuHours for a in d.state.active)),
+                (self.proof_quarantined, counts.get("quarantined", 0)),
+                (self.proof_withheld, len(d.withheld)),
+                (self.proof_breaker_open, 1 if d.state.breaker.open else 0),
+            ):
+                gauge.labels(p.name).set(value)
             for res in out.evaluated:
                 self.proof_pairs.labels(p.name, res.outcome, res.purpose).inc()
             for node, row in d.state.nodes.items():
@@ -334,8 +363,7 @@ class Metrics:
                     self.proof_busbw.labels(p.name, node).set(row.busbwGBps)
         for key in self._proof_nodes - seen:  # a node gone from the pool: its series go too
             for g in (self.proof_last_proven, self.proof_busbw):
-                with contextlib.suppress(KeyError):
-                    g.remove(*key)
+                _drop(g, *key)
         self._proof_nodes = seen
 
     def observe_descriptor_limit(self, limit: Limit) -> None:
@@ -418,15 +446,11 @@ class Metrics:
                 self.floor.labels(p.name).set(p.baseline.busbw_floor_gbps)
             self.pending.labels(p.name).set(result.pending.get(p.name, 0))
         self.observe_breakers(profile, result)
-        counts: dict[tuple[str, str], int] = {}
+        counts: dict[Labels, float] = {}
         for f in result.findings:
             key = (f.rule, str(f.severity))
             counts[key] = counts.get(key, 0) + 1
-        for key in self._finding_keys - set(counts):
-            self.findings.labels(*key).set(0)  # a cleared finding reads 0, not a stale count
-        for key, n in counts.items():
-            self.findings.labels(*key).set(n)
-        self._finding_keys |= set(counts)
+        self._findings.update(counts)  # a cleared finding reads 0, not a stale count
         self.observe_proof(profile, result)
         self._set_objects("fabricguard_doctor_finding", self.finding_objects, sorted(
             {(f.rule, str(f.severity), f.objects[0].kind, f.objects[0].namespace or "", f.objects[0].name)
@@ -446,7 +470,8 @@ class Metrics:
     def observe_breakers(self, profile: PlatformProfile, result: PassResult) -> None:
         """Breakers per pool and check (a check no longer failing and closed reads 0, not a stale 1), the
         budget, and the pool's mode with what observe would have held."""
-        seen: set[tuple[str, str]] = set()
+        is_open: dict[Labels, float] = {}
+        spent: dict[Labels, float] = {}
         for p in profile.spec.pools:
             self.mode_enforce.labels(p.name).set(0 if p.name in result.observing else 1)
             self.would_hold.labels(p.name).set(result.would_hold.get(p.name, 0))
@@ -455,27 +480,20 @@ class Metrics:
                 continue
             self.breaker_budget.labels(p.name).set(pb.allowed)
             for check, state in pb.states.items():
-                seen.add((p.name, check))
-                self.breaker_open.labels(p.name, check).set(1 if state.open else 0)
-                self.breaker_spent.labels(p.name, check).set(pb.spent.get(check, 0))
-        for key in self._breaker_keys - seen:
-            self.breaker_open.labels(*key).set(0)
-            self.breaker_spent.labels(*key).set(0)
-        self._breaker_keys |= seen
+                is_open[p.name, check] = 1 if state.open else 0
+                spent[p.name, check] = pb.spent.get(check, 0)
+        self._breakers[0].update(is_open)
+        self._breakers[1].update(spent)
 
     def observe_drift(self, result: PassResult) -> None:
-        drift: dict[tuple[str, str, str], int] = {}
+        drift: dict[Labels, float] = {}
         for f in result.drift:
             obj = f.objects[0]
             one_side = "absent from" in f.evidence
             # Each differing field is one evidence entry holding both sides' values.
             drift[(obj.kind, obj.namespace or "", obj.name)] = 1 if one_side else sum(
                 isinstance(v, dict) for v in f.evidence.values())
-        for key in self._drift_keys - set(drift):
-            self.drift.remove(*key)  # resolved drift leaves no stale series
-        for key, n in drift.items():
-            self.drift.labels(*key).set(n)
-        self._drift_keys = set(drift)
+        self._drift.update(drift)  # resolved drift leaves no stale series
         ref = result.reference
         if ref is not None and ref.published:
             from fabricguard.times import parse_time
@@ -486,14 +504,8 @@ class Metrics:
 
     def _set_objects(self, metric: str, gauge: Gauge, keys: list[tuple[str, ...]]) -> None:
         """One series per object, at most MAX_OBJECT_SERIES (the rest counted); gone objects' series removed."""
-        kept = set(keys[:MAX_OBJECT_SERIES])
         self.series_dropped.labels(metric).set(max(0, len(keys) - MAX_OBJECT_SERIES))
-        for key in self._object_series.get(metric, set()) - kept:
-            with contextlib.suppress(KeyError):
-                gauge.remove(*key)
-        for key in kept:
-            gauge.labels(*key).set(1)
-        self._object_series[metric] = kept
+        self._object_series.setdefault(metric, _Series(gauge)).update(dict.fromkeys(keys[:MAX_OBJECT_SERIES], 1))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -504,24 +516,17 @@ class Metrics:
 
         from fabricguard.profile.model import Transport
 
-        now_series: dict[tuple[str, str], tuple[str, str]] = {}
+        transports: dict[Labels, float] = {}
+        sockets: dict[Labels, float] = {}
         for ob in observations:
             job = ob.job
             transport = ob.verdict.transport
-            key = (job.namespace, job.name)
-            now_series[key] = (job.pool, transport.value)
-            old = self._live_series.get(key)
-            if old is not None and old[1] != transport.value:
-                self.job_transport.remove(job.namespace, job.name, old[0], old[1])
-            self.job_transport.labels(job.namespace, job.name, job.pool, transport.value).set(1)
+            transports[job.namespace, job.name, job.pool, transport.value] = 1
             expected = profile.pool(job.pool).fabric.expected_transports
             on_sockets = transport in (Transport.socket, Transport.mixed) and transport not in expected
-            self.job_on_sockets.labels(job.namespace, job.name, job.pool).set(1 if on_sockets else 0)
-        for key, (pool, was) in self._live_series.items():
-            if key not in now_series:
-                self.job_transport.remove(key[0], key[1], pool, was)
-                self.job_on_sockets.remove(key[0], key[1], pool)
-        self._live_series = now_series
+            sockets[job.namespace, job.name, job.pool] = 1 if on_sockets else 0
+        self._job_transport.update(transports)
+        self._job_on_sockets.update(sockets)
         self._observe_io(observations)
         self._observe_busbw(observations)
         self.live_inspector_files.set(cost.inspector_files)
@@ -547,99 +552,65 @@ class Metrics:
     def _observe_io(self, observations: list[Observation]) -> None:
         """Per running job: its bound, its I/O share and per-phase rates; series of jobs or phases gone are
         removed."""
-        now: dict[tuple[str, str], tuple[str, str, set[str], bool]] = {}
+        share: dict[Labels, float] = {}
+        mbps: dict[Labels, float] = {}
+        bound: dict[Labels, float] = {}
         for ob in observations:
-            key = (ob.job.namespace, ob.job.name)
-            phases: set[str] = set()
-            share = ob.io.share if ob.io is not None else None
+            ns, name, pool = ob.job.namespace, ob.job.name, ob.job.pool
             if ob.io is not None:
                 for ph in ob.io.phases:
                     if ph.mbps is not None:
-                        self.job_io_mbps.labels(key[0], key[1], ph.phase).set(round(ph.mbps, 1))
-                        phases.add(ph.phase)
-            if share is not None:
-                self.job_io_share.labels(key[0], key[1], ob.job.pool).set(round(share, 4))
-            self.job_bound.labels(key[0], key[1], ob.job.pool, ob.bound).set(1)
-            now[key] = (ob.job.pool, ob.bound, phases, share is not None)
-        for key, (pool, bound, phases, had_share) in self._io_series.items():
-            _, b, kept, has_share = now.get(key, (pool, "", set(), False))
-            for gone in phases - kept:
-                self.job_io_mbps.remove(key[0], key[1], gone)
-            if had_share and not has_share:
-                self.job_io_share.remove(key[0], key[1], pool)
-            if bound != b:
-                self.job_bound.remove(key[0], key[1], pool, bound)
-        self._io_series = now
+                        mbps[ns, name, ph.phase] = round(ph.mbps, 1)
+                if ob.io.share is not None:
+                    share[ns, name, pool] = round(ob.io.share, 4)
+            bound[ns, name, pool, ob.bound] = 1
+        for series, values in zip(self._job_io, (share, mbps, bound), strict=True):
+            series.update(values)
 
     def _observe_busbw(self, observations: list[Observation]) -> None:
         """Per job, collective and communicator shape, the Inspector's busbw and the shape's floor; series of jobs,
         collectives or shapes gone are removed."""
-        now: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
+        busbw: dict[Labels, float] = {}
+        below: dict[Labels, float] = {}
+        floor: dict[Labels, float] = {}
         for ob in observations:
             v = ob.busbw
             if v is None or not v.figures:
                 continue
-            key = (ob.job.namespace, ob.job.name)
-            colls: set[tuple[str, str]] = set()
-            floors: set[str] = set()
+            ns, name = ob.job.namespace, ob.job.name
             for (c, k), f in v.figures.items():
-                colls.add((c, str(k)))
-                self.job_busbw.labels(key[0], key[1], c, str(k)).set(round(f.busbw_gbps, 3))
-                self.job_busbw_below.labels(key[0], key[1], c, str(k)).set(f.below_minutes)
+                busbw[ns, name, c, str(k)] = round(f.busbw_gbps, 3)
+                below[ns, name, c, str(k)] = f.below_minutes
                 if f.floor_gbps is not None:
-                    floors.add(str(k))
-                    self.job_busbw_floor.labels(key[0], key[1], ob.job.pool, str(k)).set(round(f.floor_gbps, 3))
-            now[key] = (ob.job.pool, colls, floors)
-        for key, (pool, colls, floors) in self._busbw_series.items():
-            _, kept, kept_floors = now.get(key, (pool, set(), set()))
-            for c, shape in colls - kept:
-                self.job_busbw.remove(key[0], key[1], c, shape)
-                self.job_busbw_below.remove(key[0], key[1], c, shape)
-            for shape in floors - kept_floors:
-                with contextlib.suppress(KeyError):
-                    self.job_busbw_floor.remove(key[0], key[1], pool, shape)
-        self._busbw_series = now
+                    floor[ns, name, ob.job.pool, str(k)] = round(f.floor_gbps, 3)
+        for series, values in zip(self._job_busbw, (busbw, below, floor), strict=True):
+            series.update(values)
         self._observe_ranks(observations)
 
     def _observe_ranks(self, observations: list[Observation]) -> None:
         """Per job: the confirmed late ranks, the per-node view and the suspects; series gone are removed."""
-        now: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        late: dict[Labels, float] = {}
+        ratio: dict[Labels, float] = {}
+        gbps: dict[Labels, float] = {}
+        suspect: dict[Labels, float] = {}
         for ob in observations:
             v = ob.busbw.ranks if ob.busbw is not None else None
             if v is None:
                 continue
-            key = (ob.job.namespace, ob.job.name)
-            seen: set[tuple[str, ...]] = set()
+            ns, name = ob.job.namespace, ob.job.name
             for r in v.confirmed_late():
-                self.rank_lateness.labels(key[0], key[1], r.hostname, str(r.rank)).set(round(r.lateness_s, 6))
-                seen.add(("late", r.hostname, str(r.rank)))
+                late[ns, name, r.hostname, str(r.rank)] = round(r.lateness_s, 6)
             for n in v.nodes:
-                self.node_busbw_ratio.labels(key[0], key[1], n.hostname).set(round(n.ratio, 3))
-                seen.add(("ratio", n.hostname))
+                ratio[ns, name, n.hostname] = round(n.ratio, 3)
                 for k, g in n.busbw_gbps.items():
-                    self.node_busbw.labels(key[0], key[1], n.hostname, str(k)).set(round(g, 3))
-                    seen.add(("gbps", n.hostname, str(k)))
+                    gbps[ns, name, n.hostname, str(k)] = round(g, 3)
             for s in v.confirmed_slow():
-                self.node_suspect.labels(key[0], key[1], s.hostname).set(round(s.confidence, 3))
-                seen.add(("suspect", s.hostname))
-            now[key] = seen
-        gauges = {"late": self.rank_lateness, "ratio": self.node_busbw_ratio, "gbps": self.node_busbw,
-                  "suspect": self.node_suspect}
-        for key, old in self._rank_series.items():
-            for what, *labels in old - now.get(key, set()):
-                with contextlib.suppress(KeyError):
-                    gauges[what].remove(key[0], key[1], *labels)
-        self._rank_series = now
-        hung: set[tuple[str, str, str, str]] = set()
-        for ob in observations:
-            for w in (ob.hang or {}).get("waited_for") or ():
-                hung.add((ob.job.namespace, ob.job.name, str(w.get("node") or w.get("ip") or ""), str(w.get("rank"))))
-        for h in hung:
-            self.job_hung.labels(*h).set(1)
-        for h in self._hung_series - hung:
-            with contextlib.suppress(KeyError):
-                self.job_hung.remove(*h)
-        self._hung_series = hung
+                suspect[ns, name, s.hostname] = round(s.confidence, 3)
+        for series, values in zip(self._ranks, (late, ratio, gbps, suspect), strict=True):
+            series.update(values)
+        self._job_hung.update({
+            (ob.job.namespace, ob.job.name, str(w.get("node") or w.get("ip") or ""), str(w.get("rank"))): 1
+            for ob in observations for w in (ob.hang or {}).get("waited_for") or ()})
 
 class HealthApp:
     """``/healthz`` (and ``/livez``): 200, or 503 with the reason (passes failing, stalled, a stale cache); and

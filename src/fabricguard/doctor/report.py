@@ -12,9 +12,11 @@ import html
 import json
 import math
 import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 
@@ -25,6 +27,7 @@ from fabricguard.doctor.rules import RULES
 from fabricguard.doctor.rules.lustre import LustreCell
 from fabricguard.times import format_time, parse_time
 
+C = TypeVar("C")
 STYLE = {Severity.critical: "bold red", Severity.warning: "yellow", Severity.info: "dim"}
 
 
@@ -156,15 +159,11 @@ def render_table(report: Report, out: Console | None = None) -> None:
     for note in report.notes:
         paragraph(note, first="note: ", indent="  ", style="dim")
     for pool, cells in report.coverage.items():
-        paragraph(coverage_summary(pool, cells), indent="  ")
-        for cell in [x for x in cells if x.result != "proven"][:COVERAGE_TEXT_ROWS]:
-            bw = f", {cell.busbw_gbps:.1f} GB/s" if cell.busbw_gbps is not None else ""
-            paragraph(f"{cell.node}: {cell.result}, {_last(cell)}{bw}", indent="    ")
+        _pool_paragraphs(coverage_summary(pool, cells), [
+            f"{c.node}: {c.result}, {_last(c)}{_busbw(c, ', ')}" for c in cells if c.result != "proven"])
     for pool, lcells in report.lustre.items():
-        paragraph(lustre_summary(pool, lcells), indent="  ")
-        for lc in [x for x in lcells if x.state in ("failing", "warning")][:COVERAGE_TEXT_ROWS]:
-            paragraph(f"{lc.node}: {lc.state}: " + "; ".join(f"{k}: {v}" for k, v in lc.checks.items())[:300],
-                      indent="    ")
+        _pool_paragraphs(lustre_summary(pool, lcells), [
+            f"{c.node}: {c.state}: " + _checks_said(c) for c in lcells if c.state in ("failing", "warning")])
     if not report.findings:
         read = ", ".join(f"{n} {k}" for k, n in report.objects_read.items())
         paragraph(f"checked {len(report.checked)} rules ({', '.join(report.checked)})"
@@ -187,34 +186,47 @@ COVERAGE_TEXT_ROWS = 10  # nodes listed per pool in text (named and stale first)
 COVERAGE_HTML_CELLS = 2000
 
 
+def _pool_paragraphs(summary: str, lines: list[str]) -> None:
+    """A pool's node grid in text: its summary, then the first nodes worth a look."""
+    paragraph(summary, indent="  ")
+    for line in lines[:COVERAGE_TEXT_ROWS]:
+        paragraph(line, indent="    ")
+
+
 def _last(c: CoverageCell) -> str:
     return "never proven" if c.age_s is None else f"proven {human_age(c.age_s)} ago"
 
 
+def _busbw(c: CoverageCell, before: str, absent: str = "") -> str:
+    return absent if c.busbw_gbps is None else f"{before}{c.busbw_gbps:.1f} GB/s"
+
+
+def _checks_said(c: LustreCell) -> str:
+    """A Lustre cell's failing checks with the line each read, cut at 300 characters."""
+    return "; ".join(f"{k}: {v}" for k, v in c.checks.items())[:300]
+
+
+def _tally(states: list[str], good: str) -> tuple[int, list[tuple[str, int]]]:
+    """How many cells are ``good``, and the other states with their counts, most first (then by name)."""
+    counts = Counter(states)
+    return counts.pop(good, 0), sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def coverage_summary(pool: str, cells: list[CoverageCell]) -> str:
     """``proof coverage, pool P: 30 of 32 node(s) proven within the goal; 1 Convicted, 1 stale``."""
-    counts: dict[str, int] = {}
-    for c in cells:
-        counts[c.result] = counts.get(c.result, 0) + 1
-    proven = counts.pop("proven", 0)
-    rest = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    proven, others = _tally([c.result for c in cells], "proven")
+    rest = ", ".join(f"{n} {r}" for r, n in others)
     return f"proof coverage, pool {pool}: {proven} of {len(cells)} node(s) proven within the goal" + (
         f"; {rest}" if rest else "")
 
 
 def lustre_summary(pool: str, cells: list[LustreCell]) -> str:
     """``Lustre clients, pool P: 18 of 20 node(s) healthy; 2 failing (lustre.imports x2)``."""
-    counts: dict[str, int] = {}
-    checks: dict[str, int] = {}
-    for c in cells:
-        counts[c.state] = counts.get(c.state, 0) + 1
-        if c.state == "failing":
-            for k in c.checks:
-                checks[k] = checks.get(k, 0) + 1
-    healthy = counts.pop("healthy", 0)
+    checks = Counter(k for c in cells if c.state == "failing" for k in c.checks)
+    healthy, others = _tally([c.state for c in cells], "healthy")
     rest = ", ".join(f"{n} {s}" + (" (" + ", ".join(f"{k} x{m}" for k, m in sorted(checks.items())) + ")"
                                    if s == "failing" else "")
-                     for s, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+                     for s, n in others)
     return f"Lustre clients, pool {pool}: {healthy} of {len(cells)} node(s) healthy" + (f"; {rest}" if rest else "")
 
 
@@ -234,6 +246,11 @@ def _md_text(text: str) -> str:
     return _md(_MD_SPECIAL.sub(r"\\\1", text))  # then _md escapes "|" for the table
 
 
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table: cells as given (escaped by the caller)."""
+    return ["| " + " | ".join(head) + " |", "|---" * len(head) + "|", *("| " + " | ".join(r) + " |" for r in rows)]
+
+
 def to_markdown(report: Report) -> str:
     c = report.counts
     lines = [
@@ -246,23 +263,20 @@ def to_markdown(report: Report) -> str:
     lines += [f"> note: {n}" for n in report.notes]
     if report.grid:
         rules = list(next(iter(report.grid.values())))
-        lines += ["", "| pool | " + " | ".join(rules) + " |", "|---" * (len(rules) + 1) + "|"]
         mark = {"critical": "FAIL", "warning": "WARN", "info": "info", "pass": "ok", "n/a": "-"}
-        for pool, row in report.grid.items():
-            lines.append(f"| {_md(pool)} | " + " | ".join(mark[grid_cell(row[r], r)] for r in rules) + " |")
+        lines += ["", *_md_table(["pool", *rules], [[_md(pool), *(mark[grid_cell(row[r], r)] for r in rules)]
+                                                    for pool, row in report.grid.items()])]
     for pool, cells in report.coverage.items():
-        lines += ["", f"**{_md(coverage_summary(pool, cells))}**", "", "| node | result | last proven | busbw |",
-                  "|---|---|---|---|"]
-        lines += [f"| {_md(c.node)} | {_md(c.result)} | {_md(_last(c))} | "
-                  f"{'-' if c.busbw_gbps is None else f'{c.busbw_gbps:.1f} GB/s'} |"
-                  for c in cells if c.result != "proven"][:COVERAGE_HTML_CELLS]
+        lines += ["", f"**{_md(coverage_summary(pool, cells))}**", ""]
+        lines += _md_table(["node", "result", "last proven", "busbw"],
+                           [[_md(c.node), _md(c.result), _md(_last(c)), _busbw(c, "", "-")]
+                            for c in cells if c.result != "proven"][:COVERAGE_HTML_CELLS])
     for pool, lcells in report.lustre.items():
         lines += ["", f"**{_md(lustre_summary(pool, lcells))}**"]
         bad = [c for c in lcells if c.state != "healthy"][:COVERAGE_HTML_CELLS]
         if bad:
-            lines += ["", "| node | Lustre client | checks (the line each read) |", "|---|---|---|"]
-            lines += [f"| {_md(c.node)} | {_md(c.state)} | "
-                      f"{_md('; '.join(f'{k}: {v}' for k, v in c.checks.items())[:300]) or '-'} |" for c in bad]
+            lines += ["", *_md_table(["node", "Lustre client", "checks (the line each read)"],
+                                     [[_md(c.node), _md(c.state), _md(_checks_said(c)) or "-"] for c in bad])]
     for sev in Severity:
         group = [f for f in report.findings if f.severity is sev]
         if not group:
@@ -275,10 +289,9 @@ def to_markdown(report: Report) -> str:
                 "",
                 _md(f.message),
                 "",
-                "| field | value |",
-                "|---|---|",
             ]
-            lines += [f"| `{_md(k)}` | {_md_text(plain(v))} |" for k, v in evidence_rows(f.evidence)]
+            lines += _md_table(["field", "value"],
+                               [[f"`{_md(k)}`", _md_text(plain(v))] for k, v in evidence_rows(f.evidence)])
             lines += ["", f"**Fix:** {_md(f.fix)}"]
     if not report.findings:
         lines += ["", "No findings."]
@@ -295,7 +308,8 @@ def grid_cell(value: str, rule: str) -> str:
 
 
 # Grid cells: mark, CSS class, words for the tooltip. Colour is never the only cue: each has its own mark.
-_MARK = {
+Mark = tuple[str, str, str]
+_MARK: dict[str, Mark] = {
     "critical": ("✗", "critical", "critical finding"),
     "warning": ("!", "warning", "warning"),
     "info": ("i", "info", "information"),
@@ -428,14 +442,37 @@ def _grid_html(report: Report) -> list[str]:
             mark, cls, words = _MARK[grid_cell(row[r], r)]
             out.append(f"<td class='{cls}' title='{e(r)}: {words}'>{mark}</td>")
         out.append("</tr>")
-    out.append("</table><p class='legend'>")
-    out += [f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in _MARK.values()]
-    out.append("</p></section>")
-    return out
+    out.append("</table>")
+    return out + _legend(_MARK)
+
+
+def _legend(marks: dict[str, Mark]) -> list[str]:
+    """The legend that closes a grid's section: each mark with its words."""
+    return ["<p class='legend'>", *(f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in marks.values()),
+            "</p></section>"]
+
+
+def _node_cells_html(heading: str, sub: str, pools: Mapping[str, Sequence[C]], summary: Callable[[str, Any], str],
+                     cell: Callable[[C], tuple[str, str, str, str]], marks: dict[str, Mark]) -> list[str]:
+    """A node grid (one cell per node, grouped by pool) in its section; ``cell`` gives a node's (kind in
+    ``marks``, node, what the cell says, tooltip)."""
+    e = html.escape
+    out = [f"<section><h2>{heading}</h2><p class='sub'>{sub}</p>"]
+    for pool, cells in pools.items():
+        out.append(f"<h3>{e(summary(pool, cells))}</h3><div class='cov'>")
+        for c in cells[:COVERAGE_HTML_CELLS]:
+            kind, node, said, tip = cell(c)
+            mark, cls, _ = marks[kind]
+            out.append(f"<div class='cell {cls}' title='{e(tip)}'><b>{e(_short(node, 18))}</b>"
+                       f"<span>{mark} {e(said)}</span></div>")
+        if len(cells) > COVERAGE_HTML_CELLS:
+            out.append(f"<p class='legend'>and {len(cells) - COVERAGE_HTML_CELLS} more node(s)</p>")
+        out.append("</div>")
+    return out + _legend(marks)
 
 
 # Coverage cells: mark, CSS class, words; a FabricProven=False reason (Convicted, ...) is "named".
-_COVER = {
+_COVER: dict[str, Mark] = {
     "proven": ("✓", "pass", "proven within the goal"),
     "stale": ("!", "warning", "last proven longer ago than the goal"),
     "never": ("·", "na", "never proven"),
@@ -459,31 +496,23 @@ def _short_age(c: CoverageCell) -> str:
     return f"{s}s"
 
 
+def _coverage_cell(c: CoverageCell) -> tuple[str, str, str, str]:
+    kind = _cover_kind(c.result)
+    tip = f"{c.node}: {c.result} ({_COVER[kind][2]}), {_last(c)}{_busbw(c, ', ')}" + (
+        f"; {c.detail}" if c.detail else "")
+    said = c.result if c.result not in ("proven", "stale", "never") else _short_age(c)
+    return kind, c.node, said, tip
+
+
 def _coverage_html(report: Report) -> list[str]:
-    e = html.escape
-    out = ["<section><h2>Node proof coverage</h2><p class='sub'>Each node of a pool with a proof goal: the age "
-           "of its last passing pair test and what the controller says of it (FabricProven); named and stale "
-           "nodes first.</p>"]
-    for pool, cells in report.coverage.items():
-        out.append(f"<h3>{e(coverage_summary(pool, cells))}</h3><div class='cov'>")
-        for c in cells[:COVERAGE_HTML_CELLS]:
-            mark, cls, words = _COVER[_cover_kind(c.result)]
-            bw = "" if c.busbw_gbps is None else f", {c.busbw_gbps:.1f} GB/s"
-            tip = f"{c.node}: {c.result} ({words}), {_last(c)}{bw}" + (f"; {c.detail}" if c.detail else "")
-            said = c.result if c.result not in ("proven", "stale", "never") else _short_age(c)
-            out.append(f"<div class='cell {cls}' title='{e(tip)}'><b>{e(_short(c.node, 18))}</b>"
-                       f"<span>{mark} {e(said)}</span></div>")
-        if len(cells) > COVERAGE_HTML_CELLS:
-            out.append(f"<p class='legend'>and {len(cells) - COVERAGE_HTML_CELLS} more node(s)</p>")
-        out.append("</div>")
-    out.append("<p class='legend'>")
-    out += [f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in _COVER.values()]
-    out.append("</p></section>")
-    return out
+    return _node_cells_html(
+        "Node proof coverage", "Each node of a pool with a proof goal: the age of its last passing pair test and "
+        "what the controller says of it (FabricProven); named and stale nodes first.",
+        report.coverage, coverage_summary, _coverage_cell, _COVER)
 
 
 # Lustre client cells: mark, CSS class, words (the coverage grid's classes).
-_LUSTRE = {
+_LUSTRE: dict[str, Mark] = {
     "failing": ("✗", "critical", "a lustre.* check failed (its line in the tooltip)"),
     "warning": ("!", "warning", "a lustre.* check degraded"),
     "other": ("·", "na", "FabricReady False for another reason"),
@@ -492,25 +521,17 @@ _LUSTRE = {
 }
 
 
+def _lustre_cell(c: LustreCell) -> tuple[str, str, str, str]:
+    tip = f"{c.node}: {c.state} ({_LUSTRE[c.state][2]})" + "".join(f"; {k}: {v}" for k, v in c.checks.items())
+    said = ", ".join(k.removeprefix("lustre.") for k in c.checks) or c.state
+    return c.state, c.node, _short(said, 18), tip[:1000]
+
+
 def _lustre_html(report: Report) -> list[str]:
-    e = html.escape
-    out = ["<section><h2>Lustre clients</h2><p class='sub'>Each node of a pool that mounts Lustre, as its agent "
-           "last judged its client (FabricReady's lustre.* checks); failing nodes first.</p>"]
-    for pool, cells in report.lustre.items():
-        out.append(f"<h3>{e(lustre_summary(pool, cells))}</h3><div class='cov'>")
-        for c in cells[:COVERAGE_HTML_CELLS]:
-            mark, cls, words = _LUSTRE[c.state]
-            tip = f"{c.node}: {c.state} ({words})" + "".join(f"; {k}: {v}" for k, v in c.checks.items())
-            said = ", ".join(k.removeprefix("lustre.") for k in c.checks) or c.state
-            out.append(f"<div class='cell {cls}' title='{e(tip[:1000])}'><b>{e(_short(c.node, 18))}</b>"
-                       f"<span>{mark} {e(_short(said, 18))}</span></div>")
-        if len(cells) > COVERAGE_HTML_CELLS:
-            out.append(f"<p class='legend'>and {len(cells) - COVERAGE_HTML_CELLS} more node(s)</p>")
-        out.append("</div>")
-    out.append("<p class='legend'>")
-    out += [f"<b class='{cls}'>{mark}</b>{words}" for mark, cls, words in _LUSTRE.values()]
-    out.append("</p></section>")
-    return out
+    return _node_cells_html(
+        "Lustre clients", "Each node of a pool that mounts Lustre, as its agent last judged its client "
+        "(FabricReady's lustre.* checks); failing nodes first.",
+        report.lustre, lustre_summary, _lustre_cell, _LUSTRE)
 
 
 def to_html(report: Report) -> str:

@@ -85,22 +85,39 @@ _RANK_HOST = re.compile(rb"#\s+Rank\s+(\d+) .*?\bon\s+(\S+)\s+device\b")
 
 # Two passes over a chunk collect every fact, each anchored on a literal so the regex engine skips
 # ahead in C ("via" is rare in trace lines, unlike a leading space). Connection lines: the transport
-# after "via "; anything that does not parse as a NET or intra-node transport is ignored. Other
-# facts, by group: 1 init fact message, 2 nranks, 3 nNodes, 4 a rare NCCL marker (WARN, bare version,
-# error, failure), 5 a torch watchdog line.
+# after "via "; anything that does not parse as a NET or intra-node transport is ignored. Other facts come
+# back as ONE group per line (a tuple per match, and hashing it in the Counter, cost a third of the pass when
+# every line is a fact): an init fact's message from its keyword, a communicator's "nRanks N nNodes N localRanks
+# N" (the same for every rank of it, so they fold), or what marks a rare line: a bare WARN/version/error/failure
+# word, or a torch watchdog's ".cpp:...Watchdog caught" / "(SeqNum... ran for". `_fact_kind` tells them apart.
 _VIA = re.compile(rb"via ((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
-_FACTS = re.compile(
-    # The lookahead rejects per-collective trace lines ("AllReduce:", "Send:") in one step.
-    rb"NCCL(?: (?:INFO (?=[UNGLncrIFP]|As|Sel)(?:"
-    rb"((?:Using (?:internal |external )?[Nn]etwork|NET/|NCCL version|GPU Direct|Selected|Loaded"
+_FACT_WORDS = (
+    rb"(?:Using (?:internal |external )?[Nn]etwork|NET/|NCCL version|GPU Direct|Selected|Loaded"
     rb"|PROFILER/Plugin: Loaded|Assigned NET plugin|Assigned (?:GIN|RMA) plugin"
-    rb"|Initialized NET plugin|Failed to initialize NET plugin)[^\n]*)"
-    rb"|(?:nccl|comm |rank )[^\n]*?n[Rr]anks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?"
-    rb")|(?=[Wvef])(WARN|version|error|failure)\b)"
-    rb"|(\.cpp:\d+\][^\n]*?Watchdog caught|\(SeqNum[^\n]*?ran for))"
+    rb"|Initialized NET plugin|Failed to initialize NET plugin)"
 )
-# The groups of _FACTS, by index: what marks a rare line (WARN, error, torch watchdog).
-_G_MARKER, _G_TORCH = 5, 6
+_FACTS = re.compile(
+    # The lookahead rejects per-collective trace lines ("AllReduce:", "Send:") in one step. Each branch only
+    # reaches the group at a place where just one of its alternatives can match.
+    rb"NCCL(?: (?:INFO (?=[UNGLncrIFP]|As|Sel)(?:(?=" + _FACT_WORDS + rb")"
+    rb"|(?:nccl|comm |rank )[^\n]*?(?=n[Rr]anks \d))"
+    rb"|(?=(?:WARN|version|error|failure)\b))|(?=\.cpp:\d+\]|\(SeqNum))"
+    rb"(" + _FACT_WORDS + rb"[^\n]*|n[Rr]anks \d+(?: nNodes \d+)?(?: localRanks \d+)?"
+    rb"|(?:WARN|version|error|failure)\b|\.cpp:\d+\][^\n]*?Watchdog caught|\(SeqNum[^\n]*?ran for)"
+)
+_COMM_SIZE = re.compile(rb"n[Rr]anks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?")
+_MARKER_WORDS = frozenset((b"WARN", b"version", b"error", b"failure"))
+_TORCH_MARKS = (b".cpp:", b"(SeqNum")
+FACT, COMM, MARKER = 0, 1, 2
+
+
+def _fact_kind(found: bytes) -> int:
+    """What a `_FACTS` match holds: an init fact's message, a communicator's size, or a rare line's mark."""
+    if found in _MARKER_WORDS or found.startswith(_TORCH_MARKS):
+        return MARKER
+    return COMM if found[:1] == b"n" else FACT
+
+
 # Which ranks of which communicator a line names: read only in chunks of a log that shows one host, where
 # every rank of the communicator seen there proves a single-node job (the rank makes every line distinct,
 # so the bulk pass above leaves it out).
@@ -471,13 +488,15 @@ class FileScanner:
         fact_lines = 0
         selections = False
         rank_lines = False
-        for (fact, nranks, nnodes, local, marker, torch), n in Counter(_FACTS.findall(chunk)).items():
-            if fact:
-                self.fact(fact, n)
+        for found, n in Counter(_FACTS.findall(chunk)).items():
+            kind = _fact_kind(found)
+            if kind == FACT:
+                self.fact(found, n)
                 fact_lines += n
-                selections = selections or fact.startswith(_SELECTION_FACT)
-            elif nranks:
+                selections = selections or found.startswith(_SELECTION_FACT)
+            elif kind == COMM:
                 fact_lines += n
+                nranks, nnodes, local = _COMM_SIZE.match(found).groups(b"")  # type: ignore[union-attr]
                 st.max_nranks = max(st.max_nranks, int(nranks))
                 self.communicator(int(nranks), nnodes, local)
                 rank_lines = True
@@ -488,7 +507,7 @@ class FileScanner:
                         if m:
                             line, raw = self.line_of(m.start())
                             st.note("nnodes", self.fname, line, raw, f"communicator spans {int(nnodes)} nodes")
-            elif marker or torch:
+            else:
                 rare = True
         if fact_lines or conn_lines or rare or b"NCCL INFO" in chunk:
             st.nccl_output = True
@@ -557,7 +576,7 @@ class FileScanner:
         end = via_end
         seen = 0
         for m in _FACTS.finditer(chunk) if fact_lines else ():
-            if m.group(_G_MARKER) or m.group(_G_TORCH):
+            if _fact_kind(m.group(1)) == MARKER:
                 continue
             seen += 1
             if seen >= fact_lines:

@@ -29,8 +29,8 @@ baseline's list and in the compensating policy's, ``admission/podsecurity.py``),
 read-only root file system. ``FOWNER`` is needed only to change the mode of a directory another user already
 owns (a rerun for a job whose user changed); ``DAC_OVERRIDE`` is not needed, because every directory it creates
 under is root's. Its requests equal its limits, so a Guaranteed pod stays Guaranteed (the static CPU manager
-gives exclusive cores only to those). A Lustre file system that squashes root (``root_squash``) refuses the
-``chown``: the init container then fails naming the directory; turn it off with
+gives exclusive cores only to those). A Lustre file system that squashes root (``root_squash``) refuses root's
+``mkdir`` (root is nobody there) and ``chown``: the init container then exits 2 naming the directory; turn it off with
 ``storage.lustre.jobDirectory.enabled: false`` and run the images as root, or exempt the nodes from squashing.
 """
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabricguard.userfiles import SourceError, dir_fd_in
+from fabricguard.userfiles import FolderRefused, SourceError, dir_fd_in
 
 INIT_CONTAINER = "fabricguard-job-dir"
 ROOT_MOUNT = "/fabricguard-lustre-root"  # the claim's root, in the init container only
@@ -157,10 +157,14 @@ def _wanted(st: os.stat_result, owner: Owner) -> tuple[int, int, int]:
             owner.mode)
 
 
-def _fs_error(where: Path, what: str, exc: OSError) -> JobDirError:
+def _refused(where: object, what: str, code: int | None) -> JobDirError:
     hint = (" (a root-squashed file system, or a container without CAP_CHOWN/CAP_FOWNER)"
-            if exc.errno in (errno.EPERM, errno.EACCES) else "")
-    return JobDirError(f"{where}: cannot {what}: {exc.strerror or exc}{hint}")
+            if code in (errno.EPERM, errno.EACCES) else "")
+    return JobDirError(f"{where}: {what}{hint}")
+
+
+def _fs_error(where: Path, what: str, exc: OSError) -> JobDirError:
+    return _refused(where, f"cannot {what}: {exc.strerror or exc}", exc.errno)
 
 
 def _settle(fd: int, where: Path, owner: Owner, before: os.stat_result) -> bool:
@@ -190,6 +194,15 @@ def _missing(at: int, part: str) -> bool:
 
 
 def prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[str]:
+    """:func:`_prepare`; a folder the file system refuses to open or create (a root-squashed Lustre answers
+    root's ``mkdir`` with ``EACCES``) is a :class:`JobDirError`, like a refused ``chown``: the input was fine."""
+    try:
+        return _prepare(root, rel, subdirs, owner)
+    except FolderRefused as exc:
+        raise _refused(exc.source, exc.problem, exc.errno) from None
+
+
+def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[str]:
     """Create ``root/rel`` and ``root/rel/<subdir>`` (never through a link) and give the job's directory and
     everything under it on the way to a subdir ``owner``; the parents made on the way to the job's are root's,
     ``0755``. Returns what it did, one line per directory changed ([] when everything already was so: a rerun
