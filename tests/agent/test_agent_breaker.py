@@ -8,16 +8,21 @@ enforced, the pool's FabricValidation stored as the controller writes ``status.b
 
 from __future__ import annotations
 
+import re
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_support import GKE, IMAGE_REF, NODE_NAME, Rbac, healthy_node
 from test_agent_live import break_port, make_agent, taint_keys
+from typer.testing import CliRunner
 
 from fabricguard import breaker, names
 from fabricguard.agent.render import admission_policy, agent_manifests
 from fabricguard.agent.taints import breaker_withheld
+from fabricguard.cli import app
 from fabricguard.profile import load_profile
 
 FVS = f"{names.FV_API}/{names.FV_PLURAL}"
@@ -54,7 +59,8 @@ def test_withheld_only_when_every_failing_check_is_behind_an_open_breaker() -> N
     assert breaker_withheld(cond, []) == []
 
 
-async def test_an_open_breaker_keeps_the_agent_from_re_tainting(apiserver, tmp_path: Path, healthy_root: Path) -> None:
+async def test_an_open_breaker_keeps_the_agent_from_re_tainting(apiserver, tmp_path: Path, healthy_root: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
     k8s, url = apiserver
     profile = load_profile(GKE)
     k8s.rbac = Rbac.from_manifests(agent_manifests(profile, GKE.read_text(), IMAGE_REF, manage_taints=True))
@@ -79,6 +85,13 @@ async def test_an_open_breaker_keeps_the_agent_from_re_tainting(apiserver, tmp_p
         assert res.withheld == failing and not _readiness(k8s), _readiness(k8s)
     scrape = agent.metrics.registry.get_sample_value
     assert all(scrape("fabricguard_agent_taints_withheld", {"check": c}) == 1 for c in failing)
+    # The log line tells a person what to run: every command it quotes is one the CLI takes as written.
+    said = [r.getMessage() for r in caplog.records if "not tainting Node" in r.getMessage()]
+    commands = re.findall(r"`(fabricguard [^`]+)`", said[-1]) if said else []
+    assert len(commands) == 2, said
+    for cmd in commands:
+        res_cli = CliRunner().invoke(app, [*shlex.split(cmd)[1:], "--help"])
+        assert res_cli.exit_code == 0, (cmd, res_cli.output)
     # A person resets it: the next run taints again and the series goes.
     reset = breaker.reset(opened, SINCE)
     k8s.objects[FVS, None, POOL] = _fv(dict.fromkeys(failing, reset))

@@ -240,6 +240,12 @@ def canaries(k8s: Any) -> list[dict[str, Any]]:
     return [js for js in live(k8s, JOBSETS) if CANARY_LABEL in (js["metadata"].get("labels") or {})]
 
 
+def gate_check(k8s: Any, name: str | None = None) -> dict[str, Any]:
+    """The fabric-validated admission check on a Workload as stored: the only Workload's, or the named one's."""
+    (wl,) = [w for w in live(k8s, WORKLOADS) if name is None or w["metadata"]["name"] == name]
+    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")
+
+
 async def run_once(kubeconfig_path: str, profile_path: Path, now: datetime, lustre: Path,
                    *extra: str) -> tuple[int, dict[str, Any]]:
     """``fabricguard controller --once --now`` in a thread (it runs its own event loop)."""
@@ -300,6 +306,48 @@ def schedule_fails(k8s: Any, js: dict[str, Any], message: str, at: datetime) -> 
             "source": {"component": "default-scheduler"}, "reportingComponent": "default-scheduler",
             "firstTimestamp": ts(at), "lastTimestamp": ts(at), "count": 1,
         }
+
+
+def fabric_ready(node: dict[str, Any], status: str, reason: str, message: str, at: datetime = NOW) -> dict[str, Any]:
+    """A copy of ``node`` with the FabricReady condition its agent writes (as the agent's status patch stores it)."""
+    node = json.loads(json.dumps(node))
+    conds = [c for c in node.setdefault("status", {}).get("conditions", []) if c.get("type") != "FabricReady"]
+    conds.append({"type": "FabricReady", "status": status, "reason": reason, "message": message,
+                  "lastHeartbeatTime": ts(at), "lastTransitionTime": ts(at)})
+    node["status"]["conditions"] = conds
+    return node
+
+
+def agents_report(k8s: Any, status: str, reason: str, message: str | None = None, at: datetime = NOW) -> None:
+    """Every GPU node's agent writes its FabricReady condition (``message``: the reason when not given)."""
+    for key, stored in list(k8s.objects.items()):
+        if key[0] == "v1/nodes" and key[2].startswith("prd-gh200-"):
+            k8s.objects[key] = fabric_ready(getattr(stored, "raw", stored), status, reason,
+                                            reason if message is None else message, at)
+
+
+CANARY_NODES = ["prd-gh200-02", "prd-gh200-03"]  # where the incident's canary pods run
+
+
+async def canary_started(k8s: Any, kc: str, profile_path: Path, lustre: Path, at: datetime = NOW,
+                         nodes: list[str] = CANARY_NODES) -> dict[str, Any]:
+    """A pass at ``at`` creates the pool's canary; the JobSet controller makes it and its pods run on ``nodes``.
+    Returns the stored JobSet."""
+    await run_once(kc, profile_path, at, lustre)
+    (js,) = canaries(k8s)
+    js = jobset_created(k8s, js, at)
+    pods_run(k8s, js, nodes)
+    return js
+
+
+async def canary_passed(k8s: Any, kc: str, profile_path: Path, lustre: Path, at: datetime = NOW,
+                        busbw: float = 40.0) -> datetime:
+    """A canary started at ``at`` runs on RoCE at ``busbw`` and finishes two minutes later; returns the time of
+    the pass that judges it (three minutes after ``at``)."""
+    js = await canary_started(k8s, kc, profile_path, lustre, at)
+    ranks_wrote(lustre, js, ROCE_LOGS, busbw=busbw)
+    jobset_finishes(k8s, js, at + timedelta(minutes=2))
+    return at + timedelta(minutes=3)
 
 
 def pods_run(k8s: Any, js: dict[str, Any], nodes: list[str], phase: str = "Running") -> None:

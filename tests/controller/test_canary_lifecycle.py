@@ -5,44 +5,29 @@ from __future__ import annotations
 from datetime import timedelta
 
 from controller_support import (
+    CANARY_NODES,
     FVS,
     NOW,
     ROCE_LOGS,
     SOCKET_LOGS,
-    WORKLOADS,
     canaries,
-    jobset_created,
+    canary_started,
+    gate_check,
     jobset_finishes,
     live,
     plugin_fixed,
-    pods_run,
     ranks_wrote,
     run_once,
 )
-
-NODES = ["prd-gh200-02", "prd-gh200-03"]
-
-
-def _check(k8s) -> dict:
-    (wl,) = live(k8s, WORKLOADS)
-    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")
 
 
 def _posts(k8s, plural: str) -> int:
     return sum(1 for r in list(k8s) if r.method.value.upper() == "POST" and r.url.path.endswith(f"/{plural}"))
 
 
-async def _start(k8s, kc, profile_path, lustre, at):
-    await run_once(kc, profile_path, at, lustre)
-    (js,) = canaries(k8s)
-    js = jobset_created(k8s, js, at)
-    pods_run(k8s, js, NODES)
-    return js
-
-
 async def test_silent_fallback_is_caught_and_holds_workloads(cluster, profile_path, lustre) -> None:
     k8s, kc = cluster
-    js = await _start(k8s, kc, profile_path, lustre, NOW)
+    js = await canary_started(k8s, kc, profile_path, lustre, NOW)
     # The ranks ran, and NCCL quietly chose sockets: the job "succeeded".
     ranks_wrote(lustre, js, SOCKET_LOGS, busbw=4.1)
     jobset_finishes(k8s, js, NOW + timedelta(minutes=3))
@@ -53,11 +38,11 @@ async def test_silent_fallback_is_caught_and_holds_workloads(cluster, profile_pa
     assert "TCP sockets" in pool["message"] and pool["heldWorkloads"] == 1
     (fv,) = live(k8s, FVS)
     run = fv["status"]["runs"][0]
-    assert run["transport"] == "socket" and run["nodes"] == NODES
+    assert run["transport"] == "socket" and run["nodes"] == CANARY_NODES
     assert any("NET/Socket" in e for e in run["evidence"]), run["evidence"]
     # Known broken: Retry releases the Workload's quota (requeued after one canary interval), see docs/controller.md.
-    assert _check(k8s)["state"] == "Retry" and "fallback" in _check(k8s)["message"]
-    assert _check(k8s)["requeueAfterSeconds"] == 600
+    assert gate_check(k8s)["state"] == "Retry" and "fallback" in gate_check(k8s)["message"]
+    assert gate_check(k8s)["requeueAfterSeconds"] == 600
     # The record came first: the JobSet is deleted by the next pass, which reads the outcome back from the status.
     assert [c["metadata"]["name"] for c in canaries(k8s)] == [js["metadata"]["name"]]
     await run_once(kc, profile_path, NOW + timedelta(minutes=3, seconds=40), lustre)
@@ -68,16 +53,16 @@ async def test_silent_fallback_is_caught_and_holds_workloads(cluster, profile_pa
 
 async def test_recovery_passes_and_releases_the_workload(cluster, profile_path, lustre) -> None:
     k8s, kc = cluster
-    js = await _start(k8s, kc, profile_path, lustre, NOW)
+    js = await canary_started(k8s, kc, profile_path, lustre, NOW)
     ranks_wrote(lustre, js, SOCKET_LOGS, busbw=4.1)
     jobset_finishes(k8s, js, NOW + timedelta(minutes=3))
     await run_once(kc, profile_path, NOW + timedelta(minutes=4), lustre)
-    assert _check(k8s)["state"] == "Retry"
+    assert gate_check(k8s)["state"] == "Retry"
 
     # The plugin is fixed; the next canary, one interval later, runs over RoCE at 40 GB/s (floor 36).
     plugin_fixed(k8s)
     t = NOW + timedelta(minutes=10)
-    js2 = await _start(k8s, kc, profile_path, lustre, t)
+    js2 = await canary_started(k8s, kc, profile_path, lustre, t)
     assert js2["metadata"]["name"] != js["metadata"]["name"]
     ranks_wrote(lustre, js2, ROCE_LOGS, busbw=40.0)
     jobset_finishes(k8s, js2, t + timedelta(minutes=2))
@@ -85,7 +70,7 @@ async def test_recovery_passes_and_releases_the_workload(cluster, profile_path, 
     pool = doc["pools"]["gh200-roce"]
     assert pool["outcome"] == "passed" and pool["ready"] is True, pool
     assert pool["heldWorkloads"] == 0
-    check = _check(k8s)
+    check = gate_check(k8s)
     assert check["state"] == "Ready" and "passed" in check["message"]
     (fv,) = live(k8s, FVS)
     assert [r["outcome"] for r in fv["status"]["runs"]] == ["passed", "fallback"]
@@ -103,7 +88,7 @@ async def test_recovery_passes_and_releases_the_workload(cluster, profile_path, 
 
 async def test_restart_mid_canary_adopts_the_running_jobset(cluster, profile_path, lustre) -> None:
     k8s, kc = cluster
-    js = await _start(k8s, kc, profile_path, lustre, NOW)
+    js = await canary_started(k8s, kc, profile_path, lustre, NOW)
     assert _posts(k8s, "jobsets") == 1
     # Every --once is a fresh controller process: two more "restarts" while the canary runs, past the interval.
     for minutes in (2, 11):

@@ -11,24 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import timedelta
 from typing import Any
 
 from controller_support import (
     CANARY_IMAGE,
     NOW,
     NS,
-    ROCE_LOGS,
     WORKLOADS,
     admin_kubeconfig,
-    canaries,
-    jobset_created,
-    jobset_finishes,
+    agents_report,
+    canary_passed,
+    fabric_ready,
     live,
     plugin_fixed,
-    pods_run,
-    ranks_wrote,
-    run_once,
     until,
     workload,
 )
@@ -42,28 +37,12 @@ from fabricguard.controller.runner import RunConfig, connect, gate_freshness
 from fabricguard.profile import load_profile
 
 
-def _fabric_ready(node: dict[str, Any], status: str) -> dict[str, Any]:
-    conds = [c for c in (node.get("status") or {}).get("conditions", []) if c.get("type") != "FabricReady"]
-    conds.append({"type": "FabricReady", "status": status, "reason": "RdmaLinkDown" if status == "False" else "Ok",
-                  "message": "mlx5_0 port 1 DOWN" if status == "False" else "ok",
-                  "lastTransitionTime": "2025-09-30T12:00:00Z", "lastHeartbeatTime": "2025-09-30T12:00:00Z"})
-    return {**node, "status": {**(node.get("status") or {}), "conditions": conds}}
-
-
 async def _validated(k8s: Any, kc: str, profile_path: Any, lustre: Any, extra: int) -> Any:
     plugin_fixed(k8s)
-    for key, stored in list(k8s.objects.items()):
-        if key[0] == "v1/nodes" and key[2].startswith("prd-gh200-"):
-            k8s.objects[key] = _fabric_ready(json.loads(json.dumps(stored.raw)), "True")
+    agents_report(k8s, "True", "Ok", "ok")
     for i in range(extra):
         k8s.objects[WORKLOADS, "ml-training", f"queued-{i:03d}"] = workload(f"queued-{i:03d}")
-    await run_once(kc, profile_path, NOW, lustre)
-    (js,) = canaries(k8s)
-    js = jobset_created(k8s, js, NOW)
-    pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
-    ranks_wrote(lustre, js, ROCE_LOGS, busbw=40.0)
-    jobset_finishes(k8s, js, NOW + timedelta(minutes=2))
-    return NOW + timedelta(minutes=3)
+    return await canary_passed(k8s, kc, profile_path, lustre)
 
 
 async def _break_nodes_via_api(kc: str) -> None:
@@ -74,7 +53,7 @@ async def _break_nodes_via_api(kc: str) -> None:
     async with api.call_api("GET", version="v1", url="nodes") as resp:
         nodes = [n for n in resp.json()["items"] if n["metadata"]["name"].startswith("prd-gh200-")]
     for n in nodes:
-        body = {"status": {"conditions": _fabric_ready(n, "False")["status"]["conditions"]}}
+        body = {"status": {"conditions": fabric_ready(n, "False", "RdmaLinkDown", "mlx5_0 port 1 DOWN")["status"]["conditions"]}}
         async with api.call_api("PATCH", version="v1", url=f"nodes/{n['metadata']['name']}/status",
                                 headers={"Content-Type": "application/merge-patch+json"}, content=json.dumps(body)):
             pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 from controller_support import (
@@ -186,37 +185,16 @@ async def test_incident_alert_expression_holds_and_clears(cluster, profile_path,
 # --- issue 19: after the fix, the fabric breaks again; a canary that never made a pod; one meaning --------------
 
 
-def _agents_report(k8s, status: str, reason: str, message: str, at) -> None:
-    """Every GPU node's agent writes its FabricReady condition (as the agent's status patch stores it)."""
-    from controller_support import ts
-
-    for key, stored in list(k8s.objects.items()):
-        if key[0] != "v1/nodes" or not key[2].startswith("prd-gh200-"):
-            continue
-        node = json.loads(json.dumps(getattr(stored, "raw", stored)))
-        conds = [c for c in node.setdefault("status", {}).get("conditions", []) if c.get("type") != "FabricReady"]
-        conds.append({"type": "FabricReady", "status": status, "reason": reason, "message": message,
-                      "lastHeartbeatTime": ts(at), "lastTransitionTime": ts(at)})
-        node["status"]["conditions"] = conds
-        k8s.objects[key] = node
-
-
 async def test_fabric_breaking_right_after_a_passing_canary_holds_work_within_minutes(
         cluster, profile_path, lustre) -> None:
     """The worst case of the canary path alone is interval + pending timeout + resync (15.5 min with the defaults)
     when the fabric breaks just after a pass. The gate also reads the agents' FabricReady: held by the next pass."""
-    from controller_support import ROCE_LOGS, jobset_finishes, plugin_fixed, pods_run, ranks_wrote
+    from controller_support import agents_report, canary_passed, plugin_fixed
 
     k8s, kc = cluster
     plugin_fixed(k8s)
-    _agents_report(k8s, "True", "FabricVerified", "all checks passed", NOW)
-    await run_once(kc, profile_path, NOW, lustre)
-    (js,) = canaries(k8s)
-    js = jobset_created(k8s, js, NOW)
-    pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
-    ranks_wrote(lustre, js, ROCE_LOGS, busbw=40.0)
-    jobset_finishes(k8s, js, NOW + timedelta(minutes=2))
-    passed_at = NOW + timedelta(minutes=3)
+    agents_report(k8s, "True", "FabricVerified", "all checks passed", NOW)
+    passed_at = await canary_passed(k8s, kc, profile_path, lustre)
     rc, doc = await run_once(kc, profile_path, passed_at, lustre)
     assert rc == 0 and doc["pools"]["gh200-roce"]["ready"] is True, doc["pools"]
     (wl,) = live(k8s, WORKLOADS)
@@ -226,7 +204,7 @@ async def test_fabric_breaking_right_after_a_passing_canary_holds_work_within_mi
     # its --interval, 60 s, later) and turns FabricReady False at once (damping only delays True).
     broke = passed_at + timedelta(seconds=1)
     seen = broke + timedelta(seconds=60)
-    _agents_report(k8s, "False", "RdmaLinkDown", "mlx5_0 port 1: state DOWN (1: DOWN)", seen)
+    agents_report(k8s, "False", "RdmaLinkDown", "mlx5_0 port 1: state DOWN (1: DOWN)", seen)
     held_at = seen + timedelta(seconds=30)  # the controller's next pass: --resync 30 s
     rc, doc = await run_once(kc, profile_path, held_at, lustre)
     pool = doc["pools"]["gh200-roce"]
@@ -242,7 +220,7 @@ async def test_fabric_breaking_right_after_a_passing_canary_holds_work_within_mi
     assert validated["status"] == "False" and validated["reason"] == "NodesNotFabricReady"
 
     # The agents report the fabric back: with the canary still fresh, the work goes on (no new canary needed).
-    _agents_report(k8s, "True", "FabricVerified", "all checks passed", held_at + timedelta(minutes=1))
+    agents_report(k8s, "True", "FabricVerified", "all checks passed", held_at + timedelta(minutes=1))
     rc, doc = await run_once(kc, profile_path, held_at + timedelta(minutes=1, seconds=30), lustre)
     assert doc["pools"]["gh200-roce"]["ready"] is True
     (wl,) = live(k8s, WORKLOADS)

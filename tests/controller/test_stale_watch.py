@@ -14,29 +14,19 @@ a 410 storm; ``unaccepting_server``: connects that time out).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from controller_support import (
     CANARY_IMAGE,
-    NOW,
     NS,
-    ROCE_LOGS,
-    WORKLOADS,
     admin_kubeconfig,
-    canaries,
-    jobset_created,
-    jobset_finishes,
-    live,
+    agents_report,
+    canary_passed,
+    gate_check,
     plugin_fixed,
-    pods_run,
-    ranks_wrote,
-    run_once,
-    ts,
     until,
     workload,
 )
@@ -50,23 +40,6 @@ from fabricguard.kube import Kube, TimedOut, Timeouts
 from fabricguard.profile import load_profile
 from kube_support import kubeconfig as shared_kubeconfig
 from kube_support import unaccepting_server
-
-
-def _agents_report(k8s: Any, status: str, reason: str) -> None:
-    for key, stored in list(k8s.objects.items()):
-        if key[0] != "v1/nodes" or not key[2].startswith("prd-gh200-"):
-            continue
-        node = json.loads(json.dumps(getattr(stored, "raw", stored)))
-        conds = [c for c in node.setdefault("status", {}).get("conditions", []) if c.get("type") != "FabricReady"]
-        conds.append({"type": "FabricReady", "status": status, "reason": reason, "message": reason,
-                      "lastHeartbeatTime": ts(NOW), "lastTransitionTime": ts(NOW)})
-        node["status"]["conditions"] = conds
-        k8s.objects[key] = node
-
-
-def _check(k8s: Any, name: str) -> dict[str, Any]:
-    (wl,) = [w for w in live(k8s, WORKLOADS) if w["metadata"]["name"] == name]
-    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")
 
 
 async def _create_workload(kc: str, wl: dict[str, Any]) -> None:
@@ -160,14 +133,8 @@ async def _cache(kc: str, profile_path: Any, idle_s: float = 1.0) -> tuple[Cache
 async def _validated_pool(k8s: Any, kc: str, profile_path: Path, lustre: Path) -> Any:
     """The incident fixed, the agents saying FabricReady=True, a canary that passed: the pool admits."""
     plugin_fixed(k8s)
-    _agents_report(k8s, "True", "FabricVerified")
-    await run_once(kc, profile_path, NOW, lustre)
-    (js,) = canaries(k8s)
-    js = jobset_created(k8s, js, NOW)
-    pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
-    ranks_wrote(lustre, js, ROCE_LOGS, busbw=40.0)
-    jobset_finishes(k8s, js, NOW + timedelta(minutes=2))
-    return NOW + timedelta(minutes=3)
+    agents_report(k8s, "True", "FabricVerified")
+    return await canary_passed(k8s, kc, profile_path, lustre)
 
 
 BOUND_S = 3.0
@@ -188,7 +155,7 @@ async def test_a_nodes_watch_stall_after_the_pool_breaks_admits_nothing(cluster,
         # The nodes' watch stalls (an API server host gone behind the load balancer); behind it, the fabric breaks
         # and the agents say so. Workloads keep arriving on their own, healthy watch.
         k8s.stall("nodes")
-        _agents_report(k8s, "False", "RdmaLinkDown")
+        agents_report(k8s, "False", "RdmaLinkDown")
         await _create_workload(admin_kubeconfig(kc), workload("jobset-after-break"))
         await until(lambda: any(w["metadata"]["name"] == "jobset-after-break"
                                  for w in cache.snapshot().kind("Workload")))
@@ -207,7 +174,7 @@ async def test_a_nodes_watch_stall_after_the_pool_breaks_admits_nothing(cluster,
         rep = await run_pass(cfg, at, kube=cache.informers[0].kube, cache=cache)
         assert "stale" in rep.result.stale and "nodes.v1" in rep.result.stale
         for name in ("jobset-llama-ft-3b1c2", "jobset-after-break"):
-            c = _check(k8s, name)
+            c = gate_check(k8s, name)
             assert c["state"] == "Pending" and "the controller's view is stale" in c["message"], c
         ok, why = metrics.health()
         assert not ok and "nodes.v1" in why, why
@@ -221,7 +188,7 @@ async def test_a_nodes_watch_stall_after_the_pool_breaks_admits_nothing(cluster,
         assert metrics.health()[0]
         rep = await run_pass(cfg, at, kube=cache.informers[0].kube, cache=cache)
         assert rep.result.stale == ""
-        c = _check(k8s, "jobset-after-break")
+        c = gate_check(k8s, "jobset-after-break")
         assert c["state"] == "Retry" and "FabricReady=False" in c["message"], c
     finally:
         k8s.heal("nodes")
@@ -241,7 +208,7 @@ async def test_a_fresh_view_still_admits(cluster, profile_path, lustre) -> None:
         await until(lambda: not cache.stale(BOUND_S), 20.0)
         rep = await run_pass(cfg, at, kube=cache.informers[0].kube, cache=cache)
         assert rep.result.stale == ""
-        assert _check(k8s, "jobset-llama-ft-3b1c2")["state"] == "Ready"
+        assert gate_check(k8s, "jobset-llama-ft-3b1c2")["state"] == "Ready"
     finally:
         stop.set()
         await cache.close()

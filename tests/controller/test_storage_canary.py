@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from controller_support import (
+    CANARY_NODES,
     FVS,
     NOW,
     NS,
     PROFILE,
     ROCE_LOGS,
-    WORKLOADS,
     canaries,
+    canary_started,
+    gate_check,
     jobset_created,
     jobset_finishes,
     live,
@@ -40,7 +41,6 @@ STORAGE_PROFILE = PROFILE.replace("baseline: {allReduceBusBwGBps: 45}",
 PROF = loads_profile(STORAGE_PROFILE)
 POOL = PROF.pool()
 JS = {"metadata": {"name": "fgc-gh200-roce-1"}}
-NODES = ["prd-gh200-02", "prd-gh200-03"]
 
 
 def storage_wrote(job: Path, write: float, read: float, *, fstype_ok: bool = True, seconds: float = 2.0,
@@ -124,20 +124,12 @@ def test_the_standing_is_fresh_for_two_intervals() -> None:
     assert not standing(POOL, canary, [], None, t).ready
 
 
-def _check(k8s: Any) -> dict[str, Any]:
-    (wl,) = live(k8s, WORKLOADS)
-    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")
-
-
 async def test_slow_storage_holds_the_pool_naming_the_storage(cluster, tmp_path: Path, lustre: Path) -> None:
     k8s, kc = cluster
     profile_path = tmp_path / "storage-profile.yaml"
     profile_path.write_text(STORAGE_PROFILE)
     plugin_fixed(k8s)
-    await run_once(kc, profile_path, NOW, lustre)
-    (js,) = canaries(k8s)
-    js = jobset_created(k8s, js, NOW)
-    pods_run(k8s, js, NODES)
+    js = await canary_started(k8s, kc, profile_path, lustre)
     job = ranks_wrote(lustre, js, ROCE_LOGS, busbw=40.0)
     storage_wrote(job, 400.0, 3000.0)  # write 800 < 3,200; read 6,000 < 6,400
     jobset_finishes(k8s, js, NOW + timedelta(minutes=2))
@@ -145,7 +137,7 @@ async def test_slow_storage_holds_the_pool_naming_the_storage(cluster, tmp_path:
     pool = doc["pools"]["gh200-roce"]
     assert pool["outcome"] == "passed" and pool["ready"] is False and rc == 1, pool
     assert pool["storage"]["ready"] is False and pool["storage"]["proof"]["outcome"] == "degraded"
-    check = _check(k8s)
+    check = gate_check(k8s)
     assert check["message"].startswith("fabricguard: held: pool gh200-roce storage degraded"), check["message"]
     assert "write 800 MB/s < floor 3,200" in check["message"] and check["state"] == "Retry"
     (fv,) = live(k8s, FVS)
@@ -161,13 +153,13 @@ async def test_slow_storage_holds_the_pool_naming_the_storage(cluster, tmp_path:
     await run_once(kc, profile_path, t, lustre)
     js2 = next(c for c in canaries(k8s) if c["metadata"]["name"] != js["metadata"]["name"])
     js2 = jobset_created(k8s, js2, t)
-    pods_run(k8s, js2, NODES)
+    pods_run(k8s, js2, CANARY_NODES)
     storage_wrote(ranks_wrote(lustre, js2, ROCE_LOGS, busbw=40.0), 2500.0, 4000.0)
     jobset_finishes(k8s, js2, t + timedelta(minutes=2))
     rc, doc = await run_once(kc, profile_path, t + timedelta(minutes=3), lustre)
     pool = doc["pools"]["gh200-roce"]
     assert pool["ready"] is True and pool["storage"]["ready"] is True, pool
-    assert _check(k8s)["state"] == "Ready"
+    assert gate_check(k8s)["state"] == "Ready"
     (fv,) = live(k8s, FVS)
     conds = {c["type"]: c for c in fv["status"]["conditions"]}
     assert conds["StorageReady"]["status"] == "True" and "at the pool's floor" in conds["StorageReady"]["message"]

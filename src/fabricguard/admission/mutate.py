@@ -506,7 +506,14 @@ def inject_job_dir(inj: Injector, plan: Plan, spec: dict[str, Any], gpu: list[di
     """The init container that makes the job's directory the workload's (``storage/jobdir.py``), first in the
     pod's init containers. One of its name already there is ours: left alone when it is the one this pod needs
     (a reinvocation, a stored form), brought up to date when not (another webhook changed the pod's user)."""
-    if not (plan.job_dir_image and plan.lustre_claim and plan.lustre_subpath_expr and gpu):
+    parts = lustre_parts(plan)
+    if not (plan.job_dir_image and parts and plan.lustre_subpath_expr and gpu):
+        return
+    # Only where the job's directory is mounted: a user's own volume kept at its mountPath (allow-override, an
+    # owned Pod) leaves the claim out of the pod, and an init container naming it would make the pod invalid.
+    volume, mount = parts
+    if stored(_volume(spec, LUSTRE_VOLUME)) != stored(volume) or not any(
+            isinstance(m, dict) and stored(m) == stored(mount) for c in gpu for m in c.get("volumeMounts") or ()):
         return
     want = jobdir.init_container(plan.job_dir_image, LUSTRE_VOLUME, plan.lustre_subpath_expr, plan.job_dir_subdirs,
                                  jobdir.owner_for(spec, gpu), job_env(job_label, group_label))

@@ -296,8 +296,8 @@ class Agent:
                 self.metrics.withhold(withheld)
                 if withheld:
                     log.warning("not tainting Node %s: pool %s's breaker is open for %s (the controller lifted its "
-                                "taints; `fabricguard breaker status --pool %s`, then `breaker reset`)",
-                                self.cfg.node, pool, ", ".join(withheld), pool)
+                                "taints; `fabricguard breaker status` says why, `fabricguard breaker reset --pool %s` "
+                                "closes it once the cause is fixed)", self.cfg.node, pool, ", ".join(withheld), pool)
                     wanted = set()
                 err = await self._taints(node, wanted)
                 if err:

@@ -73,6 +73,29 @@ def _drop(gauge: Gauge, *labels: str) -> None:
         gauge.remove(*labels)
 
 
+Labels = tuple[str, ...]
+
+
+class _Series:
+    """A labelled gauge's series for what is current now: each ``update`` sets the current ones, and those of the
+    previous update that are not current are removed (``zero``: set to 0, for a count that must read 0 once
+    cleared, not vanish). No series outlives what it stands for."""
+
+    def __init__(self, gauge: Gauge, *, zero: bool = False) -> None:
+        self.gauge, self.zero = gauge, zero
+        self.keys: set[Labels] = set()
+
+    def update(self, values: dict[Labels, float]) -> None:
+        for key, value in values.items():
+            self.gauge.labels(*key).set(value)
+        for key in self.keys - values.keys():
+            if self.zero:
+                self.gauge.labels(*key).set(0)
+            else:
+                _drop(self.gauge, *key)
+        self.keys = self.keys | values.keys() if self.zero else set(values)
+
+
 class _Declare:
     """Metrics declared on one registry: ``gauge(name, help, *label_names)``, likewise ``counter``."""
 
@@ -134,7 +157,7 @@ class Metrics:
         self.series_dropped = gauge("fabricguard_metrics_series_dropped",
                                     f"Per-object series left out on the latest pass (over {MAX_OBJECT_SERIES}).",
                                     "metric")
-        self._object_series: dict[str, set[tuple[str, ...]]] = {}
+        self._object_series: dict[str, _Series] = {}
         self.pending = gauge("fabricguard_admission_check_pending_workloads",
                              "Workloads the fabric-validated check holds in Pending.", "pool")
         self.pass_seconds = gauge("fabricguard_reconcile_duration_seconds", "Duration of the latest pass.")
@@ -164,7 +187,7 @@ class Metrics:
                              "1 when this replica gave up the Lease because its passes stalled (liveness fails).")
         self.cache = CacheAges()
         r.register(self.cache)
-        self._finding_keys: set[tuple[str, str]] = set()
+        self._findings = _Series(self.findings, zero=True)
         self.job_transport = gauge("fabricguard_job_transport",
                                    "1 for the transport a running managed job's NCCL logs prove so far.",
                                    "namespace", "job", "pool", "transport")
@@ -197,7 +220,7 @@ class Metrics:
         self.reference_published = gauge("fabricguard_drift_reference_published_timestamp_seconds",
                                          "When the reference environment's snapshot was published.",
                                          "environment")
-        self._drift_keys: set[tuple[str, str, str]] = set()
+        self._drift = _Series(self.drift)
         self.job_step = gauge("fabricguard_job_step_median_seconds",
                               "Median step time of a finished managed job, from its verdict.",
                               "namespace", "job", "pool")
@@ -207,7 +230,7 @@ class Metrics:
                                  "namespace", "job", "pool", "verdict", "transport")
         self.step_baseline = gauge("fabricguard_pool_step_baseline_seconds", "The pool's baseline step time.",
                                    "pool")
-        self._live_series: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, job) -> (pool, transport)
+        self._job_transport, self._job_on_sockets = _Series(self.job_transport), _Series(self.job_on_sockets)
         self.job_io_share = gauge("fabricguard_job_io_share",
                                   "Share of a running job's time so far in its logged I/O phases (checkpoint writes "
                                   "and reads, data reads).", "namespace", "job", "pool")
@@ -217,7 +240,7 @@ class Metrics:
         self.job_bound = gauge("fabricguard_job_bound",
                                "1 for what holds a running job back so far: fabric, storage, fabric+storage or none.",
                                "namespace", "job", "pool", "bound")
-        self._io_series: dict[tuple[str, str], tuple[str, str, set[str], bool]] = {}  # -> pool, bound, phases, share
+        self._job_io = (_Series(self.job_io_share), _Series(self.job_io_mbps), _Series(self.job_bound))
         self.job_busbw = gauge("fabricguard_job_busbw_gbps",
                                "Bus bandwidth of a running job's large collectives across nodes (NCCL Inspector, "
                                "median over the latest 5 minutes), per communicator shape (ranks per node; 0: "
@@ -243,12 +266,13 @@ class Metrics:
         self.node_suspect = gauge("fabricguard_job_node_suspect_confidence",
                                   "A node a running job's records point at as slow (confirmed over suspectRounds), "
                                   "with how sure (0-1); never acted on.", "namespace", "job", "node")
-        self._rank_series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._ranks = (_Series(self.rank_lateness), _Series(self.node_busbw_ratio), _Series(self.node_busbw),
+                       _Series(self.node_suspect))
         self.job_hung = gauge("fabricguard_job_hung",
                               "1 for the rank (pod's node) a running job's other ranks wait for, once NCCL's RAS "
                               "confirmed the hang (counts mismatched and not advancing over two queries).",
                               "namespace", "job", "node", "rank")
-        self._hung_series: set[tuple[str, str, str, str]] = set()
+        self._job_hung = _Series(self.job_hung)
         self.canary_inspector_busbw = gauge("fabricguard_canary_inspector_busbw_gbps",
                                             "Busbw per collective of the pool's latest judged canary, from NCCL's "
                                             "Inspector (the instrument running jobs are measured with).",
@@ -270,8 +294,8 @@ class Metrics:
                                   "pool")
         self.would_hold = gauge("fabricguard_admission_check_would_hold_workloads",
                                 "Observe mode: workloads the Kueue check would hold under enforce.", "pool")
-        self._breaker_keys: set[tuple[str, str]] = set()
-        self._busbw_series: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
+        self._breakers = (_Series(self.breaker_open, zero=True), _Series(self.breaker_spent, zero=True))
+        self._job_busbw = (_Series(self.job_busbw), _Series(self.job_busbw_below), _Series(self.job_busbw_floor))
         self._inspector_bytes_seen = 0
         self._live_bytes_seen = 0
 
@@ -422,15 +446,11 @@ class Metrics:
                 self.floor.labels(p.name).set(p.baseline.busbw_floor_gbps)
             self.pending.labels(p.name).set(result.pending.get(p.name, 0))
         self.observe_breakers(profile, result)
-        counts: dict[tuple[str, str], int] = {}
+        counts: dict[Labels, float] = {}
         for f in result.findings:
             key = (f.rule, str(f.severity))
             counts[key] = counts.get(key, 0) + 1
-        for key in self._finding_keys - set(counts):
-            self.findings.labels(*key).set(0)  # a cleared finding reads 0, not a stale count
-        for key, n in counts.items():
-            self.findings.labels(*key).set(n)
-        self._finding_keys |= set(counts)
+        self._findings.update(counts)  # a cleared finding reads 0, not a stale count
         self.observe_proof(profile, result)
         self._set_objects("fabricguard_doctor_finding", self.finding_objects, sorted(
             {(f.rule, str(f.severity), f.objects[0].kind, f.objects[0].namespace or "", f.objects[0].name)
@@ -450,7 +470,8 @@ class Metrics:
     def observe_breakers(self, profile: PlatformProfile, result: PassResult) -> None:
         """Breakers per pool and check (a check no longer failing and closed reads 0, not a stale 1), the
         budget, and the pool's mode with what observe would have held."""
-        seen: set[tuple[str, str]] = set()
+        is_open: dict[Labels, float] = {}
+        spent: dict[Labels, float] = {}
         for p in profile.spec.pools:
             self.mode_enforce.labels(p.name).set(0 if p.name in result.observing else 1)
             self.would_hold.labels(p.name).set(result.would_hold.get(p.name, 0))
@@ -459,27 +480,20 @@ class Metrics:
                 continue
             self.breaker_budget.labels(p.name).set(pb.allowed)
             for check, state in pb.states.items():
-                seen.add((p.name, check))
-                self.breaker_open.labels(p.name, check).set(1 if state.open else 0)
-                self.breaker_spent.labels(p.name, check).set(pb.spent.get(check, 0))
-        for key in self._breaker_keys - seen:
-            self.breaker_open.labels(*key).set(0)
-            self.breaker_spent.labels(*key).set(0)
-        self._breaker_keys |= seen
+                is_open[p.name, check] = 1 if state.open else 0
+                spent[p.name, check] = pb.spent.get(check, 0)
+        self._breakers[0].update(is_open)
+        self._breakers[1].update(spent)
 
     def observe_drift(self, result: PassResult) -> None:
-        drift: dict[tuple[str, str, str], int] = {}
+        drift: dict[Labels, float] = {}
         for f in result.drift:
             obj = f.objects[0]
             one_side = "absent from" in f.evidence
             # Each differing field is one evidence entry holding both sides' values.
             drift[(obj.kind, obj.namespace or "", obj.name)] = 1 if one_side else sum(
                 isinstance(v, dict) for v in f.evidence.values())
-        for key in self._drift_keys - set(drift):
-            self.drift.remove(*key)  # resolved drift leaves no stale series
-        for key, n in drift.items():
-            self.drift.labels(*key).set(n)
-        self._drift_keys = set(drift)
+        self._drift.update(drift)  # resolved drift leaves no stale series
         ref = result.reference
         if ref is not None and ref.published:
             from fabricguard.times import parse_time
@@ -490,13 +504,8 @@ class Metrics:
 
     def _set_objects(self, metric: str, gauge: Gauge, keys: list[tuple[str, ...]]) -> None:
         """One series per object, at most MAX_OBJECT_SERIES (the rest counted); gone objects' series removed."""
-        kept = set(keys[:MAX_OBJECT_SERIES])
         self.series_dropped.labels(metric).set(max(0, len(keys) - MAX_OBJECT_SERIES))
-        for key in self._object_series.get(metric, set()) - kept:
-            _drop(gauge, *key)
-        for key in kept:
-            gauge.labels(*key).set(1)
-        self._object_series[metric] = kept
+        self._object_series.setdefault(metric, _Series(gauge)).update(dict.fromkeys(keys[:MAX_OBJECT_SERIES], 1))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -507,24 +516,17 @@ class Metrics:
 
         from fabricguard.profile.model import Transport
 
-        now_series: dict[tuple[str, str], tuple[str, str]] = {}
+        transports: dict[Labels, float] = {}
+        sockets: dict[Labels, float] = {}
         for ob in observations:
             job = ob.job
             transport = ob.verdict.transport
-            key = (job.namespace, job.name)
-            now_series[key] = (job.pool, transport.value)
-            old = self._live_series.get(key)
-            if old is not None and old[1] != transport.value:
-                self.job_transport.remove(job.namespace, job.name, old[0], old[1])
-            self.job_transport.labels(job.namespace, job.name, job.pool, transport.value).set(1)
+            transports[job.namespace, job.name, job.pool, transport.value] = 1
             expected = profile.pool(job.pool).fabric.expected_transports
             on_sockets = transport in (Transport.socket, Transport.mixed) and transport not in expected
-            self.job_on_sockets.labels(job.namespace, job.name, job.pool).set(1 if on_sockets else 0)
-        for key, (pool, was) in self._live_series.items():
-            if key not in now_series:
-                self.job_transport.remove(key[0], key[1], pool, was)
-                self.job_on_sockets.remove(key[0], key[1], pool)
-        self._live_series = now_series
+            sockets[job.namespace, job.name, job.pool] = 1 if on_sockets else 0
+        self._job_transport.update(transports)
+        self._job_on_sockets.update(sockets)
         self._observe_io(observations)
         self._observe_busbw(observations)
         self.live_inspector_files.set(cost.inspector_files)
@@ -550,96 +552,65 @@ class Metrics:
     def _observe_io(self, observations: list[Observation]) -> None:
         """Per running job: its bound, its I/O share and per-phase rates; series of jobs or phases gone are
         removed."""
-        now: dict[tuple[str, str], tuple[str, str, set[str], bool]] = {}
+        share: dict[Labels, float] = {}
+        mbps: dict[Labels, float] = {}
+        bound: dict[Labels, float] = {}
         for ob in observations:
-            key = (ob.job.namespace, ob.job.name)
-            phases: set[str] = set()
-            share = ob.io.share if ob.io is not None else None
+            ns, name, pool = ob.job.namespace, ob.job.name, ob.job.pool
             if ob.io is not None:
                 for ph in ob.io.phases:
                     if ph.mbps is not None:
-                        self.job_io_mbps.labels(key[0], key[1], ph.phase).set(round(ph.mbps, 1))
-                        phases.add(ph.phase)
-            if share is not None:
-                self.job_io_share.labels(key[0], key[1], ob.job.pool).set(round(share, 4))
-            self.job_bound.labels(key[0], key[1], ob.job.pool, ob.bound).set(1)
-            now[key] = (ob.job.pool, ob.bound, phases, share is not None)
-        for key, (pool, bound, phases, had_share) in self._io_series.items():
-            _, b, kept, has_share = now.get(key, (pool, "", set(), False))
-            for gone in phases - kept:
-                self.job_io_mbps.remove(key[0], key[1], gone)
-            if had_share and not has_share:
-                self.job_io_share.remove(key[0], key[1], pool)
-            if bound != b:
-                self.job_bound.remove(key[0], key[1], pool, bound)
-        self._io_series = now
+                        mbps[ns, name, ph.phase] = round(ph.mbps, 1)
+                if ob.io.share is not None:
+                    share[ns, name, pool] = round(ob.io.share, 4)
+            bound[ns, name, pool, ob.bound] = 1
+        for series, values in zip(self._job_io, (share, mbps, bound), strict=True):
+            series.update(values)
 
     def _observe_busbw(self, observations: list[Observation]) -> None:
         """Per job, collective and communicator shape, the Inspector's busbw and the shape's floor; series of jobs,
         collectives or shapes gone are removed."""
-        now: dict[tuple[str, str], tuple[str, set[tuple[str, str]], set[str]]] = {}
+        busbw: dict[Labels, float] = {}
+        below: dict[Labels, float] = {}
+        floor: dict[Labels, float] = {}
         for ob in observations:
             v = ob.busbw
             if v is None or not v.figures:
                 continue
-            key = (ob.job.namespace, ob.job.name)
-            colls: set[tuple[str, str]] = set()
-            floors: set[str] = set()
+            ns, name = ob.job.namespace, ob.job.name
             for (c, k), f in v.figures.items():
-                colls.add((c, str(k)))
-                self.job_busbw.labels(key[0], key[1], c, str(k)).set(round(f.busbw_gbps, 3))
-                self.job_busbw_below.labels(key[0], key[1], c, str(k)).set(f.below_minutes)
+                busbw[ns, name, c, str(k)] = round(f.busbw_gbps, 3)
+                below[ns, name, c, str(k)] = f.below_minutes
                 if f.floor_gbps is not None:
-                    floors.add(str(k))
-                    self.job_busbw_floor.labels(key[0], key[1], ob.job.pool, str(k)).set(round(f.floor_gbps, 3))
-            now[key] = (ob.job.pool, colls, floors)
-        for key, (pool, colls, floors) in self._busbw_series.items():
-            _, kept, kept_floors = now.get(key, (pool, set(), set()))
-            for c, shape in colls - kept:
-                self.job_busbw.remove(key[0], key[1], c, shape)
-                self.job_busbw_below.remove(key[0], key[1], c, shape)
-            for shape in floors - kept_floors:
-                _drop(self.job_busbw_floor, key[0], key[1], pool, shape)
-        self._busbw_series = now
+                    floor[ns, name, ob.job.pool, str(k)] = round(f.floor_gbps, 3)
+        for series, values in zip(self._job_busbw, (busbw, below, floor), strict=True):
+            series.update(values)
         self._observe_ranks(observations)
 
     def _observe_ranks(self, observations: list[Observation]) -> None:
         """Per job: the confirmed late ranks, the per-node view and the suspects; series gone are removed."""
-        now: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        late: dict[Labels, float] = {}
+        ratio: dict[Labels, float] = {}
+        gbps: dict[Labels, float] = {}
+        suspect: dict[Labels, float] = {}
         for ob in observations:
             v = ob.busbw.ranks if ob.busbw is not None else None
             if v is None:
                 continue
-            key = (ob.job.namespace, ob.job.name)
-            seen: set[tuple[str, ...]] = set()
+            ns, name = ob.job.namespace, ob.job.name
             for r in v.confirmed_late():
-                self.rank_lateness.labels(key[0], key[1], r.hostname, str(r.rank)).set(round(r.lateness_s, 6))
-                seen.add(("late", r.hostname, str(r.rank)))
+                late[ns, name, r.hostname, str(r.rank)] = round(r.lateness_s, 6)
             for n in v.nodes:
-                self.node_busbw_ratio.labels(key[0], key[1], n.hostname).set(round(n.ratio, 3))
-                seen.add(("ratio", n.hostname))
+                ratio[ns, name, n.hostname] = round(n.ratio, 3)
                 for k, g in n.busbw_gbps.items():
-                    self.node_busbw.labels(key[0], key[1], n.hostname, str(k)).set(round(g, 3))
-                    seen.add(("gbps", n.hostname, str(k)))
+                    gbps[ns, name, n.hostname, str(k)] = round(g, 3)
             for s in v.confirmed_slow():
-                self.node_suspect.labels(key[0], key[1], s.hostname).set(round(s.confidence, 3))
-                seen.add(("suspect", s.hostname))
-            now[key] = seen
-        gauges = {"late": self.rank_lateness, "ratio": self.node_busbw_ratio, "gbps": self.node_busbw,
-                  "suspect": self.node_suspect}
-        for key, old in self._rank_series.items():
-            for what, *labels in old - now.get(key, set()):
-                _drop(gauges[what], key[0], key[1], *labels)
-        self._rank_series = now
-        hung: set[tuple[str, str, str, str]] = set()
-        for ob in observations:
-            for w in (ob.hang or {}).get("waited_for") or ():
-                hung.add((ob.job.namespace, ob.job.name, str(w.get("node") or w.get("ip") or ""), str(w.get("rank"))))
-        for h in hung:
-            self.job_hung.labels(*h).set(1)
-        for h in self._hung_series - hung:
-            _drop(self.job_hung, *h)
-        self._hung_series = hung
+                suspect[ns, name, s.hostname] = round(s.confidence, 3)
+        for series, values in zip(self._ranks, (late, ratio, gbps, suspect), strict=True):
+            series.update(values)
+        self._job_hung.update({
+            (ob.job.namespace, ob.job.name, str(w.get("node") or w.get("ip") or ""), str(w.get("rank"))): 1
+            for ob in observations for w in (ob.hang or {}).get("waited_for") or ()})
 
 class HealthApp:
     """``/healthz`` (and ``/livez``): 200, or 503 with the reason (passes failing, stalled, a stale cache); and
