@@ -391,7 +391,8 @@ def test_a_refused_mkdir_is_the_file_system_not_the_input(open_tmp: Path) -> Non
     assert "removes what is in the way" not in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("bad", [["--mode", "9999"], ["--path", "/abs"], ["--path", "a//b"], ["--mode", "x"]])
+@pytest.mark.parametrize("bad", [["--mode", "9999"], ["--path", "/abs"], ["--path", "a//b"], ["--mode", "x"],
+                                 ["--uid", "99999999999"], ["--uid", "4294967295"], ["--gid", "2147483648"]])
 def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> None:
     from typer.testing import CliRunner
 
@@ -463,3 +464,20 @@ def test_no_init_container_where_the_users_own_mount_is_kept(gke_lustre: Platfor
             missing = [m["name"] for m in c.get("volumeMounts") or () if m["name"] not in volumes]
             assert not missing, (c["name"], missing, sorted(volumes))
         assert _ours(spec) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another user)")
+def test_a_failed_rerun_gives_back_the_directory_it_took(open_tmp: Path) -> None:
+    """A rerun that must create in the workload's own directory takes it back for the moment; when a later part
+    is refused (a tenant's file where a log directory goes), the directory is given back, not left root's (with
+    0755 and no group the workload could no longer write its own job's directory)."""
+    root = open_tmp / "lustre"
+    job = root / "ns" / "job"
+    job.mkdir(parents=True)
+    os.chown(job, 1000, 1000)
+    os.chmod(job, 0o755)
+    (job / ".fabricguard").write_text("a tenant's file where the log directory goes")
+    with pytest.raises(SourceError, match="is not a directory"):
+        jobdir.prepare(root, "ns/job", ["ckpt", ".fabricguard/nccl"], jobdir.Owner(1000, None, 0o755))
+    st = os.lstat(job)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, 1000, 0o755)

@@ -39,6 +39,11 @@ def where(
     raise typer.Exit(exit_code(verdict))
 
 
+# What Kubernetes accepts as runAsUser/runAsGroup/fsGroup (an int32 >= 0). Past it, chown overflows, and
+# 4294967295 is chown's "leave it as it is".
+MAX_ID = 2**31 - 1
+
+
 def _octal_mode(text: str) -> int:
     try:
         mode = int(text, 8)
@@ -55,8 +60,9 @@ def job_dir(
     path: str = typer.Option(..., "--path", help="The job's directory under --root, e.g. team-a/llm-7b."),
     subdir: list[str] = typer.Option([], "--subdir", help="A directory under the job's to make as well "
                                      "(the NCCL log and Inspector directories); repeatable."),
-    uid: int | None = typer.Option(None, "--uid", min=0, help="The workload's user: owns the directories."),
-    gid: int | None = typer.Option(None, "--gid", min=0, help="The workload's group (fsGroup): owns them too."),
+    uid: int | None = typer.Option(None, "--uid", min=0, max=MAX_ID, help="The workload's user: owns the directories."),
+    gid: int | None = typer.Option(None, "--gid", min=0, max=MAX_ID,
+                                   help="The workload's group (fsGroup): owns them too."),
     mode: str = typer.Option("1777", "--mode", help="Octal mode of the directories (2775 with a group)."),
 ) -> None:
     """Create the job's directory for a non-root workload, never through a link (the webhook's init

@@ -36,6 +36,7 @@ gives exclusive cores only to those). A Lustre file system that squashes root (`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -218,6 +219,7 @@ def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list
     done = [f"{p}: created (root, 0755)" for p in made]
     job = root.joinpath(*parts)
     held: list[tuple[int, Path, os.stat_result, bool]] = []  # descriptor, path, as found, created
+    taken: list[tuple[int, int]] = []  # (descriptor, owner before) of the directories taken back
     me = os.geteuid()
 
     def hold(fd: int, where: Path, created: bool) -> int:
@@ -225,11 +227,13 @@ def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list
         return fd
 
     def take(fd: int, where: Path) -> None:
-        if os.fstat(fd).st_uid != me:
+        uid = os.fstat(fd).st_uid
+        if uid != me:
             try:
                 os.fchown(fd, me, -1)
             except OSError as exc:
                 raise _fs_error(where, "take it back to create in it", exc) from None
+            taken.append((fd, uid))
 
     try:
         made.clear()
@@ -251,6 +255,12 @@ def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list
             if _settle(fd, where, owner, before) or created:
                 settled.append(f"{where}: {'created' if created else 'changed'}, {owner.describe()}")
         done += reversed(settled)
+    except BaseException:
+        # A run that fails after taking a directory back gives it back: the workload keeps its own directory.
+        for fd, uid in taken:
+            with contextlib.suppress(OSError):
+                os.fchown(fd, uid, -1)
+        raise
     finally:
         for fd, *_ in held:
             os.close(fd)
