@@ -142,8 +142,8 @@ def main() -> None:
             for i in range(a.repeat):
                 now += timedelta(seconds=5)
                 fn(i)
-                view = snap()
                 for turn in ((0, 1) if i % 2 else (1, 0)):
+                    view = snap()  # a snapshot of its own, as each pass takes one: none inherits the other's indexes
                     gc.collect()  # neither kind pays for the other's garbage
                     t = time.process_time()
                     if turn:

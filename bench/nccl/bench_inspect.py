@@ -10,12 +10,16 @@ or connection line) no more than 6x.
 
     .venv/bin/python bench/nccl/gen_logs.py /tmp/nccl-512 --gib 1.0
     .venv/bin/python bench/nccl/bench_inspect.py /tmp/nccl-512 --repeat 5
+
+``--against SRC`` (a ``src`` folder of another checkout, e.g. ``git archive <commit> src | tar -x -C /tmp/old``)
+also runs that code's ``inspect_paths`` in every round, interleaved with this one, for an A/B of two versions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -51,8 +55,9 @@ print(dt, cpu, r.bytes_read, ru.ru_maxrss, r.inter_node_transport.value, r.nodes
 """
 
 
-def run(code: str, *args: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True)
+def run(code: str, *args: str, src: Path | None = None) -> list[str]:
+    env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True, env=env)
     return out.stdout.split()
 
 
@@ -60,17 +65,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("logs", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--against", type=Path, help="another version's src folder, run interleaved as a baseline")
     args = ap.parse_args()
     size = sum(p.stat().st_size for p in args.logs.iterdir() if p.is_file())
-    runs: dict[str, list[list[str]]] = {"read-bytes": [], "read-text": [], "inspect": []}
-    for _ in range(args.repeat):
-        # Interleaved, so that a burst of load on the shared machine hits both sides alike.
-        for name, code, extra in (
-            ("read-bytes", READ_LOOP, ["rb"]),
-            ("read-text", READ_LOOP, ["r"]),
-            ("inspect", INSPECT, []),
-        ):
-            runs[name].append(run(code, str(args.logs), *extra))
+    runs: dict[str, list[list[str]]] = {"read-bytes": [], "read-text": [], "inspect": [], "against": []}
+    sides: list[tuple[str, str, list[str], Path | None]] = [
+        ("read-bytes", READ_LOOP, ["rb"], None),
+        ("read-text", READ_LOOP, ["r"], None),
+        ("inspect", INSPECT, [], None),
+    ]
+    if args.against:
+        sides.append(("against", INSPECT, [], args.against.resolve()))
+    for i in range(args.repeat):
+        # Interleaved, so that a burst of load on the shared machine hits both sides alike; A/B order alternates.
+        order = sides if i % 2 == 0 or not args.against else [*sides[:2], sides[3], sides[2]]
+        for name, code, extra, src in order:
+            runs[name].append(run(code, str(args.logs), *extra, src=src))
 
     def med(name: str, col: int) -> float:
         return statistics.median(float(r[col]) for r in runs[name])
@@ -89,6 +99,15 @@ def main() -> None:
         "inspect_max_rss_mib": round(max(int(r[3]) for r in runs["inspect"]) / 1024, 1),
         "read_loop_max_rss_mib": round(max(int(r[3]) for r in runs["read-bytes"]) / 1024, 1),
         "verdict": runs["inspect"][0][4:],
+        **({"against": {"src": str(args.against), "median_cpu_s": round(med("against", 1), 2),
+                        "median_wall_s": round(med("against", 0), 2),
+                        "ratio_cpu_vs_bytes_loop": round(med("against", 1) / rb_cpu, 2),
+                        "ratio_wall_vs_bytes_loop": round(med("against", 0) / rb, 2),
+                        "cpu_s": [round(float(r[1]), 2) for r in runs["against"]],
+                        "verdict": runs["against"][0][4:]},
+            "inspect_cpu_s": [round(float(r[1]), 2) for r in runs["inspect"]],
+            "read_bytes_cpu_s": [round(float(r[1]), 2) for r in runs["read-bytes"]]} if args.against else {}),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
         "when": time.strftime("%Y-%m-%d %H:%M"),
     }
     print(json.dumps(result, indent=2))

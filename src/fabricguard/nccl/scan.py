@@ -26,6 +26,7 @@ so a follower feeds what was appended and concludes again, with no copy of the s
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -250,6 +251,7 @@ class ScanState:
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     tables: list[NcclTestsTable] = field(default_factory=list)
     via_cache: dict[bytes, tuple[str, str, bool] | None] = field(default_factory=dict)
+    hot_via: bytes = b""  # the text after "via " most connection lines of the job show, counted apart
     facts_seen: set[bytes] = field(default_factory=set)
     device_lists: set[tuple[bytes, bytes]] = field(default_factory=set)  # (net, "[0]mlx5_0:1/IB ...") parsed
     prefix_cache: dict[bytes, tuple[str, str] | None] = field(default_factory=dict)
@@ -325,6 +327,44 @@ def _quote(raw: bytes) -> str:
     """The failing line's own words, for a reason a person can act on."""
     s = raw.decode("utf-8", "replace").strip()
     return s if len(s) <= QUOTE_CHARS else s[: QUOTE_CHARS - 1] + "…"
+
+
+# In the init of a large job most connection lines end the same way (16 channels of "via P2P/CUMEM/read" per rank):
+# those are counted with one `bytes.count` of the exact line end, and the regex returns only the others, so no
+# bytes object is made and hashed per such line. The hot suffix is learned from the job's earlier chunks.
+HOT_VIA_LINES = 256  # a suffix seen fewer times in a chunk is not worth a count of its own
+
+
+@functools.lru_cache(maxsize=64)
+def _via_except(hot: bytes) -> re.Pattern[bytes]:
+    return re.compile(rb"via (?!" + re.escape(hot) + rb"\n)((?:NET|P2P|SHM|NVLS|NVL|CollNet|COLLNET)[^\n]*)")
+
+
+def _connections(chunk: bytes, end: int, hot: bytes) -> Counter[bytes]:
+    """The text after "via " of every connection line of ``chunk`` up to ``end`` (the newline after its last "via "
+    or the chunk's end), counted: exactly what ``Counter(_VIA.findall(chunk, 0, end))`` gives.
+
+    With a ``hot`` suffix (no newline, no "via " in it), lines that end in "via <hot>" are counted with
+    ``bytes.count`` and the regex skips them. Why that is the same count: every "via <hot>\n" stands where
+    `_VIA` would match (hot starts with a transport) and `_VIA` would take exactly ``hot`` there; the one way it
+    would not match there is when an earlier "via " on the same line already took the rest of the line, and then
+    that match's text holds "via ": when any text found holds "via ", the plain pass is made instead."""
+    if hot:
+        found = Counter(_via_except(hot).findall(chunk, 0, end + 1))
+        if not any(b"via " in suffix for suffix in found):
+            n = chunk.count(b"via " + hot + b"\n", 0, end + 1)
+            if n:
+                found[hot] += n
+            return found
+    return Counter(_VIA.findall(chunk, 0, end))
+
+
+def _hot_suffix(found: Counter[bytes], hot: bytes) -> bytes:
+    """The suffix to count apart in the next chunk: the most common one of this chunk, when common enough."""
+    suffix, n = found.most_common(1)[0] if found else (b"", 0)
+    if n < HOT_VIA_LINES or b"via " in suffix or b"\n" in suffix:
+        return hot if found.get(hot, 0) >= HOT_VIA_LINES else b""
+    return suffix
 
 
 def _parse_via(suffix: bytes) -> tuple[str, str, bool] | None:
@@ -482,7 +522,10 @@ class FileScanner:
         via_end = chunk.find(b"\n", last_via)
         if via_end < 0:
             via_end = len(chunk)
-        for suffix, n in Counter(_VIA.findall(chunk, 0, via_end) if last_via >= 0 else ()).items():
+        found = Counter[bytes]() if last_via < 0 else _connections(chunk, via_end, st.hot_via)
+        if found:
+            st.hot_via = _hot_suffix(found, st.hot_via)
+        for suffix, n in found.items():
             if self.connection(suffix, n):
                 conn_lines += n
         fact_lines = 0
