@@ -145,6 +145,17 @@ def read_text(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, within: Path | 
         raise SourceError(str(path), None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def read_attribute(path: Path, max_bytes: int) -> tuple[str | None, str]:
+    """A host file a check reads (sysfs, procfs, debugfs): (its text, stripped and with bad UTF-8 replaced, "") or
+    (None, why) for the check to quote; a FIFO, a device, a link out or an oversized file is refused unopened."""
+    try:
+        return read_bytes(path, max_bytes=max_bytes).decode("utf-8", errors="replace").strip(), ""
+    except SourceError as exc:
+        return None, exc.problem
+    except OSError as exc:
+        return None, f"cannot read: {exc.strerror or exc}"
+
+
 def read_json(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "") -> object:
     """A regular file's JSON; bad syntax and JSON nested deeper than Python parses are ``SourceError`` too
     (``what``: said after the problem, e.g. "; pass recorded NVML data")."""

@@ -141,15 +141,21 @@ def test_the_metric_series_raise_the_below_floor_alert_after_its_for(tmp_path: P
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def _job_running(k8s, tmp_path: Path, lustre: Path) -> tuple[Path, Path]:
+    """The Inspector profile on disk and the training JobSet stored; returns the profile's path and the (empty)
+    folder the job's NCCL logs go to."""
+    prof_path = tmp_path / "ins.yaml"
+    prof_path.write_text(PROFILE_INS)
+    k8s.objects[JOBSETS, NS, JOB] = {k: v for k, v in _jobset().items() if k not in ("kind", "apiVersion")}
+    logs = lustre / log_dir(loads_profile(PROFILE_INS), NS, JOB)
+    logs.mkdir(parents=True)
+    return prof_path, logs
+
+
 async def test_a_replay_against_the_emulator_annotates_and_tells_the_slow_job(cluster, tmp_path, lustre) -> None:
     """The controller's own passes (``controller --once``) over kmock while the job's ranks keep dumping."""
     k8s, kc = cluster
-    prof_path = tmp_path / "ins.yaml"
-    prof_path.write_text(PROFILE_INS)
-    prof = loads_profile(PROFILE_INS)
-    k8s.objects[JOBSETS, NS, JOB] = {k: v for k, v in _jobset().items() if k not in ("kind", "apiVersion")}
-    logs = lustre / log_dir(prof, NS, JOB)
-    logs.mkdir(parents=True)
+    prof_path, logs = _job_running(k8s, tmp_path, lustre)
     for f in ROCE_LOGS:
         shutil.copy(f, logs / f.name)
     d = _dump_dir(lustre)
@@ -303,12 +309,7 @@ def test_a_job_that_stops_leaves_no_busbw_series(tmp_path: Path) -> None:
 
 async def test_a_running_job_with_its_own_profiler_is_told_not_measured(cluster, tmp_path, lustre) -> None:
     k8s, kc = cluster
-    prof_path = tmp_path / "ins.yaml"
-    prof_path.write_text(PROFILE_INS)
-    prof = loads_profile(PROFILE_INS)
-    k8s.objects[JOBSETS, NS, JOB] = {k: v for k, v in _jobset().items() if k not in ("kind", "apiVersion")}
-    logs = lustre / log_dir(prof, NS, JOB)
-    logs.mkdir(parents=True)
+    prof_path, logs = _job_running(k8s, tmp_path, lustre)
     for f in ROCE_LOGS:
         lines = f.read_text().splitlines(True)
         prefix = lines[3].split(" NCCL INFO ")[0]

@@ -11,7 +11,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -28,6 +28,9 @@ from fabricguard.options import (
     now_value,
     wants_json,
 )
+
+if TYPE_CHECKING:
+    from fabricguard.profile.model import PlatformProfile
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile (YAML).")
 
@@ -268,6 +271,19 @@ def _serve(cfg, port: int) -> None:  # type: ignore[no-untyped-def]
         asyncio.run(main())
 
 
+def images_or_exit(profile: Path, prof: PlatformProfile, *, image: str | None, canary_image: str | None) -> None:
+    """Exit with one line when ``--image`` or ``--canary-image`` (checked when given) or a pool's canary.image
+    cannot run the controller or its canaries (``manifests.image_problem``)."""
+    from fabricguard.controller.manifests import image_problem, profile_image_problems
+
+    for opt, ref in (("--image", image), ("--canary-image", canary_image)):
+        problem = image_problem(ref) if ref is not None else None
+        if problem:
+            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
+    for problem in profile_image_problems(prof):
+        fail(f"{profile}: {problem}")
+
+
 def render_controller_cmd(
     profile: Path = PROFILE_OPT,
     image: str = typer.Option(..., "--image", help="fabricguard image, ideally repo@sha256:<index digest>."),
@@ -282,24 +298,12 @@ def render_controller_cmd(
     """Print the controller's Deployment, CRD, AdmissionCheck, RBAC, ServiceMonitor, PDB and ClusterQueue fragment.
 
     The namespace is not printed (one owner: ``fabricguard render namespace``, or ``render install``)."""
-    from fabricguard.controller.manifests import (
-        image_problem,
-        manifests,
-        pod_monitoring,
-        profile_image_problems,
-        service_monitor,
-        to_yaml,
-    )
+    from fabricguard.controller.manifests import manifests, pod_monitoring, service_monitor, to_yaml
     from fabricguard.profile.commands import profile_or_exit
 
     check_namespace("--namespace", namespace)
     prof = profile_or_exit(profile)
-    for opt, ref in (("--image", image), ("--canary-image", canary_image)):
-        problem = image_problem(ref) if ref else None
-        if problem:
-            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
-    for problem in profile_image_problems(prof):
-        fail(f"{profile}: {problem}")
+    images_or_exit(profile, prof, image=image or None, canary_image=canary_image or None)
     if monitoring not in ("prometheus-operator", "gmp", "none"):
         fail(f"--monitoring {monitoring!r}: use prometheus-operator, gmp or none")
     if prof.spec.storage.lustre is None:

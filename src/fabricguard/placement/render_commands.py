@@ -57,7 +57,7 @@ def render_install_cmd(
     """Write the whole platform as a kustomize directory, one removable component per subdirectory, in apply order."""
     from fabricguard.admission.commands import _cidrs
     from fabricguard.agent.render_commands import image_problem as agent_image_problem
-    from fabricguard.controller.manifests import image_problem, profile_image_problems
+    from fabricguard.controller.commands import images_or_exit
     from fabricguard.placement.install import (
         OPTIONAL_PREFLIGHT,
         InstallError,
@@ -74,12 +74,7 @@ def render_install_cmd(
 
     check_namespace("--namespace", namespace)
     prof = profile_or_exit(profile)
-    for opt, ref in (("--image", image), ("--canary-image", canary_image)):
-        problem = image_problem(ref)
-        if problem:
-            fail(f"{opt}: {problem}", hint=f"e.g. {opt} registry.example.com/fabricguard:0.1.0@sha256:<index digest>")
-    for bad in profile_image_problems(prof):
-        fail(f"{profile}: {bad}")
+    images_or_exit(profile, prof, image=image, canary_image=canary_image)
     problem = agent_image_problem(agent_image)
     if problem:
         fail(problem.replace("--image", "--agent-image", 1),

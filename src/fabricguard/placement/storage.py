@@ -296,17 +296,21 @@ def _kubernetes(objs: list[dict[str, Any]], volume: dict[str, Any], claim: str) 
     }
 
 
+def _add_claims(profile: PlatformProfile, volume: dict[str, Any], claim: str, files: dict[str, str]) -> list[str]:
+    """A file system whose address is known: its PV/PVC per namespace added to ``files``; the steps they need."""
+    _, objs = claims(profile, volume)
+    files |= _kubernetes(objs, volume, claim)
+    return ["kubectl apply -k kubernetes/",
+            "copy profile-volume.yaml's volume into the profile's spec.storage.lustre, then render install"]
+
+
 def render_gke(profile: PlatformProfile, o: GkeOptions) -> Rendered:
     check_gke(o)
     files = {"terraform/main.tf.json": json.dumps(gke_terraform(o), indent=2) + "\n", "gcloud.sh": gke_gcloud(o)}
     steps = ["terraform -chdir=terraform init && terraform -chdir=terraform apply   (or: bash gcloud.sh)"]
     claim = _claim_name(profile)
     if o.mount_point:
-        volume = gke_volume(o)
-        _, objs = claims(profile, volume)
-        files |= _kubernetes(objs, volume, claim)
-        steps += ["kubectl apply -k kubernetes/",
-                  "copy profile-volume.yaml's volume into the profile's spec.storage.lustre, then render install"]
+        steps += _add_claims(profile, gke_volume(o), claim, files)
     else:
         steps += ["rerun this render with a new --output and --mount-point "
                   "\"$(terraform -chdir=terraform output -raw mount_point)\": it adds the PV/PVC per namespace"]
@@ -326,11 +330,7 @@ def render_fsx(profile: PlatformProfile, o: FsxOptions) -> Rendered:
              "--timeout=60m"]
     claim = _claim_name(profile)
     if o.dns_name:
-        volume = fsx_volume(o)
-        _, objs = claims(profile, volume)
-        files |= _kubernetes(objs, volume, claim)
-        steps += ["kubectl apply -k kubernetes/",
-                  "copy profile-volume.yaml's volume into the profile's spec.storage.lustre, then render install"]
+        steps += _add_claims(profile, fsx_volume(o), claim, files)
     else:
         steps += ["rerun this render with a new --output and --file-system-id, --dns-name and --mount-name from "
                   f"aws fsx describe-file-systems --query 'FileSystems[?Tags[?Value==`{o.name}`]]': it adds the "

@@ -27,7 +27,7 @@ from fabricguard import fabrics
 from fabricguard.probes.lustre_client import Lnetctl
 from fabricguard.probes.result import Check, Status, overall
 from fabricguard.profile import PlatformProfile, Pool
-from fabricguard.userfiles import SourceError, read_bytes, read_json
+from fabricguard.userfiles import SourceError, read_attribute, read_json
 
 # Where node images put shared libraries and the NCCL net plugins (relative to the root): the usual places, then
 # each fabric's own (fabricguard/fabrics/<type>.py lib_dirs).
@@ -90,12 +90,7 @@ def read_small(p: Path, max_bytes: int = MAX_ATTRIBUTE) -> str | None:
 
 def read_small_why(p: Path, max_bytes: int = MAX_ATTRIBUTE) -> tuple[str | None, str]:
     """(text or None, why it is None): :func:`read_small` with the reason a check can quote."""
-    try:
-        return read_bytes(p, max_bytes=max_bytes).decode("utf-8", errors="replace").strip(), ""
-    except SourceError as exc:
-        return None, exc.problem
-    except OSError as exc:
-        return None, f"cannot read: {exc.strerror or exc}"
+    return read_attribute(p, max_bytes)
 
 
 _read = read_small

@@ -46,7 +46,7 @@ import yaml
 from fabricguard import names
 from fabricguard.probes.result import Check, Status
 from fabricguard.times import format_time
-from fabricguard.userfiles import SourceError, read_bytes
+from fabricguard.userfiles import SourceError, read_attribute, read_bytes
 
 # Newest layout first: 2.15+ moved import/state to debugfs; older clients keep them in procfs.
 LUSTRE_DIRS = ("sys/kernel/debug/lustre", "proc/fs/lustre", "sys/fs/lustre")
@@ -157,13 +157,8 @@ def _str(v: Any) -> str | None:
 
 
 def _read(p: Path) -> tuple[str | None, str]:
-    """(text, "") or (None, why): a FIFO, a device, a link out or an oversized file is refused unopened."""
-    try:
-        return read_bytes(p, max_bytes=MAX_FILE).decode("utf-8", errors="replace").strip(), ""
-    except SourceError as exc:
-        return None, exc.problem
-    except OSError as exc:
-        return None, f"cannot read: {exc.strerror or exc}"
+    """(text, "") or (None, why), at most MAX_FILE bytes (``userfiles.read_attribute``)."""
+    return read_attribute(p, MAX_FILE)
 
 
 @dataclass(frozen=True)
