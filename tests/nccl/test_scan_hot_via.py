@@ -44,7 +44,7 @@ PIECES = [
 ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(hs.lists(hs.sampled_from(PIECES), max_size=40), hs.sampled_from([b"\n", b"\r\n"]), hs.booleans(),
        hs.sampled_from([HOT, HOT + b"\r", b"NET/IB/0/GDRDMA", b"P2P/IPC", b"SHM/direct/direct"]))
 def test_counting_a_hot_suffix_apart_gives_the_plain_count(

@@ -81,7 +81,7 @@ LINES = hs.builds(lambda p, b, cut: p + b[: cut if cut else None], hs.sampled_fr
                   hs.integers(0, 60))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(hs.lists(LINES, max_size=30), hs.sampled_from([b"\n", b"\r\n", b"\n\n"]), hs.booleans())
 def test_one_group_finds_what_six_groups_found(lines: list[bytes], eol: bytes, glue: bool) -> None:
     text = (b"" if glue else eol).join(lines) if not glue else b"".join(lines)
