@@ -59,6 +59,8 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--memory", action="store_true", help="only measure what the Incremental keeps between passes "
+                    "(tracemalloc: the previous index, findings, per-object facts, each node's pool)")
     a = ap.parse_args()
     gen = bench_pass.gen
     lustre = Path(tempfile.mkdtemp(prefix="fg-bench-inc-"))
@@ -100,6 +102,19 @@ def main() -> None:
                                                        for e in wl["status"]["admissionChecks"]]
                     objs[key] = wl
 
+        if a.memory:
+            import tracemalloc
+
+            tracemalloc.start()
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            kept = Incremental(full_every_s=1e9)
+            for _ in range(2):
+                reconcile(snap(), profile, now, cfg, lustre=facts, incremental=kept)
+            gc.collect()
+            grown = tracemalloc.get_traced_memory()[0] - before
+            print(f"the Incremental keeps {grown / 2**20:.1f} MiB between passes ({grown / len(objs):.0f} B per object)")
+            return
         inc = Incremental(full_every_s=1e9)
         t = time.process_time()
         land(reconcile(snap(), profile, now, cfg, lustre=facts, incremental=inc))

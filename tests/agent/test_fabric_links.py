@@ -148,3 +148,23 @@ def test_the_sweep_may_not_touch_fabric_links() -> None:
     assert "at most one" in (evaluate_policy(policy, own, "status", old, two) or "")
 
 
+
+
+async def test_an_older_policy_refusing_fabric_links_does_not_stop_the_heartbeat(apiserver, tmp_path,
+                                                                                healthy_root) -> None:
+    """The agent's image bumped alone (``kubectl set image``), its own-node policy still the release before
+    FabricLinks: the policy refuses the write that carries both conditions. FabricReady is written alone then,
+    and the error names what was refused, so the sweep never marks a healthy pool Unknown for it."""
+    k8s, url = apiserver
+    older = admission_policy("fabricguard-system")
+    spec = older[0]["spec"]
+    for v in spec["variables"]:  # the release before: every condition but FabricReady is another's
+        v["expression"] = v["expression"].replace("(variables.isSweep || c.type != 'FabricLinks')", "true")
+    k8s.policies = older
+    zero(healthy_root)
+    agent = await make_agent(tmp_path, url, healthy_root, clock=Clock())
+    res = await agent.run_once()
+    ready = condition(k8s)
+    assert ready is not None and (ready["status"], ready["reason"]) == ("True", "AllChecksPassed"), res.errors
+    assert condition(k8s, "FabricLinks") is None
+    assert len(res.errors) == 1 and "FabricLinks" in res.errors[0] and "FabricReady written alone" in res.errors[0]

@@ -33,7 +33,7 @@ from fabricguard.agent.links import LinkWatch, build_links_condition, links_chan
 from fabricguard.agent.metrics import AgentMetrics
 from fabricguard.agent.staleness import heartbeat_age, is_stale
 from fabricguard.agent.taints import breaker_withheld, taint_patch, wanted_taints
-from fabricguard.kube import Conflict, Invalid, unreachable
+from fabricguard.kube import Conflict, Forbidden, Invalid, unreachable
 from fabricguard.objects import find_condition
 from fabricguard.probes.host import CheckGroup, load_gpus
 from fabricguard.probes.lustre_client import Lnetctl
@@ -284,6 +284,13 @@ class Agent:
                 try:
                     node = await self.client.patch_status(self.cfg.node, body)
                     self.metrics.status_writes.labels("written").inc()
+                except (Forbidden, Invalid) as e:
+                    if not (ready_due and links_due):
+                        errors.append(str(e))
+                    else:
+                        # An own-node policy older than this agent (its image bumped alone) refuses FabricLinks:
+                        # the heartbeat must not die with it, or the sweep would mark a healthy node Unknown.
+                        node = await self._ready_alone(condition, node, e, errors)
                 except KubeError as e:
                     errors.append(str(e))
             observing = pool is not None and self.cfg.profile.mode_of(
@@ -312,6 +319,20 @@ class Agent:
         self.metrics.observe(reported, seconds, self.last_finished)
         self.metrics.identify(self.cfg.node, pool or "")
         return RunResult(reported, raw, pool, seconds, condition, errors, withheld)
+
+    async def _ready_alone(self, condition: dict[str, Any], node: dict[str, Any] | None, refused: KubeError,
+                           errors: list[str]) -> dict[str, Any] | None:
+        """FabricReady written without FabricLinks, after the write of both was refused; the error says so."""
+        assert self.client is not None
+        try:
+            node = await self.client.patch_status(self.cfg.node, status_patch(condition))
+        except KubeError as e:
+            errors.append(str(e))
+            return node
+        self.metrics.status_writes.labels("written").inc()
+        errors.append(f"FabricLinks refused, FabricReady written alone (apply this release's own-node admission "
+                      f"policy with its agent): {refused}")
+        return node
 
     async def _withheld(self, pool: str, condition: dict[str, Any], errors: list[str]) -> list[str]:
         """The failing checks whose open breakers keep this node untainted, from the pool's FabricValidation."""
