@@ -35,8 +35,8 @@ from controller_support import (
     POOL,
     ROCE_LOGS,
     SOCKET_LOGS,
-    WORKLOADS,
     apply_aware_emulator,
+    gate_check,
     jobset_finishes,
     kubeconfig,
     live,
@@ -132,8 +132,7 @@ class World:
 
 
 def _check_state(k8s: Any) -> str:
-    (wl,) = [w for w in live(k8s, WORKLOADS) if w["metadata"]["name"] == "jobset-llama-ft-3b1c2"]
-    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")["state"]
+    return str(gate_check(k8s, "jobset-llama-ft-3b1c2")["state"])
 
 
 def _fv(k8s: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from controller_support import (
     NOW,
     WORKLOADS,
     canaries,
+    gate_check,
     jobset_created,
     kueue_validate,
     live,
@@ -23,10 +24,6 @@ SCHED = (
     "6 Insufficient rdma/rdma_shared_device_a. preemption: 0/9 nodes are available: "
     "9 No preemption victims found for incoming pod."
 )
-
-
-def _our_check(wl: dict) -> dict:
-    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")
 
 
 async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile_path, lustre) -> None:
@@ -58,7 +55,7 @@ async def test_incident_canary_unschedulable_holds_the_workload(cluster, profile
     assert [c["metadata"]["name"] for c in canaries(k8s)] == [js["metadata"]["name"]]
 
     (wl,) = live(k8s, WORKLOADS)
-    ours = _our_check(wl)
+    ours = gate_check(k8s)
     # Known broken: Retry releases the Workload's quota; Kueue requeues it after one canary interval.
     assert ours["state"] == "Retry" and ours["requeueAfterSeconds"] == 600
     # The root cause where people look: first in the check's message (the deepest cause, issue 30), then the
@@ -197,8 +194,7 @@ async def test_fabric_breaking_right_after_a_passing_canary_holds_work_within_mi
     passed_at = await canary_passed(k8s, kc, profile_path, lustre)
     rc, doc = await run_once(kc, profile_path, passed_at, lustre)
     assert rc == 0 and doc["pools"]["gh200-roce"]["ready"] is True, doc["pools"]
-    (wl,) = live(k8s, WORKLOADS)
-    assert _our_check(wl)["state"] == "Ready"
+    assert gate_check(k8s)["state"] == "Ready"
 
     # One second after the canary passed, the fabric breaks: each node's agent sees it on its next run (at most
     # its --interval, 60 s, later) and turns FabricReady False at once (damping only delays True).
@@ -210,8 +206,7 @@ async def test_fabric_breaking_right_after_a_passing_canary_holds_work_within_mi
     pool = doc["pools"]["gh200-roce"]
     assert rc == 1 and pool["ready"] is False and pool["broken"] is True
     assert "6 of the pool's 6 reporting node(s) have FabricReady=False" in pool["message"]
-    (wl,) = live(k8s, WORKLOADS)
-    ours = _our_check(wl)
+    ours = gate_check(k8s)
     assert ours["state"] == "Retry" and "FabricReady=False" in ours["message"] and "RdmaLinkDown" in ours["message"]
     assert held_at - broke <= timedelta(minutes=10)
     assert held_at - broke == timedelta(seconds=90)  # agent interval + resync, far below the canary path's 15.5 min
@@ -223,8 +218,7 @@ async def test_fabric_breaking_right_after_a_passing_canary_holds_work_within_mi
     agents_report(k8s, "True", "FabricVerified", "all checks passed", held_at + timedelta(minutes=1))
     rc, doc = await run_once(kc, profile_path, held_at + timedelta(minutes=1, seconds=30), lustre)
     assert doc["pools"]["gh200-roce"]["ready"] is True
-    (wl,) = live(k8s, WORKLOADS)
-    assert _our_check(wl)["state"] == "Ready"
+    assert gate_check(k8s)["state"] == "Ready"
 
 
 async def test_a_canary_whose_pods_were_never_created_has_its_own_outcome(cluster, profile_path, lustre) -> None:
@@ -249,8 +243,7 @@ async def test_a_canary_whose_pods_were_never_created_has_its_own_outcome(cluste
     assert pool["outcome"] == "not-created", pool
     assert "no pod of the canary was created" in pool["message"] and "violates PodSecurity" in pool["message"]
     assert "Insufficient" not in pool["message"] and "device plugin" not in pool["message"]
-    (wl,) = live(k8s, WORKLOADS)
-    ours = _our_check(wl)
+    ours = gate_check(k8s)
     assert ours["state"] == "Retry" and "canary not-created" in ours["message"]
     (fv,) = live(k8s, FVS)
     assert fv["status"]["runs"][0]["outcome"] == "not-created"

@@ -23,6 +23,7 @@ from controller_support import (
     WORKLOADS,
     admission_check,
     apply_aware_emulator,
+    gate_check,
     jobset_created,
     jobset_finishes,
     kubeconfig,
@@ -184,9 +185,6 @@ def _fv(k8s: Any) -> dict[str, Any]:
     return fv
 
 
-def _check(k8s: Any, name: str = "jobset-llama-ft-3b1c2") -> dict[str, Any]:
-    wl = next(w for w in live(k8s, WORKLOADS) if w["metadata"]["name"] == name)
-    return next(c for c in wl["status"]["admissionChecks"] if c["name"] == "fabric-validated")
 
 
 @pytest.fixture()
@@ -246,7 +244,7 @@ async def test_every_node_proven_the_bad_one_quarantined_the_new_one_proven_firs
     # Within budget: 0.5% of 33 x 1 GPU x 24 h.
     assert proof["spentGpuHours"] <= proof["budgetGpuHours"] <= 0.005 * 33 * 24 + 1e-6
     # The pool stays admitted: the check said Ready on every pass once the first canary passed.
-    assert _check(k8s)["state"] == "Ready"
+    assert gate_check(k8s, "jobset-llama-ft-3b1c2")["state"] == "Ready"
     assert all(d["pools"][POOL]["ready"] for d in docs[1:]), [d["pools"][POOL]["message"] for d in docs]
     # The new node was proven (a lifecycle pair with a known-good node) before its readiness taint lifted.
     assert NEW in world.lifted
