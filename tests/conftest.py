@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +50,29 @@ def shared_fixtures() -> Path:
     if not p.is_dir():
         pytest.skip(f"shared fixtures not found at {p}")
     return p
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, each worker's first tests are its share of the ``slow`` ones.
+
+    The work-stealing scheduler hands each of the N workers a contiguous chunk of the collection and later moves
+    tests from the end of the longest queue to idle workers. A slow test (real torch ranks, a Chromium shot, a
+    replay of dozens of fault plans) that sat late in a chunk started last and was the run's tail on two cores;
+    at the front of the chunks they start first and the short tests fill around them. Every test still runs once."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    slow = [it for it in items if it.get_closest_marker("slow") is not None]
+    if workers <= 1 or not slow:
+        return
+    fast = [it for it in items if it.get_closest_marker("slow") is None]
+    ordered: list[pytest.Item] = []
+    remaining = len(items)
+    for i in range(workers):  # the scheduler's first split: remaining // workers left, in turn
+        size = remaining // (workers - i)
+        remaining -= size
+        mine = slow[i::workers]
+        take = max(0, size - len(mine))
+        ordered += mine + fast[:take]
+        del fast[:take]
+    ordered += fast
+    assert len(ordered) == len(items)
+    items[:] = ordered
