@@ -404,6 +404,26 @@ def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> 
     assert res.output.startswith("error:") and "Traceback" not in res.output, res.output
 
 
+@pytest.mark.parametrize(("bad", "says", "hint"), [
+    (["--root", "{tmp}/not-mounted"], "--root: ", "mount the Lustre claim at --root"),
+    (["--path", "../x"], "--path: ", "give --path as <namespace>/<job>"),
+    (["--subdir", "../../etc"], "--subdir: ", "give --path as <namespace>/<job>"),
+])
+def test_each_refusal_names_the_option_and_what_to_change(tmp_path: Path, bad: list[str], says: str,
+                                                         hint: str) -> None:
+    """A claim not mounted is not "something in the way": the hint fits the option that is wrong."""
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    opts = {"--root": str(tmp_path), "--path": "ns/job", bad[0]: bad[1].format(tmp=tmp_path)}
+    res = CliRunner().invoke(app, ["storage", "job-dir", *[x for kv in opts.items() for x in kv]])
+    assert res.exit_code == 3, res.output
+    error, hint_line = res.output.splitlines()[:2]
+    assert error.startswith("error: " + says) and hint_line.startswith("hint: " + hint), res.output
+    assert not (tmp_path / "not-mounted").exists() and not (tmp_path.parent / "x").exists()
+
+
 def test_the_install_gives_the_webhook_the_agents_image(gke_lustre: PlatformProfile) -> None:
     from fabricguard.placement import install
 

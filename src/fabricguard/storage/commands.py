@@ -70,9 +70,14 @@ def job_dir(
     from fabricguard.storage.jobdir import JobDirError, Owner, prepare
 
     owner = Owner(uid, gid, _octal_mode(mode))
+    if not root.is_dir():
+        fail(f"--root: {root} is not a directory here",
+             hint="mount the Lustre claim at --root in this container (the init container's volumeMount)")
     try:
         done = prepare(root, path, subdir, owner)
     except SourceError as exc:
+        if exc.source in ("--path", "--subdir"):
+            fail(str(exc), hint="give --path as <namespace>/<job> and --subdir relative to it, e.g. nccl-logs")
         fail(str(exc), hint="the job's directory must be a plain directory; a person removes what is in the way")
     except JobDirError as exc:
         fail(str(exc), code=EXIT_FAILED,
