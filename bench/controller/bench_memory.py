@@ -63,6 +63,8 @@ def _wire(make: Callable[[int], dict[str, Any]], count: int, distinct: int) -> C
         if not copy:
             return texts[j]
         own = f'"name": "{names[j]}"'
+        if own not in texts[j]:  # a copy under the same name would overwrite its original in the cache, unseen
+            raise SystemExit(f"bench_memory: object {j}'s name is not written as {own}; cannot rename its copies")
         return texts[j].replace(own, f'"name": "{names[j]}-c{copy}"', 1)
 
     return wire
@@ -85,6 +87,8 @@ def fill(nodes: int, pods: int, slim: bool, distinct: int = 500) -> dict[str, fl
             del page
     gc.collect()
     gc.freeze()
+    if len(cache) != nodes + pods:  # every object under a key of its own, or the memory read is too low
+        raise SystemExit(f"bench_memory: {nodes + pods} objects made, {len(cache)} kept: names collided")
     return {"objects": len(cache), "fill_s": time.perf_counter() - t0,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -95,7 +99,8 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=0)
     ap.add_argument("--pods", type=int, default=0)
     ap.add_argument("--untrimmed", action="store_true")
-    ap.add_argument("--distinct", type=int, default=500, help="objects built one by one; the rest are copies renamed")
+    ap.add_argument("--distinct", type=lambda v: max(1, int(v)), default=500,
+                    help="objects built one by one; the rest are copies renamed")
     a = ap.parse_args()
     if a.per_object:
         print(json.dumps({k: round(v, 2) for k, v in per_object().items()}, indent=1))
