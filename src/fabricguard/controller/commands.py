@@ -30,6 +30,7 @@ from fabricguard.options import (
 )
 
 if TYPE_CHECKING:
+    from fabricguard.controller.storage_proof import StorageStanding
     from fabricguard.profile.model import PlatformProfile
 
 PROFILE_OPT = typer.Option(..., "--profile", "-p", help="Platform profile (YAML).")
@@ -174,7 +175,7 @@ def _write_textfile(path: Path, prof, rep) -> None:  # type: ignore[no-untyped-d
         fail(f"--metrics-textfile {path}: cannot write: {exc.strerror or exc}")
 
 
-def _storage_field(st) -> str:  # type: ignore[no-untyped-def]
+def _storage_field(st: StorageStanding | None) -> str:
     """``ready (write 4,000 MB/s, floor 3,200)`` / ``degraded (…)`` / ``not proven``: the pool's storage canary."""
     if st is None:
         return ""
