@@ -28,8 +28,8 @@ from fabricguard.controller.actions import ApplyStatus
 from fabricguard.controller.canaries import CanaryConfig
 from fabricguard.controller.incremental import Incremental, reads_clock
 from fabricguard.controller.reconcile import PassResult, reconcile
-from fabricguard.doctor.rules import RULES
 from fabricguard.doctor import snapshot as snapshot_mod
+from fabricguard.doctor.rules import RULES
 from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.probes.result import Check, Status
 from fabricguard.profile import loads_profile

@@ -174,10 +174,7 @@ class Snapshot:
         touch elsewhere; callers read what it gives, never change it."""
         key = ("fold", what)
         was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
-        if was is not None and same_objects(was[0], objs):
-            value = was[1]
-        else:
-            value = fn(objs)
+        value = was[1] if was is not None and same_objects(was[0], objs) else fn(objs)
         self._memo[key] = (objs, value)
         return cast(T, value)
 
