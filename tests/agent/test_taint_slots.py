@@ -342,3 +342,18 @@ async def test_a_lease_refusal_never_taints_and_never_crashes(apiserver, tmp_pat
     assert res.reported.status == "False" and not _readiness(k8s, NODE_NAME)
     assert len(res.errors) == 1 and "403" in res.errors[0] and "taint slots" in res.errors[0], res.errors
     assert res.taint_budget and res.taint_budget["withheld"] and res.taint_budget["slots"] == 1
+
+
+def test_a_persons_reset_releases_the_nodes_failing_before_it_from_the_slots() -> None:
+    """The controller counts only failures after a reset; the slots count what it counts."""
+    from fabricguard import breaker
+
+    cond = {"type": "FabricReady", "status": "False", "reason": "ChecksFailed", "lastTransitionTime": "2026-12-01T08:00:00Z",
+            "message": "2 check(s) failed: rdma.ports, rdma.resources | rdma.ports: down; rdma.resources: x"}
+    reset = breaker.reset(breaker.BreakerState(open=True, since=T0), T0)  # reset at 09:00
+    fv = {"status": {"breakers": [{"check": c, **reset.to_dict()} for c in ("rdma.ports", "rdma.resources")]}}
+    assert ts.reset_excused(cond, fv) == ["rdma.ports", "rdma.resources"]
+    assert ts.reset_excused({**cond, "lastTransitionTime": "2026-12-01T09:30:00Z"}, fv) == []  # failed after it
+    one = {"status": {"breakers": fv["status"]["breakers"][:1]}}
+    assert ts.reset_excused(cond, one) == []  # rdma.resources was never reset: it takes a slot
+    assert ts.reset_excused(cond, None) == [] and ts.reset_excused(None, fv) == []

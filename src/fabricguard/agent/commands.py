@@ -99,6 +99,9 @@ def _print_human(out: dict[str, Any]) -> None:
                  f"FabricReady={out['status']} ({out['reason']})")
     # The message's details repeat what the check blocks below say; its head names the failing checks.
     paragraph(out["message"].split(" | ")[0], first="  ", indent="  ")
+    if out.get("breakerWithheld"):
+        paragraph(f"taint withheld: pool {out['pool']}'s breaker is open for {', '.join(out['breakerWithheld'])} "
+                  "(`fabricguard breaker status`)", first="  ", indent="    ")
     tb = out.get("taintBudget")
     if tb:  # --manage-taints: the taint slot this run needed (agent/taint_slots.py)
         if tb["withheld"]:

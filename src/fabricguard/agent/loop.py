@@ -107,7 +107,9 @@ class RunResult:
         if self.condition:
             out |= {k: self.condition[k] for k in ("lastHeartbeatTime", "lastTransitionTime")}
         checks = out.pop("checks")
-        extra = {"taintBudget": self.taint_budget} if self.taint_budget is not None else {}
+        extra: dict[str, Any] = {"breakerWithheld": self.withheld} if self.withheld else {}
+        if self.taint_budget is not None:
+            extra["taintBudget"] = self.taint_budget
         return {**out, "node": node, "pool": self.pool, "seconds": round(self.seconds, 3), **extra,
                 "checks": checks, "errors": self.errors}
 
@@ -324,7 +326,7 @@ class Agent:
                                 "taints; `fabricguard breaker status` says why, `fabricguard breaker reset --pool %s` "
                                 "closes it once the cause is fixed)", self.cfg.node, pool, ", ".join(withheld), pool)
                     wanted = set()
-                wanted, budget_view = await self._slot_for(pool, node, wanted, fv, fv_error, now, errors)
+                wanted, budget_view = await self._slot_for(pool, node, condition, wanted, fv, fv_error, now, errors)
                 err, node = await self._taints(node, wanted)
                 if err:
                     errors.append(err)
@@ -367,15 +369,21 @@ class Agent:
         self.open_breakers = sorted(c for c, s in breaker.states_of(fv).items() if s.open)
         return fv, None
 
-    async def _slot_for(self, pool: str | None, node: dict[str, Any], wanted: set[str], fv: dict[str, Any] | None,
-                        fv_error: str | None, now: datetime, errors: list[str],
-                        ) -> tuple[set[str], dict[str, Any] | None]:
+    async def _slot_for(self, pool: str | None, node: dict[str, Any], condition: dict[str, Any],
+                        wanted: set[str], fv: dict[str, Any] | None, fv_error: str | None, now: datetime,
+                        errors: list[str]) -> tuple[set[str], dict[str, Any] | None]:
         """``wanted`` as far as the pool's taint budget allows: a readiness taint the Node does not carry yet is
         added only by the holder of a taint slot (agent/taint_slots.py); without one it is withheld."""
         standing = taint_keys(node) & set(MANAGED_KEYS)
         slots = self.slots
         if not wanted - standing or pool is None or slots is None or self.client is None:
             self.metrics.budget_withhold(pool or "", False)
+            return wanted, None
+        excused = taint_slots.reset_excused(condition, fv)
+        if excused:  # a person reset the breakers of every check it fails after it started failing: as decided
+            log.info("tainting Node %s without a taint slot: its failing checks %s were reset by a person after it "
+                     "started failing", self.cfg.node, ", ".join(excused))
+            self.metrics.budget_withhold(pool, False)
             return wanted, None
         pool_model = self.cfg.profile.pool(pool)
         budget = taint_slots.budget_of(pool_model, fv, now, read_error=fv_error)

@@ -36,6 +36,10 @@ releases it (``holderIdentity`` emptied, rv-guarded) once its Node carries no re
 A holder that took its slot more than half a lease duration before it gets to patch its taint (a stalled
 process) does not taint in that run: a slot it may have lost meanwhile is never spent twice.
 
+A person's ``fabricguard breaker reset`` of every check a node fails, after the node started failing, releases it
+from the slots (:func:`reset_excused`): the controller no longer counts failures from before a reset against the
+budget, and the slots count exactly what it counts; failures after the reset take slots again.
+
 Every API failure on the way means no slot (no taint: fail closed) and a report error, never a crash; the caller
 withholds the taint, logs one line naming the pool and the budget, and counts it
 (``fabricguard_agent_taint_budget_withheld``).
@@ -50,7 +54,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from fabricguard import names, times
+from fabricguard import breaker, names, times
+from fabricguard.agent.condition import failing_checks
 from fabricguard.agent.taints import MANAGED_KEYS
 from fabricguard.kube import Conflict, Kube, KubeError
 from fabricguard.objects import taint_keys
@@ -128,6 +133,20 @@ def budget_of(pool: Pool, fv: Mapping[str, Any] | None, now: datetime, *, read_e
         return fallback(f"the controller's node count is {int(age)} s old (trusted up to {PUBLISHED_MAX_AGE_S} s)")
     allowed = budget.allowed(nodes)
     return SlotBudget(pool.name, allowed, nodes, f"{rule} of {nodes} nodes = {allowed}")
+
+
+def reset_excused(condition: Mapping[str, Any] | None, fv: Mapping[str, Any] | None) -> list[str]:
+    """The failing checks a person's ``fabricguard breaker reset`` released this node's failure from (all of them, or
+    []): the node has failed since before the reset of every check it fails. The controller counts only failures
+    after a reset (``breaker.judge``'s ``after``); the slots count what it counts, so such a node taints without
+    one, as the person decided."""
+    failing = failing_checks(dict(condition)) if condition else []
+    since = times.parse_time((condition or {}).get("lastTransitionTime"))
+    states = breaker.states_of(fv)
+    if not failing or since is None:
+        return []
+    ok = all((s := states.get(c)) is not None and s.reset_at is not None and since <= s.reset_at for c in failing)
+    return sorted(failing) if ok else []
 
 
 # ------------------------------------------------------------------------------------------- the slots
