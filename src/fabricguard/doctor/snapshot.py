@@ -15,11 +15,13 @@ objects a sink keeps (the reference ``--publish`` sends) stay in memory.
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -60,6 +62,12 @@ class Snapshot:
                                                                                  compare=False)
     _derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = field(default_factory=dict, init=False,
                                                                         repr=False, compare=False)
+    # What ``select`` and ``fold`` computed, by what they name: (the objects, what was kept of them), from a
+    # previous snapshot whose objects are never edited in place, and from this one.
+    known_memo: dict[Hashable, tuple[list[dict[str, Any]], Any]] | None = field(default=None, repr=False,
+                                                                               compare=False)
+    _memo: dict[Hashable, tuple[list[dict[str, Any]], Any]] = field(default_factory=dict, init=False,
+                                                                    repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -124,6 +132,56 @@ class Snapshot:
         self._derived[key] = (obj, value)
         return cast(T, value)
 
+    def select(self, what: Hashable, objs: list[dict[str, Any]],
+               fn: Callable[[dict[str, Any]], T | None]) -> list[tuple[dict[str, Any], T]]:
+        """``[(o, fn(o)) for o in objs if fn(o)]``: the objects a rule reports on, with what it reads of each.
+
+        ``fn`` reads nothing but its one object and what ``what`` names (a rule and a pool, say: a profile
+        change drops what is kept), so its answer for an object is kept for as long as the object is the
+        very one seen (``known_memo``: the controller's cache replaces an object on a watch event and never
+        edits one). Against the objects of the previous call with the same ``what``, only the objects not
+        there before are judged: after one watch event, one call; the rest is a walk by identity in C.
+        The list is shared: read it, never change it."""
+        key = ("select", what)
+        was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
+        if was is not None and was[0] is objs:
+            return cast(list[tuple[dict[str, Any], T]], was[1][1])
+        chosen: dict[int, tuple[dict[str, Any], Any]]
+        if was is None:
+            chosen, fresh = {}, objs
+        else:
+            before, (chosen, out) = was[0], was[1]
+            fresh = fresh_objects(before, objs)
+            if not fresh and len(before) == len(objs):  # the same objects in the same order
+                self._memo[key] = (objs, (chosen, out))
+                return cast(list[tuple[dict[str, Any], T]], out)
+        for x in fresh:
+            # An answer kept for an object is its answer for ever: the dict is only ever added to (the old
+            # entries hold their objects, so no other object can take their id); pruned below.
+            if (v := fn(x)) and id(x) not in chosen:
+                chosen[id(x)] = (x, v)
+        out = [chosen[id(x)] for x in compress(objs, map(chosen.__contains__, map(id, objs)))]
+        if len(chosen) > 2 * len(out) + 64:  # answers for objects gone since: drop them
+            chosen = {id(x): e for e in out for x in (e[0],)}
+        self._memo[key] = (objs, (chosen, out))
+        return cast(list[tuple[dict[str, Any], T]], out)
+
+    def fold(self, what: Hashable, objs: list[dict[str, Any]], fn: Callable[[list[dict[str, Any]]], T]) -> T:
+        """``fn(objs)``, kept while ``objs`` are the very objects (in order) it was last computed for.
+
+        As for :meth:`select`, ``fn`` reads nothing but ``objs`` and what ``what`` names. For what a rule
+        computes of a whole group (a DaemonSet's pods, a pool's nodes) that one changed object does not
+        touch elsewhere; callers read what it gives, never change it."""
+        key = ("fold", what)
+        was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
+        value = was[1] if was is not None and same_objects(was[0], objs) else fn(objs)
+        self._memo[key] = (objs, value)
+        return cast(T, value)
+
+    def memo_seen(self) -> dict[Hashable, tuple[list[dict[str, Any]], Any]]:
+        """What :meth:`select` and :meth:`fold` computed or kept for this snapshot."""
+        return self._memo
+
     def derived_seen(self) -> dict[tuple[str, int], tuple[dict[str, Any], Any]]:
         """What :meth:`derived` computed or kept for this snapshot's objects."""
         return self._derived
@@ -145,19 +203,12 @@ class Snapshot:
 
     @cached_property
     def node_by_name(self) -> dict[str, dict[str, Any]]:
-        return {n["metadata"]["name"]: n for n in self.nodes}
+        return self.fold("node-by-name", self.nodes, _by_name)
 
     @cached_property
     def pods_by_owner(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-        """Pods by their controller ``(kind, namespace, name)``."""
-        out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for p in self.pods:
-            meta = p.get("metadata") or {}
-            for ref in meta.get("ownerReferences") or ():
-                if ref.get("controller", True):
-                    out[(ref.get("kind", ""), meta.get("namespace", ""), ref.get("name", ""))].append(p)
-                    break
-        return out
+        """Pods by their controller ``(kind, namespace, name)`` (kept while the pods are the same objects)."""
+        return self.fold("pods-by-owner", self.pods, _by_owner)
 
     @cached_property
     def revisions_by_owner(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -169,6 +220,35 @@ class Snapshot:
                 if ref.get("kind") == "DaemonSet":
                     out[(meta.get("namespace", ""), ref.get("name", ""))].append(r)
         return out
+
+
+def fresh_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects of ``objs`` that are not the very objects of ``before`` (in place, when both are as long:
+    one replaced object is one answer to compute; an object that moved counts as fresh)."""
+    if len(before) == len(objs):
+        return list(compress(objs, map(operator.is_not, objs, before)))
+    seen = set(map(id, before))
+    return [x for x in objs if id(x) not in seen]
+
+
+def same_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> bool:
+    """Whether ``objs`` are the very objects of ``before``, in order."""
+    return before is objs or (len(before) == len(objs) and not any(map(operator.is_not, objs, before)))
+
+
+def _by_name(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in nodes}
+
+
+def _by_owner(pods: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p in pods:
+        meta = p.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("controller", True):
+                out[(ref.get("kind", ""), meta.get("namespace", ""), ref.get("name", ""))].append(p)
+                break
+    return out
 
 
 def _ingest(snapshot: Snapshot, docs: Iterable[Any], name: str) -> int:

@@ -274,6 +274,17 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
     return findings
 
 
+def _names(nodes: list[dict[str, Any]]) -> tuple[list[str], frozenset[str]]:
+    """The nodes' names, sorted and as a set."""
+    names_ = sorted(n["metadata"]["name"] for n in nodes)
+    return names_, frozenset(names_)
+
+
+def _on_nodes(pods: list[dict[str, Any]]) -> frozenset[Any]:
+    """The nodes the pods are bound to."""
+    return frozenset((p.get("spec") or {}).get("nodeName") for p in pods)
+
+
 def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     """The profile's device plugin DaemonSet is missing, desires 0 pods, or has no pod on the pool's nodes."""
     del now
@@ -289,7 +300,7 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
         if dp is None or not nodes:
             continue
         ds = ds_by_key.get((dp.namespace, dp.daemonSet))
-        node_names = sorted(n["metadata"]["name"] for n in nodes)
+        node_names, node_set = snapshot.fold((NO_NODES, "names", pool.name), nodes, _names)
         objs = [ObjRef("DaemonSet", dp.daemonSet, dp.namespace)]
         what = "DRA driver" if pool.fabric.dra is not None else "Device plugin"
         field = "fabric.dra.driverDaemonSet" if pool.fabric.dra is not None else "fabric.devicePlugin"
@@ -319,10 +330,8 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
             )
             continue
         desired = _status_int(ds.get("status") or {}, "desiredNumberScheduled")
-        on_pool = {
-            (p.get("spec") or {}).get("nodeName")
-            for p in snapshot.pods_by_owner.get(("DaemonSet", dp.namespace, dp.daemonSet), ())
-        } & set(node_names)
+        plugin = snapshot.pods_by_owner.get(("DaemonSet", dp.namespace, dp.daemonSet), [])
+        on_pool = snapshot.fold((NO_NODES, "on", dp.namespace, dp.daemonSet), plugin, _on_nodes) & node_set
         if desired > 0 and on_pool:
             continue
         evidence["status.desiredNumberScheduled"] = desired

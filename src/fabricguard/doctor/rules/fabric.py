@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import objects
@@ -42,6 +43,12 @@ def _node_refs(nodes: list[dict[str, Any]]) -> list[ObjRef]:
     return [ObjRef("Node", n["metadata"]["name"]) for n in nodes]
 
 
+def _missing(resources: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """The fabric resources one node lacks in ``status.allocatable`` (what it shows for each: None when absent)."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return {r: alloc.get(r) for r in resources if quantity(alloc.get(r)) < 1}
+
+
 def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     findings = []
@@ -52,21 +59,18 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
             continue
         if not pool.fabric.resources:
             continue
-        bad: list[dict[str, Any]] = []
+        nodes = members.get(pool.name, [])
+        unadvertised = snapshot.select((NOT_ADVERTISED, pool.name), nodes, partial(_missing, pool.fabric.resources))
+        bad = [n for n, _ in unadvertised]
         evidence: dict[str, Any] = {}
-        for n in members.get(pool.name, []):
-            alloc = (n.get("status") or {}).get("allocatable") or {}
-            missing = {r: alloc.get(r) for r in pool.fabric.resources if quantity(alloc.get(r)) < 1}
-            if missing:
-                bad.append(n)
-                if len(evidence) < MAX_EVIDENCE_ITEMS:
-                    for r, v in missing.items():
-                        evidence[f"Node {n['metadata']['name']}: status.allocatable[{r}]"] = (
-                            v if v is not None else "absent"
-                        )
+        for n, missing in unadvertised:
+            if len(evidence) >= MAX_EVIDENCE_ITEMS:
+                break
+            for r, v in missing.items():
+                evidence[f"Node {n['metadata']['name']}: status.allocatable[{r}]"] = v if v is not None else "absent"
         if not bad:
             continue
-        evidence["nodes affected"] = f"{len(bad)} of {len(members.get(pool.name, []))}"
+        evidence["nodes affected"] = f"{len(bad)} of {len(nodes)}"
         dp = pool.fabric.devicePlugin
         plugin = f"{dp.namespace}/{dp.daemonSet}" if dp else "the fabric device plugin"
         findings.append(
@@ -131,10 +135,16 @@ def _lacking(pool: Pool) -> str:
     return text + (f" (DRA-backed by DeviceClass {d.deviceClassName}, and hold no such claim)" if d else "")
 
 
-def _request_view(pod: dict[str, Any]) -> tuple[Any, bool, dict[str, Any], tuple[str, str, str]]:
-    """(its node, Running, its containers' requests, its workload): what fabric-request-missing reads of a pod."""
-    return ((pod.get("spec") or {}).get("nodeName"), (pod.get("status") or {}).get("phase") == "Running",
-            container_requests(pod), workload_key(pod))
+def _request_view(gpus: frozenset[str], pod: dict[str, Any]) -> tuple[Any, dict[str, Any],
+                                                                     tuple[str, str, str]] | None:
+    """(its node, its containers' requests, its workload) of a Running pod that requests one of ``gpus`` (the
+    fabric pools' GPU resources), else None: what fabric-request-missing reads of a pod."""
+    if (pod.get("status") or {}).get("phase") != "Running":
+        return None
+    req = container_requests(pod)
+    if not any(quantity(req.get(r)) >= 1 for r in gpus):
+        return None
+    return (pod.get("spec") or {}).get("nodeName"), req, workload_key(pod)
 
 
 def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -143,13 +153,12 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
     if not where:
         return []
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
-    fabric = {p.name for p in fabric_pools(profile) if p.fabric.resources or p.fabric.dra}  # once, not per pod
-    for pod in snapshot.pods:
-        node, running, req, key = snapshot.derived("fabric-request-pod", pod, _request_view)
+    pools = [p for p in fabric_pools(profile) if p.fabric.resources or p.fabric.dra]
+    fabric = {p.name for p in pools}  # once, not per pod
+    gpus = frozenset(p.gpuResource for p in pools)
+    for pod, (node, req, key) in snapshot.select((REQUEST_MISSING, gpus), snapshot.pods, partial(_request_view, gpus)):
         pool = where.get(node or "")
         if pool is None or pool.name not in fabric:
-            continue
-        if not running:
             continue
         if quantity(req.get(pool.gpuResource)) < 1:
             continue
@@ -203,6 +212,12 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
     return findings
 
 
+def _off_mapping(label: str, mapping: dict[str, Any], node: dict[str, Any]) -> tuple[str | None] | None:
+    """(the node's ``label`` value,) when ``mapping`` does not list it (None: no such label), else None."""
+    value = objects.labels_of(node).get(label)
+    return (value,) if value not in mapping else None
+
+
 def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     findings = []
@@ -212,10 +227,9 @@ def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | Non
         if not label or not mapping:
             continue
         by_value: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
-        for n in members.get(pool.name, []):
-            value = objects.labels_of(n).get(label)
-            if value not in mapping:
-                by_value[value].append(n)
+        for n, (value,) in snapshot.select((TOPOLOGY, pool.name), members.get(pool.name, []),
+                                           partial(_off_mapping, label, mapping)):
+            by_value[value].append(n)
         for value, nodes in sorted(by_value.items(), key=lambda kv: str(kv[0])):
             what = f"label {label}={value}, which networkMapping does not list" if value else f"no label {label}"
             findings.append(
@@ -243,27 +257,27 @@ def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | Non
     return findings
 
 
-def _gate_view(n: dict[str, Any]) -> tuple[bool, frozenset[str], dict[str, Any] | None]:
-    """(cordoned, its taints' keys, its FabricReady condition): what node-not-gated reads of one node."""
-    return bool((n.get("spec") or {}).get("unschedulable")), frozenset(taint_keys(n)), find_condition(
-        n, READY_CONDITION)
+def _fabric_ready(n: dict[str, Any]) -> dict[str, Any] | None:
+    return find_condition(n, READY_CONDITION)
+
+
+def _ungated(keys: frozenset[str], n: dict[str, Any]) -> tuple[dict[str, Any] | None] | None:
+    """(its FabricReady condition,) for a schedulable node with none of the readiness taints ``keys`` and no
+    FabricReady=True, else None: what node-not-gated reads of one node."""
+    if (n.get("spec") or {}).get("unschedulable") or frozenset(taint_keys(n)) & keys:
+        return None
+    cond = find_condition(n, READY_CONDITION)
+    return None if cond and cond.get("status") == "True" else (cond,)
 
 
 def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     findings = []
     members = pool_nodes(snapshot, profile)
-    agent_seen = any(snapshot.derived("node-gate", n, _gate_view)[2] for n in snapshot.nodes)
+    agent_seen = bool(snapshot.select("fabric-ready-reported", snapshot.nodes, _fabric_ready))
     for pool in fabric_pools(profile):
-        bad = []
-        keys = set(pool.taint_keys)
-        for n in members.get(pool.name, []):
-            unschedulable, taints, cond = snapshot.derived("node-gate", n, _gate_view)
-            if unschedulable or taints & keys:
-                continue
-            if cond and cond.get("status") == "True":
-                continue
-            bad.append((n, cond))
+        bad = [(n, cond) for n, (cond,) in snapshot.select((NOT_GATED, pool.name), members.get(pool.name, []),
+                                                           partial(_ungated, frozenset(pool.taint_keys)))]
         if not bad:
             continue
         evidence: dict[str, Any] = {"readiness agent seen on any node": agent_seen}
