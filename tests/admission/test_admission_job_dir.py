@@ -81,9 +81,10 @@ def test_one_init_container_first_and_settled_after_storage_and_reinvocation(pat
         assert len(ours) == 1 and spec["initContainers"][0] is ours[0], spec.get("initContainers")
         c = ours[0]
         assert c["image"] == IMAGE and c["command"] == ["fabricguard"]
-        assert c["args"][:6] == ["storage", "job-dir", "--root", jobdir.ROOT_MOUNT, "--path",
-                                 "$(FG_NAMESPACE)/$(FG_JOB)"]
-        assert c["volumeMounts"] == [{"name": LUSTRE_VOLUME, "mountPath": jobdir.ROOT_MOUNT}]
+        # It mounts the job's directory as the GPU containers do (never the claim's root), and works in it.
+        assert c["args"][:4] == ["storage", "job-dir", "--root", jobdir.JOB_MOUNT] and "--path" not in c["args"]
+        assert c["volumeMounts"] == [{"name": LUSTRE_VOLUME, "mountPath": jobdir.JOB_MOUNT,
+                                      "subPathExpr": "$(FG_NAMESPACE)/$(FG_JOB)"}]
         # The names its args expand are its own env, from the same labels as the GPU containers'.
         gpu_env = {e["name"]: e for e in spec["containers"][0]["env"]}
         assert all(gpu_env[e["name"]] == e for e in c["env"]), c["env"]
@@ -405,7 +406,7 @@ def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> 
 
 
 @pytest.mark.parametrize(("bad", "says", "hint"), [
-    (["--root", "{tmp}/not-mounted"], "--root: ", "mount the Lustre claim at --root"),
+    (["--root", "{tmp}/not-mounted"], "--root: ", "mount the job's directory at --root"),
     (["--path", "../x"], "--path: ", "give --path as <namespace>/<job>"),
     (["--subdir", "../../etc"], "--subdir: ", "give --path as <namespace>/<job>"),
 ])

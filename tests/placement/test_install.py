@@ -425,9 +425,19 @@ def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     assert pvc["spec"]["storageClassName"] == "" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
     assert pv["spec"]["claimRef"] == {"namespace": "fabricguard-system", "name": profile.spec.storage.lustre.claimName}
-    # The team namespaces' pairs name the same file system.
-    team = storage.overlay_objects.get(install.TEAM_STORAGE, [])
-    assert {x["spec"]["csi"]["volumeHandle"] for x in team if x["kind"] == "PersistentVolume"} <= {vol.volumeHandle}
+    assert pv["metadata"]["annotations"]["fabricguard.io/claim-root"] == "/"  # the controller reads every namespace
+    # The team namespaces' pairs name the same file system: rooted at the namespace's own directory where the
+    # driver can (FSx: <mountname>/<namespace>, a handle of its own), at the root where it cannot (GKE: admission).
+    team = [x for x in storage.overlay_objects.get(install.TEAM_STORAGE, []) if x["kind"] == "PersistentVolume"]
+    for x in team:
+        ns = x["spec"]["claimRef"]["namespace"]
+        csi = x["spec"]["csi"]
+        if vol.provider == "fsx":
+            assert csi["volumeHandle"] == f"{vol.volumeHandle}:{ns}"
+            assert csi["volumeAttributes"]["mountname"] == vol.volumeAttributes["mountname"] + "/" + ns
+            assert x["metadata"]["annotations"]["fabricguard.io/claim-root"] == ns
+        elif vol.namespaceDirectory is None:
+            assert csi == pv["spec"]["csi"] and x["metadata"]["annotations"]["fabricguard.io/claim-root"] == "/"
 
 
 def test_refusals_name_what_to_change(tmp_path: Path) -> None:

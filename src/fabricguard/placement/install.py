@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import __version__, dnsnames, names, quantity, yamlout
+from fabricguard.admission import claimmount as admission_claimmount
 from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import podsecurity as admission_podsecurity
 from fabricguard.admission import render as admission_render
@@ -37,6 +38,8 @@ from fabricguard.controller import manifests as controller_manifests
 from fabricguard.netpolicy import MONITORING
 from fabricguard.placement import kueue
 from fabricguard.profile.model import MODES, PlatformProfile
+from fabricguard.storage import layout
+from fabricguard.storage.layout import lustre_namespaces as lustre_namespaces  # re-exported
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 PART_OF = {names.LABEL_APP_PART_OF: "fabricguard"}
@@ -266,35 +269,31 @@ def namespace_objects(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def lustre_namespaces(profile: PlatformProfile) -> list[str]:
-    """The team namespaces whose workloads mount the profile's Lustre claim (the queues of Lustre pools)."""
-    out: list[str] = []
-    for p in profile.spec.pools:
-        if p.lustre and p.queue is not None:
-            out.extend(n for n in p.queue.namespaces if n not in out)
-    return out
-
-
-def lustre_claim(profile: PlatformProfile, namespace: str) -> list[dict[str, Any]]:
+def lustre_claim(profile: PlatformProfile, namespace: str, *, root: bool = False) -> list[dict[str, Any]]:
     """A static PersistentVolume of the profile's file system and the claim bound to it in ``namespace``.
 
     Static, never dynamic: a dynamically provisioned claim of the same name is another file system (on a managed
     service a new, billed one), where no rank's logs are. ``storageClassName: ""`` keeps the default class from
     provisioning one; ``claimRef`` binds the pair; ``Retain`` keeps the file system when the claim is deleted.
+
+    A training namespace's volume is rooted at that namespace's directory where the driver can
+    (``storage/layout.namespace_dir``: tenant isolation by the mount itself); ``root``: the file system's root
+    (the install's own namespace, whose controller reads every namespace's job directories).
     """
     lustre = profile.spec.storage.lustre
     assert lustre is not None and lustre.volume is not None
     vol = lustre.volume
+    directory = None if root else layout.namespace_dir(profile, namespace)
     pv_name = f"fabricguard-{lustre.claimName}-{namespace}"[:253]
-    csi: dict[str, Any] = {"driver": vol.csi_driver, "volumeHandle": vol.volumeHandle}
-    if vol.volumeAttributes:
-        csi["volumeAttributes"] = dict(vol.volumeAttributes)
+    labels = {**PART_OF, "fabricguard.io/lustre-claim": lustre.claimName}
+    annotations = {"fabricguard.io/claim-root": directory if directory is not None else "/"}
     pv: dict[str, Any] = {
         "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": pv_name, "labels": {**PART_OF, "fabricguard.io/lustre-claim": lustre.claimName}},
+        "metadata": {"name": pv_name, "labels": labels, "annotations": annotations},
         "spec": {"capacity": {"storage": vol.capacity}, "accessModes": [vol.access_mode],
                  "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "", "volumeMode": "Filesystem",
-                 "claimRef": {"namespace": namespace, "name": lustre.claimName}, "csi": csi},
+                 "claimRef": {"namespace": namespace, "name": lustre.claimName},
+                 "csi": vol.csi_source(directory)},
     }
     if vol.mountOptions:
         pv["spec"]["mountOptions"] = list(vol.mountOptions)
@@ -352,7 +351,7 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                          namespace_objects(ns), remove=[]))
     team = [o for n in lustre_namespaces(profile) for o in lustre_claim(profile, n) if n != ns]
     storage = Component(STORAGE, f"Lustre claim {lustre.claimName!r} in {ns}: a static PV of the training file system",
-                        lustre_claim(profile, ns), after_apply=[
+                        lustre_claim(profile, ns, root=True), after_apply=[
                             f"kubectl -n {ns} wait pvc/{lustre.claimName} --for=jsonpath='{{.status.phase}}'=Bound "
                             "--timeout=2m"])
     if team:
@@ -367,9 +366,11 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                                          mode=opts.mode, port=opts.webhook_port, monitoring=opts.monitoring,
                                          job_dir_image=opts.agent_image)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain), "
-                         "compensating Pod Security policy for opted-in namespaces",
+                         "compensating Pod Security policy for opted-in namespaces, the Lustre claim's "
+                         "job-directory-only policy",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
-                         + admission_podsecurity.policy(profile, opts.mode),
+                         + admission_podsecurity.policy(profile, opts.mode)
+                         + admission_claimmount.policy(profile, ns),
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
                          remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
     rules = agent_render.readiness_rules(profile, mode=opts.mode, dry_run=opts.dry_run_rules)

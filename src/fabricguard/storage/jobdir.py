@@ -1,13 +1,14 @@
 """The job's directory on the shared file system, made writable by the workload before it starts.
 
-The webhook mounts ``<claim>/<namespace>/<job>`` into every GPU container with ``subPathExpr``. The kubelet creates
-a missing ``subPath`` directory itself, as root, with the volume root's mode: a workload that runs as a non-root
-user (``runAsUser``, or the image's ``USER``) then cannot write its NCCL logs or Inspector records there, and every
-verdict of the job is ``missing-logs``. So the webhook puts one init container first in the pod
-(:func:`init_container`): it runs ``fabricguard storage job-dir`` (:func:`prepare`), which creates the directory
-and the log directories under it and gives them to the workload, before the kubelet looks for the subPath (the
-kubelet makes a container's subPath when that container starts, so the init container's directory is the one it
-finds).
+The webhook mounts the job's directory (``{namespace}/{job}`` below the file system's root, ``{job}`` below a
+claim rooted at the namespace's own directory: ``storage/layout.py``) into every GPU container with
+``subPathExpr``. The kubelet creates a missing ``subPath`` directory itself, as root, with the volume root's mode:
+a workload that runs as a non-root user (``runAsUser``, or the image's ``USER``) then cannot write its NCCL logs
+or Inspector records there, and every verdict of the job is ``missing-logs``. So the webhook puts one init
+container first in the pod (:func:`init_container`). It mounts the same ``subPathExpr`` as the GPU containers,
+never the claim's root (so it reaches nothing another namespace could own, and admission holds every mount of the
+claim to that one form: ``admission/claimmount.py``), and runs ``fabricguard storage job-dir`` (:func:`prepare`),
+which gives the directory the kubelet made for it, and the log directories it creates under it, to the workload.
 
 Who gets the directory (:func:`owner_for`, from the pod as admitted):
 
@@ -19,10 +20,11 @@ Who gets the directory (:func:`owner_for`, from the pod as admitted):
 - neither (the image's own ``USER``, which the webhook cannot see): ``1777``, like ``/tmp`` (anyone may write,
   only a file's owner may remove it).
 
-Only the directories it creates or finds on the way to ``<namespace>/<job>`` are touched, never what is inside
-them (no recursive ``chown``: a tenant's files are never followed). Every part is opened without following a
-link, relative to its parent (``userfiles.dir_fd_in``): a tenant who made ``<namespace>/<job>`` a link to
-another tenant's directory, or to ``/``, gets a refusal that names the link, and the pod does not start.
+Only the job's directory and the directories on the way to a subdir are touched, never what is inside them (no
+recursive ``chown``: a tenant's files are never followed). The kubelet refuses a ``subPath`` through a link; below
+it every part is opened without following a link, relative to its parent (``userfiles.dir_fd_in``): a tenant who
+made a log directory a link to another tenant's directory, or to ``/``, gets a refusal that names the link, and
+the pod does not start. (``--path`` walks from a claim's root the same way, for a container that mounts one.)
 
 The init container runs as root with every capability dropped but ``CHOWN`` and ``FOWNER`` (both in Pod Security
 baseline's list and in the compensating policy's, ``admission/podsecurity.py``), no privilege escalation and a
@@ -48,7 +50,7 @@ from typing import Any
 from fabricguard.userfiles import FolderRefused, SourceError, dir_fd_in
 
 INIT_CONTAINER = "fabricguard-job-dir"
-ROOT_MOUNT = "/fabricguard-lustre-root"  # the claim's root, in the init container only
+JOB_MOUNT = "/fabricguard-job-dir"  # the job's directory, in the init container only
 # What the init container gets: requests equal to limits (a Guaranteed pod stays Guaranteed). Measured: the
 # command's peak RSS is about 46 MiB and it takes about 0.8 s of CPU (bench/admission/README.md).
 RESOURCES = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
@@ -109,10 +111,10 @@ def owner_for(pod_spec: dict[str, Any], containers: Sequence[dict[str, Any]]) ->
 
 def init_container(image: str, volume: str, path_expr: str, subdirs: Sequence[str], owner: Owner,
                    env: list[dict[str, Any]]) -> dict[str, Any]:
-    """The init container that prepares ``path_expr`` (the mount's ``subPathExpr``, expanded by the kubelet from
-    ``env``) under the claim ``volume``'s root. ``command`` is set, so any image with the ``fabricguard`` CLI
-    works whatever its entrypoint."""
-    args = ["storage", "job-dir", "--root", ROOT_MOUNT, "--path", path_expr]
+    """The init container that prepares the job's directory: the claim ``volume`` mounted with the GPU containers'
+    ``subPathExpr`` ``path_expr`` (expanded by the kubelet from ``env``). ``command`` is set, so any image with the
+    ``fabricguard`` CLI works whatever its entrypoint."""
+    args = ["storage", "job-dir", "--root", JOB_MOUNT]
     for d in subdirs:
         args += ["--subdir", d]
     return {
@@ -132,7 +134,7 @@ def init_container(image: str, volume: str, path_expr: str, subdirs: Sequence[st
             "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES)},
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "volumeMounts": [{"name": volume, "mountPath": ROOT_MOUNT}],
+        "volumeMounts": [{"name": volume, "mountPath": JOB_MOUNT, "subPathExpr": path_expr}],
     }
 
 
@@ -194,7 +196,7 @@ def _missing(at: int, part: str) -> bool:
     return False
 
 
-def prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[str]:
+def prepare(root: Path, rel: str | None, subdirs: Sequence[str], owner: Owner) -> list[str]:
     """:func:`_prepare`; a folder the file system refuses to open or create (a root-squashed Lustre answers
     root's ``mkdir`` with ``EACCES``) is a :class:`JobDirError`, like a refused ``chown``: the input was fine."""
     try:
@@ -203,8 +205,9 @@ def prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[
         raise _refused(exc.source, exc.problem, exc.errno) from None
 
 
-def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[str]:
-    """Create ``root/rel`` and ``root/rel/<subdir>`` (never through a link) and give the job's directory and
+def _prepare(root: Path, rel: str | None, subdirs: Sequence[str], owner: Owner) -> list[str]:
+    """Create ``root/rel`` (``rel`` None or empty: ``root`` is the job's directory) and ``root/rel/<subdir>``
+    (never through a link) and give the job's directory and
     everything under it on the way to a subdir ``owner``; the parents made on the way to the job's are root's,
     ``0755``. Returns what it did, one line per directory changed ([] when everything already was so: a rerun
     changes nothing).
@@ -212,7 +215,7 @@ def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list
     Everything is created first and given away last: root without ``DAC_OVERRIDE`` cannot create in a directory
     it gave away, so one that is someone else's already (a rerun that adds a subdir) is taken back for the moment
     (``CHOWN``) and given again at the end."""
-    parts = parts_of(rel, "--path")
+    parts = parts_of(rel, "--path") if rel else []  # none: root is the job's directory itself
     subs = [parts_of(s, "--subdir") for s in subdirs]
     made: list[str] = []
     os.close(dir_fd_in(root, parts[:-1], create=0o755, made=made))
