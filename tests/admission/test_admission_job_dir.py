@@ -278,7 +278,8 @@ def test_the_command_gives_a_non_root_workload_its_directory(open_tmp: Path) -> 
     job.mkdir(parents=True, mode=0o750)  # what the kubelet leaves for a subPath: root's, not the workload's
     write = f"open({str(job / '.fabricguard/nccl/host.1')!r}, 'w').write('NCCL INFO')"
     assert _as_user(1000, 1000, "2000", f"open({str(job / 'x')!r}, 'w')").returncode != 0  # the bug
-    args = ["--root", str(root), "--path", "team-a/llm-7b", "--subdir", ".fabricguard/nccl",
+    # As the init container runs it: --root is its mount of the job's directory (the GPU containers' subPathExpr).
+    args = ["--root", str(job), "--subdir", ".fabricguard/nccl",
             "--subdir", ".fabricguard/inspector", "--uid", "1000", "--gid", "2000", "--mode", "2775"]
     res = _run(args, AS_CONTAINER)
     assert res.returncode == 0, res.stderr
@@ -502,3 +503,29 @@ def test_a_failed_rerun_gives_back_the_directory_it_took(open_tmp: Path) -> None
         jobdir.prepare(root, "ns/job", ["ckpt", ".fabricguard/nccl"], jobdir.Owner(1000, None, 0o755))
     st = os.lstat(job)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, 1000, 0o755)
+
+
+def test_namespace_dirs_are_roots_and_never_made_through_a_link(open_tmp: Path) -> None:
+    """The install's Job: each training namespace's directory (its volume's root), root's and 0755; a link in the
+    way is refused naming it (exit 3) and what it points at stays as it was."""
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    root = open_tmp / "lustre"
+    (root / "ml-search").mkdir(parents=True, mode=0o777)  # an older install's, looser
+    os.chmod(root / "ml-search", 0o777)
+    res = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-training", "ml-search",
+                                   "teams/ml-ranking"])
+    assert res.exit_code == 0, res.output
+    for d in ("ml-training", "ml-search", "teams", "teams/ml-ranking"):
+        st = os.lstat(root / d)
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o755, d
+    again = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-training"])
+    assert again.exit_code == 0 and "already there" in again.output
+    elsewhere = open_tmp / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (root / "ml-adhoc").symlink_to(elsewhere)
+    res = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-adhoc"])
+    assert res.exit_code == 3 and "ml-adhoc" in res.output, res.output
+    assert stat.S_IMODE(os.lstat(elsewhere).st_mode) == 0o700

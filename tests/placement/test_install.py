@@ -43,7 +43,8 @@ PLURAL = {
     "ServiceAccount": ("v1/serviceaccounts", True), "ConfigMap": ("v1/configmaps", True),
     "Secret": ("v1/secrets", True), "Service": ("v1/services", True),
     "Deployment": ("apps/v1/deployments", True), "DaemonSet": ("apps/v1/daemonsets", True),
-    "CronJob": ("batch/v1/cronjobs", True), "PodDisruptionBudget": ("policy/v1/poddisruptionbudgets", True),
+    "CronJob": ("batch/v1/cronjobs", True), "Job": ("batch/v1/jobs", True),
+    "PodDisruptionBudget": ("policy/v1/poddisruptionbudgets", True),
     "NetworkPolicy": ("networking.k8s.io/v1/networkpolicies", True),
     "PriorityClass": ("scheduling.k8s.io/v1/priorityclasses", False),
     "ClusterRole": ("rbac.authorization.k8s.io/v1/clusterroles", False),
@@ -201,6 +202,8 @@ def pod_specs(objs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
             out.append((ns, x["spec"]["template"]["spec"]))
         elif x["kind"] == "CronJob":
             out.append((ns, x["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+        elif x["kind"] == "Job":  # the training namespaces' directories (10-storage)
+            out.append((ns, x["spec"]["template"]["spec"]))
     return out
 
 
@@ -419,8 +422,16 @@ def test_webhook_and_preflight_roles_come_from_their_permission_tables(rendered)
 def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
     profile, _out, comps, _built = rendered
     [storage] = [c for c in comps if c.name == install.STORAGE]
-    pv, pvc = storage.objects
+    pv, pvc, *job = storage.objects
     vol = profile.spec.storage.lustre.volume
+    if vol.namespaceDirectory is not None:
+        # The training namespaces' directories, made before their volumes (rooted there) are mounted.
+        [job] = job
+        assert job["kind"] == "Job" and job["spec"]["template"]["spec"]["containers"][0]["args"][:4] == [
+            "storage", "namespace-dirs", "--root", "/lustre"]
+        assert any(f"wait job/{job['metadata']['name']}" in a for a in storage.after_apply)
+    else:
+        assert job == []
     assert pv["spec"]["csi"]["volumeHandle"] == vol.volumeHandle and pv["spec"]["csi"]["driver"] == vol.csi_driver
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     assert pvc["spec"]["storageClassName"] == "" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]

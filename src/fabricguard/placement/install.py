@@ -21,6 +21,7 @@ The order is chosen so that no step leaves something fail-closed without its ser
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from fabricguard.controller import manifests as controller_manifests
 from fabricguard.netpolicy import MONITORING
 from fabricguard.placement import kueue
 from fabricguard.profile.model import MODES, PlatformProfile
-from fabricguard.storage import layout
+from fabricguard.storage import jobdir, layout
 from fabricguard.storage.layout import lustre_namespaces as lustre_namespaces  # re-exported
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
@@ -118,7 +119,8 @@ class Options:
 # follow their pools' nodeSelector and tolerations, never ``--node-selector``/``--toleration``.
 OWN_COMPONENTS = {"controller": controller_manifests.NAME, "webhook": admission_render.NAME,
                   "agent": agent_render.NAME, "sweep": agent_render.SWEEPER}
-POD_KINDS = ("Deployment", "DaemonSet", "CronJob")
+POD_KINDS = ("Deployment", "DaemonSet", "CronJob", "Job")
+NAMESPACE_DIRS_JOB = "fabricguard-lustre-dirs"
 
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -194,6 +196,8 @@ def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def _component_of(obj: dict[str, Any]) -> str | None:
     name = str((obj.get("metadata") or {}).get("name", ""))
+    if obj.get("kind") == "Job" and name.startswith(NAMESPACE_DIRS_JOB + "-"):
+        return "storage"  # placed like the controller, which mounts the same root claim
     for comp, base in OWN_COMPONENTS.items():
         if name == base or (comp == "agent" and name.startswith(base + "-") and obj.get("kind") == "DaemonSet"
                             and not name.startswith(agent_render.SWEEPER)):
@@ -306,6 +310,38 @@ def lustre_claim(profile: PlatformProfile, namespace: str, *, root: bool = False
     return [pv, pvc]
 
 
+def namespace_dirs_job(profile: PlatformProfile, namespace: str, image: str) -> dict[str, Any] | None:
+    """The Job that makes each training namespace's directory before its volume, rooted there, is mounted (a
+    Lustre subdirectory mount of a missing directory fails): ``fabricguard storage namespace-dirs`` on the root
+    claim in the install's namespace, as root with only CHOWN/FOWNER. Its name carries a digest of the directories
+    (a Job's template cannot change: a new namespace is a new Job). None where no namespace's volume is rooted so."""
+    lustre = profile.spec.storage.lustre
+    assert lustre is not None
+    dirs = [d for n in layout.lustre_namespaces(profile) if n != namespace
+            for d in [layout.namespace_dir(profile, n)] if d is not None]
+    if not dirs:
+        return None
+    digest = hashlib.sha256("\n".join(dirs).encode()).hexdigest()[:10]
+    mount = "/lustre"
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": f"{NAMESPACE_DIRS_JOB}-{digest}", "namespace": namespace, "labels": dict(PART_OF)},
+        "spec": {"backoffLimit": 4, "activeDeadlineSeconds": 600, "template": {
+            "metadata": {"labels": dict(PART_OF)},
+            "spec": {"restartPolicy": "OnFailure", "containers": [{
+                "name": "namespace-dirs", "image": image, "imagePullPolicy": "IfNotPresent",
+                "command": ["fabricguard"],
+                "args": ["storage", "namespace-dirs", "--root", mount, *dirs],
+                "resources": {k: dict(v) for k, v in jobdir.RESOURCES.items()},
+                "securityContext": {
+                    "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True, "seccompProfile": {"type": "RuntimeDefault"},
+                    "capabilities": {"drop": ["ALL"], "add": list(jobdir.CAPABILITIES)}},
+                "volumeMounts": [{"name": "lustre", "mountPath": mount}]}],
+                "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName}}]}}},
+    }
+
+
 def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]:
     ns = opts.namespace
     if opts.monitoring == "none":
@@ -346,14 +382,21 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
             "new, empty file system); set provider (gke-managed-lustre, fsx or csi), volumeHandle and "
             "volumeAttributes (docs/install.md)")
     ns = opts.namespace
+    if ns in lustre_namespaces(profile) and layout.namespace_dir(profile, ns) is not None:
+        raise InstallError(f"--namespace {ns} is also a training namespace of a Lustre pool (spec.pools[].queue."
+                           "namespaces): the install's claim there is the file system's root, which the controller "
+                           "reads; install fabricguard in a namespace of its own")
     out: list[Component] = []
     out.append(Component(NAMESPACE, "Namespace (Pod Security: privileged, for the agent) and GKE's critical-pod quota",
                          namespace_objects(ns), remove=[]))
     team = [o for n in lustre_namespaces(profile) for o in lustre_claim(profile, n) if n != ns]
+    dirs_job = namespace_dirs_job(profile, ns, opts.agent_image)
     storage = Component(STORAGE, f"Lustre claim {lustre.claimName!r} in {ns}: a static PV of the training file system",
-                        lustre_claim(profile, ns, root=True), after_apply=[
+                        lustre_claim(profile, ns, root=True) + ([dirs_job] if dirs_job else []), after_apply=[
                             f"kubectl -n {ns} wait pvc/{lustre.claimName} --for=jsonpath='{{.status.phase}}'=Bound "
-                            "--timeout=2m"])
+                            "--timeout=2m"] + ([
+                            f"kubectl -n {ns} wait job/{dirs_job['metadata']['name']} --for=condition=Complete "
+                            "--timeout=10m"] if dirs_job else []))
     if team:
         storage.overlays[TEAM_STORAGE] = {"resources": ["manifests.yaml"]}
         storage.overlay_objects[TEAM_STORAGE] = team

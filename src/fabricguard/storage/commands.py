@@ -90,3 +90,28 @@ def job_dir(
         say(("✓ ", "green"), f"{root / path if path else root}: already there, {owner.describe()}")
     for line in done:
         say(("✓ ", "green"), line)
+
+
+@app.command("namespace-dirs")
+def namespace_dirs(
+    root: Path = typer.Option(..., "--root", help="The Lustre file system's root as mounted in this container."),
+    directory: list[str] = typer.Argument(..., help="Each training namespace's directory under --root, e.g. "
+                                          "ml-training (what its PersistentVolume is rooted at)."),
+) -> None:
+    """Make each training namespace's directory (root's, 0755), never through a link, before its volume rooted
+    there is mounted (the install's Job). Exit 0 done, 2 the file system refused, 3 a link or a non-directory."""
+    from fabricguard.storage.jobdir import JobDirError, Owner, prepare
+
+    if not root.is_dir():
+        fail(f"--root: {root} is not a directory here", hint="mount the file system's root claim at --root")
+    owner = Owner(None, None, 0o755)
+    for d in directory:
+        try:
+            done = prepare(root, d, [], owner)
+        except SourceError as exc:
+            fail(str(exc), hint="name each directory relative to --root, and remove a link or file in its place")
+        except JobDirError as exc:
+            fail(str(exc), code=EXIT_FAILED, hint="run as root with CAP_CHOWN and CAP_FOWNER on a file system that "
+                 "does not squash root, or make the directories by hand (root's, 0755)")
+        for line in done or [f"{root / d}: already there, {owner.describe()}"]:
+            say(("✓ ", "green"), line)
