@@ -97,9 +97,12 @@ def test_what_the_webhook_injects_passes_stored_and_reinvoked(path: Path, namesp
         specs = [s for s in pod_specs(form) if LUSTRE_VOLUME in json.dumps(s)]
         assert specs, kind
         for spec in specs:
-            mounts = [m for c in spec.get("initContainers", []) + spec["containers"] for m in c.get("volumeMounts", [])
-                      if m["name"] == LUSTRE_VOLUME]
-            assert {m["subPathExpr"] for m in mounts} == {expr} and len(mounts) >= 2  # the init container's too
+            mounts = [m for c in spec["containers"] for m in c.get("volumeMounts", []) if m["name"] == LUSTRE_VOLUME]
+            assert mounts and {m["subPathExpr"] for m in mounts} == {expr}
+            # The job-dir init container mounts the namespace's directory and walks $(FG_JOB) below it.
+            [init] = [c for c in spec["initContainers"] if c["name"] == jobdir.INIT_CONTAINER]
+            assert init["volumeMounts"][0].get("subPathExpr", "") == expr.removesuffix("$(FG_JOB)").rstrip("/")
+            assert init["args"][init["args"].index("--path") + 1] == "$(FG_JOB)"
             pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace},
                    "spec": spec}
             assert vap_refusals(pol, stored_form(pod), namespace) == []
@@ -124,8 +127,12 @@ def _attacks(claim: str, victim: str) -> dict[str, Any]:
 
     def root_init(spec: dict[str, Any]) -> None:
         ours = next(c for c in spec["initContainers"] if c["name"] == jobdir.INIT_CONTAINER)
-        del ours["volumeMounts"][0]["subPathExpr"]
-        ours["args"] += ["--path", f"{victim}/stolen"]
+        ours["volumeMounts"][0]["subPathExpr"] = victim
+        ours["args"] += ["--path", "stolen"]
+
+    def namespace_dir_in_a_container(spec: dict[str, Any]) -> None:
+        ours = next(c for c in spec["initContainers"] if c["name"] == jobdir.INIT_CONTAINER)
+        spec["containers"][0]["volumeMounts"].append({**ours["volumeMounts"][0], "mountPath": "/all-jobs"})
 
     ns_env = [{"name": "FG_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
     return {
@@ -138,7 +145,8 @@ def _attacks(claim: str, victim: str) -> dict[str, Any]:
         "FG_NAMESPACE from a ConfigMap": in_gpu(lambda env: env.__setitem__(
             next(i for i, e in enumerate(env) if e["name"] == "FG_NAMESPACE"),
             {"name": "FG_NAMESPACE", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "ns"}}})),
-        "the job-dir init container at the root": root_init,
+        "the job-dir init container at another namespace": root_init,
+        "the namespace's directory in a long-running container": namespace_dir_in_a_container,
     }
 
 
@@ -160,7 +168,7 @@ def test_every_way_out_of_the_job_directory_is_refused_saying_what_to_change(pat
             # Kept past the mutation's own conflict check on purpose: the validation must still refuse it.
             bad["metadata"].setdefault("annotations", {})["fabricguard.io/allow-override"] = "FG_NAMESPACE"
         assert vap_refusals(pol, bad, namespace), what
-        if what == "the job-dir init container at the root":
+        if what == "the job-dir init container at another namespace":
             # The webhook does not refuse its own init container: it puts back the one the pod needs.
             fixed = _mutated(adm, with_object(review, bad))
             assert jobdir.INIT_CONTAINER in json.dumps(fixed) and vap_refusals(pol, fixed, namespace) == []

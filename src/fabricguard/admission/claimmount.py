@@ -26,7 +26,7 @@ from typing import Any
 
 from fabricguard import names
 from fabricguard.profile.model import PlatformProfile
-from fabricguard.storage import layout
+from fabricguard.storage import jobdir, layout
 
 NAME = "fabricguard-lustre-claim"
 
@@ -37,17 +37,23 @@ class ClaimMountRefused(Exception):
 
 @dataclass(frozen=True)
 class Rule:
-    """What admission holds the claim's mounts to in one install: the claim, and the job directory's
-    ``subPathExpr`` in the namespaces rooted at their own directory (``rooted``) and everywhere else."""
+    """What admission holds the claim's mounts to in one install: the claim; the job directory's ``subPathExpr``
+    in the namespaces rooted at their own directory (``rooted``) and everywhere else; and the namespace
+    directory's, which only fabricguard's job-dir init container mounts ("" : the claim's root)."""
 
     claim: str
     mount_path: str
     rooted: tuple[str, ...]
     rooted_expr: str
     root_expr: str
+    rooted_ns_expr: str
+    root_ns_expr: str
 
     def expr(self, namespace: str) -> str:
         return self.rooted_expr if namespace in self.rooted else self.root_expr
+
+    def ns_expr(self, namespace: str) -> str:
+        return self.rooted_ns_expr if namespace in self.rooted else self.root_ns_expr
 
 
 def rule_of(profile: PlatformProfile) -> Rule | None:
@@ -56,9 +62,10 @@ def rule_of(profile: PlatformProfile) -> Rule | None:
     if lustre is None:
         return None
     rooted = tuple(n for n in layout.lustre_namespaces(profile) if layout.namespace_dir(profile, n) is not None)
-    root_expr = layout.subpath_expr(lustre.subPath)
-    rooted_expr = layout.job_dir_expr(profile, rooted[0]) if rooted else root_expr
-    return Rule(lustre.claimName, lustre.mountPath, rooted, rooted_expr, root_expr)
+    root, at_root = layout.subpath_expr(lustre.subPath), layout.job_dir_mount(profile, "")
+    first = rooted[0] if rooted else ""
+    return Rule(lustre.claimName, lustre.mountPath, rooted, layout.job_dir_expr(profile, first), root,
+                layout.job_dir_mount(profile, first).mount_expr, at_root.mount_expr)
 
 
 def _containers(spec: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -91,7 +98,7 @@ def problems(rule: Rule, spec: dict[str, Any], namespace: str, where: str,
     vols = _claim_volumes(spec, rule.claim)
     if not vols:
         return []
-    want = rule.expr(namespace)
+    want, ns_want = rule.expr(namespace), rule.ns_expr(namespace)
     inherited = list(inherited_env or ())
     out: list[ClaimMountRefused] = []
     for key in ("initContainers", "containers", "ephemeralContainers"):
@@ -100,21 +107,26 @@ def problems(rule: Rule, spec: dict[str, Any], namespace: str, where: str,
             if not mounts:
                 continue
             label = f"{key[:-1]} {c.get('name')!r} of {where}"
+            # fabricguard's job-dir init container alone mounts the namespace's directory (storage/jobdir.py).
+            allowed = {want, ns_want} if key == "initContainers" and c.get("name") == jobdir.INIT_CONTAINER else {want}
+            used = ""
             for m in mounts:
                 at = m.get("mountPath")
+                expr = m.get("subPathExpr") or ""
+                used += expr
                 if key == "ephemeralContainers":
                     out.append(ClaimMountRefused(
                         f"ephemeral {label} mounts the Lustre claim {rule.claim} at {at}: an ephemeral container "
                         "cannot use subPathExpr, so it would see the claim's root; remove the mount and read the "
                         f"job's files from {rule.mount_path} in one of the pod's own containers"))
-                elif m.get("subPath") or m.get("subPathExpr") != want:
+                elif m.get("subPath") or expr not in allowed:
                     how = (f"subPath {m['subPath']!r}" if m.get("subPath") else
-                           f"subPathExpr {m['subPathExpr']!r}" if m.get("subPathExpr") else "no subPath")
+                           f"subPathExpr {expr!r}" if expr else "no subPath")
                     out.append(ClaimMountRefused(
                         f"{label} mounts the Lustre claim {rule.claim} at {at} with {how}: it may only be mounted "
                         f"at the job's directory, subPathExpr {want} (what fabricguard injects at "
                         f"{rule.mount_path}); remove this mount, or write under {rule.mount_path}"))
-            if key != "ephemeralContainers" and f"$({layout.ENV_NS})" in want and not _namespace_from_pod(c, inherited):
+            if key != "ephemeralContainers" and f"$({layout.ENV_NS})" in used and not _namespace_from_pod(c, inherited):
                 out.append(ClaimMountRefused(
                     f"{label} mounts the Lustre claim {rule.claim} but its env {layout.ENV_NS} is not the pod's "
                     f"namespace: remove your {layout.ENV_NS} entries, fabricguard sets it from fieldRef "
@@ -136,13 +148,21 @@ def policy_expressions(rule: Rule) -> dict[str, str]:
         "claimVolumes": ("has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.persistentVolumeClaim) && "
                          f"v.persistentVolumeClaim.claimName == '{rule.claim}').map(v, v.name) : []"),
         "jobDirExpr": (f"request.namespace in {_list(rule.rooted)} ? '{rule.rooted_expr}' : '{rule.root_expr}'"),
+        "namespaceDirExpr": (f"request.namespace in {_list(rule.rooted)} ? '{rule.rooted_ns_expr}' : "
+                             f"'{rule.root_ns_expr}'"),
         "mounters": ("((has(object.spec.containers) ? object.spec.containers : []) + "
                      "(has(object.spec.initContainers) ? object.spec.initContainers : []))"
                      f".filter(c, has(c.volumeMounts) && {mounts_claim})"),
+        # The job's directory in every container; the namespace's in fabricguard's job-dir init container only.
         "jobDirOnly": ("variables.mounters.all(c, c.volumeMounts.all(m, !(m.name in variables.claimVolumes) || "
-                       "(has(m.subPathExpr) && m.subPathExpr == variables.jobDirExpr && "
-                       "(!has(m.subPath) || m.subPath == ''))))"),
-        "namespaceFromPod": (f"!variables.jobDirExpr.contains('$({layout.ENV_NS})') || variables.mounters.all(c, "
+                       "((!has(m.subPath) || m.subPath == '') && "
+                       "((has(m.subPathExpr) ? m.subPathExpr : '') == variables.jobDirExpr || "
+                       f"(c.name == '{jobdir.INIT_CONTAINER}' && has(object.spec.initContainers) && "
+                       "object.spec.initContainers.exists(i, i.name == c.name) && "
+                       "(has(m.subPathExpr) ? m.subPathExpr : '') == variables.namespaceDirExpr)))))"),
+        # The namespace's directory is a prefix of the job's: one names $(FG_NAMESPACE) only if the other does.
+        "namespaceFromPod": (f"!variables.jobDirExpr.contains('$({layout.ENV_NS})') || "
+                             "variables.mounters.all(c, "
                              f"has(c.env) && c.env.exists(e, e.name == '{layout.ENV_NS}') && "
                              f"c.env.all(e, e.name != '{layout.ENV_NS}' || (has(e.valueFrom) && "
                              "has(e.valueFrom.fieldRef) && e.valueFrom.fieldRef.fieldPath == 'metadata.namespace')))"),
@@ -151,7 +171,7 @@ def policy_expressions(rule: Rule) -> dict[str, str]:
     }
 
 
-VARIABLES = ("claimVolumes", "jobDirExpr", "mounters")
+VARIABLES = ("claimVolumes", "jobDirExpr", "namespaceDirExpr", "mounters")
 
 
 def validations(rule: Rule) -> tuple[tuple[str, str], ...]:

@@ -103,6 +103,8 @@ class Plan:
     # directories under the job's it makes as well; None where the job's directory is not mounted or it is off.
     job_dir_image: str | None = None
     job_dir_subdirs: tuple[str, ...] = ()
+    # Where that init container mounts the claim and the path it walks below (storage/layout.JobDirMount).
+    job_dir_mount: layout.JobDirMount | None = None
 
 
 def socket_ifname(fabric: str, configured: str | None) -> str | None:
@@ -211,6 +213,7 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool, job_dir_ima
         inspector=inspector,
         job_dir_image=dir_image,
         job_dir_subdirs=subdirs,
+        job_dir_mount=layout.job_dir_mount(profile, namespace or "") if lustre is not None else None,
     )
 
 
@@ -514,8 +517,11 @@ def inject_job_dir(inj: Injector, plan: Plan, spec: dict[str, Any], gpu: list[di
     if stored(_volume(spec, LUSTRE_VOLUME)) != stored(volume) or not any(
             isinstance(m, dict) and stored(m) == stored(mount) for c in gpu for m in c.get("volumeMounts") or ()):
         return
-    want = jobdir.init_container(plan.job_dir_image, LUSTRE_VOLUME, plan.lustre_subpath_expr, plan.job_dir_subdirs,
-                                 jobdir.owner_for(spec, gpu), job_env(job_label, group_label))
+    at = plan.job_dir_mount
+    assert at is not None  # set with the claim (make_plan)
+    want = jobdir.init_container(plan.job_dir_image, LUSTRE_VOLUME, at.mount_expr, at.path_expr,
+                                 plan.job_dir_subdirs, jobdir.owner_for(spec, gpu), job_env(job_label, group_label),
+                                 at.expect_root)
     inits = inj.child_list(spec, "initContainers")
     for i, c in enumerate(inits):
         if isinstance(c, dict) and c.get("name") == jobdir.INIT_CONTAINER:

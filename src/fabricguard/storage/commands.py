@@ -66,16 +66,21 @@ def job_dir(
     gid: int | None = typer.Option(None, "--gid", min=0, max=MAX_ID,
                                    help="The workload's group (fsGroup): owns them too."),
     mode: str = typer.Option("1777", "--mode", help="Octal mode of the directories (2775 with a group)."),
+    expect_namespace_dir: str | None = typer.Option(
+        None, "--expect-namespace-dir", help="Refuse (exit 2) unless --root is this namespace directory, as "
+        "`storage namespace-dirs` marked it (a claim rooted at the namespace's directory)."),
 ) -> None:
     """Create the job's directory for a non-root workload, never through a link (the webhook's init
     container). Exit 0 done, 2 the file system refused, 3 a link or a non-directory in the way."""
-    from fabricguard.storage.jobdir import JobDirError, Owner, prepare
+    from fabricguard.storage.jobdir import JobDirError, Owner, check_namespace_root, prepare
 
     owner = Owner(uid, gid, _octal_mode(mode))
     if not root.is_dir():
         fail(f"--root: {root} is not a directory here",
              hint="mount the job's directory at --root in this container (the init container's volumeMount)")
     try:
+        if expect_namespace_dir:
+            check_namespace_root(root, expect_namespace_dir)
         done = prepare(root, path, subdir, owner)
     except SourceError as exc:
         if exc.source in ("--path", "--subdir"):
@@ -98,9 +103,9 @@ def namespace_dirs(
     directory: list[str] = typer.Argument(..., help="Each training namespace's directory under --root, e.g. "
                                           "ml-training (what its PersistentVolume is rooted at)."),
 ) -> None:
-    """Make each training namespace's directory (root's, 0755), never through a link, before its volume rooted
-    there is mounted (the install's Job). Exit 0 done, 2 the file system refused, 3 a link or a non-directory."""
-    from fabricguard.storage.jobdir import JobDirError, Owner, prepare
+    """Make each training namespace's directory (root's, 0755, marked with its name), never through a link, before
+    its volume rooted there is mounted (the install's Job). Exit 0 done, 2 refused, 3 a link or a non-directory."""
+    from fabricguard.storage.jobdir import NAMESPACE_MARK, JobDirError, Owner, mark_namespace, prepare
 
     if not root.is_dir():
         fail(f"--root: {root} is not a directory here", hint="mount the file system's root claim at --root")
@@ -108,6 +113,8 @@ def namespace_dirs(
     for d in directory:
         try:
             done = prepare(root, d, [], owner)
+            if mark_namespace(root, d):
+                done.append(f"{root / d / NAMESPACE_MARK}: written")
         except SourceError as exc:
             fail(str(exc), hint="name each directory relative to --root, and remove a link or file in its place")
         except JobDirError as exc:

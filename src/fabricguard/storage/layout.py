@@ -19,6 +19,8 @@ Pure: the profile in, paths and templates out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fabricguard.profile.model import PlatformProfile
 
 ENV_NS = "FG_NAMESPACE"
@@ -78,5 +80,34 @@ def subpath_expr(template: str) -> str:
 
 
 def job_dir_expr(profile: PlatformProfile, namespace: str) -> str:
-    """The ``subPathExpr`` every mount of the claim in ``namespace`` must have."""
+    """The job directory's ``subPathExpr`` in ``namespace``: what every GPU container mounts."""
     return subpath_expr(claim_subpath(profile, namespace))
+
+
+@dataclass(frozen=True)
+class JobDirMount:
+    """How the job directory's init container reaches the job's directory in one namespace: it mounts the
+    namespace's directory (``mount_expr``: a ``subPathExpr``; "" for the claim's root, which is the namespace's
+    directory already) and walks ``path_expr`` below it one part at a time without following a link.
+
+    Not the job's directory itself: the kubelet resolves links inside a volume before it mounts a ``subPath``
+    (only the result must stay inside the volume), so a job directory that is a link (one a tenant left while the
+    claim was still the root, or made under a directory of its own) would be followed to another namespace's;
+    the init container's walk refuses it and the pod never starts. Where the subPath has no namespace directory
+    of its own (``split_subpath`` is None) it mounts the job's directory (``path_expr`` None)."""
+
+    mount_expr: str
+    path_expr: str | None
+    expect_root: str | None = None  # a rooted claim: the namespace directory it must be (jobdir.NAMESPACE_MARK)
+
+
+def job_dir_mount(profile: PlatformProfile, namespace: str) -> JobDirMount:
+    lustre = profile.spec.storage.lustre
+    if lustre is None:
+        raise ValueError("the profile has no spec.storage.lustre")
+    split = split_subpath(lustre.subPath)
+    if split is None:
+        return JobDirMount(subpath_expr(lustre.subPath), None)
+    if namespace_dir(profile, namespace) is not None:
+        return JobDirMount("", subpath_expr(split[1]), subpath_expr(split[0]))
+    return JobDirMount(subpath_expr(split[0]), subpath_expr(split[1]))
