@@ -407,9 +407,9 @@ def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> 
 
 
 @pytest.mark.parametrize(("bad", "says", "hint"), [
-    (["--root", "{tmp}/not-mounted"], "--root: ", "mount the job's directory at --root"),
-    (["--path", "../x"], "--path: ", "give --path as <namespace>/<job>"),
-    (["--subdir", "../../etc"], "--subdir: ", "give --path as <namespace>/<job>"),
+    (["--root", "{tmp}/not-mounted"], "--root: ", "mount the namespace's directory at --root"),
+    (["--path", "../x"], "--path: ", "give --path as <job> below --root"),
+    (["--subdir", "../../etc"], "--subdir: ", "give --path as <job> below --root"),
 ])
 def test_each_refusal_names_the_option_and_what_to_change(tmp_path: Path, bad: list[str], says: str,
                                                          hint: str) -> None:

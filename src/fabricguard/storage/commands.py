@@ -56,10 +56,10 @@ def _octal_mode(text: str) -> int:
 
 @app.command("job-dir")
 def job_dir(
-    root: Path = typer.Option(..., "--root", help="The job's directory as mounted in this container (or, with "
-                              "--path, the claim's root)."),
-    path: str | None = typer.Option(None, "--path", help="The job's directory under --root, e.g. team-a/llm-7b "
-                                    "(default: --root is the job's directory)."),
+    root: Path = typer.Option(..., "--root", help="The namespace's directory as mounted in this container (the "
+                              "job's directory itself without --path)."),
+    path: str | None = typer.Option(None, "--path", help="The job's directory under --root, e.g. llm-7b or "
+                                    "team-a/llm-7b (default: --root is the job's directory)."),
     subdir: list[str] = typer.Option([], "--subdir", help="A directory under the job's to make as well "
                                      "(the NCCL log and Inspector directories); repeatable."),
     uid: int | None = typer.Option(None, "--uid", min=0, max=MAX_ID, help="The workload's user: owns the directories."),
@@ -77,14 +77,14 @@ def job_dir(
     owner = Owner(uid, gid, _octal_mode(mode))
     if not root.is_dir():
         fail(f"--root: {root} is not a directory here",
-             hint="mount the job's directory at --root in this container (the init container's volumeMount)")
+             hint="mount the namespace's directory at --root in this container (the init container's volumeMount)")
     try:
         if expect_namespace_dir:
             check_namespace_root(root, expect_namespace_dir)
         done = prepare(root, path, subdir, owner)
     except SourceError as exc:
         if exc.source in ("--path", "--subdir"):
-            fail(str(exc), hint="give --path as <namespace>/<job> (or leave it out when --root is the job's "
+            fail(str(exc), hint="give --path as <job> below --root (or leave it out when --root is the job's "
                                 "directory) and --subdir relative to it, e.g. nccl-logs")
         fail(str(exc), hint="the job's directory must be a plain directory; a person removes what is in the way")
     except JobDirError as exc:
