@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import math
 import resource
 import shutil
 import sys
@@ -107,9 +108,11 @@ def pure_pass(text: str, lustre: Path, trimmed: bool = False, trace: bool = True
     bodies, reading Lustre at the edge as the controller's pass does (``controller.lustre.load``: the finished
     jobs' logs, the canary runs), then the pure reconcile on what was read;
     ``trimmed``: nodes and pods trimmed on decode, as the controller's cache keeps them (controller/trim.py);
-    ``trace``: tracemalloc on (it slows decoding several times: off, the peak is 0 and RSS says the memory)."""
+    ``trace``: tracemalloc on (it slows decoding several times: off, the peak is 0 and RSS says the memory).
+    Every finished job is read (no ``--verdict-budget``: the figure is the cost of reading them all, which the
+    controller spreads over passes of at most that budget each)."""
     from fabricguard.controller.canaries import CanaryConfig
-    from fabricguard.controller.lustre import load
+    from fabricguard.controller.lustre import VerdictReads, load
     from fabricguard.controller.reconcile import reconcile
     from fabricguard.controller.trim import trim
     from fabricguard.doctor.snapshot import snapshot_from_lists
@@ -126,7 +129,7 @@ def pure_pass(text: str, lustre: Path, trimmed: bool = False, trace: bool = True
     snap = snapshot_from_lists(lists)
     t1 = time.perf_counter()
     cfg = CanaryConfig("fabricguard-system", "img:1", lustre)
-    facts = load(snap, profile, cfg.lustre_root, cfg.namespace, cfg.history)
+    facts = load(snap, profile, cfg.lustre_root, cfg.namespace, cfg.history, VerdictReads(budget_s=math.inf))
     tl = time.perf_counter()
     result = reconcile(snap, profile, gen.NOW, cfg, lustre=facts)
     t2 = time.perf_counter()

@@ -200,9 +200,11 @@ def test_held_workloads_degraded_jobs_doctor_and_stalled_controller(tmp_path: Pa
     ])
 
 
-def test_jobs_not_followed_and_descriptors_short(tmp_path: Path) -> None:
+def test_jobs_not_followed_descriptors_short_and_verdicts_backlog(tmp_path: Path) -> None:
+    # A burst of finished jobs that drains within minutes is not a backlog; one that stays 30 minutes is.
     _run(tmp_path, [
         {"interval": "1m", "input_series": [
+            {"series": "fabricguard_job_verdicts_waiting", "values": "0 900 700 500 300 100 0x10 5x45"},
             {"series": "fabricguard_live_jobs_unfollowed", "values": "0 0 3x20"},
             {"series": "fabricguard_descriptor_shortages_total", "values": "0x5 4x30"},
             {"series": "fabricguard_controller_open_fds", "values": "100x30"},
@@ -213,6 +215,9 @@ def test_jobs_not_followed_and_descriptors_short(tmp_path: Path) -> None:
             _alert("FabricguardDescriptorsShort", "3m", []),
             _alert("FabricguardDescriptorsShort", "7m", [{"severity": "warning"}]),
             _alert("FabricguardDescriptorsShort", "25m", []),
+            _alert("FabricguardJobVerdictsBacklog", "10m", []),
+            _alert("FabricguardJobVerdictsBacklog", "40m", []),
+            _alert("FabricguardJobVerdictsBacklog", "50m", [{"severity": "warning"}]),
         ]},
     ])
 
@@ -222,5 +227,5 @@ def test_prometheus_rule_wraps_the_same_groups() -> None:
     assert pr["apiVersion"] == "monitoring.coreos.com/v1" and pr["kind"] == "PrometheusRule"
     assert pr["spec"] == rule_groups(PROFILE_OBJ)
     names = [r["alert"] for r in pr["spec"]["groups"][0]["rules"]]
-    assert len(names) == len(set(names)) == 29  # + the down, breaker and webhook alerts (issue 24)
+    assert len(names) == len(set(names)) == 30  # + the down, breaker and webhook alerts (issue 24), verdicts backlog
     assert "FabricguardJobOnSockets" in names

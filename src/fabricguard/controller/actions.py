@@ -131,6 +131,7 @@ class Counters:
     job_steps: list[tuple[str, str, str, float]] = field(default_factory=list)
     # (namespace, job, pool, verdict, transport) of each job judged this pass: the dashboard's job view reads it
     job_verdict_of: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    job_verdicts_waiting: int = 0  # finished jobs left for a later pass: the read budget was spent (lustre.py)
 
 
 def event(

@@ -177,6 +177,12 @@ def rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "The controller could not read every running job's NCCL logs within twice its live interval: a "
               "socket fallback in those jobs is seen late (each is still read, least recently read first). "
               "fabricguard_live_follow_lag_seconds says how late; raise --live-workers on a slow file system."),
+        _rule("FabricguardJobVerdictsBacklog", "max(fabricguard_job_verdicts_waiting) > 0", "30m", "warning",
+              "{{ $value }} finished managed job(s) still waiting for their verdict",
+              "Each pass reads finished jobs' NCCL logs for at most --verdict-budget seconds and leaves the rest "
+              "for the next passes; for 30 minutes some have waited, so jobs finish faster than the controller "
+              "judges them (or Lustre answers slowly). Their verdicts, Events and step metrics come late; none is "
+              "lost."),
         _rule("FabricguardDescriptorsShort",
               "increase(fabricguard_descriptor_shortages_total[10m]) > 0 or "
               "max(fabricguard_controller_open_fds / fabricguard_controller_fd_limit) > 0.8",

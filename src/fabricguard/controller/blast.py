@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import breaker, names, times
@@ -37,6 +38,7 @@ from fabricguard import objects as o
 from fabricguard.agent.condition import failing_checks
 from fabricguard.agent.taints import taint_patch
 from fabricguard.controller.actions import Action, JsonPatch, MergePatch, event
+from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile, Pool
 
 BREAKER_EVENT = "FabricBreakerOpen"
@@ -137,23 +139,38 @@ class NodeScan:
     node_checks: dict[str, list[str]] = field(default_factory=dict)  # node -> its failing checks
 
 
-def scan_nodes(profile: PlatformProfile, nodes: list[dict[str, Any]]) -> dict[str, NodeScan]:
-    """Each pool's members and their FabricReady checks, by pool name."""
+def _scan_view(pool: Pool, n: dict[str, Any]) -> tuple[bool, str, list[str], datetime | None] | None:
+    """What the breakers read of one node of ``pool`` (None: not a member): (FabricReady=True, its name, its
+    failing checks, since when)."""
+    if not pool.matches(n):
+        return None
+    cond = o.find_condition(n, names.FABRIC_READY)
+    if cond is not None and cond.get("status") == "True":
+        return True, o.name_of(n), [], None
+    checks = failing_checks(cond) if cond is not None else []
+    since = times.parse_time(cond.get("lastTransitionTime")) if cond and checks else None
+    return False, o.name_of(n), checks, since
+
+
+def scan_nodes(profile: PlatformProfile, nodes: list[dict[str, Any]],
+               snapshot: Snapshot | None = None) -> dict[str, NodeScan]:
+    """Each pool's members and their FabricReady checks, by pool name. With ``snapshot`` (whose ``nodes``
+    these are), each node's part is kept while it is the same object (``Snapshot.select``)."""
     out: dict[str, NodeScan] = {}
     for pool in profile.spec.pools:
-        scan = out[pool.name] = NodeScan([n for n in nodes if pool.matches(n)])
-        for n in scan.members:
-            cond = o.find_condition(n, names.FABRIC_READY)
-            if cond is not None and cond.get("status") == "True":
+        view = partial(_scan_view, pool)
+        seen = (snapshot.select(("breaker scan", pool.name), nodes, view) if snapshot is not None
+                else [(n, v) for n in nodes if (v := view(n))])
+        scan = out[pool.name] = NodeScan([n for n, _ in seen])
+        for _, (good, name, checks, since) in seen:
+            if good:
                 scan.good += 1
                 continue
-            checks = failing_checks(cond) if cond is not None else []
             if not checks:
                 continue  # no condition yet: the bootstrap taint's business, not a check's
-            since = times.parse_time(cond.get("lastTransitionTime")) if cond else None
-            scan.node_checks[o.name_of(n)] = checks
+            scan.node_checks[name] = checks
             for c in checks:
-                scan.failing.setdefault(c, {})[o.name_of(n)] = since
+                scan.failing.setdefault(c, {})[name] = since
     return out
 
 

@@ -74,6 +74,11 @@ def controller_cmd(
     live_workers: int = typer.Option(4, "--live-workers", min=1, max=256,
                                      help="Running jobs' logs read at once (each a round trip per file on Lustre; "
                                           "one file descriptor each at most)."),
+    verdict_budget: float = typer.Option(
+        20.0, "--verdict-budget", min=0.0,
+        help="Seconds a pass may spend reading finished jobs' NCCL logs for their verdicts; the rest wait for "
+             "the next pass (fabricguard_job_verdicts_waiting), least recently read first. Keep it well under "
+             "--stall."),
     stall: float = typer.Option(300.0, "--stall", min=10.0,
                                 help="A leader with no finished pass for this many seconds gives the Lease up "
                                      "and fails /healthz."),
@@ -105,6 +110,9 @@ def controller_cmd(
             output_file(metrics_textfile)
         except SourceError as exc:
             fail(f"--metrics-textfile {exc}")
+    if verdict_budget * 2 > stall:
+        fail(f"--verdict-budget {verdict_budget:g} is more than half of --stall {stall:g}: a pass reading that "
+             "long could be taken for a stalled one", hint="lower --verdict-budget or raise --stall")
     port = check_port("--metrics-port", 8080 if metrics_port is None else metrics_port, zero="no /metrics")
     prof = profile_or_exit(profile)
     fixed = now_value(now) if now is not None else None
@@ -135,7 +143,7 @@ def controller_cmd(
     cfg = RunConfig(prof, namespace, image or "", lustre_root, kubeconfig, context, identity or "", resync,
                     lease_s=lease, reference=target, stall_s=stall, live_interval_s=live_interval,
                     live_workers=live_workers, stale_s=stale_after, watch_idle_s=stale_after * 0.6, mode=mode.value,
-                    full_every_s=full_every)
+                    full_every_s=full_every, verdict_budget_s=verdict_budget)
     if once:
         from fabricguard.kube import KubeError, unreachable
 

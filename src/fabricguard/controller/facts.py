@@ -44,6 +44,7 @@ class LustreFacts:
     runs: dict[str, list[str]] = field(default_factory=dict)  # pool -> run names on Lustre, newest first
     canaries: dict[tuple[str, str], CanaryFiles] = field(default_factory=dict)  # (namespace, run) -> files
     jobs: dict[tuple[str, str], JobFiles] = field(default_factory=dict)  # (namespace, job) -> its logs
+    jobs_waiting: int = 0  # finished jobs awaiting a verdict whose logs this pass had no time to read
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ import inspect
 import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -54,7 +54,6 @@ from fabricguard.doctor.rules import RULES, Rule
 from fabricguard.doctor.snapshot import Snapshot
 
 Key = tuple[str, str]  # (namespace, name)
-Index = dict[str, dict[Key, dict[str, Any]]]  # kind -> key -> object
 
 EVERYTHING = "*"  # a read this module cannot attribute to kinds: the rule depends on every object
 NOTES = "(notes)"  # the snapshot's notes (what was not served, relists under way)
@@ -79,6 +78,10 @@ ATTRIBUTE_READS: dict[str, frozenset[str]] = {
     "derived": frozenset(),  # a function of the one object the rule passes, which it read through a kind
     "derived_seen": frozenset(),
     "known_derived": frozenset(),
+    "select": frozenset(),  # a function of the objects the rule passes, which it read through a kind
+    "fold": frozenset(),
+    "memo_seen": frozenset(),
+    "known_memo": frozenset(),
     "source": frozenset(),
     "profile_path": frozenset(),
 }
@@ -203,26 +206,33 @@ def reading_clock(now: datetime) -> tuple[datetime, ClockUse]:
     return value, use
 
 
-def index_of(snapshot: Snapshot) -> Index:
-    out: Index = {}
-    for kind, objs in snapshot.by_kind.items():
-        keyed = out.setdefault(str(kind or ""), {})
-        for obj in objs:
-            m = obj.get("metadata")
-            m = m if isinstance(m, dict) else {}
-            keyed[(str(m.get("namespace") or ""), str(m.get("name") or ""))] = obj
-    return out
+def key_of(obj: dict[str, Any]) -> tuple[str, Key]:
+    """(kind, (namespace, name)) of one object."""
+    m = obj.get("metadata")
+    m = m if isinstance(m, dict) else {}
+    return str(obj.get("kind") or ""), (str(m.get("namespace") or ""), str(m.get("name") or ""))
 
 
-def changed_between(before: Index, after: Index) -> dict[str, set[Key]]:
-    """Keys added, removed or changed, by kind (an object equal to the one before is not a change)."""
+def changed_between(before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]) -> dict[str, set[Key]]:
+    """Keys added, removed or changed, by kind, between two snapshots' objects by ``id`` (an object equal to the
+    one before is not a change).
+
+    The cache replaces an object on a watch event and never edits one, so what changed is what is not the same
+    object: the objects of one snapshot and not the other are found by identity (set operations in C, not a walk
+    over every object), and only they are keyed and compared. A key with more than one object on a side counts
+    as changed when any of them is new or gone."""
     out: dict[str, set[Key]] = {}
-    for kind in before.keys() | after.keys():
-        b, a = before.get(kind, {}), after.get(kind, {})
-        keys = {k for k, obj in a.items() if (old := b.get(k)) is not obj and old != obj}
-        keys |= b.keys() - a.keys()
-        if keys:
-            out[kind] = keys
+    old: dict[tuple[str, Key], list[dict[str, Any]]] = {}
+    new: dict[tuple[str, Key], list[dict[str, Any]]] = {}
+    for i in before.keys() - after.keys():
+        old.setdefault(key_of(before[i]), []).append(before[i])
+    for i in after.keys() - before.keys():
+        new.setdefault(key_of(after[i]), []).append(after[i])
+    for k in old.keys() | new.keys():
+        a, b = old.get(k, []), new.get(k, [])
+        if len(a) == 1 and len(b) == 1 and a[0] == b[0]:
+            continue  # resent equal (a relist): not a change
+        out.setdefault(k[0], set()).add(k[1])
     return out
 
 
@@ -242,7 +252,7 @@ class PassStats:
     reevaluated: int = 0
     built: list[str] = field(default_factory=list)  # the kept parts built again this pass (keep())
     kept: list[str] = field(default_factory=list)  # the kept parts taken from the previous pass
-    seconds_diff: float = 0.0  # finding what changed (the index and the comparison)
+    seconds_diff: float = 0.0  # finding what changed (the objects by identity, then the comparison)
 
 
 @dataclass
@@ -260,7 +270,7 @@ class Incremental:
         self.full_every_s = full_every_s
         self.rule_set = rules
         self.stats = PassStats()
-        self._index: Index | None = None
+        self._objects: dict[int, dict[str, Any]] | None = None  # last pass's objects by id (held: ids stay theirs)
         self._notes: list[str] = []
         self._context: tuple[Any, ...] | None = None
         self._now: datetime | None = None
@@ -271,10 +281,12 @@ class Incremental:
         self._kept: dict[str, tuple[Any, Any]] = {}  # name -> (key, value): keep()
         self._pools: dict[str, tuple[dict[str, Any], str | None]] = {}  # node -> (the Node, its pool's name)
         self._snapshot: Snapshot | None = None
-        self._derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = {}  # Snapshot.derived, last pass
+        self._derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = {}  # Snapshot.derived, kept
+        self._prune_derived_at = 0
+        self._memo: dict[Any, tuple[list[dict[str, Any]], Any, Any]] = {}  # Snapshot.select / fold, kept
         self.gate: Any = None  # controller.gate.GateMemo, kept by the gate itself
         self.lists_seen: int | None = None  # the cache's lists so far (runner.run_pass: a relist makes a full pass)
-        self._pending_index: Index | None = None
+        self._pending: dict[int, dict[str, Any]] | None = None
         self._changed: dict[str, set[Key]] = {}
         self._full = True
 
@@ -287,10 +299,11 @@ class Incremental:
         """Decide this pass's kind; ``context`` is everything besides the snapshot and the clock the pass reads
         (the profile, the configuration, the stale flag): any change there makes the pass full."""
         t0 = time.perf_counter()
-        index = index_of(snapshot)
+        objs = snapshot.objects
+        by_id = dict(zip(map(id, objs), objs, strict=True))
         why = self._force
         if not why:
-            if self._index is None:
+            if self._objects is None:
                 why = "first pass"
             elif self._open:
                 why = "the previous pass did not finish"
@@ -300,14 +313,15 @@ class Incremental:
                 why = "the clock went back"
             elif time.monotonic() - self._last_full >= self.full_every_s:
                 why = f"periodic full pass (every {self.full_every_s:.0f} s)"
-        self._changed = {} if why or self._index is None else changed_between(self._index, index)
+        self._changed = {} if why or self._objects is None else changed_between(self._objects, by_id)
         if not why and snapshot.notes != self._notes:
             self._changed[NOTES] = {("", "")}
         self._full = bool(why)
-        self._pending_index = index
+        self._pending = by_id
         # Each Node's pool, from the previous pass for the Nodes that are the same objects (doctor/snapshot.py).
         snapshot.known_pools = None if why else self._pools
         snapshot.known_derived = None if why else self._derived
+        snapshot.known_memo = None if why else self._memo
         self._snapshot = snapshot
         self._context, self._now, self._open, self._force = context, now, True, ""
         self._notes = list(snapshot.notes)
@@ -319,16 +333,25 @@ class Incremental:
             self._kept.clear()
             self._pools = {}
             self._derived = {}
+            self._memo = {}
             self.gate = None
         return self.stats
 
     def finish(self) -> None:
-        self._index, self._pending_index, self._open = self._pending_index, None, False
-        if self._snapshot is not None:
-            self._pools = self._snapshot.pools_seen() or self._pools
-            self._derived = self._snapshot.derived_seen()
-            self._snapshot.known_derived = None
-            self._snapshot.known_pools, self._snapshot = None, None
+        self._objects, self._pending, self._open = self._pending, None, False
+        snapshot = self._snapshot
+        if snapshot is not None:
+            self._pools = snapshot.pools_seen() or self._pools
+            # What this pass computed, over what earlier ones did (a rule kept this pass keeps its objects' facts
+            # for the next pass that runs it); facts of objects gone from the cache are dropped now and then.
+            self._derived.update(snapshot.derived_seen())
+            if len(self._derived) > self._prune_derived_at:
+                live = self._objects or {}
+                self._derived = {k: v for k, v in self._derived.items() if id(v[0]) in live}
+                self._prune_derived_at = 2 * len(self._derived) + 1024
+            self._memo.update(snapshot.memo_seen())
+            snapshot.known_derived, snapshot.known_memo = None, None
+            snapshot.known_pools, self._snapshot = None, None
         if self._full:
             self._last_full = time.monotonic()
 
@@ -346,17 +369,19 @@ class Incremental:
         """The doctor's findings: each rule run again only when something it read changed, or it reads the
         clock (the order of the findings is the rules' order, as ``run_rules`` gives it)."""
         out: list[Finding] = []
-        counts = {k: len(v) for k, v in (self._pending_index or {}).items()}
+        counts = {k: len(v) for k, v in snapshot.by_kind.items()}
         for rule in self.rule_set:
             kept = self._rules.get(rule.id)
             if kept is not None and (not kept.clock.used or kept.clock.holds_at(now)) and not self.changed(*kept.reads):
                 self.stats.rules_kept += 1
-                out.extend(kept.findings)
+                # Copies: the pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
+                # rank_by_cause); a kept finding must not carry last pass's cause, whose finding may be gone.
+                out.extend(replace(f, cause="") for f in kept.findings)
                 continue
             reads: set[str] = set()
             clock, use = reading_clock(now) if reads_clock(rule.fn) else (now, ClockUse())
             found = rule.fn(cast(Snapshot, ReadingSnapshot(snapshot, reads)), profile, clock)
-            self._rules[rule.id] = _RuleResult(list(found), frozenset(reads), use)
+            self._rules[rule.id] = _RuleResult([replace(f) for f in found], frozenset(reads), use)
             self.stats.rules_run += 1
             self.stats.reevaluated += (sum(counts.values()) if EVERYTHING in reads
                                        else sum(counts.get(k, 0) for k in reads))

@@ -172,6 +172,9 @@ class Metrics:
                                       "and the Workloads whose check was decided again (all of them: full).")
         for kind in ("full", "incremental"):
             self.passes.labels(kind)
+        self.verdicts_waiting = gauge("fabricguard_job_verdicts_waiting",
+                                      "Finished managed jobs awaiting a verdict whose logs the latest pass had no "
+                                      "time to read (--verdict-budget); read first by the next passes.")
         self.errors = counter("fabricguard_reconcile_errors", "Actions the API server refused.")
         self.leader = gauge("fabricguard_controller_leader", "1 while this replica holds the Lease.")
         self.lease_duration = gauge("fabricguard_controller_lease_duration_seconds",
@@ -463,6 +466,7 @@ class Metrics:
             self.passes.labels(result.stats.kind).inc()
             self.pass_changed.set(sum(result.stats.changed.values()))
             self.pass_reevaluated.set(result.stats.reevaluated)
+        self.verdicts_waiting.set(result.counters.job_verdicts_waiting)
         if errors:
             self.errors.inc(errors)
         self.observe_drift(result)

@@ -138,7 +138,8 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     # The doctor first: its critical findings and the nodes' FabricReady are part of the pool's one standing.
     findings = inc.rules(snapshot, profile, now) if inc is not None else run_rules(snapshot, profile, now)
     # The blast-radius breakers (controller/blast.py): nodes behind an open breaker do not count against the pool.
-    scanned = inc.keep("breaker scan", ("Node",), lambda: scan_nodes(profile, snapshot.nodes)) if inc else None
+    scanned = (inc.keep("breaker scan", ("Node",), lambda: scan_nodes(profile, snapshot.nodes, snapshot))
+               if inc else None)
     blast = judge_breakers(profile, snapshot.nodes, fvs, snapshot.kind("Workload"),
                            snapshot.kind("NodeReadinessRule"), now, cfg.mode, scanned)
     # An open breaker releases its nodes' taints at once, but excuses them from holding the pool only once a canary
@@ -148,7 +149,7 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     withheld = {n for name, pb in blast.pools.items() if proven_after[name] for n in pb.withheld}
     # Nodes proof quarantined are out of service already: they do not hold the pool (controller/proof.py).
     withheld |= {n for st in states.values() if st.proof is not None for n in st.proof.decision.quarantined}
-    said = inc.keep("agents say", ("Node",), lambda: nodes_say(profile, snapshot.nodes, withheld),
+    said = inc.keep("agents say", ("Node",), lambda: nodes_say(profile, snapshot.nodes, withheld, snapshot),
                     key=frozenset(withheld)) if inc else None
     apply_standing(profile, snapshot, states, findings, withheld, said)
     for name, pb in blast.pools.items():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import kinds, names
@@ -166,24 +167,39 @@ def hold_message(states: list[PoolState], limit: int = 1024) -> str:
     return text + pointer(left)
 
 
+def agent_report(pool: Pool, n: dict[str, Any]) -> tuple[str, tuple[str, str, str] | None] | None:
+    """What one node's agent says for ``pool``: None when the node is not the pool's or reports nothing, else
+    (its name, (name, reason, message) when it says the fabric is broken, else None)."""
+    if not pool.matches(n):
+        return None
+    entries = [c for c in o.conditions_of(n) if c.get("type") == names.FABRIC_READY]
+    if not entries:
+        return None
+    if len(entries) > 1:  # the agent's policy allows one; a reader that took the first could read True
+        said = ", ".join(str(c.get("status")) for c in entries)
+        return o.name_of(n), (o.name_of(n), "DuplicateFabricReady", f"{len(entries)} {names.FABRIC_READY} entries "
+                                                                    f"({said})")
+    if entries[0].get("status") == "False":
+        c = entries[0]
+        return o.name_of(n), (o.name_of(n), str(c.get("reason") or ""), str(c.get("message") or ""))
+    return o.name_of(n), None
+
+
 def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int,
-                 withheld: set[str] | frozenset[str] = frozenset()) -> str:
+                 withheld: set[str] | frozenset[str] = frozenset(), snapshot: Snapshot | None = None) -> str:
     """Why the pool's agents say its fabric is broken, or "" when they do not. ``withheld``: nodes whose every
-    failing check is behind an open blast-radius breaker (controller/blast.py): not counted at all."""
+    failing check is behind an open blast-radius breaker (controller/blast.py): not counted at all. With
+    ``snapshot`` (whose ``nodes`` these are), each node's report is kept while it is the same object."""
+    view = partial(agent_report, pool)
+    reports = (snapshot.select(("agents say", pool.name), nodes, view) if snapshot is not None
+               else [(n, r) for n in nodes if (r := view(n))])
     reporting, bad = 0, []
-    for n in nodes:
-        if not pool.matches(n) or o.name_of(n) in withheld:
-            continue
-        entries = [c for c in o.conditions_of(n) if c.get("type") == names.FABRIC_READY]
-        if not entries:
+    for _, (name, said) in reports:
+        if name in withheld:
             continue
         reporting += 1
-        if len(entries) > 1:  # the agent's policy allows one; a reader that took the first could read True
-            said = ", ".join(str(c.get("status")) for c in entries)
-            bad.append((o.name_of(n), "DuplicateFabricReady", f"{len(entries)} {names.FABRIC_READY} entries ({said})"))
-        elif entries[0].get("status") == "False":
-            c = entries[0]
-            bad.append((o.name_of(n), str(c.get("reason") or ""), str(c.get("message") or "")))
+        if said is not None:
+            bad.append(said)
     good = reporting - len(bad)
     if not bad or (2 * len(bad) < reporting and good >= canary_nodes):
         return ""
@@ -193,12 +209,12 @@ def broken_nodes(pool: Pool, nodes: list[dict[str, Any]], canary_nodes: int,
 
 
 def nodes_say(profile: PlatformProfile, nodes: list[dict[str, Any]],
-              withheld: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+              withheld: set[str] | frozenset[str] = frozenset(), snapshot: Snapshot | None = None) -> dict[str, str]:
     """What each pool's agents say (``broken_nodes``), by pool name."""
     out: dict[str, str] = {}
     for pool in profile.spec.pools:
         canary = profile.canary(pool)
-        out[pool.name] = broken_nodes(pool, nodes, canary.nodes if canary else 1, withheld)
+        out[pool.name] = broken_nodes(pool, nodes, canary.nodes if canary else 1, withheld, snapshot)
     return out
 
 

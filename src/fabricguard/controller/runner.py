@@ -43,7 +43,7 @@ from fabricguard.controller.lease import Elector, Step, decide, lease_duration, 
 from fabricguard.controller.lease import holder as holder_of
 from fabricguard.controller.live import LiveJobs, Observation, _workload_of, live_actions
 from fabricguard.controller.live_io import io_actions
-from fabricguard.controller.lustre import reconcile_reading_lustre
+from fabricguard.controller.lustre import VERDICT_BUDGET_S, VerdictReads, reconcile_reading_lustre
 from fabricguard.controller.metrics import Metrics
 from fabricguard.controller.reconcile import PassResult
 from fabricguard.controller.suspects import PodPlace, job_pods, suspect_actions
@@ -72,6 +72,7 @@ class RunConfig:
     live_interval_s: float = 10.0  # how often running jobs' logs are read between passes
     full_every_s: float = FULL_EVERY_S  # between full passes, passes re-judge only what changed (incremental.py)
     live_workers: int = 4  # jobs read at once (each a round trip per stat on Lustre; one descriptor each at most)
+    verdict_budget_s: float = VERDICT_BUDGET_S  # a pass's time for finished jobs' logs (lustre.VerdictReads)
     reference: tuple[str, str] | None = None  # NAMESPACE, NAME of the reference environment's ConfigMap
     stall_s: float = 300.0  # a leader with no finished pass for this long gives the Lease up (and is unhealthy)
     watch_timeout_s: int = 300  # the server ends each watch after this; the cache re-watches from its version
@@ -279,13 +280,15 @@ async def read_reference(kube: Kube, target: tuple[str, str] | None) -> tuple[Re
 async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = True,
                    leading: Callable[[], bool] | None = None, live: LiveJobs | None = None,
                    kube: Kube | None = None, cache: Cache | None = None, ras: RasQuerier | None = None,
-                   incremental: Incremental | None = None) -> PassReport:
+                   incremental: Incremental | None = None, reads: VerdictReads | None = None) -> PassReport:
     """Read (the ``cache`` when given, else a fresh list), reconcile and (``act``) carry out the actions;
     ``leading`` is asked before each action. ``ReadFailed`` when a kind the pass needs cannot be read.
 
     With a Lustre root, the running managed jobs' logs are read too (``live`` keeps the followers between
     passes; without it a pass reads them from the start, as ``--once`` does). ``incremental`` (the loop's, with
-    the ``cache``) keeps what the previous pass judged: this pass judges again only what changed touches."""
+    the ``cache``) keeps what the previous pass judged: this pass judges again only what changed touches.
+    ``reads`` (the loop's) bounds the time spent on finished jobs' logs and remembers what it read when; without
+    it the pass has the same budget and reads the jobs in listing order."""
     own = kube is None
     k = kube or await connect(cfg)
     try:
@@ -302,7 +305,8 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
                 incremental.force_full("a read was listed again")  # a relist: watch events were missed
             incremental.lists_seen = lists
         result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
-                                         cfg.canary_config(), reference, stale, incremental)
+                                         cfg.canary_config(), reference, stale, incremental,
+                                         reads if reads is not None else VerdictReads(cfg.verdict_budget_s))
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
         fresh = gate_freshness(cache, cfg) if cache is not None else None
         errors += await apply_actions(k, result.actions, known, leading, fresh) if act else []
@@ -450,6 +454,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
     incremental = Incremental(cfg.full_every_s) if cfg.full_every_s > 0 else None
     live = (LiveJobs(cfg.profile, cfg.lustre_root, interval_s=cfg.live_interval_s, workers=cfg.live_workers)
             if cfg.lustre_root is not None else None)
+    reads = VerdictReads(cfg.verdict_budget_s)
     limit = descriptors.raise_soft_limit()  # containers start at a soft 1,024; the hard limit is what we may use
     metrics.observe_descriptor_limit(limit)
     log.info("file descriptors: soft limit %d%s, hard %d", limit.soft,
@@ -476,7 +481,7 @@ async def run_forever(cfg: RunConfig, metrics: Metrics, stop: asyncio.Event, hea
                 health.pass_started = time.monotonic()
                 try:
                     rep = await run_pass(cfg, leading=who.active, live=live, kube=kube, cache=cache,
-                                         incremental=incremental)
+                                         incremental=incremental, reads=reads)
                 except Exception as exc:  # a kind that cannot be read, no answer, or a bug on one job's input
                     log.error("pass failed: %s", exc)
                     metrics.pass_failed(f"{type(exc).__name__}: {exc}")  # the liveness probe reports it

@@ -75,13 +75,31 @@ def lustre_view(snapshot: Snapshot, profile: PlatformProfile | None) -> dict[str
             for p in profile.spec.pools if p.lustre}
 
 
+def _failing(node: dict[str, Any]) -> LustreCell | None:
+    cell = _cell(node)
+    return cell if cell.state == "failing" else None
+
+
+def _reporting(node: dict[str, Any]) -> bool:
+    return _cell(node).state != "not-reporting"
+
+
 def lustre_client_unhealthy(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
+    del now
     findings: list[Finding] = []
-    for pool, cells in lustre_view(snapshot, profile).items():
-        failing = [c for c in cells if c.state == "failing"]
+    if profile is None or profile.spec.storage.lustre is None:
+        return findings
+    members = pool_nodes(snapshot, profile)
+    for p in profile.spec.pools:
+        if not p.lustre:
+            continue
+        pool, nodes = p.name, members.get(p.name, [])
+        # lustre_view's order (failing first, by node name), from the failing nodes alone.
+        failing = sorted((c for _, c in snapshot.select((RULE, "failing", pool), nodes, _failing)),
+                         key=lambda c: c.node)
         if not failing:
             continue
-        reporting = sum(1 for c in cells if c.state != "not-reporting")
+        reporting = len(snapshot.select((RULE, "reporting", pool), nodes, _reporting))
         by_check: dict[str, list[LustreCell]] = {}
         for c in failing:
             for check in c.checks:
