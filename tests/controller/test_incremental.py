@@ -109,8 +109,19 @@ def _event(rng: random.Random, cluster: dict[tuple[str, str, str], dict[str, Any
 
     what = rng.choice(["node-ready", "node-alloc", "node-cordon", "node-label", "node-add", "node-delete",
                        "node-lustre", "node-taint", "node-resend", "pod-phase", "pod-move", "pod-delete", "pod-add",
-                       "pod-rdma", "pod-exec", "pod-ready", "pod-resend", "wl-add", "wl-admit", "wl-delete", "wl-flavor",
+                       "pod-rdma", "pod-exec", "pod-ready", "pod-resend", "rollout-fixed", "wl-add", "wl-admit", "wl-delete", "wl-flavor",
                        "wl-resend", "js-finish", "fv-fail", "event-add", "event-exec", "ds-ready", "nothing"])
+    if what == "rollout-fixed":  # a fixed image rolled out: no pod or Event says 'exec format error' any more
+        for k in sorted(cluster):
+            if "exec format error" in repr(cluster[k]):
+                fixed = copy.deepcopy(cluster[k])
+                for part in ("initContainerStatuses", "containerStatuses"):
+                    for cs in (fixed.get("status") or {}).get(part) or ():
+                        cs["lastState"], cs["state"] = {}, {"running": {"startedAt": gen.ts(now)}}
+                if k[0] == "Event":
+                    fixed["message"] = "Started container"
+                cluster[k] = fixed
+        return what
     kind = {"node": "Node", "pod": "Pod", "wl": "Workload", "js": "JobSet", "fv": "FabricValidation",
             "event": "Event", "ds": "DaemonSet", "nothing": ""}[what.split("-")[0]]
     got = pick(kind) if kind else None

@@ -106,3 +106,53 @@ def test_a_verdict_budget_past_half_the_stall_limit_is_refused(profile_path: Pat
                                  "--stall", "300"])
     assert r.exit_code == 3 and "--verdict-budget 200 is more than half of --stall 300" in r.output
     assert "Traceback" not in r.output
+
+
+async def test_verdict_writes_go_out_in_parallel_each_event_after_its_annotation() -> None:
+    import asyncio
+    from typing import Any
+
+    from fabricguard.controller.actions import event
+    from fabricguard.controller.kube import WRITE_CONCURRENCY, apply_actions
+    from fabricguard.kube_errors import Forbidden
+
+    class Recorder:
+        """Stands in for the API connection to watch the order and overlap of writes (each write's semantics are
+        tested against the emulator in test_jobs_and_skips)."""
+
+        def __init__(self) -> None:
+            self.in_flight = self.most = 0
+            self.order: list[str] = []
+
+        async def _write(self, what: str) -> dict[str, Any]:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            await asyncio.sleep(0.005)
+            self.in_flight -= 1
+            if what == "annotate j007":
+                raise Forbidden(403, "jobsets.jobset.x-k8s.io \"j007\" is forbidden")
+            self.order.append(what)
+            return {}
+
+        async def patch(self, _v: str, _p: str, name: str, _body: Any, **_k: Any) -> dict[str, Any]:
+            return await self._write(f"annotate {name}")
+
+        async def create(self, _v: str, _p: str, body: dict[str, Any]) -> dict[str, Any]:
+            return await self._write(f"event {body['involvedObject']['name']}")
+
+    actions: list = []
+    for i in range(100):
+        js = _jobset(f"j{i:03d}")
+        actions += [Annotate("jobset.x-k8s.io/v1alpha2", "jobsets", "ml-training", f"j{i:03d}",
+                             {"fabricguard.io/verdict": "pass"}),
+                    event(js, "jobset.x-k8s.io/v1alpha2", "JobSet", "JobVerdict", "verdict pass", NOW,
+                          warning=False)]
+    rec = Recorder()
+    errors = await apply_actions(rec, actions, {})  # type: ignore[arg-type]
+    assert rec.most == WRITE_CONCURRENCY, rec.most
+    assert len(errors) == 1 and "j007" in errors[0] and "forbidden" in errors[0]
+    for i in range(100):
+        if i != 7:
+            assert rec.order.index(f"annotate j{i:03d}") < rec.order.index(f"event j{i:03d}")
+    # The refused verdict says nothing yet: the next pass judges it again and emits its Event then.
+    assert "event j007" not in rec.order

@@ -45,7 +45,7 @@ import inspect
 import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -283,7 +283,7 @@ class Incremental:
         self._snapshot: Snapshot | None = None
         self._derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = {}  # Snapshot.derived, kept
         self._prune_derived_at = 0
-        self._memo: dict[Any, tuple[list[dict[str, Any]], Any]] = {}  # Snapshot.select / fold, kept
+        self._memo: dict[Any, tuple[list[dict[str, Any]], Any, Any]] = {}  # Snapshot.select / fold, kept
         self.gate: Any = None  # controller.gate.GateMemo, kept by the gate itself
         self.lists_seen: int | None = None  # the cache's lists so far (runner.run_pass: a relist makes a full pass)
         self._pending: dict[int, dict[str, Any]] | None = None
@@ -374,12 +374,14 @@ class Incremental:
             kept = self._rules.get(rule.id)
             if kept is not None and (not kept.clock.used or kept.clock.holds_at(now)) and not self.changed(*kept.reads):
                 self.stats.rules_kept += 1
-                out.extend(kept.findings)
+                # Copies: the pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
+                # rank_by_cause); a kept finding must not carry last pass's cause, whose finding may be gone.
+                out.extend(replace(f, cause="") for f in kept.findings)
                 continue
             reads: set[str] = set()
             clock, use = reading_clock(now) if reads_clock(rule.fn) else (now, ClockUse())
             found = rule.fn(cast(Snapshot, ReadingSnapshot(snapshot, reads)), profile, clock)
-            self._rules[rule.id] = _RuleResult(list(found), frozenset(reads), use)
+            self._rules[rule.id] = _RuleResult([replace(f) for f in found], frozenset(reads), use)
             self.stats.rules_run += 1
             self.stats.reevaluated += (sum(counts.values()) if EVERYTHING in reads
                                        else sum(counts.get(k, 0) for k in reads))

@@ -510,7 +510,9 @@ class Cache:
 # ------------------------------------------------------------------------------------------ writing
 
 
-WRITE_CONCURRENCY = 16  # Workload check writes in flight at once: 10k Workloads are not 20k round trips in a row
+# Workload check writes and finished jobs' verdicts in flight at once: 10k Workloads are not 20k round trips in
+# a row, nor a burst of 2,800 verdicts (one pass's --verdict-budget at 20k nodes) 5,600.
+WRITE_CONCURRENCY = 16
 Fresh = Callable[[tuple[str, ...]], str]
 
 
@@ -524,8 +526,9 @@ async def apply_actions(kube: Kube, actions: list[Action], known: dict[tuple[str
 
     ``fresh`` is asked just before each write that admits (``admits``: a Workload's check turned Ready) with
     the pools it relies on; a reason back holds that write (and its Event) for the next pass, which decides
-    again on what the cache holds then. Consecutive Workload check writes go out ``WRITE_CONCURRENCY`` at a
-    time, each with its Event after it.
+    again on what the cache holds then. Consecutive Workload check writes and finished jobs' verdict
+    annotations go out ``WRITE_CONCURRENCY`` at a time, each with its Event after it (a verdict whose annotation
+    was refused gets no Event: the next pass judges it again and says it then).
     """
     errors: list[str] = []
     i = 0
@@ -534,9 +537,9 @@ async def apply_actions(kube: Kube, actions: list[Action], known: dict[tuple[str
             errors.append(f"lost the Lease: {len(actions) - i} action(s) left to the new leader")
             break
         j = i
-        while j < len(actions) and _workload_write(actions[j]):
+        while j < len(actions) and _parallel_write(actions[j]):
             j += 1
-        if j > i:  # a run of Workload check writes (and their Events): in parallel, within the bound
+        if j > i:  # a run of Workload check writes or verdicts (and their Events): in parallel, within the bound
             errors += await _apply_parallel(kube, actions[i:j], known, leading, fresh)
             i = j
             continue
@@ -545,17 +548,27 @@ async def apply_actions(kube: Kube, actions: list[Action], known: dict[tuple[str
     return errors
 
 
-def _workload_write(a: Action) -> bool:
+def _parallel_write(a: Action) -> bool:
+    """A write on one object that no other write of its run touches: a Workload's check, a finished job's
+    verdict, or the Event of either."""
     if isinstance(a, ApplyStatus):
         return a.plural == "workloads"
-    return isinstance(a, Emit) and (a.body.get("involvedObject") or {}).get("kind") == "Workload"
+    if isinstance(a, Annotate):
+        return names.ANN_VERDICT in a.annotations
+    return isinstance(a, Emit) and ((a.body.get("involvedObject") or {}).get("kind") == "Workload"
+                                    or a.body.get("reason") == "JobVerdict")
+
+
+def _about(event: Emit, write: Action) -> bool:
+    return (event.body.get("involvedObject") or {}).get("name") == getattr(write, "name", None)
 
 
 async def _apply_parallel(kube: Kube, run: list[Action], known: dict[tuple[str, str], dict[str, Any]],
                           leading: Callable[[], bool] | None, fresh: Fresh | None) -> list[str]:
     groups: list[list[Action]] = []
-    for a in run:  # each status write with the Event that follows it, in that order
-        if isinstance(a, Emit) and groups and len(groups[-1]) == 1 and isinstance(groups[-1][0], ApplyStatus):
+    for a in run:  # each write with the Event about it that follows it, in that order
+        if (isinstance(a, Emit) and groups and len(groups[-1]) == 1
+                and isinstance(groups[-1][0], ApplyStatus | Annotate) and _about(a, groups[-1][0])):
             groups[-1].append(a)
         else:
             groups.append([a])
@@ -566,7 +579,10 @@ async def _apply_parallel(kube: Kube, run: list[Action], known: dict[tuple[str, 
             if leading is not None and not leading():
                 return [f"lost the Lease: {type(group[0]).__name__} left to the new leader"]
             out = await _apply_checked(kube, group[0], known, fresh)
-            if len(group) > 1 and not (out and isinstance(group[0], ApplyStatus) and group[0].admits):
+            first = group[0]
+            # The Event tells of its write: none for a refused admission or verdict (the next pass decides again)
+            event_due = not out or (isinstance(first, ApplyStatus) and not first.admits)
+            if len(group) > 1 and event_due:
                 out += await _apply_checked(kube, group[1], known, None)
             return out
 

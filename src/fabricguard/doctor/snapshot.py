@@ -14,6 +14,7 @@ objects a sink keeps (the reference ``--publish`` sends) stay in memory.
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 import os
@@ -35,6 +36,7 @@ from fabricguard.yamlsource import SourceError
 
 SNAPSHOT_SUFFIXES = (".json", ".yaml", ".yml")
 T = TypeVar("T")
+Memo = tuple[list[Any], Any, Any]  # (the objects, what was kept of them, signature() of the function)
 PROFILE_API_PREFIX = "fabricguard.io/"
 
 
@@ -62,12 +64,10 @@ class Snapshot:
                                                                                  compare=False)
     _derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = field(default_factory=dict, init=False,
                                                                         repr=False, compare=False)
-    # What ``select`` and ``fold`` computed, by what they name: (the objects, what was kept of them), from a
-    # previous snapshot whose objects are never edited in place, and from this one.
-    known_memo: dict[Hashable, tuple[list[dict[str, Any]], Any]] | None = field(default=None, repr=False,
-                                                                               compare=False)
-    _memo: dict[Hashable, tuple[list[dict[str, Any]], Any]] = field(default_factory=dict, init=False,
-                                                                    repr=False, compare=False)
+    # What ``select`` and ``fold`` computed, by what they name: (the objects, what was kept of them, the function
+    # and its arguments), from a previous snapshot whose objects are never edited in place, and from this one.
+    known_memo: dict[Hashable, Memo] | None = field(default=None, repr=False, compare=False)
+    _memo: dict[Hashable, Memo] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -101,15 +101,21 @@ class Snapshot:
         the Node is the very object seen there. The lists are shared: read them, never change them."""
         if self._members is not None and self._members[0] is profile:
             return self._members[1]
+        nodes = self.nodes
+        was = self._recall(("fold", "pool members"), profile)
+        if was is not None and same_objects(was[0], nodes):  # the very Nodes of a previous pass: its answer
+            self._memo[("fold", "pool members")] = (nodes, was[1], profile)
+            self._members = (profile, was[1][0], was[1][1])
+            return cast(dict[str, list[dict[str, Any]]], was[1][0])
         out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
         pools = {p.name: p for p in profile.spec.pools}
         known = self.known_pools or {}
         seen: dict[str, tuple[dict[str, Any], str | None]] = {}
-        for n in self.nodes:
+        for n in nodes:
             name = str((n.get("metadata") or {}).get("name") or "")
-            was = known.get(name)
-            if was is not None and was[0] is n:
-                pname = was[1]
+            had = known.get(name)
+            if had is not None and had[0] is n:
+                pname = had[1]
             else:
                 pool = profile.pool_of(n)
                 pname = pool.name if pool is not None else None
@@ -117,6 +123,7 @@ class Snapshot:
             if pname is not None and pname in pools:
                 out[pname].append(n)
         self._members = (profile, out, seen)
+        self._memo[("fold", "pool members")] = (nodes, (out, seen), profile)
         return out
 
     def derived(self, what: str, obj: dict[str, Any], fn: Callable[[dict[str, Any]], T]) -> T:
@@ -136,14 +143,15 @@ class Snapshot:
                fn: Callable[[dict[str, Any]], T | None]) -> list[tuple[dict[str, Any], T]]:
         """``[(o, fn(o)) for o in objs if fn(o)]``: the objects a rule reports on, with what it reads of each.
 
-        ``fn`` reads nothing but its one object and what ``what`` names (a rule and a pool, say: a profile
-        change drops what is kept), so its answer for an object is kept for as long as the object is the
-        very one seen (``known_memo``: the controller's cache replaces an object on a watch event and never
-        edits one). Against the objects of the previous call with the same ``what``, only the objects not
-        there before are judged: after one watch event, one call; the rest is a walk by identity in C.
-        The list is shared: read it, never change it."""
-        key = ("select", what)
-        was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
+        ``fn`` reads nothing but its one object and its own arguments (a module function, or a
+        ``functools.partial`` of one with a pool's parameters: :func:`signature`, compared by value), so its
+        answer for an object is kept for as long as the object is the very one seen (``known_memo``: the
+        controller's cache replaces an object on a watch event and never edits one). ``what`` names the call
+        (a rule and a pool, say). Against the objects of the previous call with the same ``what`` and
+        function, only the objects not there before are judged: after one watch event, one call; the rest is
+        a walk by identity in C. The list is shared: read it, never change it."""
+        key, sig = ("select", what), signature(fn)
+        was = self._recall(key, sig)
         if was is not None and was[0] is objs:
             return cast(list[tuple[dict[str, Any], T]], was[1][1])
         chosen: dict[int, tuple[dict[str, Any], Any]]
@@ -153,7 +161,7 @@ class Snapshot:
             before, (chosen, out) = was[0], was[1]
             fresh = fresh_objects(before, objs)
             if not fresh and len(before) == len(objs):  # the same objects in the same order
-                self._memo[key] = (objs, (chosen, out))
+                self._memo[key] = (objs, (chosen, out), sig)
                 return cast(list[tuple[dict[str, Any], T]], out)
         for x in fresh:
             # An answer kept for an object is its answer for ever: the dict is only ever added to (the old
@@ -163,22 +171,27 @@ class Snapshot:
         out = [chosen[id(x)] for x in compress(objs, map(chosen.__contains__, map(id, objs)))]
         if len(chosen) > 2 * len(out) + 64:  # answers for objects gone since: drop them
             chosen = {id(x): e for e in out for x in (e[0],)}
-        self._memo[key] = (objs, (chosen, out))
+        self._memo[key] = (objs, (chosen, out), sig)
         return cast(list[tuple[dict[str, Any], T]], out)
 
-    def fold(self, what: Hashable, objs: list[dict[str, Any]], fn: Callable[[list[dict[str, Any]]], T]) -> T:
+    def fold(self, what: Hashable, objs: list[Any], fn: Callable[[list[Any]], T]) -> T:
         """``fn(objs)``, kept while ``objs`` are the very objects (in order) it was last computed for.
 
-        As for :meth:`select`, ``fn`` reads nothing but ``objs`` and what ``what`` names. For what a rule
+        As for :meth:`select`, ``fn`` reads nothing but ``objs`` and its own arguments. For what a rule
         computes of a whole group (a DaemonSet's pods, a pool's nodes) that one changed object does not
         touch elsewhere; callers read what it gives, never change it."""
-        key = ("fold", what)
-        was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
+        key, sig = ("fold", what), signature(fn)
+        was = self._recall(key, sig)
         value = was[1] if was is not None and same_objects(was[0], objs) else fn(objs)
-        self._memo[key] = (objs, value)
+        self._memo[key] = (objs, value, sig)
         return cast(T, value)
 
-    def memo_seen(self) -> dict[Hashable, tuple[list[dict[str, Any]], Any]]:
+    def _recall(self, key: Hashable, sig: Any) -> Memo | None:
+        """What this snapshot, else a previous one, kept under ``key`` for the same function and arguments."""
+        was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
+        return was if was is not None and (was[2] is sig or was[2] == sig) else None
+
+    def memo_seen(self) -> dict[Hashable, Memo]:
         """What :meth:`select` and :meth:`fold` computed or kept for this snapshot."""
         return self._memo
 
@@ -203,12 +216,16 @@ class Snapshot:
 
     @cached_property
     def node_by_name(self) -> dict[str, dict[str, Any]]:
-        return self.fold("node-by-name", self.nodes, _by_name)
+        return {name: n for n, (name,) in self.select("node name", self.nodes, _node_name)}
 
     @cached_property
     def pods_by_owner(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-        """Pods by their controller ``(kind, namespace, name)`` (kept while the pods are the same objects)."""
-        return self.fold("pods-by-owner", self.pods, _by_owner)
+        """Pods by their controller ``(kind, namespace, name)`` (each pod's controller kept while it is the same
+        object)."""
+        out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        for p, owner in self.select("pod owner", self.pods, _controller_of):
+            out[owner].append(p)
+        return out
 
     @cached_property
     def revisions_by_owner(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -222,6 +239,15 @@ class Snapshot:
         return out
 
 
+def signature(fn: Callable[..., Any]) -> Any:
+    """What a kept answer was computed with: the function and, for a ``functools.partial``, its arguments (compared
+    by value: a rule's pool parameters, say). Another profile, another pool's parameters, a lambda made anew:
+    another signature, so nothing kept for one is given to the other."""
+    if isinstance(fn, functools.partial):
+        return fn.func, fn.args, tuple(sorted(fn.keywords.items()))
+    return fn
+
+
 def fresh_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The objects of ``objs`` that are not the very objects of ``before`` (in place, when both are as long:
     one replaced object is one answer to compute; an object that moved counts as fresh)."""
@@ -231,24 +257,21 @@ def fresh_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> l
     return [x for x in objs if id(x) not in seen]
 
 
-def same_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> bool:
+def same_objects(before: list[Any], objs: list[Any]) -> bool:
     """Whether ``objs`` are the very objects of ``before``, in order."""
     return before is objs or (len(before) == len(objs) and not any(map(operator.is_not, objs, before)))
 
 
-def _by_name(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {n["metadata"]["name"]: n for n in nodes}
+def _node_name(n: dict[str, Any]) -> tuple[str]:
+    return (n["metadata"]["name"],)
 
 
-def _by_owner(pods: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for p in pods:
-        meta = p.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or ():
-            if ref.get("controller", True):
-                out[(ref.get("kind", ""), meta.get("namespace", ""), ref.get("name", ""))].append(p)
-                break
-    return out
+def _controller_of(p: dict[str, Any]) -> tuple[str, str, str] | None:
+    meta = p.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller", True):
+            return ref.get("kind", ""), meta.get("namespace", ""), ref.get("name", "")
+    return None
 
 
 def _ingest(snapshot: Snapshot, docs: Iterable[Any], name: str) -> int:

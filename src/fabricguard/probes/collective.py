@@ -1,8 +1,10 @@
 """Collective probe runner: torch.distributed ranks that time all_reduce, all_gather and reduce_scatter.
 
-Ranks come from two places: ``run_local`` spawns N processes on this machine (a free loopback port as the
-rendezvous), and ``run_in_env`` runs this process as one rank of a job started by torchrun (or anything that
-sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT). NCCL is used when CUDA is available, gloo otherwise.
+Ranks come from two places: ``run_local`` starts N processes on this machine (a free loopback port as the
+rendezvous), each forked from one server process that has already imported torch (an import costs seconds of
+CPU, most of it registering operators: N ranks pay it once, not N times), and ``run_in_env`` runs this process
+as one rank of a job started by torchrun (or anything that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT).
+NCCL is used when CUDA is available, gloo otherwise.
 
 Each rank writes NCCL_DEBUG=INFO output to its own file (NCCL_DEBUG_FILE) in the run's log directory, and the
 NCCL transport classifier reads them back, so the probe reports the transport NCCL really used. With gloo
@@ -15,10 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -386,8 +388,33 @@ def rank_main(
     }
 
 
+# What the rank server imports before it forks any rank. Loaded once per process that runs local ranks (the
+# server outlives one run_local: a second run in the same process forks from the same server).
+RANK_PRELOAD = ("torch", "torch.distributed")
+
+
+def _rank_context() -> Any:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(RANK_PRELOAD))  # takes effect when the server starts (the first rank)
+    return ctx
+
+
+def _forked_rank(cfg_path: str, rank: int, world: int, port: int, env: dict[str, str], output: str) -> None:
+    """A rank forked from the rank server: the environment of the run that started it (the server was started
+    with an earlier one), stdout and stderr to its own file, no stdin; then the rank itself."""
+    os.environ.clear()
+    os.environ.update(env)
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    for src, dst in ((fd, 1), (fd, 2), (null, 0)):
+        os.dup2(src, dst)
+    os.close(fd)
+    os.close(null)
+    sys.exit(_worker_main([cfg_path, str(rank), str(world), str(port)]))
+
+
 def _worker_main(argv: list[str]) -> int:
-    """Entry of a spawned rank: ``python -m fabricguard.probes.collective CONFIG RANK WORLD PORT``."""
+    """One local rank: ``CONFIG RANK WORLD PORT`` (forked by ``run_local``, or ``python -m`` this module)."""
     cfg_path, rank, world, port = Path(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
     cfg = CollectiveConfig(**json.loads(cfg_path.read_text()))
     log_dir = Path(cfg.log_dir)
@@ -480,52 +507,45 @@ def run_local(
     cfg_path.write_text(json.dumps(asdict(cfg)))
     (log_dir / ROWS_FILE).write_text("")  # a kept --out directory may hold rows of an earlier run
     t0 = time.monotonic()
-    procs: list[subprocess.Popen[bytes]] = []
-    errs = []
-    for r in range(nranks):
-        err = open(log_dir / f"rank{r}.stderr.txt", "wb")  # noqa: SIM115 - closed below
-        errs.append(err)
-        cmd = [
-            sys.executable,
-            "-m",
-            "fabricguard.probes.collective",
-            str(cfg_path),
-            str(r),
-            str(nranks),
-            str(port),
-        ]
-        procs.append(subprocess.Popen(cmd, stdout=err, stderr=err, stdin=subprocess.DEVNULL))
+    ctx = _rank_context()
+    env = dict(os.environ)
+    procs: list[Any] = []
+    codes: list[int | None] = []
     deadline = t0 + timeout_s
     timed_out = False
     tail = _RowTail(log_dir / ROWS_FILE, on_row)
     try:
-        while any(p.poll() is None for p in procs):
+        for r in range(nranks):
+            proc = ctx.Process(target=_forked_rank, name=f"rank{r}",
+                               args=(str(cfg_path), r, nranks, port, env, str(log_dir / f"rank{r}.stderr.txt")))
+            proc.start()  # the first start waits for the server's torch import
+            procs.append(proc)
+        while any(p.exitcode is None for p in procs):
             tail.poll()
             if time.monotonic() >= deadline:
                 timed_out = True
                 break
-            if any(p.returncode not in (None, 0) for p in procs):
+            if any(p.exitcode not in (None, 0) for p in procs):
                 # A dead rank leaves its peers waiting in a collective forever: a moment, then stop them.
                 end = time.monotonic() + 3
-                while any(p.poll() is None for p in procs) and time.monotonic() < end:
+                while any(p.exitcode is None for p in procs) and time.monotonic() < end:
                     time.sleep(0.05)
                 break
             time.sleep(0.02)
     finally:
         for p in procs:
-            if p.poll() is None:
+            if p.exitcode is None:
                 p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
+                p.join(timeout=5)
+                if p.exitcode is None:
                     p.kill()
-                    p.wait()
-        for e in errs:
-            e.close()
+                    p.join()
+            codes.append(p.exitcode)
+            p.close()
     tail.poll()
     seconds = time.monotonic() - t0
     result_file = log_dir / RESULT_FILE
-    if all(p.returncode == 0 for p in procs) and result_file.is_file():
+    if len(codes) == nranks and all(c == 0 for c in codes) and result_file.is_file():
         return _result_from(json.loads(result_file.read_text()), cfg, seconds)
     error = f"timed out after {timeout_s:.0f} s" if timed_out else _first_error(log_dir)
     return CollectiveResult(

@@ -13,6 +13,8 @@ It speaks only where the gate is in use: a node carries a readiness taint or the
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
+from typing import Any
 
 from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.snapshot import Snapshot
@@ -33,6 +35,11 @@ def untolerated(template_tolerations: list[dict[str, object]], keys: tuple[str, 
             if not tolerates(template_tolerations, {"key": k, "value": "any-pool", "effect": "NoSchedule"})]
 
 
+def _tainted(keys: tuple[str, ...], n: dict[str, Any]) -> bool:
+    """Whether the node carries one of the readiness taints ``keys``."""
+    return any(t.get("key") in keys for t in (n.get("spec") or {}).get("taints") or ())
+
+
 def daemonset_untolerated_readiness(snapshot: Snapshot, profile: PlatformProfile | None,
                                     now: datetime) -> list[Finding]:
     del now
@@ -41,7 +48,7 @@ def daemonset_untolerated_readiness(snapshot: Snapshot, profile: PlatformProfile
     # Only where the readiness gate is in use (a node carries a readiness taint, or the agent runs): elsewhere no
     # node is ever tainted and the toleration is moot.
     keys = profile.taint_keys
-    tainted = any(t.get("key") in keys for n in snapshot.nodes for t in (n.get("spec") or {}).get("taints") or ())
+    tainted = bool(snapshot.select(UNTOLERATED, snapshot.nodes, partial(_tainted, tuple(keys))))
     agents = any(((d.get("metadata") or {}).get("name") or "").startswith(AGENT_PREFIX) for d in snapshot.daemonsets)
     if not (tainted or agents):
         return []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import names, objects
@@ -108,8 +109,35 @@ def pod_facts(pod: dict[str, Any]) -> PodFacts:
                     restarts, tuple(waiting), tuple(said))
 
 
-def _facts(snapshot: Snapshot, pods: list[dict[str, Any]]) -> list[PodFacts]:
-    return [snapshot.derived("daemonset-pod-facts", p, pod_facts) for p in pods]
+@dataclass(frozen=True)
+class PodsSummary:
+    """What the DaemonSet rules read of a DaemonSet's pods together (a function of the pods alone, clock-free:
+    ``Snapshot.fold`` keeps it while they are the same objects)."""
+
+    ever: dict[str, dict[str, Any]]  # pod name -> pod_ready_evidence, for the pods that were ever ready
+    reasons: dict[str, int]  # _waiting_reasons
+    youngest: datetime | None
+    oldest: datetime | None
+    restarts: int
+    said: str  # pods_say
+
+
+def _summary(facts: list[tuple[dict[str, Any], PodFacts]]) -> PodsSummary:
+    ever: dict[str, dict[str, Any]] = {}
+    for pod, f in facts:
+        if f.ready_evidence:
+            ever[pod["metadata"]["name"]] = f.ready_evidence
+    only = [f for _, f in facts]
+    pod_times = [f.created for f in only if f.created]
+    return PodsSummary(ever, _waiting_reasons(only), max(pod_times) if pod_times else None,
+                       min(pod_times) if pod_times else None, sum(f.restarts for f in only), pods_say(only))
+
+
+def pods_summary(snapshot: Snapshot, key: tuple[str, str], pods: list[dict[str, Any]]) -> PodsSummary:
+    """The summary of DaemonSet ``key``'s pods: each pod's facts kept while it is the same object, the summary
+    while they all are."""
+    facts = snapshot.select(("daemonset pod facts", *key), pods, pod_facts)
+    return snapshot.fold(("daemonset pods", *key), facts, _summary)
 
 
 def _waiting_reasons(facts: list[PodFacts]) -> dict[str, int]:
@@ -132,15 +160,18 @@ def template_since(snapshot: Snapshot, ds: dict[str, Any]) -> tuple[datetime | N
             return t, f"ControllerRevision {newest['metadata']['name']} (revision {newest.get('revision')})"
     gen = (meta.get("annotations") or {}).get("deprecated.daemonset.template.generation")
     if gen:
-        times = [
-            t
-            for p in snapshot.pods_by_owner.get(("DaemonSet", ns, name), ())
-            if objects.labels_of(p).get("pod-template-generation") == gen
-            and (t := parse_time(p["metadata"].get("creationTimestamp")))
-        ]
-        if times:
-            return min(times), f"oldest pod with pod-template-generation={gen} (the template is no newer)"
+        pods = snapshot.pods_by_owner.get(("DaemonSet", ns, name), [])
+        oldest = snapshot.fold(("template since", ns, name), pods, partial(_oldest_of_generation, gen))
+        if oldest is not None:
+            return oldest, f"oldest pod with pod-template-generation={gen} (the template is no newer)"
     return None, ""
+
+
+def _oldest_of_generation(gen: str, pods: list[dict[str, Any]]) -> datetime | None:
+    """When the oldest of ``pods`` carrying ``pod-template-generation=gen`` was created."""
+    times = [t for p in pods if objects.labels_of(p).get("pod-template-generation") == gen
+             and (t := parse_time(p["metadata"].get("creationTimestamp")))]
+    return min(times) if times else None
 
 
 def _selector(ds: dict[str, Any]) -> str:
@@ -158,11 +189,10 @@ def pods_say(facts: list[PodFacts]) -> str:
     return max(said, key=lambda m: said[m]) if said else ""
 
 
-def never_ready_fix(ds: dict[str, Any], facts: list[PodFacts]) -> str:
-    """The fix with what the doctor knows: the namespace, the selector, what the pods said."""
+def never_ready_fix(ds: dict[str, Any], said: str) -> str:
+    """The fix with what the doctor knows: the namespace, the selector, what the pods said (``pods_say``)."""
     meta = ds.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
-    said = pods_say(facts)
     heard = f" (they say: {said[:200]})" if said else ""
     return (f"Read why its pods fail{heard}: `kubectl -n {ns} describe pod -l {_selector(ds)}`; fix the image or "
             f"configuration, then watch it become ready: `kubectl -n {ns} rollout status ds/{name}`. "
@@ -198,20 +228,14 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
             "status.numberReady": ready,
             "status.numberAvailable": available,
         }
-        facts = _facts(snapshot, pods)
-        ever: dict[str, dict[str, Any]] = {}
-        for pod, f in zip(pods, facts, strict=True):
-            if f.ready_evidence:
-                ever[pod["metadata"]["name"]] = f.ready_evidence
-        reasons = _waiting_reasons(facts)
-        if reasons:
-            evidence["pods: state.waiting.reason"] = reasons
-        pod_times = [f.created for f in facts if f.created]
-        restarts = sum(f.restarts for f in facts)
-        if pod_times:
-            evidence["youngest pod age (misleading)"] = human_age((now - max(pod_times)).total_seconds())
-            evidence["oldest pod age"] = human_age((now - min(pod_times)).total_seconds())
-        evidence["pods: sum of restartCount (misleading)"] = restarts
+        summary = pods_summary(snapshot, (ns, name), pods)
+        ever = summary.ever
+        if summary.reasons:
+            evidence["pods: state.waiting.reason"] = dict(summary.reasons)
+        if summary.youngest is not None and summary.oldest is not None:
+            evidence["youngest pod age (misleading)"] = human_age((now - summary.youngest).total_seconds())
+            evidence["oldest pod age"] = human_age((now - summary.oldest).total_seconds())
+        evidence["pods: sum of restartCount (misleading)"] = summary.restarts
         generation = int(meta.get("generation") or 1)
         template_note = ""
         if generation > 1:
@@ -267,17 +291,15 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
                     f"failure this old look recent.{template_note}"
                 ),
                 evidence=evidence,
-                fix=never_ready_fix(ds, facts),
+                fix=never_ready_fix(ds, summary.said),
                 pools=pools,
             )
         )
     return findings
 
 
-def _names(nodes: list[dict[str, Any]]) -> tuple[list[str], frozenset[str]]:
-    """The nodes' names, sorted and as a set."""
-    names_ = sorted(n["metadata"]["name"] for n in nodes)
-    return names_, frozenset(names_)
+def _names(nodes: list[dict[str, Any]]) -> frozenset[str]:
+    return frozenset(n["metadata"]["name"] for n in nodes)
 
 
 def _on_nodes(pods: list[dict[str, Any]]) -> frozenset[Any]:
@@ -300,7 +322,6 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
         if dp is None or not nodes:
             continue
         ds = ds_by_key.get((dp.namespace, dp.daemonSet))
-        node_names, node_set = snapshot.fold((NO_NODES, "names", pool.name), nodes, _names)
         objs = [ObjRef("DaemonSet", dp.daemonSet, dp.namespace)]
         what = "DRA driver" if pool.fabric.dra is not None else "Device plugin"
         field = "fabric.dra.driverDaemonSet" if pool.fabric.dra is not None else "fabric.devicePlugin"
@@ -331,9 +352,11 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
             continue
         desired = _status_int(ds.get("status") or {}, "desiredNumberScheduled")
         plugin = snapshot.pods_by_owner.get(("DaemonSet", dp.namespace, dp.daemonSet), [])
-        on_pool = snapshot.fold((NO_NODES, "on", dp.namespace, dp.daemonSet), plugin, _on_nodes) & node_set
+        on_pool = snapshot.fold((NO_NODES, "on", dp.namespace, dp.daemonSet), plugin, _on_nodes) & snapshot.fold(
+            (NO_NODES, "names", pool.name), nodes, _names)
         if desired > 0 and on_pool:
             continue
+        node_names = sorted(n["metadata"]["name"] for n in nodes)
         evidence["status.desiredNumberScheduled"] = desired
         evidence["spec.template.spec.nodeSelector"] = (
             ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")

@@ -43,10 +43,12 @@ def _node_refs(nodes: list[dict[str, Any]]) -> list[ObjRef]:
     return [ObjRef("Node", n["metadata"]["name"]) for n in nodes]
 
 
-def _missing(resources: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """The fabric resources one node lacks in ``status.allocatable`` (what it shows for each: None when absent)."""
+def _missing(resources: dict[str, Any], node: dict[str, Any]) -> tuple[dict[str, Any], ObjRef] | None:
+    """(the fabric resources one node lacks in ``status.allocatable``, what it shows for each: None when absent;
+    the node's reference), or None when it lacks none."""
     alloc = (node.get("status") or {}).get("allocatable") or {}
-    return {r: alloc.get(r) for r in resources if quantity(alloc.get(r)) < 1}
+    missing = {r: alloc.get(r) for r in resources if quantity(alloc.get(r)) < 1}
+    return (missing, ObjRef("Node", node["metadata"]["name"])) if missing else None
 
 
 def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -61,9 +63,9 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
             continue
         nodes = members.get(pool.name, [])
         unadvertised = snapshot.select((NOT_ADVERTISED, pool.name), nodes, partial(_missing, pool.fabric.resources))
-        bad = [n for n, _ in unadvertised]
+        bad = [ref for _, (_, ref) in unadvertised]
         evidence: dict[str, Any] = {}
-        for n, missing in unadvertised:
+        for n, (missing, _) in unadvertised:
             if len(evidence) >= MAX_EVIDENCE_ITEMS:
                 break
             for r, v in missing.items():
@@ -77,7 +79,7 @@ def fabric_not_advertised(snapshot: Snapshot, profile: PlatformProfile | None, n
             Finding(
                 NOT_ADVERTISED,
                 Severity.critical,
-                _node_refs(bad),
+                bad,
                 f"{len(bad)} node(s) of fabric pool {pool.name} do not advertise "
                 f"{', '.join(sorted(pool.fabric.resources))} in status.allocatable: pods that request "
                 "the fabric "
@@ -135,16 +137,19 @@ def _lacking(pool: Pool) -> str:
     return text + (f" (DRA-backed by DeviceClass {d.deviceClassName}, and hold no such claim)" if d else "")
 
 
-def _request_view(gpus: frozenset[str], pod: dict[str, Any]) -> tuple[Any, dict[str, Any],
-                                                                     tuple[str, str, str]] | None:
-    """(its node, its containers' requests, its workload) of a Running pod that requests one of ``gpus`` (the
-    fabric pools' GPU resources), else None: what fabric-request-missing reads of a pod."""
+def _request_view(gpus: frozenset[str], fabric: tuple[tuple[str, tuple[str, ...]], ...], pod: dict[str, Any]
+                  ) -> tuple[Any, tuple[str, str, str], dict[str, float], frozenset[str]] | None:
+    """What fabric-request-missing reads of a pod: for a Running pod that requests one of ``gpus`` (the fabric
+    pools' GPU resources), (its node, its workload, how many of each of ``gpus`` it requests, the pools of
+    ``fabric`` ((name, fabric resources) each) whose fabric resources it requests), else None."""
     if (pod.get("status") or {}).get("phase") != "Running":
         return None
     req = container_requests(pod)
-    if not any(quantity(req.get(r)) >= 1 for r in gpus):
+    counts = {r: quantity(req.get(r)) for r in gpus}
+    if not any(c >= 1 for c in counts.values()):
         return None
-    return (pod.get("spec") or {}).get("nodeName"), req, workload_key(pod)
+    has = frozenset(name for name, resources in fabric if any(quantity(req.get(r)) >= 1 for r in resources))
+    return (pod.get("spec") or {}).get("nodeName"), workload_key(pod), counts, has
 
 
 def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -155,18 +160,18 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     pools = [p for p in fabric_pools(profile) if p.fabric.resources or p.fabric.dra]
     fabric = {p.name for p in pools}  # once, not per pod
-    gpus = frozenset(p.gpuResource for p in pools)
-    for pod, (node, req, key) in snapshot.select((REQUEST_MISSING, gpus), snapshot.pods, partial(_request_view, gpus)):
+    view = partial(_request_view, frozenset(p.gpuResource for p in pools),
+                   tuple((p.name, tuple(sorted(p.fabric.resources))) for p in pools))
+    for pod, (node, key, counts, has) in snapshot.select(REQUEST_MISSING, snapshot.pods, view):
         pool = where.get(node or "")
         if pool is None or pool.name not in fabric:
             continue
-        if quantity(req.get(pool.gpuResource)) < 1:
+        if counts[pool.gpuResource] < 1:
             continue
         g = groups.setdefault(key, {"pods": [], "nodes": set(), "pool": pool, "without": []})
         g["pods"].append(pod)
         g["nodes"].add(node)
-        if not any(quantity(req.get(r)) >= 1 for r in pool.fabric.resources) and not dra.holds_fabric_claim(
-                pod, pool, snapshot.claims_by_name):
+        if pool.name not in has and not dra.holds_fabric_claim(pod, pool, snapshot.claims_by_name):
             g["without"].append(pod)
     findings = []
     for (label, ns, name), g in sorted(groups.items(), key=lambda kv: kv[0]):
@@ -212,10 +217,11 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
     return findings
 
 
-def _off_mapping(label: str, mapping: dict[str, Any], node: dict[str, Any]) -> tuple[str | None] | None:
-    """(the node's ``label`` value,) when ``mapping`` does not list it (None: no such label), else None."""
+def _off_mapping(label: str, mapping: dict[str, Any], node: dict[str, Any]) -> tuple[str | None, ObjRef] | None:
+    """(the node's ``label`` value (None: no such label), its reference) when ``mapping`` does not list the
+    value, else None."""
     value = objects.labels_of(node).get(label)
-    return (value,) if value not in mapping else None
+    return (value, ObjRef("Node", node["metadata"]["name"])) if value not in mapping else None
 
 
 def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -226,17 +232,18 @@ def topology_mapping_mismatch(snapshot: Snapshot, profile: PlatformProfile | Non
         label, mapping = pool.fabric.topologyLabel, pool.fabric.networkMapping
         if not label or not mapping:
             continue
-        by_value: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
-        for n, (value,) in snapshot.select((TOPOLOGY, pool.name), members.get(pool.name, []),
-                                           partial(_off_mapping, label, mapping)):
-            by_value[value].append(n)
-        for value, nodes in sorted(by_value.items(), key=lambda kv: str(kv[0])):
+        by_value: dict[str | None, list[tuple[dict[str, Any], ObjRef]]] = defaultdict(list)
+        for n, (value, ref) in snapshot.select((TOPOLOGY, pool.name), members.get(pool.name, []),
+                                               partial(_off_mapping, label, mapping)):
+            by_value[value].append((n, ref))
+        for value, off in sorted(by_value.items(), key=lambda kv: str(kv[0])):
+            nodes = [n for n, _ in off]
             what = f"label {label}={value}, which networkMapping does not list" if value else f"no label {label}"
             findings.append(
                 Finding(
                     TOPOLOGY,
                     Severity.warning,
-                    _node_refs(nodes),
+                    [ref for _, ref in off],
                     f"{len(nodes)} node(s) of pool {pool.name} have {what}: pods placed there get the "
                     "wrong RDMA "
                     "network or none (reservations move between blocks; the mapping must follow).",
@@ -261,13 +268,13 @@ def _fabric_ready(n: dict[str, Any]) -> dict[str, Any] | None:
     return find_condition(n, READY_CONDITION)
 
 
-def _ungated(keys: frozenset[str], n: dict[str, Any]) -> tuple[dict[str, Any] | None] | None:
-    """(its FabricReady condition,) for a schedulable node with none of the readiness taints ``keys`` and no
-    FabricReady=True, else None: what node-not-gated reads of one node."""
+def _ungated(keys: frozenset[str], n: dict[str, Any]) -> tuple[dict[str, Any] | None, ObjRef] | None:
+    """(its FabricReady condition, its reference) for a schedulable node with none of the readiness taints
+    ``keys`` and no FabricReady=True, else None: what node-not-gated reads of one node."""
     if (n.get("spec") or {}).get("unschedulable") or frozenset(taint_keys(n)) & keys:
         return None
     cond = find_condition(n, READY_CONDITION)
-    return None if cond and cond.get("status") == "True" else (cond,)
+    return None if cond and cond.get("status") == "True" else (cond, ObjRef("Node", n["metadata"]["name"]))
 
 
 def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -276,12 +283,12 @@ def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
     members = pool_nodes(snapshot, profile)
     agent_seen = bool(snapshot.select("fabric-ready-reported", snapshot.nodes, _fabric_ready))
     for pool in fabric_pools(profile):
-        bad = [(n, cond) for n, (cond,) in snapshot.select((NOT_GATED, pool.name), members.get(pool.name, []),
-                                                           partial(_ungated, frozenset(pool.taint_keys)))]
+        bad = snapshot.select((NOT_GATED, pool.name), members.get(pool.name, []),
+                              partial(_ungated, frozenset(pool.taint_keys)))
         if not bad:
             continue
         evidence: dict[str, Any] = {"readiness agent seen on any node": agent_seen}
-        for n, cond in bad[:MAX_EVIDENCE_ITEMS]:
+        for n, (cond, _) in bad[:MAX_EVIDENCE_ITEMS]:
             evidence[f"Node {n['metadata']['name']}: status.conditions[{READY_CONDITION}]"] = (
                 f"{cond.get('status')} ({cond.get('reason', '')})" if cond else "absent"
             )
@@ -294,7 +301,7 @@ def node_not_gated(snapshot: Snapshot, profile: PlatformProfile | None, now: dat
             Finding(
                 NOT_GATED,
                 Severity.warning,
-                _node_refs([n for n, _ in bad]),
+                [ref for _, (_, ref) in bad],
                 f"{len(bad)} schedulable node(s) of fabric pool {pool.name} are not gated on fabric "
                 "readiness "
                 f"({why}); jobs can land on a node whose fabric was never verified.",

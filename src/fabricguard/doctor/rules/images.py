@@ -66,6 +66,26 @@ def _exec_hits(pod: dict[str, Any]) -> tuple[tuple[Any, Any, list[tuple[str, str
     return tuple(out)
 
 
+def _groups(hit: list[tuple[dict[str, Any], tuple[tuple[Any, Any, list[tuple[str, str]], Any], ...]]]
+            ) -> dict[tuple[tuple[str, str, str], str], dict[str, Any]]:
+    """The failing pods by controller and image: their first hits by pod name, the container, the image ID, and
+    the names of the nodes they run on (each node's architecture is looked up by the caller)."""
+    groups: dict[tuple[tuple[str, str, str], str], dict[str, Any]] = {}
+    for pod, said in hit:
+        meta = pod.get("metadata") or {}
+        for container, image, hits, image_id in said:
+            g = groups.setdefault((owner_key(pod), image), {"pods": {}, "nodes": set(), "container": container})
+            g["nodes"].add((pod.get("spec") or {}).get("nodeName", ""))
+            g["pods"].setdefault(meta.get("name"), dict(hits[:2]))
+            if image_id:
+                g["imageID"] = image_id
+    return groups
+
+
+def _name_arch(node: dict[str, Any]) -> tuple[str, str | None]:
+    return node["metadata"]["name"], node_arch(node)
+
+
 def _event_says(ev: dict[str, Any]) -> str:
     """The event's message when it says 'exec format error', else ''."""
     msg = ev.get("message") or ev.get("note") or ""
@@ -83,17 +103,12 @@ def _by_name(pods: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]
 def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     """Containers failing with ``exec format error``, one finding per controller and image."""
     del now
-    groups: dict[tuple[tuple[str, str, str], str], dict[str, Any]] = {}
-    for pod, said in snapshot.select("exec-format-pod", snapshot.pods, _exec_hits):
-        meta = pod.get("metadata") or {}
-        for container, image, hits, image_id in said:
-            g = groups.setdefault((owner_key(pod), image), {"pods": {}, "arches": set(), "container": container})
-            node = snapshot.node_by_name.get((pod.get("spec") or {}).get("nodeName", ""))
-            if arch := node_arch(node):
-                g["arches"].add(arch)
-            g["pods"].setdefault(meta.get("name"), dict(hits[:2]))
-            if image_id:
-                g["imageID"] = image_id
+    hit = snapshot.select("exec-format-pod", snapshot.pods, _exec_hits)
+    groups = {k: dict(g) for k, g in snapshot.fold("exec-format-groups", hit, _groups).items()}  # ours to extend
+    if groups:
+        arch_of = {name: arch for _, (name, arch) in snapshot.select("node arch", snapshot.nodes, _name_arch)}
+        for g in groups.values():
+            g["arches"] = {a for name in g.pop("nodes") if (a := arch_of.get(name))}
     said_events = snapshot.select("exec-format-event", snapshot.events, _event_says)
     pods_by_name = snapshot.fold("pods-by-name", snapshot.pods, _by_name) if said_events else {}
     for ev, msg in said_events:

@@ -18,6 +18,7 @@ doctor (this rule, severity info) and ``preflight`` (its "Observe" rows).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from fabricguard import names, objects, times
 from fabricguard.doctor.model import Finding, ObjRef, Severity
 from fabricguard.doctor.snapshot import Snapshot
-from fabricguard.profile import PlatformProfile, Pool
+from fabricguard.profile import PlatformProfile
 
 RULE = "enforce-would-have-acted"
 WINDOW = timedelta(days=1)
@@ -65,13 +66,57 @@ def _pool_of_workload(wl: dict[str, Any], profile: PlatformProfile, message: str
     return next((p.name for p in profile.spec.pools if f"pool {p.name}" in message), None)
 
 
+Tainted = tuple[str, str, str]  # (node, FabricReady status now, since)
+
+
+def _ready_mark(n: dict[str, Any]) -> tuple[Tainted, datetime | None] | None:
+    """((name, FabricReady status, since as written), since) of a node whose agent reported, else None."""
+    cond = objects.find_condition(n, names.FABRIC_READY)
+    if cond is None:
+        return None  # no agent reported here: node-not-gated says so; there is no verdict enforce would act on
+    changed = _when(cond.get("lastTransitionTime"))
+    return (objects.name_of(n), str(cond.get("status") or "?"), times.format_time(changed) if changed else "?"), changed
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """One pool's reporting nodes, split without the clock: those not FabricReady now (tainted whatever the time)
+    and those True with a transition time, by that time (tainted while it is inside the window)."""
+
+    down: list[tuple[int, Tainted]]  # (position, entry)
+    times: list[datetime]  # sorted
+    at: list[tuple[int, Tainted]]  # aligned with times
+
+
+def _split(marks: list[tuple[dict[str, Any], tuple[Tainted, datetime | None]]]) -> _Marks:
+    down = [(i, entry) for i, (_, (entry, _)) in enumerate(marks) if entry[1] != "True"]
+    true = sorted((changed, i, entry) for i, (_, (entry, changed)) in enumerate(marks)
+                  if entry[1] == "True" and changed is not None)
+    return _Marks(down, [t for t, _, _ in true], [(i, e) for _, i, e in true])
+
+
+def _held_marks(wl: dict[str, Any]) -> tuple[tuple[datetime | None, str], ...]:
+    """(when, message) of each of the Workload's check entries the observe mode wrote."""
+    out = []
+    for entry in (wl.get("status") or {}).get("admissionChecks") or ():
+        msg = str((entry or {}).get("message") or "")
+        if msg.startswith(OBSERVE_HOLD):
+            out.append((_when((entry or {}).get("lastTransitionTime")), msg))
+    return tuple(out)
+
+
 def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]],
                now: datetime, default_mode: str = "observe",
-               members: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, WouldHave]:
+               members: dict[str, list[dict[str, Any]]] | None = None,
+               snapshot: Snapshot | None = None) -> dict[str, WouldHave]:
     """Per observing pool, what enforce would have held and tainted within :data:`WINDOW` before ``now``.
 
     The clock is read only where something is compared with the window: with no observe message and no
-    observing pool, the answer does not depend on the time (an incremental pass keeps it: controller/incremental.py)."""
+    observing pool, the answer does not depend on the time (an incremental pass keeps it: controller/incremental.py).
+    A pool's nodes that are True are found by their transition times, sorted, with a binary search (the two
+    times beside the window's start are the comparisons that bound it). ``members``: Snapshot.pool_members (each
+    node's pool, computed once); ``snapshot`` (whose nodes and Workloads these are): what each node and Workload
+    says is kept while it is the same object (``Snapshot.select``)."""
     start: list[datetime] = []
 
     def since() -> datetime:
@@ -80,12 +125,10 @@ def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads:
         return start[0]
 
     out: dict[str, WouldHave] = {}
-    for wl in workloads:
-        for entry in (wl.get("status") or {}).get("admissionChecks") or ():
-            msg = str((entry or {}).get("message") or "")
-            if not msg.startswith(OBSERVE_HOLD):
-                continue
-            when = _when((entry or {}).get("lastTransitionTime"))
+    held = (snapshot.select((RULE, "held"), workloads, _held_marks) if snapshot is not None
+            else [(wl, m) for wl in workloads if (m := _held_marks(wl))])
+    for wl, said in held:
+        for when, msg in said:
             if when is None or when < since():
                 continue
             pool = _pool_of_workload(wl, profile, msg)
@@ -93,27 +136,25 @@ def would_have(profile: PlatformProfile, nodes: list[dict[str, Any]], workloads:
                 out.setdefault(pool, WouldHave(pool)).held.append(
                     (f"{objects.namespace_of(wl)}/{objects.name_of(wl)}", times.format_time(when)))
     observing = {p.name for p in profile.spec.pools if profile.mode_of(p, default_mode) == "observe"} | set(out)
-    # ``members``: Snapshot.pool_members (each node's pool, computed once); else each node's pool here.
     watched = {p.name for p in profile.spec.pools if p.name in observing and p.fabric.has_fabric}
-    in_pools: list[tuple[dict[str, Any], Pool]] = []
-    if watched and members is not None:
-        in_pools = [(n, p) for p in profile.spec.pools if p.name in watched for n in members.get(p.name, [])]
-        if len(watched) > 1:
-            order = {id(n): i for i, n in enumerate(nodes)}
-            in_pools.sort(key=lambda np: order.get(id(np[0]), -1))  # the nodes' order, as without members
-    elif watched:
-        in_pools = [(n, p) for n in nodes if (p := profile.pool_of(n)) is not None]
-    for n, node_pool in in_pools:
-        if node_pool.name not in watched:
+    if watched and members is None:
+        members = {}
+        for n in nodes:
+            if (q := profile.pool_of(n)) is not None:
+                members.setdefault(q.name, []).append(n)
+    for p in profile.spec.pools:
+        if p.name not in watched or members is None:
             continue
-        cond = objects.find_condition(n, names.FABRIC_READY)
-        if cond is None:
-            continue  # no agent reported here: node-not-gated says so; there is no verdict enforce would act on
-        status = str(cond.get("status") or "?")
-        changed = _when(cond.get("lastTransitionTime"))
-        if status != "True" or (changed is not None and changed >= since()):
-            out.setdefault(node_pool.name, WouldHave(node_pool.name)).tainted.append(
-                (objects.name_of(n), status, times.format_time(changed) if changed else "?"))
+        pool_nodes = members.get(p.name, [])
+        if snapshot is not None:
+            marks = snapshot.fold((RULE, "marks", p.name), snapshot.select((RULE, "ready", p.name), pool_nodes,
+                                                                      _ready_mark), _split)
+        else:
+            marks = _split([(n, mark) for n in pool_nodes if (mark := _ready_mark(n))])
+        recent = marks.at[bisect_left(marks.times, since()):] if marks.times else []
+        tainted = sorted(marks.down + recent)
+        if tainted:
+            out.setdefault(p.name, WouldHave(p.name)).tainted.extend(e for _, e in tainted)
     return {p: w for p, w in sorted(out.items()) if not w.empty}
 
 
@@ -122,7 +163,7 @@ def enforce_would_have_acted(snapshot: Snapshot, profile: PlatformProfile | None
         return []
     findings = []
     for pool, w in would_have(profile, snapshot.nodes, snapshot.kind("Workload"), now,
-                              members=snapshot.pool_members(profile)).items():
+                              members=snapshot.pool_members(profile), snapshot=snapshot).items():
         refs = [ObjRef("Node", n) for n, _, _ in w.tainted[:MAX_LISTED]]
         refs += [ObjRef("Workload", ref.split("/", 1)[1], ref.split("/", 1)[0]) for ref, _ in w.held[:MAX_LISTED]]
         findings.append(Finding(

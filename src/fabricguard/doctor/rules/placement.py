@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import names, objects
@@ -46,6 +47,15 @@ def _names(nodes: list[dict[str, Any]]) -> list[str]:
     return [_name(n) for n in nodes[:MAX_EVIDENCE_ITEMS]]
 
 
+def _lacks(level: str, node: dict[str, Any]) -> ObjRef | None:
+    """The node's reference when it has no (or an empty) label ``level``."""
+    return None if _labels(node).get(level) else ObjRef("Node", _name(node))
+
+
+def _label_value(label: str, node: dict[str, Any]) -> tuple[str | None]:
+    return (_labels(node).get(label),)
+
+
 def topology_labels_missing(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     findings = []
@@ -55,13 +65,14 @@ def topology_labels_missing(snapshot: Snapshot, profile: PlatformProfile | None,
         levels = [lv for lv in pool.topology_levels if lv != HOSTNAME_LABEL]
         nodes = members.get(pool.name, [])
         for level in levels:
-            bad = [n for n in nodes if not _labels(n).get(level)]
-            if not bad:
+            lacking = snapshot.select((TOPOLOGY_LABELS, pool.name, level), nodes, partial(_lacks, level))
+            if not lacking:
                 continue
+            bad = [n for n, _ in lacking]
             findings.append(Finding(
                 TOPOLOGY_LABELS,
                 Severity.warning,
-                [ObjRef("Node", _name(n)) for n in bad],
+                [ref for _, ref in lacking],
                 f"{len(bad)} of {len(nodes)} node(s) of pool {pool.name} have no label {level}, a level of the "
                 "pool's Kueue Topology: topology-aware scheduling cannot place pods on them, so gangs wait while "
                 "the quota shows free capacity.",
@@ -88,11 +99,11 @@ def _advertised(nodes: list[dict[str, Any]], resource: str) -> list[dict[str, An
     return [n for n in nodes if quantity(((n.get("status") or {}).get("allocatable") or {}).get(resource)) >= 1]
 
 
-def _mapping_blocks(pool: Pool, nodes: list[dict[str, Any]]) -> list[Finding]:
+def _mapping_blocks(snapshot: Snapshot, pool: Pool, nodes: list[dict[str, Any]]) -> list[Finding]:
     label, mapping = pool.fabric.topologyLabel, pool.fabric.networkMapping
     if not label or not mapping or not nodes:
         return []
-    present = {_labels(n).get(label) for n in nodes}
+    present = {v for _, (v,) in snapshot.select((MAPPING_STALE, pool.name), nodes, partial(_label_value, label))}
     stale = sorted(b for b in mapping if b not in present)
     if not stale:
         return []
@@ -195,7 +206,7 @@ def network_mapping_stale(snapshot: Snapshot, profile: PlatformProfile | None, n
     findings: list[Finding] = []
     for pool in fabric_pools(profile):
         nodes = members.get(pool.name, [])
-        findings.extend(_mapping_blocks(pool, nodes))
+        findings.extend(_mapping_blocks(snapshot, pool, nodes))
         style = pool.fabric.network_annotation_style
         if style == "multus":
             findings.extend(_multus_networks(snapshot, pool, nodes))
@@ -206,7 +217,16 @@ def network_mapping_stale(snapshot: Snapshot, profile: PlatformProfile | None, n
 
 def _flavor_nodes(snapshot: Snapshot, flavor: dict[str, Any]) -> list[dict[str, Any]]:
     selector = (flavor.get("spec") or {}).get("nodeLabels") or {}
-    return [n for n in snapshot.nodes if selector_matches(_labels(n), selector)]
+    if not isinstance(selector, dict) or not all(isinstance(v, str | int | float | bool | None)
+                                                 for v in selector.values()):
+        return [n for n in snapshot.nodes if selector_matches(_labels(n), selector)]
+    # Each node's answer kept while it is the same object, for this selector (compared by value).
+    matches = partial(_selected, tuple(sorted(selector.items(), key=lambda kv: str(kv[0]))))
+    return [n for n, _ in snapshot.select((FLAVOR_NO_NODE, _name(flavor)), snapshot.nodes, matches)]
+
+
+def _selected(selector: tuple[tuple[str, Any], ...], node: dict[str, Any]) -> bool:
+    return selector_matches(_labels(node), dict(selector))
 
 
 def flavor_matches_no_node(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -251,6 +271,12 @@ def _blocking_taints(node: dict[str, Any], tolerations: list[dict[str, Any]]) ->
     return out
 
 
+def _blocked(tolerations: list[dict[str, Any]], node: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """(the node's name, the readiness taints ``tolerations`` do not tolerate) when there are any."""
+    b = _blocking_taints(node, tolerations)
+    return (_name(node), b) if b else None
+
+
 def flavor_readiness_tainted(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     pool_tolerations = {p.name: [t.to_k8s() for t in p.tolerations] for p in profile.spec.pools} if profile else {}
@@ -260,7 +286,8 @@ def flavor_readiness_tainted(snapshot: Snapshot, profile: PlatformProfile | None
         if not nodes:
             continue
         tolerations = [*((flavor.get("spec") or {}).get("tolerations") or ()), *pool_tolerations.get(_name(flavor), ())]
-        blocked = {_name(n): b for n in nodes if (b := _blocking_taints(n, tolerations))}
+        blocked = {name: b for _, (name, b) in snapshot.select((FLAVOR_TAINTED, _name(flavor)), nodes,
+                                                               partial(_blocked, tolerations))}
         if not blocked:
             continue
         every = len(blocked) == len(nodes)
