@@ -333,10 +333,7 @@ def namespace_dirs_job(profile: PlatformProfile, namespace: str, image: str) -> 
                 "command": ["fabricguard"],
                 "args": ["storage", "namespace-dirs", "--root", mount, *dirs],
                 "resources": {k: dict(v) for k, v in jobdir.RESOURCES.items()},
-                "securityContext": {
-                    "runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
-                    "readOnlyRootFilesystem": True, "seccompProfile": {"type": "RuntimeDefault"},
-                    "capabilities": {"drop": ["ALL"], "add": list(jobdir.CAPABILITIES)}},
+                "securityContext": jobdir.security_context(),
                 "volumeMounts": [{"name": "lustre", "mountPath": mount}]}],
                 "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName}}]}}},
     }
