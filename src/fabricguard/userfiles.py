@@ -394,25 +394,32 @@ class LinkFreeFolder:
     base: Path
     path: Path
     _proven: tuple[int, int] | None = field(default=None, repr=False)
+    _str: str = field(default="", init=False, repr=False)  # the path as os.stat takes it (no __fspath__ per call)
 
-    def check(self) -> None:
-        """``SourceError`` as :func:`no_link_below`; quiet when the folder does not exist (yet)."""
+    def __post_init__(self) -> None:
+        self._str = os.fspath(self.path)
+
+    def check(self) -> os.stat_result | None:
+        """``SourceError`` as :func:`no_link_below`; quiet when the folder does not exist (yet). Returns the
+        folder's ``stat`` taken by the check (None when there is none), so that a reader of the folder needs no
+        ``stat`` of its own (its mtime says whether a listing is still current)."""
         try:
-            now = os.stat(self.path)
+            now = os.stat(self._str)
         except OSError:
             now = None
         if now is not None and self._proven == (now.st_dev, now.st_ino):
-            return
+            return now
         self._proven = None
         no_link_below(self.base, self.path)
         if now is None or not stat.S_ISDIR(now.st_mode):
-            return
+            return now
         try:
-            after = os.lstat(self.path)  # the proof held: the path's last part is the folder itself, no link
+            after = os.lstat(self._str)  # the proof held: the path's last part is the folder itself, no link
         except OSError:
-            return
+            return now
         if stat.S_ISDIR(after.st_mode) and (after.st_dev, after.st_ino) == (now.st_dev, now.st_ino):
             self._proven = (now.st_dev, now.st_ino)
+        return now
 
 
 @functools.lru_cache(maxsize=256)

@@ -17,7 +17,7 @@ from controller_support import JOBSETS, NOW, PROFILE, ROCE_LOGS, SOCKET_LOGS, li
 
 from fabricguard.controller.canary import log_dir
 from fabricguard.controller.live import LiveJobs, running_jobs
-from fabricguard.controller.live_io import ANN_BOUND, ANN_IO_STATE, JobIo
+from fabricguard.controller.live_io import ANN_BOUND, ANN_IO_STATE, JobIo, live_bound
 from fabricguard.controller.metrics import Metrics
 from fabricguard.profile import loads_profile
 
@@ -170,3 +170,48 @@ async def test_the_pass_tells_a_storage_bound_job_once_and_a_fabric_bound_one_ap
     _rc, doc = await run_once(kc, prof_path, NOW + timedelta(minutes=2), lustre)
     row2 = next(r for r in doc["running"] if r["name"] == other)
     assert row2["transport"] == "socket" and row2["bound"] == "fabric" and not row2["io"]["storage_bound"], row2
+
+
+def test_a_quiet_poll_stats_the_folder_once_and_keeps_what_it_drew_until_something_moves(tmp_path: Path,
+                                                                                       monkeypatch) -> None:
+    """At 50,000 jobs the quiet poll is the cost: one ``stat`` of the job's folder serves the link check, the log
+    follower and the I/O follower, and the observation is kept (nothing new is made); whatever is kept equals what
+    drawing it again gives, and an appended line or record is seen by the next poll."""
+    lj = LiveJobs(PROF, tmp_path)
+    (job,) = running_jobs(PROF, {"JobSet": [_jobset()]})
+    lj.sync([job])
+    d = tmp_path / log_dir(PROF, NS, JOB)
+    d.mkdir(parents=True)
+    for f in ROCE_LOGS:
+        shutil.copy(f, d / f.name)
+    _append(d / "steps.rank0.jsonl", _steps(d, 0, 1, 100, ckpt_s=120.0))
+    old = os.stat(d).st_mtime - 60
+    os.utime(d, (old, old))  # listed a minute after its last change: the listing is trusted
+    jio = lj._io[job.key]
+
+    def same_as_drawn_again(ob) -> None:  # type: ignore[no-untyped-def]
+        assert ob.io == jio.tally.summary(PROF.pool(POOL))
+        assert ob.bound == live_bound(PROF, ob.verdict.transport, False, ob.io, POOL)
+
+    (first,) = lj.poll()
+    same_as_drawn_again(first)
+    stats: list[str] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: (stats.append(os.fspath(p)), real_stat(p, *a, **k))[1])
+    for _ in range(3):
+        stats.clear()
+        (ob,) = lj.poll()
+        assert stats.count(str(d)) == 1, stats
+        assert ob is first and ob.bound == "storage"
+    same_as_drawn_again(ob)
+    _append(d / "steps.rank0.jsonl", _steps(d, 0, 101, 200, ckpt_s=120.0))  # two more checkpoints
+    (ob,) = lj.poll()
+    assert ob is not first and ob.io is not None and ob.io.phases[0].instances == 4
+    same_as_drawn_again(ob)
+    grown = ob
+    with (d / ROCE_LOGS[0].name).open("ab") as fh:
+        fh.write(SOCKET_LOGS[0].read_bytes())
+    (ob,) = lj.poll()
+    assert ob is not grown and ob.verdict.transport.value in ("socket", "mixed")
+    assert ob.bound == "fabric+storage" and ob.io is grown.io  # no record read: the same summary
+    same_as_drawn_again(ob)

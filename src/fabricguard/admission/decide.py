@@ -27,6 +27,7 @@ from fabricguard.admission.claims import Resolver
 from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.admission.queues import missing_local_queue
 from fabricguard.profile.model import Mode, PlatformProfile, Pool, UnknownPoolError
+from fabricguard.storage import layout
 
 Endpoint = Literal["mutate", "validate", "review"]
 Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request", "error", "observed"]
@@ -98,7 +99,7 @@ class Admission:
         # Looks up ResourceClaimTemplates for DRA pools (admission/claims.py); None: not checked, with a warning.
         self.resolve = resolve
         # What to inject per (pool, opted out), built once per pool: this object lives as long as the profile.
-        self._plans: dict[tuple[str, bool], Plan] = {}
+        self._plans: dict[tuple[str, bool, bool], Plan] = {}
 
     # -- entry points
 
@@ -191,10 +192,12 @@ class Admission:
             if silent:
                 silent = [bounded("; ".join(silent), MAX_MESSAGE - len("fabricguard: "))]
                 return Decision(200, rv.deny(uid, "fabricguard: " + "; ".join(silent)), "denied")
-        key = (s.pool.name, s.workload.opted_out)
+        # The job's directory differs between a claim rooted at the namespace's directory and one at the root.
+        key = (s.pool.name, s.workload.opted_out, layout.namespace_dir(self.profile, s.workload.namespace) is None)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out, self.job_dir_image)
+            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out, self.job_dir_image,
+                                                s.workload.namespace)
         m = mutate_workload(s.workload, self.profile, s.pool, plan, self.resolve)
         if not m.allowed:
             return _deny(uid, m.message)

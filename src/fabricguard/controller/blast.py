@@ -22,7 +22,10 @@ too) the controller does NRC's untainting itself: a node ``True`` again loses it
 window passes with nothing more failing, the budget is free again and the rules enforce.
 
 The states live in the FabricValidation's ``status.breakers`` (one entry per check), written only when one
-changes. The rules' ``dryRun`` follows the pool's mode and its breakers, and is patched only when the listed rule
+changes. ``status.blastBudget`` publishes the pool's node count and budget for the agents that keep their own
+taints (``--manage-taints``): they take one of that many taint slots before tainting (``agent/taint_slots.py``),
+so that nodes failing within one pass never taint past the budget before a breaker can open. The rules' ``dryRun``
+follows the pool's mode and its breakers, and is patched only when the listed rule
 differs. Pure: the listed cluster in, actions out.
 """
 
@@ -35,6 +38,7 @@ from typing import Any
 
 from fabricguard import breaker, names, times
 from fabricguard import objects as o
+from fabricguard.agent import taint_slots
 from fabricguard.agent.condition import failing_checks
 from fabricguard.agent.taints import taint_patch
 from fabricguard.controller.actions import Action, JsonPatch, MergePatch, event
@@ -126,11 +130,6 @@ def _gang(flavors: frozenset[str], wl: dict[str, Any]) -> int:
     return pods
 
 
-def budget_of(pool: Pool, keep: int) -> breaker.Budget:
-    br = pool.blastRadius
-    return breaker.Budget(br.fraction, br.minimum, br.window_s, keep if br.keepLargestGang else 0)
-
-
 @dataclass
 class NodeScan:
     """What the breakers read of one pool's nodes (no clock: an incremental pass keeps it while no node
@@ -188,7 +187,7 @@ def judge_breakers(profile: PlatformProfile, nodes: list[dict[str, Any]], fvs: d
     for pool in profile.spec.pools:
         scan = scans[pool.name]
         members, failing, node_checks, good = scan.members, scan.failing, scan.node_checks, scan.good
-        budget = budget_of(pool, largest_gang(profile, pool, workloads, snapshot))
+        budget = pool.blast_budget(largest_gang(profile, pool, workloads, snapshot))
         fv = fvs.get(pool.name)
         before = stored(fv)
         pb = PoolBreakers(pool.name, len(members), budget.allowed(len(members)))
@@ -213,7 +212,12 @@ def judge_breakers(profile: PlatformProfile, nodes: list[dict[str, Any]], fvs: d
         res.pools[pool.name] = pb
         kept = {c: s for c, s in pb.states.items() if s.open or s.resets or c in failing}
         if to_status(kept) != to_status(before):
-            res.fv_status[pool.name] = {"breakers": to_status(kept)}
+            res.fv_status.setdefault(pool.name, {})["breakers"] = to_status(kept)
+        # The node count the agents size their taint slots by (agent/taint_slots.py): rewritten when it changes and
+        # every PUBLISH_REFRESH_S, so that an agent can tell a count the controller still keeps from a stale one.
+        published = taint_slots.published(pool, len(members), now)
+        if fv is not None and taint_slots.publish_due(((fv.get("status") or {}).get("blastBudget")), published, now):
+            res.fv_status.setdefault(pool.name, {})["blastBudget"] = published
         observing = profile.mode_of(pool, mode) == "observe"
         pb.muted = observing or bool(open_checks) or bool(pb.exhausted)
         res.actions += _rule_actions(pool, rules, dry_run=pb.muted)

@@ -12,6 +12,7 @@ lost), any other job is suspended (``spec.suspend: true``). The default, ``warn`
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -124,13 +125,27 @@ class _Followed:
     latest: Observation | None = None
     # Its folders under the Lustre root, each proven free of links once and re-proven when it changes.
     folders: dict[Path, LinkFreeFolder] = field(default_factory=dict)
+    key: tuple[str, str, str] = ("", "", "")  # RunningJob.key, as LiveJobs keys it
+    logs: LinkFreeFolder | None = None  # folders[follower.directory]
 
-    def no_link(self, lustre_root: Path, directory: Path) -> None:
-        """Never another tenant's folder through a link (``userfiles.LinkFreeFolder``)."""
+    # What the latest observation's I/O summary and bound were drawn from (profile, pool, transport, below the
+    # floor): a quiet poll keeps them instead of drawing them again for each of tens of thousands of jobs.
+    drawn: tuple[object, ...] = ()
+
+    def no_link(self, lustre_root: Path, directory: Path) -> os.stat_result | None:
+        """Never another tenant's folder through a link (``userfiles.LinkFreeFolder``); the folder's ``stat``."""
+        if directory is self.follower.directory:  # every poll of every job: no Path hash per poll
+            if self.logs is None:
+                self.logs = self.folders[directory] = LinkFreeFolder(lustre_root, directory)
+            return self.logs.check()
         folder = self.folders.get(directory)
         if folder is None:
             folder = self.folders[directory] = LinkFreeFolder(lustre_root, directory)
-        folder.check()
+        return folder.check()
+
+
+def _due_order(f: _Followed) -> float:
+    return -1.0 if f.read_at is None else f.read_at
 
 
 @dataclass
@@ -187,7 +202,7 @@ class LiveJobs:
                 known.job = job
                 continue
             path = self.lustre_root / log_dir(self.profile, job.namespace, job.job)
-            self._followers[k] = _Followed(job, LogFollower(path), now)
+            self._followers[k] = _Followed(job, LogFollower(path), now, key=k)
             self._io[k] = JobIo(path)  # its I/O phase records, beside its step times in the same directory
             ins = self.profile.inspector_for(self.profile.pool(job.pool))
             if ins is not None:
@@ -211,9 +226,10 @@ class LiveJobs:
         """Read one job's logs (and Inspector records); returns the bytes read. Never raises."""
         job, follower = fol.job, fol.follower
         read = 0
+        dir_stat = None
         try:  # one job's files cannot stop the others being followed: any exception is this job's alone
-            fol.no_link(self.lustre_root, follower.directory)
-            read = follower.poll().bytes
+            dir_stat = fol.no_link(self.lustre_root, follower.directory)
+            read = follower.poll(dir_stat).bytes
             verdict = follower.verdict()
         except Exception as exc:
             why = f"cannot follow the job's logs: {type(exc).__name__}: {exc}"[:500]
@@ -221,9 +237,11 @@ class LiveJobs:
             verdict = LiveVerdict(Transport.unknown, False, NcclReport(
                 unread=[Evidence(str(follower.directory), 0, "", why)], unread_count=1))
             fol.latest = Observation(job, verdict)
+            fol.drawn = ()
             fol.read_at = time.monotonic()
             return 0
-        view = fol.latest.busbw if fol.latest is not None else None
+        latest = fol.latest
+        view = latest.busbw if latest is not None else None
         jb = self._busbw.get(key)
         if jb is not None:
             try:
@@ -238,19 +256,38 @@ class LiveJobs:
                 self.cost.inspector_bytes_total += got.bytes
                 self.cost.inspector_records_total += got.records
         io = None
+        # A quiet poll (no I/O record read, the same profile and pool) keeps the I/O summary and the bound it
+        # drew last time instead of drawing them again: tens of thousands of jobs are quiet in most polls.
+        same = latest is not None and bool(fol.drawn) and fol.drawn[0] is self.profile and fol.drawn[1] == job.pool
+        failed_io = False
         jio = self._io.get(key)
         if jio is not None:
             try:
-                if jio.directory != follower.directory:  # the same folder was proven just above
-                    fol.no_link(self.lustre_root, jio.directory)
-                got_io = jio.poll()
+                if jio.directory is follower.directory or jio.directory == follower.directory:
+                    got_io = jio.poll(dir_stat)  # the same folder, proven (and its stat taken) just above
+                else:
+                    got_io = jio.poll(fol.no_link(self.lustre_root, jio.directory))
                 self.cost.io_bytes_total += got_io
-                io = jio.tally.summary(self.profile.pool(job.pool))
+                same = same and not got_io
+                io = latest.io if same and latest is not None else jio.tally.summary(self.profile.pool(job.pool))
             except Exception as exc:  # the tenant's step files: this job's I/O is not judged
                 self.unusable_job(key, f"cannot read the job's I/O records: {type(exc).__name__}: {exc}"[:500])
-        bound = live_bound(self.profile, verdict.transport, bool(view is not None and view.below), io, job.pool)
-        fol.latest = Observation(job, verdict, view, io=io, bound=bound)
+                same, failed_io, io = False, True, None
+        below = bool(view is not None and view.below)
         fol.read_at = time.monotonic()
+        if same and latest is not None and fol.drawn[2] is verdict.transport and fol.drawn[3] is below \
+                and latest.io is io:
+            # Drawn from the very same facts: the same bound, and the same observation when nothing else moved
+            # (an observation is kept between polls anyway for a job a poll had no time for). Nothing new that
+            # lives on is made for a quiet job, so the collector's full collections stay rare.
+            if latest.job is job and latest.verdict is verdict and latest.busbw is view:
+                return read
+            fol.latest = Observation(job, verdict, view, io=io, bound=latest.bound)
+            return read
+        bound = live_bound(self.profile, verdict.transport, below, io, job.pool)
+        # After a failed read of the I/O records the tally may hold part of what was read: drawn again next time.
+        fol.drawn = () if failed_io else (self.profile, job.pool, verdict.transport, below)
+        fol.latest = Observation(job, verdict, view, io=io, bound=bound)
         return read
 
     def poll(self) -> list[Observation]:
@@ -259,13 +296,14 @@ class LiveJobs:
         t0 = time.monotonic()
         budget = self.budget_s if self.budget_s is not None else (0.8 * self.interval_s or float("inf"))
         due_after = 0.9 * self.interval_s  # a poll every interval reads every job every interval
-        due = sorted(((k, f) for k, f in self._followers.items()
-                      if f.read_at is None or t0 - f.read_at >= due_after),
-                     key=lambda kf: -1.0 if kf[1].read_at is None else kf[1].read_at)
+        # A list of the followers themselves, not of (key, follower) pairs: 50,000 pairs living through the poll
+        # reached the collector's oldest generation, whose full collections walk every follower's state.
+        due = [f for f in self._followers.values() if f.read_at is None or t0 - f.read_at >= due_after]
+        due.sort(key=_due_order)
         polled = 0
         if self.workers <= 1:
-            for k, f in due:
-                self.cost.bytes_total += self._read(k, f)
+            for f in due:
+                self.cost.bytes_total += self._read(f.key, f)
                 polled += 1
                 if time.monotonic() - t0 >= budget:
                     break
@@ -276,19 +314,30 @@ class LiveJobs:
             with ThreadPoolExecutor(self.workers, thread_name_prefix="live-follow") as pool:
                 for i in range(0, len(due), step):
                     batch = due[i : i + step]
-                    self.cost.bytes_total += sum(pool.map(lambda kf: self._read(*kf), batch))
+                    self.cost.bytes_total += sum(pool.map(lambda f: self._read(f.key, f), batch))
                     polled += len(batch)
                     if time.monotonic() - t0 >= budget:
                         break
-        out = [f.latest for f in self._followers.values() if f.latest is not None]
+        out = []
         now = time.monotonic()
-        ages = [now - (f.read_at if f.read_at is not None else f.since) for f in self._followers.values()]
+        oldest, files = now, 0
+        unfollowed_before = now - self.bound_s
+        unfollowed = 0
+        for f in self._followers.values():  # one walk: at 50,000 jobs each walk of them is a cost of its own
+            if f.latest is not None:
+                out.append(f.latest)
+            at = f.read_at if f.read_at is not None else f.since
+            if at < oldest:
+                oldest = at
+            if at < unfollowed_before:
+                unfollowed += 1
+            files += f.follower.total.files
         self.cost.jobs = len(self._followers)
-        self.cost.unfollowed = sum(1 for a in ages if a > self.bound_s)
-        self.cost.followed = self.cost.jobs - self.cost.unfollowed
-        self.cost.lag_s = max(ages, default=0.0)
+        self.cost.unfollowed = unfollowed
+        self.cost.followed = self.cost.jobs - unfollowed
+        self.cost.lag_s = now - oldest
         self.cost.polled = polled
-        self.cost.files = sum(f.follower.total.files for f in self._followers.values())
+        self.cost.files = files
         self.cost.inspector_files = sum(jb.follower.total.files for jb in self._busbw.values())
         self.cost.descriptor_shortages = descriptors.SHORTAGES.total
         self.cost.last_poll_s = now - t0

@@ -73,14 +73,18 @@ class JobIo:
         if not self.problem:
             self.problem = why[:500]
 
-    def _names(self) -> list[str]:
+    def _names(self, dir_stat: os.stat_result | None) -> list[str]:
         """The folder's ``*.jsonl`` files, listed again only when the folder changed (its mtime) or every
-        ``RELIST_EVERY`` polls: a quiet job costs one ``stat`` here, not a listing."""
-        try:
-            st = os.stat(self.directory)
-        except OSError:
-            self._listing = None
-            return []  # no directory yet: the job has not written anything
+        ``RELIST_EVERY`` polls: a quiet job costs one ``stat`` here (none when the caller gave it), not a
+        listing."""
+        if dir_stat is not None:
+            st = dir_stat
+        else:
+            try:
+                st = os.stat(self.directory)
+            except OSError:
+                self._listing = None
+                return []  # no directory yet: the job has not written anything
         self._since_list += 1
         if (self._listing is not None and self._since_list < RELIST_EVERY
                 and listing_current(st.st_mtime_ns, self._listing[0], self._listing[1])):
@@ -103,10 +107,11 @@ class JobIo:
         self._since_list = 0
         return self._listing[2]
 
-    def poll(self) -> int:
-        """Read what the job's JSONL files gained since the last poll; returns the bytes read."""
+    def poll(self, dir_stat: os.stat_result | None = None) -> int:
+        """Read what the job's JSONL files gained since the last poll; returns the bytes read. ``dir_stat``: the
+        folder's ``os.stat`` the caller took just now (the log follower's folder is the same one)."""
         budget = MAX_BYTES_PER_POLL
-        names = self._names()
+        names = self._names(dir_stat)
         root = os.path.realpath(self.directory) if names else ""  # a walk of every part: only when there is a file
         for name in names:
             if budget <= 0:
