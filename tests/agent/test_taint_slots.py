@@ -434,3 +434,53 @@ async def test_the_budget_holds_through_failures_recoveries_crashes_and_reclaims
         assert len(held) <= budget.slots and len(set(held.values())) == len(held), held
     # The history reused slots every way, always within the budget.
     assert placed > budget.slots and reclaims == {"aged", "its"}, (placed, reclaims)
+
+
+async def test_a_profile_typo_flipping_every_node_in_one_pass_taints_at_most_the_budget(leases) -> None:
+    """Issue 24's done-when for pools whose agents keep their taints, for each example profile: a typo rolls out
+    and every node of the pool fails the same check before the controller's next pass. The agents race for the
+    slots (sized from the count the controller published), so at most the budget taints; the next pass counts every
+    failing node, opens the breaker and lifts those taints; the holders then give their slots back."""
+    import jsonpatch
+
+    from fabricguard import objects as o
+    from fabricguard.agent.condition import Readiness, Reason, build_condition
+    from fabricguard.agent.taints import taint_patch, wanted_taints
+    from fabricguard.controller.actions import JsonPatch
+
+    k8s, kube = leases
+    for path in sorted(GKE.parent.glob("*.yaml")):
+        prof = load_profile(path)
+        pool = prof.spec.pools[0]
+        healthy = build_condition(Readiness("True", Reason.passed, "6 check(s) passed"), None, T0 - timedelta(days=1))
+        nodes = [{"metadata": {"name": f"{pool.name}-{i:02d}", "labels": dict(pool.nodeSelector)},
+                  "spec": {"taints": []}, "status": {"conditions": [healthy]}} for i in range(10)]
+        fv = {"metadata": {"name": pool.name}, "status": {}}
+        fv["status"].update(judge_breakers(prof, nodes, {pool.name: fv}, [], [], T0).fv_status[pool.name])
+        allowed = fv["status"]["blastBudget"]["allowed"]
+        assert allowed == max(pool.blastRadius.minimum, int(pool.blastRadius.fraction * 10)), path.name
+        # Within one pass every agent reports False and wants the degraded taint.
+        flip = T0 + timedelta(seconds=30)
+        failed = Readiness("False", Reason.failed, "1 check(s) failed: fabric.allocatable | fabric.allocatable: "
+                           "networking.gke.io.networks/rdma7 is absent from allocatable")
+        agents = {o.name_of(n): _slots(kube, o.name_of(n)) for n in nodes}
+        budget = ts.budget_of(pool, fv, flip)
+        got = await asyncio.gather(*(agents[o.name_of(n)].acquire(pool, budget, flip, _no_node) for n in nodes))
+        for n, g in zip(nodes, got, strict=True):
+            wanted = wanted_taints(n, "False")
+            n["status"]["conditions"] = [build_condition(failed, healthy, flip)]
+            if g.slot:
+                n.update(jsonpatch.apply_patch(n, taint_patch(n, wanted) or []))
+        tainted = [o.name_of(n) for n in nodes if n["spec"]["taints"]]
+        assert len(tainted) == allowed, (path.name, tainted)
+        # The controller's next pass: over budget, the breaker opens and lifts every withheld node's taints.
+        res = judge_breakers(prof, nodes, {pool.name: fv}, [], [], flip + timedelta(seconds=30))
+        assert res.pools[pool.name].open_checks == ["fabric.allocatable"], path.name
+        for a in res.actions:
+            if isinstance(a, JsonPatch):
+                n = next(n for n in nodes if o.name_of(n) == a.name)
+                n.update(jsonpatch.apply_patch(n, a.ops))
+        assert not [n for n in nodes if n["spec"]["taints"]]
+        for name in tainted:  # each holder's next run finds its taint gone and gives the slot back
+            assert await agents[name].release(flip + timedelta(minutes=1)) is None
+        assert not [h for s, h in _holders(k8s).items() if s.startswith(ts.slot_name(pool.name, 0)[:-1])]
