@@ -342,6 +342,17 @@ async def test_a_lease_refusal_never_taints_and_never_crashes(apiserver, tmp_pat
     assert res.reported.status == "False" and not _readiness(k8s, NODE_NAME)
     assert len(res.errors) == 1 and "403" in res.errors[0] and "taint slots" in res.errors[0], res.errors
     assert res.taint_budget and res.taint_budget["withheld"] and res.taint_budget["slots"] == 1
+    # Whatever else goes wrong inside the slots (a bug, an answer nobody foresaw): no slot, no taint, no crash.
+    k8s.rbac = Rbac.from_manifests(objs)
+
+    async def broken(*_args: Any) -> None:
+        raise RuntimeError("unforeseen")
+
+    assert agent.slots is not None
+    agent.slots.acquire = broken  # type: ignore[method-assign]
+    res = await agent.run_once()
+    assert not _readiness(k8s, NODE_NAME) and res.taint_budget and res.taint_budget["withheld"]
+    assert any("RuntimeError: unforeseen" in e for e in res.errors), res.errors
 
 
 def test_a_persons_reset_releases_the_nodes_failing_before_it_from_the_slots() -> None:
@@ -357,3 +368,119 @@ def test_a_persons_reset_releases_the_nodes_failing_before_it_from_the_slots() -
     one = {"status": {"breakers": fv["status"]["breakers"][:1]}}
     assert ts.reset_excused(cond, one) == []  # rdma.resources was never reset: it takes a slot
     assert ts.reset_excused(cond, None) == [] and ts.reset_excused(None, fv) == []
+
+
+async def test_the_budget_holds_through_failures_recoveries_crashes_and_reclaims(leases) -> None:
+    """A seeded random history over real HTTP: each round some agents start failing, recover, or die (their taint
+    stays, nothing renews), the clocks move, and every failing agent without a taint races for a slot and taints only
+    with one. After every round, the taints placed within the window never outnumber the slots; a slot is freed
+    only by a release, by ageing, or by a stale holder whose taint is gone."""
+    import random
+
+    k8s, kube = leases
+    rng = random.Random(24)
+    budget = ts.budget_of(POOL, _fv(20), T0)  # 2 slots
+    window = POOL.blast_budget().window_s
+    mono = Mono()
+    names_ = [f"node-{i}" for i in range(8)]
+    agents = {n: _slots(kube, n, mono) for n in names_}
+    nodes = {n: _node(n, False) for n in names_}
+    tainted_at: dict[str, datetime] = {}  # node -> when its agent tainted it (the controller's "newly failing")
+    failing: set[str] = set()
+    dead: set[str] = set()
+
+    async def node_of(name: str) -> dict[str, Any] | None:
+        return nodes.get(name)
+
+    now = T0
+    placed, reclaims = 0, set()
+    for _round in range(40):
+        if _round >= 12 and reclaims == {"aged", "its"}:
+            break
+        now += timedelta(seconds=rng.choice((60, 60, 200, 1200)))
+        mono.t += (now - T0).total_seconds() - (mono.t - 1000.0)
+        for n in names_:
+            if n in dead:
+                continue
+            r = rng.random()
+            if r < 0.35:
+                failing.add(n)
+            elif r < 0.55 and n in failing:  # recovers: untaints, gives the slot back
+                failing.discard(n)
+                nodes[n] = _node(n, False)
+                tainted_at.pop(n, None)
+                assert await agents[n].release(now) is None
+            elif r < 0.62 and n in tainted_at:  # dies with its taint standing; or its Node is deleted
+                dead.add(n)
+                if rng.random() < 0.5:
+                    nodes.pop(n)
+                    tainted_at.pop(n)
+        live = [n for n in names_ if n not in dead]
+        for n in live:
+            if n in tainted_at:
+                assert await agents[n].renew(now) is None
+        want = [n for n in live if n in failing and n not in tainted_at]
+        got = await asyncio.gather(*(agents[n].acquire(POOL, budget, now, node_of) for n in want))
+        for n, g in zip(want, got, strict=True):
+            assert g.error is None, g
+            if g.slot:
+                nodes[n] = _node(n, True)
+                tainted_at[n] = now
+                placed += 1
+                reclaims.update({g.reclaimed.split(":")[0].split(" ")[0]} if g.reclaimed else set())
+        new = [n for n, t in tainted_at.items() if now - t <= timedelta(seconds=window)]
+        assert len(new) <= budget.slots, (_round, new)
+        held = _holders(k8s)
+        assert len(held) <= budget.slots and len(set(held.values())) == len(held), held
+    # The history reused slots every way, always within the budget.
+    assert placed > budget.slots and reclaims == {"aged", "its"}, (placed, reclaims)
+
+
+async def test_a_profile_typo_flipping_every_node_in_one_pass_taints_at_most_the_budget(leases) -> None:
+    """Issue 24's done-when for pools whose agents keep their taints, for each example profile: a typo rolls out
+    and every node of the pool fails the same check before the controller's next pass. The agents race for the
+    slots (sized from the count the controller published), so at most the budget taints; the next pass counts every
+    failing node, opens the breaker and lifts those taints; the holders then give their slots back."""
+    import jsonpatch
+
+    from fabricguard import objects as o
+    from fabricguard.agent.condition import Readiness, Reason, build_condition
+    from fabricguard.agent.taints import taint_patch, wanted_taints
+    from fabricguard.controller.actions import JsonPatch
+
+    k8s, kube = leases
+    for path in sorted(GKE.parent.glob("*.yaml")):
+        prof = load_profile(path)
+        pool = prof.spec.pools[0]
+        healthy = build_condition(Readiness("True", Reason.passed, "6 check(s) passed"), None, T0 - timedelta(days=1))
+        nodes = [{"metadata": {"name": f"{pool.name}-{i:02d}", "labels": dict(pool.nodeSelector)},
+                  "spec": {"taints": []}, "status": {"conditions": [healthy]}} for i in range(10)]
+        fv = {"metadata": {"name": pool.name}, "status": {}}
+        fv["status"].update(judge_breakers(prof, nodes, {pool.name: fv}, [], [], T0).fv_status[pool.name])
+        allowed = fv["status"]["blastBudget"]["allowed"]
+        assert allowed == max(pool.blastRadius.minimum, int(pool.blastRadius.fraction * 10)), path.name
+        # Within one pass every agent reports False and wants the degraded taint.
+        flip = T0 + timedelta(seconds=30)
+        failed = Readiness("False", Reason.failed, "1 check(s) failed: fabric.allocatable | fabric.allocatable: "
+                           "networking.gke.io.networks/rdma7 is absent from allocatable")
+        agents = {o.name_of(n): _slots(kube, o.name_of(n)) for n in nodes}
+        budget = ts.budget_of(pool, fv, flip)
+        got = await asyncio.gather(*(agents[o.name_of(n)].acquire(pool, budget, flip, _no_node) for n in nodes))
+        for n, g in zip(nodes, got, strict=True):
+            wanted = wanted_taints(n, "False")
+            n["status"]["conditions"] = [build_condition(failed, healthy, flip)]
+            if g.slot:
+                n.update(jsonpatch.apply_patch(n, taint_patch(n, wanted) or []))
+        tainted = [o.name_of(n) for n in nodes if n["spec"]["taints"]]
+        assert len(tainted) == allowed, (path.name, tainted)
+        # The controller's next pass: over budget, the breaker opens and lifts every withheld node's taints.
+        res = judge_breakers(prof, nodes, {pool.name: fv}, [], [], flip + timedelta(seconds=30))
+        assert res.pools[pool.name].open_checks == ["fabric.allocatable"], path.name
+        for a in res.actions:
+            if isinstance(a, JsonPatch):
+                n = next(n for n in nodes if o.name_of(n) == a.name)
+                n.update(jsonpatch.apply_patch(n, a.ops))
+        assert not [n for n in nodes if n["spec"]["taints"]]
+        for name in tainted:  # each holder's next run finds its taint gone and gives the slot back
+            assert await agents[name].release(flip + timedelta(minutes=1)) is None
+        assert not [h for s, h in _holders(k8s).items() if s.startswith(ts.slot_name(pool.name, 0)[:-1])]

@@ -387,7 +387,11 @@ class Agent:
             return wanted, None
         pool_model = self.cfg.profile.pool(pool)
         budget = taint_slots.budget_of(pool_model, fv, now, read_error=fv_error)
-        got = await slots.acquire(pool_model, budget, now, self.client.node_or_none)
+        try:
+            got = await slots.acquire(pool_model, budget, now, self.client.node_or_none)
+        except Exception as exc:  # a bug or an answer we did not foresee: no slot (fail closed), never a crash
+            log.exception("taint slots of pool %s", pool)
+            got = taint_slots.SlotOutcome(budget, error=f"taint slots of pool {pool}: {type(exc).__name__}: {exc}")
         if got.error:
             errors.append(got.error)
         spend = got.slot is not None and slots.fresh()
