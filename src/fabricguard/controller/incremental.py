@@ -251,7 +251,8 @@ class PassStats:
     built: list[str] = field(default_factory=list)  # the kept parts built again this pass (keep())
     kept: list[str] = field(default_factory=list)  # the kept parts taken from the previous pass
     seconds_diff: float = 0.0  # finding what changed (the objects by identity, then the comparison)
-    computed: int = 0  # per-object answers computed again (Snapshot.select / fold / derived), not kept
+    computed: int = 0  # per-object answers computed again (Snapshot.select / derived), not kept
+    folded: int = 0  # objects of the groups whose aggregate was computed again (Snapshot.fold)
 
 
 @dataclass
@@ -336,7 +337,7 @@ class Incremental:
         self._objects, self._pending, self._open = self._pending, None, False
         snapshot = self._snapshot
         if snapshot is not None:
-            self.stats.computed = snapshot.computed
+            self.stats.computed, self.stats.folded = snapshot.computed, snapshot.folded
             # What this pass computed, over what earlier ones did (a rule kept this pass keeps its objects' facts
             # for the next pass that runs it); facts of objects gone from the cache are dropped now and then.
             self._derived.update(snapshot.derived_seen())

@@ -67,9 +67,10 @@ class Snapshot:
     _memo: dict[Hashable, Memo] = field(default_factory=dict, init=False, repr=False, compare=False)
     _places: dict[tuple[int, int], tuple[list[Any], list[Any], list[int]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
-    # Per-object answers computed (not kept) by select, fold (each object of a group) and derived: what a pass
-    # judged again (controller/incremental.py PassStats.computed).
+    # Per-object answers computed (not kept) by select and derived, and the objects of the groups fold computed
+    # again: what a pass judged again (controller/incremental.py PassStats).
     computed: int = field(default=0, init=False, repr=False, compare=False)
+    folded: int = field(default=0, init=False, repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -206,7 +207,7 @@ class Snapshot:
             value = was[1]
         else:
             value = fn(objs)
-            self.computed += len(objs)
+            self.folded += len(objs)
         self._memo[key] = (objs, value, sig)
         return cast(T, value)
 
