@@ -69,7 +69,7 @@ ATTRIBUTE_READS: dict[str, frozenset[str]] = {
     "claims_by_name": frozenset({"ResourceClaim"}),
     "dra_index": frozenset({"ResourceSlice", "ResourceClaim"}),
     "node_by_name": frozenset({"Node"}),
-    "pods_by_owner": frozenset({"Pod"}),
+    "daemonset_pods": frozenset({"Pod"}),
     "revisions_by_owner": frozenset({"ControllerRevision"}),
     "notes": frozenset({NOTES}),
     "pool_members": frozenset({"Node"}),
@@ -370,9 +370,10 @@ class Incremental:
             kept = self._rules.get(rule.id)
             if kept is not None and (not kept.clock.used or kept.clock.holds_at(now)) and not self.changed(*kept.reads):
                 self.stats.rules_kept += 1
-                # Copies: the pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
-                # rank_by_cause); a kept finding must not carry last pass's cause, whose finding may be gone.
-                out.extend(replace(f, cause="") for f in kept.findings)
+                # The pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
+                # rank_by_cause): a kept finding that carries last pass's cause (whose finding may be gone) is
+                # handed out as a copy without it.
+                out.extend(replace(f, cause="") if f.cause else f for f in kept.findings)
                 continue
             reads: set[str] = set()
             clock, use = reading_clock(now) if reads_clock(rule.fn) else (now, ClockUse())
