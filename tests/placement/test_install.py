@@ -430,6 +430,7 @@ def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
         assert job["kind"] == "Job" and job["spec"]["template"]["spec"]["containers"][0]["args"][:4] == [
             "storage", "namespace-dirs", "--root", "/lustre"]
         assert any(f"wait job/{job['metadata']['name']}" in a for a in storage.after_apply)
+        assert any("kubectl -n NS delete pvc" in n for n in storage.notes)  # the upgrade, in the README
     else:
         assert job == []
     assert pv["spec"]["csi"]["volumeHandle"] == vol.volumeHandle and pv["spec"]["csi"]["driver"] == vol.csi_driver
