@@ -21,7 +21,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import compress
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -52,12 +52,8 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     profile_path: Path | None = None
-    # Node name -> (the Node, its pool's name) from a previous snapshot whose objects are never edited in place
-    # (the controller's cache: controller/incremental.py): a Node that is the same object keeps its pool.
-    known_pools: dict[str, tuple[dict[str, Any], str | None]] | None = field(default=None, repr=False,
-                                                                            compare=False)
-    _members: tuple[Any, dict[str, list[dict[str, Any]]], dict[str, tuple[dict[str, Any], str | None]]] | None = \
-        field(default=None, init=False, repr=False, compare=False)
+    _members: tuple[Any, dict[str, list[dict[str, Any]]]] | None = field(default=None, init=False, repr=False,
+                                                                         compare=False)
     # (what, id of the object) -> (the object, what ``derived`` computed of it) from a previous snapshot whose
     # objects are never edited in place, and from this one.
     known_derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] | None = field(default=None, repr=False,
@@ -68,6 +64,9 @@ class Snapshot:
     # and its arguments), from a previous snapshot whose objects are never edited in place, and from this one.
     known_memo: dict[Hashable, Memo] | None = field(default=None, repr=False, compare=False)
     _memo: dict[Hashable, Memo] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Per-object answers computed (not kept) by select, fold (each object of a group) and derived: what a pass
+    # judged again (controller/incremental.py PassStats.computed).
+    computed: int = field(default=0, init=False, repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -97,33 +96,13 @@ class Snapshot:
 
     def pool_members(self, profile: PlatformProfile) -> dict[str, list[dict[str, Any]]]:
         """The Nodes of each pool of ``profile`` (:meth:`PlatformProfile.pool_of`), in snapshot order; computed
-        once per snapshot and profile (a dozen rules ask), each Node's pool taken from ``known_pools`` when
-        the Node is the very object seen there. The lists are shared: read them, never change them."""
+        once per snapshot and profile (a dozen rules ask), each Node's pool kept while it is the same object
+        (:meth:`select`). The lists are shared: read them, never change them."""
         if self._members is not None and self._members[0] is profile:
             return self._members[1]
-        nodes = self.nodes
-        was = self._recall(("fold", "pool members"), profile)
-        if was is not None and same_objects(was[0], nodes):  # the very Nodes of a previous pass: its answer
-            self._memo[("fold", "pool members")] = (nodes, was[1], profile)
-            self._members = (profile, was[1][0], was[1][1])
-            return cast(dict[str, list[dict[str, Any]]], was[1][0])
-        out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
-        pools = {p.name: p for p in profile.spec.pools}
-        known = self.known_pools or {}
-        seen: dict[str, tuple[dict[str, Any], str | None]] = {}
-        for n in nodes:
-            name = str((n.get("metadata") or {}).get("name") or "")
-            had = known.get(name)
-            if had is not None and had[0] is n:
-                pname = had[1]
-            else:
-                pool = profile.pool_of(n)
-                pname = pool.name if pool is not None else None
-            seen[name] = (n, pname)
-            if pname is not None and pname in pools:
-                out[pname].append(n)
-        self._members = (profile, out, seen)
-        self._memo[("fold", "pool members")] = (nodes, (out, seen), profile)
+        placed = self.select("pool of", self.nodes, partial(_pool_of, profile))
+        out = self.fold("pool members", placed, partial(_members, tuple(p.name for p in profile.spec.pools)))
+        self._members = (profile, out)
         return out
 
     def derived(self, what: str, obj: dict[str, Any], fn: Callable[[dict[str, Any]], T]) -> T:
@@ -135,7 +114,11 @@ class Snapshot:
         if got is not None and got[0] is obj:
             return cast(T, got[1])
         was = self.known_derived.get(key) if self.known_derived else None
-        value = was[1] if was is not None and was[0] is obj else fn(obj)
+        if was is not None and was[0] is obj:
+            value = was[1]
+        else:
+            value = fn(obj)
+            self.computed += 1
         self._derived[key] = (obj, value)
         return cast(T, value)
 
@@ -160,9 +143,20 @@ class Snapshot:
         else:
             before, (chosen, out) = was[0], was[1]
             fresh = fresh_objects(before, objs)
-            if not fresh and len(before) == len(objs):  # the same objects in the same order
-                self._memo[key] = (objs, (chosen, out), sig)
-                return cast(list[tuple[dict[str, Any], T]], out)
+            if len(before) == len(objs):
+                # In place: where neither the object that was there nor the one there now is chosen, the
+                # answers in order are the same (one event on an object no rule reports on: no new list).
+                same = True
+                self.computed += len(fresh)
+                for x in fresh:
+                    if id(x) not in chosen and (v := fn(x)):
+                        chosen[id(x)] = (x, v)
+                    same = same and id(x) not in chosen
+                if same and not any(id(y) in chosen for y in replaced_objects(before, objs)):
+                    self._memo[key] = (objs, (chosen, out), sig)
+                    return cast(list[tuple[dict[str, Any], T]], out)
+                fresh = []
+        self.computed += len(fresh)
         for x in fresh:
             # An answer kept for an object is its answer for ever: the dict is only ever added to (the old
             # entries hold their objects, so no other object can take their id); pruned below.
@@ -182,7 +176,11 @@ class Snapshot:
         touch elsewhere; callers read what it gives, never change it."""
         key, sig = ("fold", what), signature(fn)
         was = self._recall(key, sig)
-        value = was[1] if was is not None and same_objects(was[0], objs) else fn(objs)
+        if was is not None and same_objects(was[0], objs):
+            value = was[1]
+        else:
+            value = fn(objs)
+            self.computed += len(objs)
         self._memo[key] = (objs, value, sig)
         return cast(T, value)
 
@@ -198,10 +196,6 @@ class Snapshot:
     def derived_seen(self) -> dict[tuple[str, int], tuple[dict[str, Any], Any]]:
         """What :meth:`derived` computed or kept for this snapshot's objects."""
         return self._derived
-
-    def pools_seen(self) -> dict[str, tuple[dict[str, Any], str | None]]:
-        """Node name -> (the Node, its pool's name) as :meth:`pool_members` found them (empty before)."""
-        return self._members[2] if self._members is not None else {}
 
     @cached_property
     def claims_by_name(self) -> dict[tuple[str, str], dict[str, Any]]:
@@ -257,9 +251,27 @@ def fresh_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> l
     return [x for x in objs if id(x) not in seen]
 
 
+def replaced_objects(before: list[Any], objs: list[Any]) -> list[Any]:
+    """The objects of ``before`` whose place in ``objs`` (as long) another object took."""
+    return list(compress(before, map(operator.is_not, objs, before)))
+
+
 def same_objects(before: list[Any], objs: list[Any]) -> bool:
     """Whether ``objs`` are the very objects of ``before``, in order."""
     return before is objs or (len(before) == len(objs) and not any(map(operator.is_not, objs, before)))
+
+
+def _pool_of(profile: PlatformProfile, n: dict[str, Any]) -> str | None:
+    pool = profile.pool_of(n)
+    return pool.name if pool is not None else None
+
+
+def _members(pools: tuple[str, ...], placed: list[tuple[dict[str, Any], str]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {p: [] for p in pools}
+    for n, pool in placed:
+        if pool in out:
+            out[pool].append(n)
+    return out
 
 
 def _node_name(n: dict[str, Any]) -> tuple[str]:
