@@ -18,6 +18,7 @@ import functools
 import json
 import operator
 import os
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class Snapshot:
     # and its arguments), from a previous snapshot whose objects are never edited in place, and from this one.
     known_memo: dict[Hashable, Memo] | None = field(default=None, repr=False, compare=False)
     _memo: dict[Hashable, Memo] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _places: dict[tuple[int, int], tuple[list[Any], list[Any], list[int]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
     # Per-object answers computed (not kept) by select, fold (each object of a group) and derived: what a pass
     # judged again (controller/incremental.py PassStats.computed).
     computed: int = field(default=0, init=False, repr=False, compare=False)
@@ -141,32 +144,55 @@ class Snapshot:
         if was is None:
             chosen, fresh = {}, objs
         else:
-            before, (chosen, out) = was[0], was[1]
-            fresh = fresh_objects(before, objs)
+            before, (chosen, out, where) = was[0], was[1]
             if len(before) == len(objs):
-                # In place: where neither the object that was there nor the one there now is chosen, the
-                # answers in order are the same (one event on an object no rule reports on: no new list).
-                same = True
-                self.computed += len(fresh)
-                for x in fresh:
-                    if id(x) not in chosen and (v := fn(x)):
-                        chosen[id(x)] = (x, v)
-                    same = same and id(x) not in chosen
-                if same and not any(id(y) in chosen for y in replaced_objects(before, objs)):
-                    self._memo[key] = (objs, (chosen, out), sig)
+                replaced = self._replaced(before, objs)
+                if len(replaced) <= 64 + len(objs) // 64:
+                    out, where = self._patch(objs, replaced, fn, chosen, out, where)
+                    self._memo[key] = (objs, (chosen, out, where), sig)
                     return cast(list[tuple[dict[str, Any], T]], out)
-                fresh = []
+            fresh = fresh_objects(before, objs)
         self.computed += len(fresh)
         for x in fresh:
             # An answer kept for an object is its answer for ever: the dict is only ever added to (the old
             # entries hold their objects, so no other object can take their id); pruned below.
-            if (v := fn(x)) and id(x) not in chosen:
+            if id(x) not in chosen and (v := fn(x)):
                 chosen[id(x)] = (x, v)
-        out = [chosen[id(x)] for x in compress(objs, map(chosen.__contains__, map(id, objs)))]
+        where = list(compress(range(len(objs)), map(chosen.__contains__, map(id, objs))))
+        out = [chosen[id(objs[i])] for i in where]
         if len(chosen) > 2 * len(out) + 64:  # answers for objects gone since: drop them
-            chosen = {id(x): e for e in out for x in (e[0],)}
-        self._memo[key] = (objs, (chosen, out), sig)
+            chosen = {id(e[0]): e for e in out}
+        self._memo[key] = (objs, (chosen, out, where), sig)
         return cast(list[tuple[dict[str, Any], T]], out)
+
+    def _patch(self, objs: list[dict[str, Any]], replaced: list[int], fn: Callable[[dict[str, Any]], Any],
+               chosen: dict[int, tuple[dict[str, Any], Any]], out: list[tuple[dict[str, Any], Any]],
+               where: list[int]) -> tuple[list[tuple[dict[str, Any], Any]], list[int]]:
+        """:meth:`select`'s answer after the objects at ``replaced`` (positions in ``objs``) were replaced in
+        place: ``out`` (chosen answers in order) and ``where`` (their positions) patched there alone; the
+        lists themselves when no chosen answer changed (a new list otherwise: the old ones stay last pass's)."""
+        copied = False
+        for i in replaced:
+            x = objs[i]
+            if id(x) not in chosen:
+                self.computed += 1
+                if v := fn(x):
+                    chosen[id(x)] = (x, v)
+            new = chosen.get(id(x))
+            k = bisect_left(where, i)
+            had = k < len(where) and where[k] == i
+            if not had and new is None:
+                continue
+            if not copied:
+                out, where, copied = list(out), list(where), True
+            if had and new is not None:
+                out[k] = new
+            elif had:
+                del out[k], where[k]
+            else:
+                out.insert(k, cast(tuple[dict[str, Any], Any], new))
+                where.insert(k, i)
+        return out, where
 
     def fold(self, what: Hashable, objs: list[Any], fn: Callable[[list[Any]], T]) -> T:
         """``fn(objs)``, kept while ``objs`` are the very objects (in order) it was last computed for.
@@ -176,7 +202,7 @@ class Snapshot:
         touch elsewhere; callers read what it gives, never change it."""
         key, sig = ("fold", what), signature(fn)
         was = self._recall(key, sig)
-        if was is not None and same_objects(was[0], objs):
+        if was is not None and same_objects(was[0], objs, self._replaced):
             value = was[1]
         else:
             value = fn(objs)
@@ -188,6 +214,15 @@ class Snapshot:
         """What this snapshot, else a previous one, kept under ``key`` for the same function and arguments."""
         was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
         return was if was is not None and (was[2] is sig or was[2] == sig) else None
+
+    def _replaced(self, before: list[Any], objs: list[Any]) -> list[int]:
+        """``replaced_places(before, objs)``, once per pair of lists in this snapshot (a dozen calls compare the
+        same Nodes with the same previous ones)."""
+        key = (id(before), id(objs))
+        got = self._places.get(key)
+        if got is None or got[0] is not before or got[1] is not objs:
+            got = self._places[key] = (before, objs, replaced_places(before, objs))
+        return got[2]
 
     def memo_seen(self) -> dict[Hashable, Memo]:
         """What :meth:`select` and :meth:`fold` computed or kept for this snapshot."""
@@ -216,10 +251,7 @@ class Snapshot:
     def pods_by_owner(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
         """Pods by their controller ``(kind, namespace, name)`` (each pod's controller kept while it is the same
         object)."""
-        out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for p, owner in self.select("pod owner", self.pods, _controller_of):
-            out[owner].append(p)
-        return out
+        return self.fold("pods by owner", self.select("pod owner", self.pods, _controller_of), _by_owner)
 
     @cached_property
     def revisions_by_owner(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -251,14 +283,15 @@ def fresh_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> l
     return [x for x in objs if id(x) not in seen]
 
 
-def replaced_objects(before: list[Any], objs: list[Any]) -> list[Any]:
-    """The objects of ``before`` whose place in ``objs`` (as long) another object took."""
-    return list(compress(before, map(operator.is_not, objs, before)))
+def replaced_places(before: list[Any], objs: list[Any]) -> list[int]:
+    """The positions where ``objs`` (as long as ``before``) holds another object than ``before``."""
+    return list(compress(range(len(objs)), map(operator.is_not, objs, before)))
 
 
-def same_objects(before: list[Any], objs: list[Any]) -> bool:
+def same_objects(before: list[Any], objs: list[Any],
+                 replaced: Callable[[list[Any], list[Any]], list[int]] = replaced_places) -> bool:
     """Whether ``objs`` are the very objects of ``before``, in order."""
-    return before is objs or (len(before) == len(objs) and not any(map(operator.is_not, objs, before)))
+    return before is objs or (len(before) == len(objs) and not replaced(before, objs))
 
 
 def _pool_of(profile: PlatformProfile, n: dict[str, Any]) -> str | None:
@@ -271,6 +304,14 @@ def _members(pools: tuple[str, ...], placed: list[tuple[dict[str, Any], str]]) -
     for n, pool in placed:
         if pool in out:
             out[pool].append(n)
+    return out
+
+
+def _by_owner(owned: list[tuple[dict[str, Any], tuple[str, str, str]]]
+              ) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p, owner in owned:
+        out[owner].append(p)
     return out
 
 
