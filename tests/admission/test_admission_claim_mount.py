@@ -217,3 +217,19 @@ def test_the_layout_splits_the_subpath_at_the_namespace() -> None:
     assert layout.namespace_dir(fsx, "ml-training") == "ml-training"
     assert layout.namespace_dir(fsx, "elsewhere") is None  # not a Lustre pool's namespace: the root, admission
     assert layout.namespace_dir(load_profile(GKE), "ml-search") is None  # the driver mounts whole instances
+
+
+def test_observe_mode_relaxes_the_fabric_never_the_boundary_between_tenants() -> None:
+    profile = load_profile(GKE)
+    adm = Admission(profile, mode="observe", job_dir_image=IMAGE)
+    review = _review("pod-bare-group", "ml-search")
+    pod = stored_form(_mutated(adm, review))
+    peek = copy.deepcopy(pod)
+    _attacks(profile.spec.storage.lustre.claimName, "ml-ranking")["the claim's root"](peek["spec"])
+    message = _denied(adm, review, peek)
+    assert "Lustre claim training-lustre" in message and "observe" not in message
+    # A fabric refusal in the same mode stays a warning.
+    sockets = copy.deepcopy(pod)
+    sockets["spec"]["containers"][0]["env"].append({"name": "NCCL_IB_DISABLE", "value": "1"})
+    d = adm.handle("review", json.dumps(with_object(review, sockets)))
+    assert d.body["response"]["allowed"] and "enforce would deny" in " ".join(d.body["response"]["warnings"])
