@@ -14,6 +14,7 @@ directory.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,12 @@ GKE = ROOT / "examples/profiles/gke-a3-ultra.yaml"  # the claim is the root: adm
 FSX = ROOT / "examples/profiles/aws-p5-efa.yaml"  # ml-training's claim is rooted at ml-training/
 IMAGE = "ghcr.io/acme/fabricguard-agent:0.2.0@sha256:" + "a" * 64
 ENV = celpy.Environment()
+
+
+@functools.cache
+def program(expr: str) -> Any:
+    """A compiled CEL program, once per expression (compiling is most of an evaluation's cost)."""
+    return ENV.program(ENV.compile(expr))
 CASES = [(GKE, "ml-search", "$(FG_NAMESPACE)/$(FG_JOB)"), (FSX, "ml-training", "$(FG_JOB)"),
          (FSX, "ml-team", "$(FG_NAMESPACE)/$(FG_JOB)")]
 
@@ -44,15 +51,15 @@ def vap_refusals(pol: dict[str, Any], pod: dict[str, Any], namespace: str) -> li
     """The policy's failed validations for ``pod`` in ``namespace`` ([] when admitted or not matched)."""
     act: dict[str, Any] = {"object": celpy.json_to_cel(pod), "request": celpy.json_to_cel({"namespace": namespace})}
     for cond in pol["spec"]["matchConditions"]:
-        if not bool(ENV.program(ENV.compile(cond["expression"])).evaluate(act)):
+        if not bool(program(cond["expression"]).evaluate(act)):
             return []
     variables: dict[Any, Any] = {}
     for v in pol["spec"]["variables"]:
         act["variables"] = celpy.celtypes.MapType(variables)
-        variables[celpy.celtypes.StringType(v["name"])] = ENV.program(ENV.compile(v["expression"])).evaluate(act)
+        variables[celpy.celtypes.StringType(v["name"])] = program(v["expression"]).evaluate(act)
     act["variables"] = celpy.celtypes.MapType(variables)
     return [val["message"] for val in pol["spec"]["validations"]
-            if not bool(ENV.program(ENV.compile(val["expression"])).evaluate(act))]
+            if not bool(program(val["expression"]).evaluate(act))]
 
 
 def _policy(profile: PlatformProfile) -> dict[str, Any]:
@@ -210,3 +217,19 @@ def test_the_layout_splits_the_subpath_at_the_namespace() -> None:
     assert layout.namespace_dir(fsx, "ml-training") == "ml-training"
     assert layout.namespace_dir(fsx, "elsewhere") is None  # not a Lustre pool's namespace: the root, admission
     assert layout.namespace_dir(load_profile(GKE), "ml-search") is None  # the driver mounts whole instances
+
+
+def test_observe_mode_relaxes_the_fabric_never_the_boundary_between_tenants() -> None:
+    profile = load_profile(GKE)
+    adm = Admission(profile, mode="observe", job_dir_image=IMAGE)
+    review = _review("pod-bare-group", "ml-search")
+    pod = stored_form(_mutated(adm, review))
+    peek = copy.deepcopy(pod)
+    _attacks(profile.spec.storage.lustre.claimName, "ml-ranking")["the claim's root"](peek["spec"])
+    message = _denied(adm, review, peek)
+    assert "Lustre claim training-lustre" in message and "observe" not in message
+    # A fabric refusal in the same mode stays a warning.
+    sockets = copy.deepcopy(pod)
+    sockets["spec"]["containers"][0]["env"].append({"name": "NCCL_IB_DISABLE", "value": "1"})
+    d = adm.handle("review", json.dumps(with_object(review, sockets)))
+    assert d.body["response"]["allowed"] and "enforce would deny" in " ".join(d.body["response"]["warnings"])

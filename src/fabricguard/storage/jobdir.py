@@ -110,6 +110,19 @@ def owner_for(pod_spec: dict[str, Any], containers: Sequence[dict[str, Any]]) ->
     return Owner(uid, group, MODE_GROUP if group is not None else MODE_OWNER)
 
 
+def security_context() -> dict[str, Any]:
+    """Root with only ``CHOWN`` and ``FOWNER`` (module docstring); also the install's namespace-directory Job."""
+    return {
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "runAsNonRoot": False,  # a pod-level runAsNonRoot: true would otherwise stop it
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES)},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def init_container(image: str, volume: str, mount_expr: str, path_expr: str | None, subdirs: Sequence[str],
                    owner: Owner, env: list[dict[str, Any]], expect_root: str | None = None) -> dict[str, Any]:
     """The init container that prepares the job's directory: the claim ``volume`` mounted at the namespace's
@@ -136,15 +149,7 @@ def init_container(image: str, volume: str, mount_expr: str, path_expr: str | No
         "args": args + owner.args(),
         "env": env,
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
-        "securityContext": {
-            "runAsUser": 0,
-            "runAsGroup": 0,
-            "runAsNonRoot": False,  # a pod-level runAsNonRoot: true would otherwise stop it
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES)},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": security_context(),
         "volumeMounts": [mount],
     }
 

@@ -298,10 +298,6 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
     return findings
 
 
-def _names(nodes: list[dict[str, Any]]) -> frozenset[str]:
-    return frozenset(n["metadata"]["name"] for n in nodes)
-
-
 def _on_nodes(pods: list[dict[str, Any]]) -> frozenset[Any]:
     """The nodes the pods are bound to."""
     return frozenset((p.get("spec") or {}).get("nodeName") for p in pods)
@@ -352,9 +348,8 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
             continue
         desired = _status_int(ds.get("status") or {}, "desiredNumberScheduled")
         plugin = snapshot.pods_by_owner.get(("DaemonSet", dp.namespace, dp.daemonSet), [])
-        on_pool = snapshot.fold((NO_NODES, "on", dp.namespace, dp.daemonSet), plugin, _on_nodes) & snapshot.fold(
-            (NO_NODES, "names", pool.name), nodes, _names)
-        if desired > 0 and on_pool:
+        on = snapshot.fold((NO_NODES, "on", dp.namespace, dp.daemonSet), plugin, _on_nodes)
+        if desired > 0 and any(n["metadata"]["name"] in on for n in nodes):  # the first such node will do
             continue
         node_names = sorted(n["metadata"]["name"] for n in nodes)
         evidence["status.desiredNumberScheduled"] = desired
