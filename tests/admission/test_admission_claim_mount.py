@@ -233,3 +233,14 @@ def test_observe_mode_relaxes_the_fabric_never_the_boundary_between_tenants() ->
     sockets["spec"]["containers"][0]["env"].append({"name": "NCCL_IB_DISABLE", "value": "1"})
     d = adm.handle("review", json.dumps(with_object(review, sockets)))
     assert d.body["response"]["allowed"] and "enforce would deny" in " ".join(d.body["response"]["warnings"])
+
+
+def test_a_pod_of_a_workload_admitted_before_the_upgrade_is_refused_in_a_rooted_namespace() -> None:
+    """Its template still mounts $(FG_NAMESPACE)/$(FG_JOB), which under a claim rooted at ml-training/ would be
+    ml-training/ml-training/<job>: the pod is refused naming the mount it needs (resubmit the workload)."""
+    profile = load_profile(FSX)
+    before = _mutated(Admission(profile, job_dir_image=IMAGE), _review("pod-owned", "ml-team"))  # the root form
+    review = _review("pod-owned", "ml-training")
+    message = _denied(Admission(profile, job_dir_image=IMAGE), review, stored_form(before))
+    assert "subPathExpr '$(FG_NAMESPACE)/$(FG_JOB)'" in message and "subPathExpr $(FG_JOB)" in message, message
+    assert vap_refusals(_policy(profile), stored_form(before), "ml-training")
