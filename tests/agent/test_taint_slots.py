@@ -84,6 +84,9 @@ def test_the_agents_budget_is_the_controllers_number_for_the_same_pool() -> None
     fv = {**_fv(None), "status": {"blastBudget": published}}
     got = ts.budget_of(POOL, fv, T0 + timedelta(minutes=5))
     assert (got.slots, got.nodes) == (res.pools[POOL.name].allowed, 37), got
+    # A controller whose profile allows fewer (a profile change that reached it first): the smaller number holds.
+    stricter = {"status": {"blastBudget": {**published, "allowed": 1}}}
+    assert ts.budget_of(POOL, stricter, T0).slots == 1
     # Written again only when the count changes or the figure is due a refresh (not every pass).
     again = judge_breakers(PROFILE, nodes, {POOL.name: fv}, [], [], T0 + timedelta(minutes=5))
     assert "blastBudget" not in again.fv_status.get(POOL.name, {})

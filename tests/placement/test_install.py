@@ -430,6 +430,7 @@ def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
         assert job["kind"] == "Job" and job["spec"]["template"]["spec"]["containers"][0]["args"][:4] == [
             "storage", "namespace-dirs", "--root", "/lustre"]
         assert any(f"wait job/{job['metadata']['name']}" in a for a in storage.after_apply)
+        assert any("kubectl -n NS delete pvc" in n for n in storage.notes)  # the upgrade, in the README
     else:
         assert job == []
     assert pv["spec"]["csi"]["volumeHandle"] == vol.volumeHandle and pv["spec"]["csi"]["driver"] == vol.csi_driver
@@ -447,6 +448,11 @@ def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
             assert csi["volumeHandle"] == f"{vol.volumeHandle}:{ns}"
             assert csi["volumeAttributes"]["mountname"] == vol.volumeAttributes["mountname"] + "/" + ns
             assert x["metadata"]["annotations"]["fabricguard.io/claim-root"] == ns
+        elif vol.csi_driver == "exa.csi.ddn.com":  # the static handle's last field is the volume's directory
+            assert csi["volumeHandle"] == f"{vol.volumeHandle}/{ns}"
+            assert csi["volumeAttributes"] == vol.volumeAttributes
+        elif vol.csi_driver == "azurelustre.csi.azure.com":
+            assert csi["volumeHandle"] == f"{vol.volumeHandle}#{ns}#" and csi["volumeAttributes"]["sub-dir"] == ns
         elif vol.namespaceDirectory is None:
             assert csi == pv["spec"]["csi"] and x["metadata"]["annotations"]["fabricguard.io/claim-root"] == "/"
 

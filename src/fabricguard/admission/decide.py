@@ -42,6 +42,8 @@ class Decision:
     status: int
     body: dict[str, Any]
     outcome: Outcome
+    # A denial observe mode does not relax: tenant isolation on the Lustre claim (admission/claimmount.py).
+    enforced: bool = False
 
 
 @dataclass
@@ -75,7 +77,7 @@ def observed(decision: Decision, uid: str) -> Decision:
     """Observe mode: a denial becomes an allowed response whose warning says exactly what enforce would refuse
     (``kubectl`` prints it; the API server records it in the audit log); anything else is unchanged."""
     resp = decision.body.get("response") if isinstance(decision.body, dict) else None
-    if decision.status != 200 or not isinstance(resp, dict) or resp.get("allowed") is not False:
+    if decision.enforced or decision.status != 200 or not isinstance(resp, dict) or resp.get("allowed") is not False:
         return decision
     message = str((resp.get("status") or {}).get("message") or "denied")
     return Decision(200, rv.allow(uid, None, [bounded(OBSERVE_PREFIX + message, 512)]), "observed")
@@ -212,6 +214,12 @@ class Admission:
 
     def _validate(self, uid: str, s: _Subject) -> Decision:
         found = val.findings(s.workload, self.profile, s.pool)
+        isolation = [f for f in found if f.rule == "claim-mount"]
+        if isolation and self.profile.mode_of(s.pool, self.mode) == "observe":
+            # Observe mode relaxes fabric judgments, never the boundary between tenants.
+            denied = _deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(f.message for f in isolation))
+            denied.enforced = True
+            return denied
         if found:
             return _deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(f.message for f in found))
         return Decision(200, rv.allow(uid), "allowed")

@@ -13,7 +13,8 @@ so it needs no ``list nodes``: thousands of agents listing every node at once in
 the API server should never see). The controller rewrites it when the count changes and at least every
 :data:`PUBLISH_REFRESH_S`. A figure that is absent, unreadable or older than :data:`PUBLISHED_MAX_AGE_S` (the
 controller is down, or not installed) is not trusted: the agent falls back to the budget's floor,
-``allowed(0) = blastRadius.minimum``, which the real budget is never below (fail closed on the budget).
+``allowed(0) = blastRadius.minimum``, which the real budget is never below (fail closed on the budget). When the
+controller's own ``allowed`` is smaller (its profile changed before the agent's), the smaller number holds.
 
 **The slots.** Lease ``fabricguard-taint-<pool>-<i>`` (``coordination.k8s.io/v1``, the agent's namespace) for
 ``i < slots``. Taking one is atomic: a create (``AlreadyExists`` means taken) or, for a slot that can be reused, a
@@ -132,6 +133,11 @@ def budget_of(pool: Pool, fv: Mapping[str, Any] | None, now: datetime, *, read_e
     if abs(age) > PUBLISHED_MAX_AGE_S:
         return fallback(f"the controller's node count is {int(age)} s old (trusted up to {PUBLISHED_MAX_AGE_S} s)")
     allowed = budget.allowed(nodes)
+    theirs = bb.get("allowed") if isinstance(bb, Mapping) else None
+    if isinstance(theirs, int) and not isinstance(theirs, bool) and 0 <= theirs < allowed:
+        # The controller's profile allows fewer (a profile change that reached it first): the smaller number holds.
+        return SlotBudget(pool.name, theirs, nodes, f"{theirs} as the controller counts {nodes} nodes (this agent's "
+                          f"profile would allow {allowed})")
     return SlotBudget(pool.name, allowed, nodes, f"{rule} of {nodes} nodes = {allowed}")
 
 

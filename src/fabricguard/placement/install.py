@@ -397,6 +397,13 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     if team:
         storage.overlays[TEAM_STORAGE] = {"resources": ["manifests.yaml"]}
         storage.overlay_objects[TEAM_STORAGE] = team
+    if dirs_job:
+        storage.notes += [
+            "Each training namespace's volume is rooted at its own directory. From an install before 0.2.0 (volumes",
+            "at the file system's root) a team claim cannot change in place: for each namespace NS, when no pod",
+            f"mounts it, `kubectl -n NS delete pvc {lustre.claimName} && kubectl delete pv "
+            f"fabricguard-{lustre.claimName}-NS`,",
+            f"then apply {STORAGE}/{TEAM_STORAGE} (the data stays; `fabricguard preflight` names each one)."]
     out.append(storage)
 
     ds_hook = admission_daemonsets.webhook(profile, ns, admission_render.NAME)

@@ -134,11 +134,12 @@ class NamespaceDirectory(_Strict):
     ``attribute`` is the ``volumeAttributes`` key that names the directory: ``form: path`` sets it to the directory
     (relative to the file system's root: Azure's ``sub-dir``); ``form: append`` adds ``/<directory>`` to the value
     the profile gives it (a Lustre mount source or name: FSx's ``mountname``, which the driver mounts as
-    ``<dnsname>@tcp:/<mountname>``). ``volumeHandle`` makes each namespace's handle unique (``{volumeHandle}``
-    and ``{dir}`` are filled in): the kubelet keys a node's mounts by driver and handle, so two PersistentVolumes
-    of one handle would share one mount, the file system root's among them."""
+    ``<dnsname>@tcp:/<mountname>``); none where the handle alone names it (DDN EXAScaler's static handle ends in
+    the volume's directory: ``{volumeHandle}/{dir}``). ``volumeHandle`` makes each namespace's handle unique
+    (``{volumeHandle}`` and ``{dir}`` are filled in): the kubelet keys a node's mounts by driver and handle, so
+    two PersistentVolumes of one handle would share one mount, the file system root's among them."""
 
-    attribute: str
+    attribute: str | None = None
     form: Literal["path", "append"] = "path"
     volumeHandle: str = "{volumeHandle}:{dir}"
 
@@ -226,7 +227,9 @@ class LustreVolume(_Strict):
                                  f"{directory!r}")
             csi["volumeHandle"] = nsdir.volumeHandle.replace("{volumeHandle}", self.volumeHandle).replace(
                 "{dir}", directory)
-            if nsdir.form == "append":
+            if nsdir.attribute is None:
+                pass  # the handle alone names the directory
+            elif nsdir.form == "append":
                 attrs[nsdir.attribute] = attrs[nsdir.attribute].rstrip("/") + "/" + directory
             else:
                 attrs[nsdir.attribute] = directory
