@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,16 @@ httpx_transport.create_ssl_context = _default_ssl_context
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def cli_zygote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """``fabricguard`` and ``torchrun`` forked from one Python that preloaded torch (tests/zygote.py), one per
+    test worker: the network-namespace tests start a dozen of them, each a torch import otherwise."""
+    from zygote import zygote
+
+    with zygote(tmp_path_factory.mktemp("zygote")) as z:
+        yield z
 
 
 @pytest.fixture

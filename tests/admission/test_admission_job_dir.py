@@ -81,9 +81,10 @@ def test_one_init_container_first_and_settled_after_storage_and_reinvocation(pat
         assert len(ours) == 1 and spec["initContainers"][0] is ours[0], spec.get("initContainers")
         c = ours[0]
         assert c["image"] == IMAGE and c["command"] == ["fabricguard"]
-        assert c["args"][:6] == ["storage", "job-dir", "--root", jobdir.ROOT_MOUNT, "--path",
-                                 "$(FG_NAMESPACE)/$(FG_JOB)"]
-        assert c["volumeMounts"] == [{"name": LUSTRE_VOLUME, "mountPath": jobdir.ROOT_MOUNT}]
+        # It mounts the namespace's directory (never the file system's root) and walks to the job's from there.
+        assert c["args"][:6] == ["storage", "job-dir", "--root", jobdir.JOB_MOUNT, "--path", "$(FG_JOB)"]
+        assert c["volumeMounts"] == [{"name": LUSTRE_VOLUME, "mountPath": jobdir.JOB_MOUNT,
+                                      "subPathExpr": "$(FG_NAMESPACE)"}]
         # The names its args expand are its own env, from the same labels as the GPU containers'.
         gpu_env = {e["name"]: e for e in spec["containers"][0]["env"]}
         assert all(gpu_env[e["name"]] == e for e in c["env"]), c["env"]
@@ -277,7 +278,8 @@ def test_the_command_gives_a_non_root_workload_its_directory(open_tmp: Path) -> 
     job.mkdir(parents=True, mode=0o750)  # what the kubelet leaves for a subPath: root's, not the workload's
     write = f"open({str(job / '.fabricguard/nccl/host.1')!r}, 'w').write('NCCL INFO')"
     assert _as_user(1000, 1000, "2000", f"open({str(job / 'x')!r}, 'w')").returncode != 0  # the bug
-    args = ["--root", str(root), "--path", "team-a/llm-7b", "--subdir", ".fabricguard/nccl",
+    # As the init container runs it: --root is its mount of the namespace's directory.
+    args = ["--root", str(root / "team-a"), "--path", "llm-7b", "--subdir", ".fabricguard/nccl",
             "--subdir", ".fabricguard/inspector", "--uid", "1000", "--gid", "2000", "--mode", "2775"]
     res = _run(args, AS_CONTAINER)
     assert res.returncode == 0, res.stderr
@@ -405,9 +407,9 @@ def test_bad_options_are_one_line_and_exit_3(tmp_path: Path, bad: list[str]) -> 
 
 
 @pytest.mark.parametrize(("bad", "says", "hint"), [
-    (["--root", "{tmp}/not-mounted"], "--root: ", "mount the Lustre claim at --root"),
-    (["--path", "../x"], "--path: ", "give --path as <namespace>/<job>"),
-    (["--subdir", "../../etc"], "--subdir: ", "give --path as <namespace>/<job>"),
+    (["--root", "{tmp}/not-mounted"], "--root: ", "mount the namespace's directory at --root"),
+    (["--path", "../x"], "--path: ", "give --path as <job> below --root"),
+    (["--subdir", "../../etc"], "--subdir: ", "give --path as <job> below --root"),
 ])
 def test_each_refusal_names_the_option_and_what_to_change(tmp_path: Path, bad: list[str], says: str,
                                                          hint: str) -> None:
@@ -501,3 +503,53 @@ def test_a_failed_rerun_gives_back_the_directory_it_took(open_tmp: Path) -> None
         jobdir.prepare(root, "ns/job", ["ckpt", ".fabricguard/nccl"], jobdir.Owner(1000, None, 0o755))
     st = os.lstat(job)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, 1000, 0o755)
+
+
+def test_namespace_dirs_are_roots_and_never_made_through_a_link(open_tmp: Path) -> None:
+    """The install's Job: each training namespace's directory (its volume's root), root's and 0755; a link in the
+    way is refused naming it (exit 3) and what it points at stays as it was."""
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    root = open_tmp / "lustre"
+    (root / "ml-search").mkdir(parents=True, mode=0o777)  # an older install's, looser
+    os.chmod(root / "ml-search", 0o777)
+    res = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-training", "ml-search",
+                                   "teams/ml-ranking"])
+    assert res.exit_code == 0, res.output
+    for d in ("ml-training", "ml-search", "teams", "teams/ml-ranking"):
+        st = os.lstat(root / d)
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o755, d
+    again = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-training"])
+    assert again.exit_code == 0 and "already there" in again.output
+    elsewhere = open_tmp / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (root / "ml-adhoc").symlink_to(elsewhere)
+    res = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-adhoc"])
+    assert res.exit_code == 3 and "ml-adhoc" in res.output, res.output
+    assert stat.S_IMODE(os.lstat(elsewhere).st_mode) == 0o700
+
+
+def test_a_rooted_namespace_refuses_a_claim_still_at_the_file_system_root(open_tmp: Path) -> None:
+    """Upgrade order gone wrong: the webhook roots ml-training's jobs at its claim, but the claim is still the file
+    system's root. The init container finds no mark of the namespace there and exits 2 naming what to do, instead
+    of making <root>/<job> where the controller never reads (and where another namespace's job of the same name
+    would write too)."""
+    from typer.testing import CliRunner
+
+    from fabricguard.cli import app
+
+    root = open_tmp / "lustre"
+    root.mkdir()
+    args = ["storage", "job-dir", "--root", str(root), "--expect-namespace-dir", "ml-training", "--path", "llm"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "not rooted at the namespace's directory 'ml-training'" in res.output, res.output
+    assert not (root / "llm").exists()
+    made = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-training"])
+    assert made.exit_code == 0 and jobdir.NAMESPACE_MARK in made.output, made.output
+    # The namespace's volume is rooted there now: the init container's mount of its claim is <root>/ml-training.
+    args[3] = str(root / "ml-training")
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert (root / "ml-training" / "llm").is_dir()

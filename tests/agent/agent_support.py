@@ -22,7 +22,7 @@ import celpy
 import jsonpatch
 from kmock._internal.k8s import KubernetesError
 
-from kube_support import Conflict, Emulator, Rbac
+from kube_support import Conflict, Emulator, Rbac, attributes
 from kube_support import Forbidden as Denied
 from kube_support import kubeconfig as shared_kubeconfig
 
@@ -199,11 +199,20 @@ class ApiServer(Emulator):
         return copy.deepcopy(self.objects[NODES, None, name].raw)
 
     async def _serve_k8s(self, request: Any) -> Any:
-        if request.resource is not None and str(request.method).upper().endswith("PATCH") and request.name:
+        a = attributes(str(request.method.value), request.url.path, dict(request.params))
+        if request.resource is not None and a is not None and a.resource == "nodes" and a.verb == "patch":
             self.requests_seen.append(request)
             new = self._patch(request)
             self.objects[NODES, None, request.name] = new
             return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Node", **new})
+        if (not self.versions and a is not None and a.verb in ("create", "patch", "update")
+                and isinstance(request.data, dict)):
+            # Other kinds (the agents' taint-slot Leases) as the API server keeps them: a write moves the
+            # resourceVersion, and a merge patch that carries a stale one is a 409 (kube_support.Emulator).
+            if a.verb != "create":
+                self._precondition(request)
+            self.rv += 1
+            request.data.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
         return await super()._serve_k8s(request)
 
     def _patch(self, request: Any) -> dict[str, Any]:

@@ -8,6 +8,8 @@ enforced, the pool's FabricValidation stored as the controller writes ``status.b
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shlex
 from datetime import UTC, datetime
@@ -20,10 +22,13 @@ from test_agent_live import break_port, make_agent, taint_keys
 from typer.testing import CliRunner
 
 from fabricguard import breaker, names
+from fabricguard.agent.commands import _print_human
 from fabricguard.agent.render import admission_policy, agent_manifests
 from fabricguard.agent.taints import breaker_withheld
 from fabricguard.cli import app
+from fabricguard.console import envelope
 from fabricguard.profile import load_profile
+from json_schema_check import schema_errors
 
 FVS = f"{names.FV_API}/{names.FV_PLURAL}"
 POOL = "h200-rdma"
@@ -83,6 +88,12 @@ async def test_an_open_breaker_keeps_the_agent_from_re_tainting(apiserver, tmp_p
         res = await agent.run_once()
         assert res.reported.status == "False" and res.errors == [], res.errors
         assert res.withheld == failing and not _readiness(k8s), _readiness(k8s)
+        shown = envelope("AgentReport", {"verdict": "failed", **res.to_dict(NODE_NAME)})  # `agent --once`
+        assert shown["breakerWithheld"] == failing and schema_errors("AgentReport", shown) == []
+        human = io.StringIO()
+        with contextlib.redirect_stdout(human):
+            _print_human(shown)
+        assert f"pool {POOL}'s breaker is open for {', '.join(failing)}" in " ".join(human.getvalue().split())
     scrape = agent.metrics.registry.get_sample_value
     assert all(scrape("fabricguard_agent_taints_withheld", {"check": c}) == 1 for c in failing)
     # The log line tells a person what to run: every command it quotes is one the CLI takes as written.

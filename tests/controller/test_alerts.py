@@ -227,5 +227,5 @@ def test_prometheus_rule_wraps_the_same_groups() -> None:
     assert pr["apiVersion"] == "monitoring.coreos.com/v1" and pr["kind"] == "PrometheusRule"
     assert pr["spec"] == rule_groups(PROFILE_OBJ)
     names = [r["alert"] for r in pr["spec"]["groups"][0]["rules"]]
-    assert len(names) == len(set(names)) == 30  # + the down, breaker and webhook alerts (issue 24), verdicts backlog
+    assert len(names) == len(set(names)) == 31  # + the down, breaker, webhook, taint-budget alerts (issue 24), verdicts backlog
     assert "FabricguardJobOnSockets" in names

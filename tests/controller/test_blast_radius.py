@@ -316,7 +316,9 @@ async def test_breaker_status_and_a_persons_reset_through_the_api(cluster) -> No
     opened = BreakerState(True, T0, "12 of 30 newly failing within 1h, budget 3", ("n1", "n2"))
     k8s.objects[FVS, None, "gh200-roce"] = {
         "metadata": {"name": "gh200-roce", "uid": "fv-1", "generation": 1}, "spec": {"pool": "gh200-roce"},
-        "status": {"breakers": [{"check": "fabric.allocatable", **opened.to_dict()}]}}
+        "status": {"breakers": [{"check": "fabric.allocatable", **opened.to_dict()}],
+                   "blastBudget": {"nodes": 30, "allowed": 3, "windowSeconds": 3600,
+                                   "observedAt": "2026-12-01T12:00:00Z"}}}
 
     def cli(*args: str) -> Any:
         return CliRunner().invoke(app, [*args, "--kubeconfig", admin])
@@ -325,6 +327,8 @@ async def test_breaker_status_and_a_persons_reset_through_the_api(cluster) -> No
     assert r.exit_code == 1, r.output
     doc = _json.loads(r.output)
     assert doc["verdict"] == "degraded" and doc["breakers"][0]["members"] == ["n1", "n2"]
+    assert doc["budgets"] == [{"pool": "gh200-roce", "nodes": 30, "allowed": 3, "windowSeconds": 3600,
+                               "observedAt": "2026-12-01T12:00:00Z"}]  # the agents' taint slots
     assert_matches("BreakerStatus", doc, r.exit_code)
     r = await asyncio.to_thread(cli, "breaker", "reset", "--pool", "gh200-roce", "--check", "gpu.count")
     assert r.exit_code == 3 and "no open breaker for check 'gpu.count'; open: fabric.allocatable" in r.output
@@ -336,5 +340,6 @@ async def test_breaker_status_and_a_persons_reset_through_the_api(cluster) -> No
     assert entry["open"] is False and entry["resets"] == 1 and entry["resetAt"] == "2026-12-01T13:00:00Z"
     r = await asyncio.to_thread(cli, "breaker", "status")
     assert r.exit_code == 0 and r.output.startswith("PASS  breaker status · no breaker is open")
+    assert "pool gh200-roce: 3 node(s) may newly fail a check within 3600 s of 30" in " ".join(r.output.split())
     r = await asyncio.to_thread(cli, "breaker", "reset", "--pool", "nope")
     assert r.exit_code == 3 and "has no FabricValidation" in r.output

@@ -7,7 +7,9 @@ bind-mounts ``/etc/netns/<ns>/hosts`` over ``/etc/hosts``, which maps rank 0's h
 pod's host name) to its veth address. The pool's Lustre mount is a directory linked to the job's directory, as
 the kubelet's ``subPathExpr`` mount would be. The ranks run torchrun + the collective probe over gloo (no GPU
 here) and the storage probe; the controller then judges what they left, on an unshaped and on a tc-shaped link.
-Needs root, iproute2 and torchrun; namespace and interface names carry the pid.
+Needs root, iproute2 and torchrun; namespace and interface names carry the pid. ``fabricguard`` and ``torchrun``
+on the pods' PATH are clients of tests/zygote.py: the same entry points, run in the pod's namespaces, forked from
+a Python that imported torch once for the test worker (twelve Python processes per test, eight torch imports).
 """
 
 from __future__ import annotations
@@ -69,11 +71,13 @@ def _hosts(ns: tuple[str, str], master: str) -> None:
         (d / "hosts").write_text(f"127.0.0.1 localhost\n{ADDR[i]} {socket.gethostname()}\n{ADDR[0]} {master}\n")
 
 
-def _pod_env(js: dict, index: int) -> tuple[list[str], dict[str, str]]:
-    """The container's command and env as the kubelet gives them to the process."""
+def _pod_env(js: dict, index: int, zygote_bin: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """The container's command and env as the kubelet gives them to the process (``zygote_bin`` first on PATH:
+    its ``fabricguard`` and ``torchrun`` are the same entry points, forked from a Python that imported torch)."""
     tpl = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     (c,) = tpl["spec"]["containers"]
-    env = {"PATH": f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+    path = f"{BIN}:/usr/sbin:/usr/bin:/sbin:/bin"
+    env = {"PATH": f"{zygote_bin}:{path}" if zygote_bin else path, "HOME": "/root",
            "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "JOB_COMPLETION_INDEX": str(index)}
     for e in c["env"]:
         if "value" in e:
@@ -85,16 +89,16 @@ def _pod_env(js: dict, index: int) -> tuple[list[str], dict[str, str]]:
     return c["command"], env
 
 
-def _run_canary(ns: tuple[str, str], js: dict) -> list[subprocess.CompletedProcess]:
+def _run_canary(ns: tuple[str, str], js: dict, zygote_bin: Path) -> list[subprocess.CompletedProcess]:
     procs = []
     for i in (0, 1):
-        cmd, env = _pod_env(js, i)
+        cmd, env = _pod_env(js, i, zygote_bin)
         procs.append(subprocess.Popen(["ip", "netns", "exec", ns[i], *cmd], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     return [subprocess.CompletedProcess(p.args, p.wait(timeout=300), *p.communicate()) for p in procs]
 
 
-async def _one_canary(k8s, kc, profile_path: Path, lustre: Path, mount: Path, ns, at) -> dict:
+async def _one_canary(k8s, kc, profile_path: Path, lustre: Path, mount: Path, ns, at, zygote_bin: Path) -> dict:
     await run_once(kc, profile_path, at, lustre)
     (js,) = canaries(k8s)
     js = jobset_created(k8s, js, at)
@@ -106,7 +110,7 @@ async def _one_canary(k8s, kc, profile_path: Path, lustre: Path, mount: Path, ns
     _, env = _pod_env(js, 0)
     _hosts(ns, env["FG_CANARY_MASTER"])
     pods_run(k8s, js, ["prd-gh200-02", "prd-gh200-03"])
-    done = _run_canary(ns, js)
+    done = _run_canary(ns, js, zygote_bin)
     for p in done:
         assert (job_dir / ".fabricguard" / "canary").is_dir(), p.stderr[-3000:]
     jobset_finishes(k8s, js, at + timedelta(minutes=2), failed=any(p.returncode for p in done))
@@ -117,14 +121,15 @@ async def _one_canary(k8s, kc, profile_path: Path, lustre: Path, mount: Path, ns
     return run
 
 
-async def test_rendered_canary_runs_as_two_ranks_and_is_judged(cluster, tmp_path, lustre, veth_pair) -> None:
+async def test_rendered_canary_runs_as_two_ranks_and_is_judged(cluster, tmp_path, lustre, veth_pair,
+                                                                cli_zygote) -> None:
     k8s, kc = cluster
     ns, dev = veth_pair
     mount = tmp_path / "mnt-lustre"
     profile_path = tmp_path / "veth.yaml"
     profile_path.write_text(_profile(mount))
 
-    fast = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW)
+    fast = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW, cli_zygote.bin)
     # A socket pool over gloo: the transport and the busbw pass; this machine has no Lustre, which the storage
     # probe says: the fabric's outcome passes and the run's storage proof fails, naming it (issue 32: storage is
     # judged apart from the fabric, controller/storage_proof.py).
@@ -136,7 +141,7 @@ async def test_rendered_canary_runs_as_two_ranks_and_is_judged(cluster, tmp_path
 
     for i in (0, 1):
         shape(ns[i], dev[i])
-    slow = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW + timedelta(minutes=10))
+    slow = await _one_canary(k8s, kc, profile_path, lustre, mount, ns, NOW + timedelta(minutes=10), cli_zygote.bin)
     print(f"canary busbw over veth: unshaped {fast['busbwGBps']}, shaped {slow['busbwGBps']}")
     assert slow["outcome"] == "degraded" and "busbw below the floor" in slow["message"], slow
     assert slow["busbwGBps"]["all_reduce"] < 0.1 < fast["busbwGBps"]["all_reduce"]

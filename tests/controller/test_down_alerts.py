@@ -82,3 +82,19 @@ def test_webhook_errors_and_an_open_breaker_fire(tmp_path: Path) -> None:
         {"eval_time": "10m", "alertname": "FabricguardBreakerOpen", "exp_alerts": [{"exp_labels": {
             "severity": "critical", "pool": "p5-efa", "check": "fabric.allocatable"}}]},
     ])
+
+
+def test_failing_nodes_left_untainted_by_the_taint_budget_fire_per_pool(tmp_path: Path) -> None:
+    """Agents that found every taint slot of their pool held (agent/taint_slots.py): a warning after 10 minutes,
+    counting the pool's withheld nodes; a node that got its slot (0) does not count, nor does another pool."""
+    held = "fabricguard_agent_taint_budget_withheld"
+    series = [*_all_up(),
+              {"series": f'{held}{{instance="n1:9400",pool="p5-efa"}}', "values": "0x5 1x25"},
+              {"series": f'{held}{{instance="n2:9400",pool="p5-efa"}}', "values": "0x8 1x22"},
+              {"series": f'{held}{{instance="n3:9400",pool="p5-efa"}}', "values": "0x30"},
+              {"series": f'{held}{{instance="g1:9400",pool="g6-single"}}', "values": "0x30"}]
+    _run(tmp_path, series, [
+        {"eval_time": "12m", "alertname": "FabricguardTaintBudgetSpent", "exp_alerts": []},  # pending
+        {"eval_time": "20m", "alertname": "FabricguardTaintBudgetSpent", "exp_alerts": [{
+            "exp_labels": {"severity": "warning", "pool": "p5-efa"}}]},
+    ])

@@ -43,7 +43,8 @@ PLURAL = {
     "ServiceAccount": ("v1/serviceaccounts", True), "ConfigMap": ("v1/configmaps", True),
     "Secret": ("v1/secrets", True), "Service": ("v1/services", True),
     "Deployment": ("apps/v1/deployments", True), "DaemonSet": ("apps/v1/daemonsets", True),
-    "CronJob": ("batch/v1/cronjobs", True), "PodDisruptionBudget": ("policy/v1/poddisruptionbudgets", True),
+    "CronJob": ("batch/v1/cronjobs", True), "Job": ("batch/v1/jobs", True),
+    "PodDisruptionBudget": ("policy/v1/poddisruptionbudgets", True),
     "NetworkPolicy": ("networking.k8s.io/v1/networkpolicies", True),
     "PriorityClass": ("scheduling.k8s.io/v1/priorityclasses", False),
     "ClusterRole": ("rbac.authorization.k8s.io/v1/clusterroles", False),
@@ -201,6 +202,8 @@ def pod_specs(objs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
             out.append((ns, x["spec"]["template"]["spec"]))
         elif x["kind"] == "CronJob":
             out.append((ns, x["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+        elif x["kind"] == "Job":  # the training namespaces' directories (10-storage)
+            out.append((ns, x["spec"]["template"]["spec"]))
     return out
 
 
@@ -419,15 +422,39 @@ def test_webhook_and_preflight_roles_come_from_their_permission_tables(rendered)
 def test_storage_is_a_static_claim_of_the_profile_file_system(rendered) -> None:
     profile, _out, comps, _built = rendered
     [storage] = [c for c in comps if c.name == install.STORAGE]
-    pv, pvc = storage.objects
+    pv, pvc, *job = storage.objects
     vol = profile.spec.storage.lustre.volume
+    if vol.namespaceDirectory is not None:
+        # The training namespaces' directories, made before their volumes (rooted there) are mounted.
+        [job] = job
+        assert job["kind"] == "Job" and job["spec"]["template"]["spec"]["containers"][0]["args"][:4] == [
+            "storage", "namespace-dirs", "--root", "/lustre"]
+        assert any(f"wait job/{job['metadata']['name']}" in a for a in storage.after_apply)
+        assert any("kubectl -n NS delete pvc" in n for n in storage.notes)  # the upgrade, in the README
+    else:
+        assert job == []
     assert pv["spec"]["csi"]["volumeHandle"] == vol.volumeHandle and pv["spec"]["csi"]["driver"] == vol.csi_driver
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     assert pvc["spec"]["storageClassName"] == "" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
     assert pv["spec"]["claimRef"] == {"namespace": "fabricguard-system", "name": profile.spec.storage.lustre.claimName}
-    # The team namespaces' pairs name the same file system.
-    team = storage.overlay_objects.get(install.TEAM_STORAGE, [])
-    assert {x["spec"]["csi"]["volumeHandle"] for x in team if x["kind"] == "PersistentVolume"} <= {vol.volumeHandle}
+    assert pv["metadata"]["annotations"]["fabricguard.io/claim-root"] == "/"  # the controller reads every namespace
+    # The team namespaces' pairs name the same file system: rooted at the namespace's own directory where the
+    # driver can (FSx: <mountname>/<namespace>, a handle of its own), at the root where it cannot (GKE: admission).
+    team = [x for x in storage.overlay_objects.get(install.TEAM_STORAGE, []) if x["kind"] == "PersistentVolume"]
+    for x in team:
+        ns = x["spec"]["claimRef"]["namespace"]
+        csi = x["spec"]["csi"]
+        if vol.provider == "fsx":
+            assert csi["volumeHandle"] == f"{vol.volumeHandle}:{ns}"
+            assert csi["volumeAttributes"]["mountname"] == vol.volumeAttributes["mountname"] + "/" + ns
+            assert x["metadata"]["annotations"]["fabricguard.io/claim-root"] == ns
+        elif vol.csi_driver == "exa.csi.ddn.com":  # the static handle's last field is the volume's directory
+            assert csi["volumeHandle"] == f"{vol.volumeHandle}/{ns}"
+            assert csi["volumeAttributes"] == vol.volumeAttributes
+        elif vol.csi_driver == "azurelustre.csi.azure.com":
+            assert csi["volumeHandle"] == f"{vol.volumeHandle}#{ns}#" and csi["volumeAttributes"]["sub-dir"] == ns
+        elif vol.namespaceDirectory is None:
+            assert csi == pv["spec"]["csi"] and x["metadata"]["annotations"]["fabricguard.io/claim-root"] == "/"
 
 
 def test_refusals_name_what_to_change(tmp_path: Path) -> None:

@@ -464,3 +464,34 @@ async def test_what_enforce_would_have_held_and_tainted_in_the_last_day(cluster,
                                     "in the last 24 h"), row
     assert "ml-search/jobset-llama-8a1f2" in row["detail"] and nodes[0]["metadata"]["name"] in row["detail"]
     assert "jobset-old-1" not in row["detail"]
+
+
+async def test_a_training_claim_still_at_the_file_system_root_says_how_to_upgrade(cluster, tmp_path: Path) -> None:
+    """FSx roots each training namespace's volume at its directory (tenant isolation); a claim an older install
+    made at the file system's root fails, naming the two commands that re-create it (the data stays)."""
+    from fabricguard.kube import Kube
+    from fabricguard.placement import preflight as pf
+
+    k8s, url = cluster
+    fsx = load_profile(ROOT / "examples" / "profiles" / "aws-p5-efa.yaml")
+    current = [*install.lustre_claim(fsx, "fabricguard-system", root=True), *install.lustre_claim(fsx, "ml-training")]
+    before = install.lustre_claim(fsx, "ml-training", root=True)  # what an install before 0.2.0 made
+    for x in [*current, *before]:
+        if x["kind"] == "PersistentVolumeClaim":
+            x["status"] = {"phase": "Bound"}
+    seed(k8s, [namespace("fabricguard-system"), namespace("ml-training"), *current])
+    kube = await Kube.connect(kubeconfig(tmp_path, url), None,
+                              permissions=pf.preflight_permissions("fabricguard-system"))
+    try:
+        rows = await pf._storage(kube, fsx, "fabricguard-system")
+        assert [(r.target, r.status) for r in rows] == [("fabricguard-system/fsx-lustre", "pass"),
+                                                        ("ml-training/fsx-lustre", "pass")], rows
+        seed(k8s, before)
+        rows = await pf._storage(kube, fsx, "fabricguard-system")
+    finally:
+        await kube.close()
+    [bad] = [r for r in rows if r.status == "fail"]
+    assert bad.target == "ml-training/fsx-lustre" and "the file system's root" in bad.detail
+    assert "mountname=abcdef01/ml-training" in bad.detail
+    assert "kubectl -n ml-training delete pvc fsx-lustre && kubectl delete pv fabricguard-fsx-lustre-ml-training" in \
+        bad.fix

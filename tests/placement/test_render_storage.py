@@ -155,8 +155,10 @@ def test_fsx_ack_objects_and_claims(tmp_path: Path) -> None:
     k8s_valid(objs)
     prof = merged_profile(AWS, out2)
     assert objs == [o for ns in lustre_namespaces(prof) for o in lustre_claim(prof, ns)]
+    # Each training namespace's volume is rooted at its own directory (tenant isolation by the mount).
     assert objs[0]["spec"]["csi"]["volumeAttributes"] == {
-        "dnsname": "fs-0fedcba9876543210.fsx.us-east-1.amazonaws.com", "mountname": "x7yqzbmv"}
+        "dnsname": "fs-0fedcba9876543210.fsx.us-east-1.amazonaws.com", "mountname": "x7yqzbmv/ml-training"}
+    assert objs[0]["spec"]["csi"]["volumeHandle"] == "fs-0fedcba9876543210:ml-training"
 
 
 def test_static_renders_the_profiles_volume(tmp_path: Path) -> None:

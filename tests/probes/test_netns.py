@@ -2,7 +2,9 @@
 
 Unshaped, the collective probe passes the floor; shaped with tc (netem rate limit + delay) it reports a lower
 busbw and fails the floor. Every address lives inside the two namespaces; nothing leaves this machine.
-Needs root and ``ip netns`` (CI runs as root); skipped with the reason otherwise.
+Needs root and ``ip netns`` (CI runs as root); skipped with the reason otherwise. Each rank is the CLI run by
+``ip netns exec`` as a client of tests/zygote.py: the same entry point in that namespace, forked from a Python
+that imported torch once for the test worker instead of once per rank.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def veth_pair():
         yield pair
 
 
-def _run_pair(ns, dev, tmp: Path, port: int) -> tuple[int, dict]:
+def _run_pair(ns, dev, tmp: Path, port: int, fabricguard: Path) -> tuple[int, dict]:
     tmp.mkdir(parents=True, exist_ok=True)
     prof = tmp / "profile.yaml"
     prof.write_text(PROFILE)
@@ -57,7 +58,7 @@ def _run_pair(ns, dev, tmp: Path, port: int) -> tuple[int, dict]:
             "GLOO_SOCKET_IFNAME": dev[rank],
         }
         cmd = [
-            "ip", "netns", "exec", ns[rank], sys.executable, "-m", "fabricguard", "probe", "collective",
+            "ip", "netns", "exec", ns[rank], str(fabricguard), "probe", "collective",
             "--backend", "gloo", "-b", "1M", "-e", "4M", "-f", "4", "-w", "1", "-n", "3",
             "--profile", str(prof), "--out", str(tmp / f"logs{rank}"), "--json", "--timeout", "120",
         ]  # fmt: skip
@@ -67,9 +68,10 @@ def _run_pair(ns, dev, tmp: Path, port: int) -> tuple[int, dict]:
     return procs[0].returncode, json.loads(outs[0][0])
 
 
-def test_veth_unshaped_passes_and_shaped_fails_the_floor(veth_pair, tmp_path):
+def test_veth_unshaped_passes_and_shaped_fails_the_floor(veth_pair, tmp_path, cli_zygote):
     ns, dev = veth_pair
-    rc, fast = _run_pair(ns, dev, tmp_path / "fast", 29611)
+    fabricguard = cli_zygote.bin / "fabricguard"  # the CLI, forked from a Python that already imported torch
+    rc, fast = _run_pair(ns, dev, tmp_path / "fast", 29611, fabricguard)
     assert not fast["failed"], fast["error"]
     peak_fast = max(r["busbw_gbps"] for r in fast["rows"])
     assert fast["hosts"] and fast["transport"] == "socket"
@@ -77,7 +79,7 @@ def test_veth_unshaped_passes_and_shaped_fails_the_floor(veth_pair, tmp_path):
 
     qdiscs = [shape(ns[i], dev[i]) for i in (0, 1)]
     qdisc = qdiscs[0]
-    rc, slow = _run_pair(ns, dev, tmp_path / "slow", 29612)
+    rc, slow = _run_pair(ns, dev, tmp_path / "slow", 29612, fabricguard)
     peak_slow = max(r["busbw_gbps"] for r in slow["rows"])
     assert all(r["wrong"] == 0 for r in slow["rows"])
     print(f"veth all_reduce peak busbw: unshaped {peak_fast:.3f} GB/s, shaped ({qdisc}) {peak_slow:.4f} GB/s")

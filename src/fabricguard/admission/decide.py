@@ -27,6 +27,7 @@ from fabricguard.admission.claims import Resolver
 from fabricguard.admission.mutate import Plan, make_plan, mutate_workload
 from fabricguard.admission.queues import missing_local_queue
 from fabricguard.profile.model import Mode, PlatformProfile, Pool, UnknownPoolError
+from fabricguard.storage import layout
 
 Endpoint = Literal["mutate", "validate", "review"]
 Outcome = Literal["allowed", "patched", "denied", "skipped", "bad_request", "error", "observed"]
@@ -41,6 +42,8 @@ class Decision:
     status: int
     body: dict[str, Any]
     outcome: Outcome
+    # A denial observe mode does not relax: tenant isolation on the Lustre claim (admission/claimmount.py).
+    enforced: bool = False
 
 
 @dataclass
@@ -74,7 +77,7 @@ def observed(decision: Decision, uid: str) -> Decision:
     """Observe mode: a denial becomes an allowed response whose warning says exactly what enforce would refuse
     (``kubectl`` prints it; the API server records it in the audit log); anything else is unchanged."""
     resp = decision.body.get("response") if isinstance(decision.body, dict) else None
-    if decision.status != 200 or not isinstance(resp, dict) or resp.get("allowed") is not False:
+    if decision.enforced or decision.status != 200 or not isinstance(resp, dict) or resp.get("allowed") is not False:
         return decision
     message = str((resp.get("status") or {}).get("message") or "denied")
     return Decision(200, rv.allow(uid, None, [bounded(OBSERVE_PREFIX + message, 512)]), "observed")
@@ -98,7 +101,7 @@ class Admission:
         # Looks up ResourceClaimTemplates for DRA pools (admission/claims.py); None: not checked, with a warning.
         self.resolve = resolve
         # What to inject per (pool, opted out), built once per pool: this object lives as long as the profile.
-        self._plans: dict[tuple[str, bool], Plan] = {}
+        self._plans: dict[tuple[str, bool, bool], Plan] = {}
 
     # -- entry points
 
@@ -191,10 +194,12 @@ class Admission:
             if silent:
                 silent = [bounded("; ".join(silent), MAX_MESSAGE - len("fabricguard: "))]
                 return Decision(200, rv.deny(uid, "fabricguard: " + "; ".join(silent)), "denied")
-        key = (s.pool.name, s.workload.opted_out)
+        # The job's directory differs between a claim rooted at the namespace's directory and one at the root.
+        key = (s.pool.name, s.workload.opted_out, layout.namespace_dir(self.profile, s.workload.namespace) is None)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out, self.job_dir_image)
+            plan = self._plans[key] = make_plan(self.profile, s.pool, s.workload.opted_out, self.job_dir_image,
+                                                s.workload.namespace)
         m = mutate_workload(s.workload, self.profile, s.pool, plan, self.resolve)
         if not m.allowed:
             return _deny(uid, m.message)
@@ -209,6 +214,12 @@ class Admission:
 
     def _validate(self, uid: str, s: _Subject) -> Decision:
         found = val.findings(s.workload, self.profile, s.pool)
+        isolation = [f for f in found if f.rule == "claim-mount"]
+        if isolation and self.profile.mode_of(s.pool, self.mode) == "observe":
+            # Observe mode relaxes fabric judgments, never the boundary between tenants.
+            denied = _deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(f.message for f in isolation))
+            denied.enforced = True
+            return denied
         if found:
             return _deny(uid, f"fabricguard (pool {s.pool.name}): " + "; ".join(f.message for f in found))
         return Decision(200, rv.allow(uid), "allowed")

@@ -40,7 +40,7 @@ from fabricguard.patching import pointer as pointer
 from fabricguard.patching import stored as stored
 from fabricguard.profile.model import PlatformProfile, Pool
 from fabricguard.socket_ifname import IfnameList
-from fabricguard.storage import jobdir
+from fabricguard.storage import jobdir, layout
 
 MANAGER = names.ADMISSION_MANAGER
 SHM_VOLUME = "fabricguard-shm"
@@ -58,10 +58,10 @@ TAS_KEYS = (TAS_REQUIRED, TAS_PREFERRED, TAS_UNCONSTRAINED)
 GKE_DEFAULT_IF = names.GKE_DEFAULT_IF
 GKE_INTERFACES = names.GKE_INTERFACES
 MULTUS_NETWORKS = names.MULTUS_NETWORKS
-ENV_NS = "FG_NAMESPACE"
-ENV_JOB = "FG_JOB"
-ENV_WORKLOAD = "FG_WORKLOAD"  # a grouped kind's name, before its group index makes FG_JOB
-ENV_GROUP = "FG_GROUP"
+ENV_NS = layout.ENV_NS
+ENV_JOB = layout.ENV_JOB
+ENV_WORKLOAD = layout.ENV_WORKLOAD
+ENV_GROUP = layout.ENV_GROUP
 
 
 def _same_toleration(a: Any, b: Any) -> bool:
@@ -103,6 +103,8 @@ class Plan:
     # directories under the job's it makes as well; None where the job's directory is not mounted or it is off.
     job_dir_image: str | None = None
     job_dir_subdirs: tuple[str, ...] = ()
+    # Where that init container mounts the claim and the path it walks below (storage/layout.JobDirMount).
+    job_dir_mount: layout.JobDirMount | None = None
 
 
 def socket_ifname(fabric: str, configured: str | None) -> str | None:
@@ -123,10 +125,6 @@ def socket_ifname(fabric: str, configured: str | None) -> str | None:
     return str(ifs)
 
 
-def _subpath_expr(template: str) -> str:
-    return template.replace("{namespace}", f"$({ENV_NS})").replace("{job}", f"$({ENV_JOB})")
-
-
 def _below(path: str) -> str:
     """A directory under the job's as the init container makes it (``a//b/`` is ``a/b``); "" for none or one
     that leaves the job's directory (the webhook's NCCL_DEBUG_FILE then points at what the user made)."""
@@ -134,9 +132,12 @@ def _below(path: str) -> str:
     return "" if not norm or ".." in path.split("/") else norm
 
 
-def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool, job_dir_image: str | None = None) -> Plan:
+def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool, job_dir_image: str | None = None,
+              namespace: str | None = None) -> Plan:
     """What the pool injects; ``job_dir_image``: the job directory's init container image when the profile names
-    none (the webhook's ``--job-dir-image``, the node agent's image in an install)."""
+    none (the webhook's ``--job-dir-image``, the node agent's image in an install). ``namespace``: where the
+    workload is; a training namespace whose claim is rooted at its own directory gets the job's directory
+    relative to that (``storage/layout.py``), anywhere else (or None) relative to the file system's root."""
     f = pool.fabric
     fabric = f.has_fabric and not opted_out
     annotations: dict[str, str] = {}
@@ -206,12 +207,13 @@ def make_plan(profile: PlatformProfile, pool: Pool, opted_out: bool, job_dir_ima
         queue=queue,
         lustre_claim=lustre.claimName if lustre else None,
         lustre_mount=lustre.mountPath if lustre else None,
-        lustre_subpath_expr=_subpath_expr(lustre.subPath) if lustre else None,
+        lustre_subpath_expr=(layout.job_dir_expr(profile, namespace or "") if lustre else None),
         shm=shm_volume(pool),
         extras=runtime.extras(profile, pool, fabric=fabric),
         inspector=inspector,
         job_dir_image=dir_image,
         job_dir_subdirs=subdirs,
+        job_dir_mount=layout.job_dir_mount(profile, namespace or "") if lustre is not None else None,
     )
 
 
@@ -515,8 +517,11 @@ def inject_job_dir(inj: Injector, plan: Plan, spec: dict[str, Any], gpu: list[di
     if stored(_volume(spec, LUSTRE_VOLUME)) != stored(volume) or not any(
             isinstance(m, dict) and stored(m) == stored(mount) for c in gpu for m in c.get("volumeMounts") or ()):
         return
-    want = jobdir.init_container(plan.job_dir_image, LUSTRE_VOLUME, plan.lustre_subpath_expr, plan.job_dir_subdirs,
-                                 jobdir.owner_for(spec, gpu), job_env(job_label, group_label))
+    at = plan.job_dir_mount
+    assert at is not None  # set with the claim (make_plan)
+    want = jobdir.init_container(plan.job_dir_image, LUSTRE_VOLUME, at.mount_expr, at.path_expr,
+                                 plan.job_dir_subdirs, jobdir.owner_for(spec, gpu), job_env(job_label, group_label),
+                                 at.expect_root)
     inits = inj.child_list(spec, "initContainers")
     for i, c in enumerate(inits):
         if isinstance(c, dict) and c.get("name") == jobdir.INIT_CONTAINER:
@@ -605,7 +610,7 @@ def mutate_workload(w: Workload, profile: PlatformProfile, pool: Pool, plan: Pla
     ``make_plan(profile, pool, w.opted_out)``, which a long-lived caller (the webhook) keeps per pool; ``resolve``
     looks up ResourceClaimTemplates and ResourceClaims for a DRA pool (admission/claims.py)."""
     if plan is None:
-        plan = make_plan(profile, pool, w.opted_out)
+        plan = make_plan(profile, pool, w.opted_out, namespace=w.namespace)
     # The changes are made on a copy, each noted as a patch operation as it is made (patching.Recorder).
     obj, rec = Recorder.copy_of(w.obj)
     # Pods made by a controller are filled in, never refused: the workload was admitted before the webhook.

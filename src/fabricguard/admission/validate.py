@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fabricguard import names, objects
-from fabricguard.admission import claims
+from fabricguard.admission import claimmount, claims
 from fabricguard.admission import workloads as wl
 from fabricguard.admission.workloads import Workload
 from fabricguard.profile.model import PlatformProfile, Pool
 
 Rule = Literal["silent-env", "unreadable-env", "wrong-network", "fabric-missing", "no-fabric-pool", "security",
-               "no-group-name"]
+               "no-group-name", "claim-mount"]
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,16 @@ def silent_findings(w: Workload, pool: Pool) -> list[Finding]:
     return [f for f in out if f.rule in SILENT_RULES]
 
 
+def check_claim_mounts(profile: PlatformProfile, spec: dict[str, Any], namespace: str, where: str,
+                       inherited_env: list[Any] | None = None) -> list[Finding]:
+    """Mounts of the Lustre claim other than the job's directory (``admission/claimmount.py``)."""
+    rule = claimmount.rule_of(profile)
+    if rule is None:
+        return []
+    return [Finding("claim-mount", str(e))
+            for e in claimmount.problems(rule, spec, namespace, where, inherited_env)]
+
+
 def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]:
     """Every reason to reject the (multi-node GPU) workload ``w``; empty when it may run."""
     out: list[Finding] = []
@@ -178,6 +188,8 @@ def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]
                 for rj in rjobs:
                     pspec = rj["template"]["spec"]["template"].get("spec") or {}
                     out += check_security(pspec, f"runtimePatches[{p.get('manager')}]")
+                    out += check_claim_mounts(profile, pspec, w.namespace, f"runtimePatches[{p.get('manager')}]",
+                                              trainer.get("env") if isinstance(trainer.get("env"), list) else None)
             except (KeyError, TypeError, AttributeError):
                 continue
         return out
@@ -187,6 +199,7 @@ def findings(w: Workload, profile: PlatformProfile, pool: Pool) -> list[Finding]
                                             f"annotation {names.KUEUE_GROUP_COUNT}"))
     for t in w.templates:
         spec = t.spec
+        out += check_claim_mounts(profile, spec, w.namespace, t.where)
         if t.gpus(gpu) <= 0:
             continue
         out += check_security(spec, t.where)

@@ -19,7 +19,16 @@ import typer
 
 from fabricguard.console import console, err_console, fail, paragraph, print_json, verdict_line
 from fabricguard.exitcodes import EXIT_FAILED, exit_code
-from fabricguard.options import JSON_ALIAS, Format, Mode, format_option, mode_option, profile_option, wants_json
+from fabricguard.options import (
+    JSON_ALIAS,
+    Format,
+    Mode,
+    check_namespace,
+    format_option,
+    mode_option,
+    profile_option,
+    wants_json,
+)
 
 KUBECONFIG_OPT = typer.Option(None, "--kubeconfig", help="Kubeconfig (default: in-cluster service account).")
 
@@ -90,6 +99,17 @@ def _print_human(out: dict[str, Any]) -> None:
                  f"FabricReady={out['status']} ({out['reason']})")
     # The message's details repeat what the check blocks below say; its head names the failing checks.
     paragraph(out["message"].split(" | ")[0], first="  ", indent="  ")
+    if out.get("breakerWithheld"):
+        paragraph(f"taint withheld: pool {out['pool']}'s breaker is open for {', '.join(out['breakerWithheld'])} "
+                  "(`fabricguard breaker status`)", first="  ", indent="    ")
+    tb = out.get("taintBudget")
+    if tb:  # --manage-taints: the taint slot this run needed (agent/taint_slots.py)
+        if tb["withheld"]:
+            said = (f"taint withheld: no taint slot of pool {tb['pool']} free ({tb['taken']} of {tb['slots']} held "
+                    f"by other nodes; {tb['source']}); the node stays schedulable")
+        else:
+            said = f"taint slot {tb['held']} held ({tb['slots']} in pool {tb['pool']}: {tb['source']})"
+        paragraph(said, first="  ", indent="    ")
     console.print()
     print_checks([("", c["status"], c["name"], c.get("detail") or "") for c in out["checks"]])
 
@@ -124,6 +144,9 @@ def agent_cmd(
     listen: str = typer.Option("0.0.0.0:9400", "--listen", help="HOST:PORT of /healthz and /metrics."),
     kubeconfig: str = KUBECONFIG_OPT,
     mode: Mode = mode_option(),
+    namespace: str = typer.Option("fabricguard-system", "--namespace", envvar="POD_NAMESPACE",
+                                  help="The agent's own namespace: with --manage-taints, where its pool's taint "
+                                  "slots (Leases) are kept."),
 ) -> None:
     """Prove this node's fabric for its pool and report it as the Node's FabricReady condition."""
     from fabricguard.agent.kube import KubeError, NodeClient, agent_grants, connect
@@ -156,7 +179,7 @@ def agent_cmd(
         node=node, profile=prof, pool=pool, root=root, nvml_json=nvml_json, gpu_ceilings=gpu_ceilings, lnetctl=lnetctl,
         interval=interval, passes=passes, stale_intervals=stale_intervals, manage_taints=manage_taints,
         heartbeat=heartbeat,
-        check_timeout=check_timeout, mode=mode.value,
+        check_timeout=check_timeout, mode=mode.value, namespace=check_namespace("--namespace", namespace),
     )
     saved = _node_json(node_json, node) if node_json is not None else None
 
@@ -164,7 +187,8 @@ def agent_cmd(
         client, conn_error = None, None
         if saved is None:
             try:
-                client = NodeClient(await connect(kubeconfig, table=agent_grants(manage_taints, _dra(prof))))
+                client = NodeClient(await connect(kubeconfig, table=agent_grants(manage_taints, _dra(prof)),
+                                                  namespace=cfg.namespace))
             except KubeError as e:
                 if not dry_run:
                     fail(str(e), hint="check `kubectl get node NAME` with that kubeconfig, or add --dry-run")
@@ -213,7 +237,8 @@ CONNECT_BACKOFF_MAX_S = 60.0
 
 
 async def connect_retrying(kubeconfig: str | None, stop: asyncio.Event, *, first_delay: float = 1.0,
-                           max_delay: float = CONNECT_BACKOFF_MAX_S, table: Any = None) -> Any:
+                           max_delay: float = CONNECT_BACKOFF_MAX_S, table: Any = None,
+                           namespace: str = "fabricguard-system") -> Any:
     """The API connection, retried with backoff while it fails: a node that boots before the API server
     answers (or an exec credential plugin that fails once) must not turn into CrashLoopBackOff. None once
     ``stop`` is set."""
@@ -222,7 +247,7 @@ async def connect_retrying(kubeconfig: str | None, stop: asyncio.Event, *, first
     delay = first_delay
     while not stop.is_set():
         try:
-            return NodeClient(await connect(kubeconfig, table=table))
+            return NodeClient(await connect(kubeconfig, table=table, namespace=namespace))
         except KubeError as e:
             log.warning("cannot connect to the API server yet (%s); retrying in %.0f s", e, delay)
         with contextlib.suppress(TimeoutError):
@@ -247,7 +272,8 @@ async def _serve(cfg: Any, kubeconfig: str | None, host: str, port: int) -> None
         loop.add_signal_handler(sig, stop.set)
     try:
         agent.client = await connect_retrying(kubeconfig, stop,
-                                              table=agent_grants(cfg.manage_taints, _dra(cfg.profile)))
+                                              table=agent_grants(cfg.manage_taints, _dra(cfg.profile)),
+                                              namespace=cfg.namespace)
         if agent.client is not None:
             await agent.run_forever(stop)
     finally:

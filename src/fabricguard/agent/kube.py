@@ -27,13 +27,18 @@ __all__ = ["SWEEPER_GRANTS", "KubeError", "NodeClient", "SweepResult", "agent_gr
 
 
 def agent_grants(manage_taints: bool = False, dra: bool = True) -> frozenset[Grant]:
-    """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints and
-    read its pool's FabricValidation (the controller's breakers, which it must not undo);
+    """The agent's calls: read its Node, patch its condition; with ``--manage-taints`` patch the Node's taints,
+    read its pool's FabricValidation (the controller's breakers, which it must not undo, and the node count its
+    taint budget is sized by) and keep its pool's taint slots (Leases in its own namespace);
     list its node's ResourceSlices (a DRA pool's fabric is offered there, and GPUs a DRA driver offers are too,
     never in allocatable: the render always grants it, ``dra=False`` is for a caller that knows better)."""
     return frozenset([*grants("v1", "nodes", ["get"]), *grants("v1", "nodes", ["patch"], subresource="status"),
                       *(grants("v1", "nodes", ["patch"]) if manage_taints else []),
                       *(grants(names.FV_API, names.FV_PLURAL, ["get"]) if manage_taints else []),
+                      # The pool's taint slots (agent/taint_slots.py), in the agent's own namespace: list to find a
+                      # free one, create to take a new one (atomic), patch (rv-guarded) to take, renew, release.
+                      *(grants(names.LEASE_API, "leases", ["list", "create", "patch"], scope="namespace")
+                        if manage_taints else []),
                       *(grants(names.DRA_API, "resourceslices", ["list"]) if dra else [])])
 
 
@@ -43,7 +48,8 @@ SWEEPER_GRANTS: frozenset[Grant] = frozenset([*grants("v1", "nodes", ["list"]),
 
 
 async def connect(kubeconfig: str | None = None, context: str | None = None, *,
-                  table: frozenset[Grant] | None = None, component: str = "agent") -> Kube:
+                  table: frozenset[Grant] | None = None, component: str = "agent",
+                  namespace: str = "fabricguard-system") -> Kube:
     """A connection from the kubeconfig when given, else the usual discovery (in-cluster service account),
     checked against ``table`` (default: every call the agent can make)."""
     from fabricguard.kubeconfig import kubeconfig_problem
@@ -51,7 +57,8 @@ async def connect(kubeconfig: str | None = None, context: str | None = None, *,
     problem = kubeconfig_problem(kubeconfig, context) if kubeconfig is not None else None
     if problem:  # a missing file, a FIFO, a directory, not a kubeconfig: named as what it is
         raise KubeError(None, problem)
-    perms = Permissions(table if table is not None else agent_grants(True, True), component=component)
+    perms = Permissions(table if table is not None else agent_grants(True, True), namespace=namespace,
+                        component=component)
     try:
         return await Kube.connect(kubeconfig, context, permissions=perms)
     except KubeError:
@@ -75,6 +82,11 @@ class NodeClient:
         node = await self.kube.get("v1", "nodes", name)
         if node is None:
             raise NotFound(404, f"Node {name} does not exist at {self.kube.server}", server=self.kube.server)
+        return node
+
+    async def node_or_none(self, name: str) -> dict[str, Any] | None:
+        """Another node's Node (a taint slot's holder), None when it is gone."""
+        node: dict[str, Any] | None = await self.kube.get("v1", "nodes", name)
         return node
 
     async def resource_slices(self, name: str) -> list[dict[str, Any]]:

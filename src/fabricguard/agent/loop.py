@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import breaker, names
+from fabricguard.agent import taint_slots
 from fabricguard.agent.checks import node_check_groups
 from fabricguard.agent.condition import (
     Readiness,
@@ -32,9 +33,10 @@ from fabricguard.agent.kube import KubeError, NodeClient
 from fabricguard.agent.links import LinkWatch, build_links_condition, links_changed
 from fabricguard.agent.metrics import AgentMetrics
 from fabricguard.agent.staleness import heartbeat_age, is_stale
-from fabricguard.agent.taints import breaker_withheld, taint_patch, wanted_taints
+from fabricguard.agent.taint_slots import TaintSlots
+from fabricguard.agent.taints import MANAGED_KEYS, breaker_withheld, taint_patch, wanted_taints
 from fabricguard.kube import Conflict, Forbidden, Invalid, unreachable
-from fabricguard.objects import find_condition
+from fabricguard.objects import find_condition, taint_keys
 from fabricguard.probes.host import CheckGroup, load_gpus
 from fabricguard.probes.lustre_client import Lnetctl
 from fabricguard.probes.result import Check, Status
@@ -74,6 +76,7 @@ class AgentConfig:
     # the Node holds writes nothing until then: 12 writes per node per hour instead of 60 (bench/agent/README.md).
     heartbeat: float = HEARTBEAT_S
     mode: str = "enforce"  # observe: with --manage-taints, the taints it would set are logged, never written
+    namespace: str = "fabricguard-system"  # where the pool's taint slots (Leases) live: the agent's own namespace
 
     @property
     def max_age(self) -> timedelta:
@@ -96,14 +99,19 @@ class RunResult:
     condition: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)  # failing checks an open breaker keeps from tainting
+    # The pool's taint budget as this run consulted it (agent/taint_slots.py); None when it did not need a slot.
+    taint_budget: dict[str, Any] | None = None
 
     def to_dict(self, node: str) -> dict[str, Any]:
         out = self.reported.to_dict()
         if self.condition:
             out |= {k: self.condition[k] for k in ("lastHeartbeatTime", "lastTransitionTime")}
         checks = out.pop("checks")
-        return {**out, "node": node, "pool": self.pool, "seconds": round(self.seconds, 3), "checks": checks,
-                "errors": self.errors}
+        extra: dict[str, Any] = {"breakerWithheld": self.withheld} if self.withheld else {}
+        if self.taint_budget is not None:
+            extra["taintBudget"] = self.taint_budget
+        return {**out, "node": node, "pool": self.pool, "seconds": round(self.seconds, 3), **extra,
+                "checks": checks, "errors": self.errors}
 
 
 def _utcnow() -> datetime:
@@ -135,6 +143,16 @@ class Agent:
         # The pool's open breakers as last read (--manage-taints): kept when a read fails, so that one API hiccup
         # does not put back the taints the controller lifted.
         self.open_breakers: list[str] = []
+        # The pool's taint slots (--manage-taints): none is spent without an atomic write (agent/taint_slots.py).
+        self._slots: TaintSlots | None = None
+
+    @property
+    def slots(self) -> TaintSlots | None:
+        """The pool's taint slots as this agent holds them (``--manage-taints`` with a connection)."""
+        if self._slots is None and self.client is not None and self.cfg.manage_taints:
+            self._slots = TaintSlots(self.client.kube, self.cfg.namespace, self.cfg.node,
+                                     max(1, int(self.cfg.interval * self.cfg.stale_intervals)))
+        return self._slots
 
     def _pool(self, node: dict[str, Any] | None) -> Pool | None:
         if self.cfg.pool:
@@ -259,6 +277,7 @@ class Agent:
         reported = self.damper.apply(raw) if damp else raw
         condition = build_condition(reported, previous, now)
         withheld: list[str] = []
+        budget_view: dict[str, Any] | None = None
         if not dry_run and self.client is not None:
             # Bootstrap or not is decided on the Node as it was before this report (a first report creates
             # the condition, which would otherwise end the bootstrap at once).
@@ -299,16 +318,19 @@ class Agent:
                 if wanted:
                     log.info("observe mode: enforce would taint this node %s", ", ".join(sorted(wanted)))
             elif self.cfg.manage_taints and node is not None and wanted is not None:
-                withheld = await self._withheld(pool, condition, errors) if wanted and pool else []
+                fv, fv_error = await self._read_fv(pool, errors) if wanted and pool else (None, None)
+                withheld = breaker_withheld(condition, self.open_breakers) if wanted and pool else []
                 self.metrics.withhold(withheld)
                 if withheld:
                     log.warning("not tainting Node %s: pool %s's breaker is open for %s (the controller lifted its "
                                 "taints; `fabricguard breaker status` says why, `fabricguard breaker reset --pool %s` "
                                 "closes it once the cause is fixed)", self.cfg.node, pool, ", ".join(withheld), pool)
                     wanted = set()
-                err = await self._taints(node, wanted)
+                wanted, budget_view = await self._slot_for(pool, node, condition, wanted, fv, fv_error, now, errors)
+                err, node = await self._taints(node, wanted)
                 if err:
                     errors.append(err)
+                await self._settle_slot(pool, node, budget_view, now, errors)
         if errors:
             self.metrics.report_errors.inc(len(errors))
             for msg in errors:
@@ -318,7 +340,7 @@ class Agent:
         self.last_finished = time.time()
         self.metrics.observe(reported, seconds, self.last_finished)
         self.metrics.identify(self.cfg.node, pool or "")
-        return RunResult(reported, raw, pool, seconds, condition, errors, withheld)
+        return RunResult(reported, raw, pool, seconds, condition, errors, withheld, budget_view)
 
     async def _ready_alone(self, condition: dict[str, Any], node: dict[str, Any] | None, refused: KubeError,
                            errors: list[str]) -> dict[str, Any] | None:
@@ -334,16 +356,73 @@ class Agent:
                       f"policy with its agent): {refused}")
         return node
 
-    async def _withheld(self, pool: str, condition: dict[str, Any], errors: list[str]) -> list[str]:
-        """The failing checks whose open breakers keep this node untainted, from the pool's FabricValidation."""
+    async def _read_fv(self, pool: str, errors: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+        """The pool's FabricValidation: its open breakers (kept from the last good read when this one fails) and
+        its published node count (the taint budget; a failed read means the budget's floor)."""
         assert self.client is not None
         try:
             fv = await self.client.fabric_validation(pool)
-            self.open_breakers = sorted(c for c, s in breaker.states_of(fv).items() if s.open)
         except KubeError as e:
             kept = ", ".join(self.open_breakers) or "none"
             errors.append(f"breakers of pool {pool}: {e} (the last read's open breakers are kept: {kept})")
-        return breaker_withheld(condition, self.open_breakers)
+            return None, str(e)
+        self.open_breakers = sorted(c for c, s in breaker.states_of(fv).items() if s.open)
+        return fv, None
+
+    async def _slot_for(self, pool: str | None, node: dict[str, Any], condition: dict[str, Any],
+                        wanted: set[str], fv: dict[str, Any] | None, fv_error: str | None, now: datetime,
+                        errors: list[str]) -> tuple[set[str], dict[str, Any] | None]:
+        """``wanted`` as far as the pool's taint budget allows: a readiness taint the Node does not carry yet is
+        added only by the holder of a taint slot (agent/taint_slots.py); without one it is withheld."""
+        standing = taint_keys(node) & set(MANAGED_KEYS)
+        slots = self.slots
+        if not wanted - standing or pool is None or slots is None or self.client is None:
+            self.metrics.budget_withhold(pool or "", False)
+            return wanted, None
+        excused = taint_slots.reset_excused(condition, fv)
+        if excused:  # a person reset the breakers of every check it fails after it started failing: as decided
+            log.info("tainting Node %s without a taint slot: its failing checks %s were reset by a person after it "
+                     "started failing", self.cfg.node, ", ".join(excused))
+            self.metrics.budget_withhold(pool, False)
+            return wanted, None
+        pool_model = self.cfg.profile.pool(pool)
+        budget = taint_slots.budget_of(pool_model, fv, now, read_error=fv_error)
+        try:
+            got = await slots.acquire(pool_model, budget, now, self.client.node_or_none)
+        except Exception as exc:  # a bug or an answer we did not foresee: no slot (fail closed), never a crash
+            log.exception("taint slots of pool %s", pool)
+            got = taint_slots.SlotOutcome(budget, error=f"taint slots of pool {pool}: {type(exc).__name__}: {exc}")
+        if got.error:
+            errors.append(got.error)
+        spend = got.slot is not None and slots.fresh()
+        self.metrics.budget_withhold(pool, not spend)
+        if got.slot is not None and got.reclaimed:
+            log.info("taint slot %s of pool %s reclaimed: %s", got.slot, pool, got.reclaimed)
+        if not spend:
+            why = (f"the slot API failed: {got.error}" if got.error else
+                   "the slot was written too long ago to spend (a stalled run), next run" if got.slot else
+                   f"all {budget.slots} held by other nodes" if got.taken >= budget.slots else
+                   f"{got.taken} of {budget.slots} held, the rest lost to other nodes this run")
+            log.warning("not tainting Node %s: no taint slot of pool %s free (budget %s; %s); it stays schedulable "
+                        "while the controller judges the pool's breaker", self.cfg.node, pool, budget.describe(), why)
+            wanted = wanted & standing
+        return wanted, got.to_dict(withheld=not spend)
+
+    async def _settle_slot(self, pool: str | None, node: dict[str, Any] | None, budget_view: dict[str, Any] | None,
+                           now: datetime, errors: list[str]) -> None:
+        """After the taint patch: a Node left without a readiness taint gives its slot back; one whose taint stands
+        renews it (adopting, after a restart, the slot it already held)."""
+        slots = self.slots
+        if slots is None or node is None or pool is None:
+            return
+        if not taint_keys(node) & set(MANAGED_KEYS):
+            err = await slots.release(now)  # one held before a restart goes stale and is reclaimed: untainted
+        elif budget_view is not None:
+            return  # acquire wrote the slot this run
+        else:
+            err = await slots.adopt(pool) or await slots.renew(now)
+        if err:
+            errors.append(err)
 
     async def _links(self, node: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
         """The FabricLinks condition now (agent/links.py), read off the loop with the checks' deadline: a sysfs
@@ -364,24 +443,24 @@ class Agent:
                 verdict = ("Unknown", "CountersUnreadable", f"{type(exc).__name__}: {exc}"[:300])
         return build_links_condition(*verdict, previous, now)
 
-    async def _taints(self, node: dict[str, Any], wanted: set[str]) -> str | None:
+    async def _taints(self, node: dict[str, Any], wanted: set[str]) -> tuple[str | None, dict[str, Any] | None]:
+        """Make the Node's readiness taints ``wanted``: (error, the Node as last known; None: not known)."""
         assert self.client is not None
         for _ in range(3):
             ops = taint_patch(node, wanted)
             if ops is None:
-                return None
+                return None, node
             try:
-                await self.client.patch_json(self.cfg.node, ops)
-                return None
+                return None, await self.client.patch_json(self.cfg.node, ops)
             except (Conflict, Invalid):
                 pass  # the Node changed since it was read (the resourceVersion test failed): read it again
             except KubeError as exc:
-                return str(exc)
+                return str(exc), None
             try:
                 node = await self.client.get(self.cfg.node)
             except KubeError as e:
-                return str(e)
-        return f"taints of Node {self.cfg.node}: the Node kept changing; retrying next run"
+                return str(e), None
+        return f"taints of Node {self.cfg.node}: the Node kept changing; retrying next run", None
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Run every interval until ``stop`` is set; a run in flight (a hung API call) is cancelled at once, so

@@ -8,6 +8,9 @@
 - ``fabricguard_agent_status_writes_total{result="written"|"skipped"}``: condition writes, and runs that wrote
   nothing because nothing changed and the heartbeat was not due;
 - ``fabricguard_agent_checks_abandoned_total``: runs whose checks passed ``--check-timeout`` (left behind);
+- ``fabricguard_agent_taints_withheld{check}``: failing checks an open breaker keeps from tainting (--manage-taints);
+- ``fabricguard_agent_taint_budget_withheld{pool}`` and ``..._runs_total``: a taint withheld for want of a taint
+  slot (the pool's blast-radius budget, ``agent.taint_slots``);
 - the RDMA port and Lustre client metrics of ``agent.fabric_metrics``, read at scrape time.
 """
 
@@ -75,7 +78,21 @@ class AgentMetrics:
             ["check"],
             registry=self.registry,
         )
+        self.budget_withheld = Gauge(
+            "fabricguard_agent_taint_budget_withheld",
+            "1 while this node fails its checks but is left untainted because its pool's taint slots (the "
+            "blast-radius budget, agent/taint_slots.py) are all held by other nodes or could not be read.",
+            ["pool"],
+            registry=self.registry,
+        )
+        self.budget_withheld_runs = Counter(
+            "fabricguard_agent_taint_budget_withheld_runs_total",
+            "Runs that withheld a taint for want of a taint slot.",
+            ["pool"],
+            registry=self.registry,
+        )
         self._withheld: set[str] = set()
+        self._budget_pool: str | None = None
         self._seen: set[str] = set()
         self._fabric: Path | None = None
         self._identity: tuple[str, str] | None = None
@@ -87,6 +104,15 @@ class AgentMetrics:
         for c in checks:
             self.withheld.labels(c).set(1)
         self._withheld = set(checks)
+
+    def budget_withhold(self, pool: str, withheld: bool) -> None:
+        """Whether this run withheld a taint for want of a taint slot (the series is 0 otherwise, never stale)."""
+        if self._budget_pool not in (None, pool):
+            self.budget_withheld.remove(self._budget_pool)
+        self._budget_pool = pool
+        self.budget_withheld.labels(pool).set(1 if withheld else 0)
+        if withheld:
+            self.budget_withheld_runs.labels(pool).inc()
 
     def identify(self, node: str, pool: str) -> None:
         if self._identity not in (None, (node, pool)):

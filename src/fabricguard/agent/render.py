@@ -6,7 +6,8 @@ on the ``FabricReady`` condition: a ``bootstrap-only`` rule with taint ``readine
 rule with ``readiness.k8s.io/fabric-degraded``. Both ``NoSchedule``: never evict running jobs.
 
 ``agent_manifests``: the agent's ServiceAccount, ClusterRole and binding (read Nodes, patch ``nodes/status``;
-patch ``nodes`` only with ``--manage-taints``), the profile ConfigMap, one DaemonSet per pool, a NetworkPolicy
+patch ``nodes`` only with ``--manage-taints``, and then also a Role in its own namespace for its pool's taint
+slots, ``agent/taint_slots.py``), the profile ConfigMap, one DaemonSet per pool, a NetworkPolicy
 (``:9400`` from the scrapers of ``--monitoring`` only, ``fabricguard.netpolicy``), the staleness
 sweep (a CronJob with its own account, see ``sweeper``), and a
 ValidatingAdmissionPolicy with its binding that lets the agent's service account change only the Node its own
@@ -215,6 +216,8 @@ def daemonset(profile: PlatformProfile, pool: Pool, image: str, namespace: str, 
     privileged = nvml_privileged(pool, nvml_access)
     env: list[dict[str, Any]] = [
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        # Where the pool's taint slots live (--manage-taints): the agent's own namespace.
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         # NVML through the runtime's device injection, not a GPU request: training keeps every GPU.
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
@@ -459,6 +462,14 @@ def agent_manifests(profile: PlatformProfile, profile_text: str, image: str, nam
          "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {PROFILE_KEY: profile_text}},
     ]
+    own = rbac_rules(agent_grants(taints, True), "namespace")
+    if own:  # the pool's taint slots (Leases, agent/taint_slots.py): only in the agent's own namespace
+        objs += [
+            {"apiVersion": names.RBAC_API, "kind": "Role", "metadata": meta, "rules": own},
+            {"apiVersion": names.RBAC_API, "kind": "RoleBinding", "metadata": meta,
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]},
+        ]
     daemonsets = [daemonset(profile, p, image, namespace, interval=interval, passes=passes,
                             manage_taints=manage_taints or p.startup_taint, runtime_class=runtime_class,
                             nvml_access=nvml_access,

@@ -234,6 +234,13 @@ def down_rules(profile: PlatformProfile) -> list[dict[str, Any]]:
               "Too many of the pool's nodes newly failed this check within the window: fabricguard assumes its "
               "own fault (profile, agent, driver), stopped tainting and holding for it, and waits for a person. "
               "fabricguard breaker status names the nodes; reset with fabricguard breaker reset."),
+        _rule("FabricguardTaintBudgetSpent",
+              "count by (pool) (fabricguard_agent_taint_budget_withheld == 1) > 0", "10m", "warning",
+              "pool {{ $labels.pool }}: {{ $value }} failing node(s) left untainted, the pool's taint budget is spent",
+              "Agents that keep their own taints (--manage-taints) found every taint slot of the pool held (its "
+              "blast-radius budget), or could not read them: these nodes fail their fabric checks but stay "
+              "schedulable. Where the controller runs, its breaker opens for the same cause; where it does not, "
+              "nothing else will act: a person decides (fix the fault, or the profile)."),
         _rule("FabricguardAgentStale",
               "max by (node, pool) ((time() - fabricguard_agent_last_run_timestamp_seconds)"
               " * on(instance) group_left(node, pool) fabricguard_agent_info) > 900",

@@ -22,7 +22,10 @@ too) the controller does NRC's untainting itself: a node ``True`` again loses it
 window passes with nothing more failing, the budget is free again and the rules enforce.
 
 The states live in the FabricValidation's ``status.breakers`` (one entry per check), written only when one
-changes. The rules' ``dryRun`` follows the pool's mode and its breakers, and is patched only when the listed rule
+changes. ``status.blastBudget`` publishes the pool's node count and budget for the agents that keep their own
+taints (``--manage-taints``): they take one of that many taint slots before tainting (``agent/taint_slots.py``),
+so that nodes failing within one pass never taint past the budget before a breaker can open. The rules' ``dryRun``
+follows the pool's mode and its breakers, and is patched only when the listed rule
 differs. Pure: the listed cluster in, actions out.
 """
 
@@ -35,6 +38,7 @@ from typing import Any
 
 from fabricguard import breaker, names, times
 from fabricguard import objects as o
+from fabricguard.agent import taint_slots
 from fabricguard.agent.condition import failing_checks
 from fabricguard.agent.taints import taint_patch
 from fabricguard.controller.actions import Action, JsonPatch, MergePatch, event
@@ -100,32 +104,30 @@ def reset_status(fv: dict[str, Any], check: str | None, now: datetime) -> list[d
     return to_status(states)
 
 
-def largest_gang(profile: PlatformProfile, pool: Pool, workloads: list[dict[str, Any]]) -> int:
+def largest_gang(profile: PlatformProfile, pool: Pool, workloads: list[dict[str, Any]],
+                 snapshot: Snapshot | None = None) -> int:
     """Nodes the largest admitted gang on the pool's flavors holds: its pods, one per node (multi-node gangs
-    take whole nodes; a smaller gang counts high, which only makes the breaker keener)."""
-    flavors = set(profile.canary_flavors(pool))
-    best = 0
-    for wl in workloads:
-        if not o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
+    take whole nodes; a smaller gang counts high, which only makes the breaker keener). With ``snapshot`` (whose
+    Workloads these are), each Workload's gang is kept while it is the same object."""
+    view = partial(_gang, frozenset(profile.canary_flavors(pool)))
+    gangs = (snapshot.select(("largest gang", pool.name), workloads, view) if snapshot is not None
+             else [(wl, g) for wl in workloads if (g := view(wl))])
+    return max((g for _, g in gangs), default=0)
+
+
+def _gang(flavors: frozenset[str], wl: dict[str, Any]) -> int:
+    """The pods of an admitted, unfinished Workload on ``flavors`` (0 when it is not one)."""
+    if not o.condition_true(wl, names.WL_ADMITTED) or o.condition_true(wl, names.WL_FINISHED):
+        return 0
+    psas = ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ()
+    pods = 0
+    for psa in psas:
+        if not isinstance(psa, dict):
             continue
-        psas = ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ()
-        pods = 0
-        on_pool = False
-        for psa in psas:
-            if not isinstance(psa, dict):
-                continue
-            if any(str(f) in flavors for f in (psa.get("flavors") or {}).values()):
-                on_pool = True
-                count = psa.get("count")
-                pods += count if isinstance(count, int) and count > 0 else 1
-        if on_pool:
-            best = max(best, pods)
-    return best
-
-
-def budget_of(pool: Pool, keep: int) -> breaker.Budget:
-    br = pool.blastRadius
-    return breaker.Budget(br.fraction, br.minimum, br.window_s, keep if br.keepLargestGang else 0)
+        if any(str(f) in flavors for f in (psa.get("flavors") or {}).values()):
+            count = psa.get("count")
+            pods += count if isinstance(count, int) and count > 0 else 1
+    return pods
 
 
 @dataclass
@@ -176,14 +178,16 @@ def scan_nodes(profile: PlatformProfile, nodes: list[dict[str, Any]],
 
 def judge_breakers(profile: PlatformProfile, nodes: list[dict[str, Any]], fvs: dict[str, dict[str, Any]],
                    workloads: list[dict[str, Any]], rules: list[dict[str, Any]], now: datetime,
-                   mode: str = "enforce", scanned: dict[str, NodeScan] | None = None) -> BlastResult:
-    """``scanned``: ``scan_nodes(profile, nodes)`` when the caller kept it from a pass with the same nodes."""
+                   mode: str = "enforce", scanned: dict[str, NodeScan] | None = None,
+                   snapshot: Snapshot | None = None) -> BlastResult:
+    """``scanned``: ``scan_nodes(profile, nodes)`` when the caller kept it from a pass with the same nodes;
+    ``snapshot`` (whose Workloads ``workloads`` are): each Workload's gang kept while it is the same object."""
     res = BlastResult()
     scans = scanned if scanned is not None else scan_nodes(profile, nodes)
     for pool in profile.spec.pools:
         scan = scans[pool.name]
         members, failing, node_checks, good = scan.members, scan.failing, scan.node_checks, scan.good
-        budget = budget_of(pool, largest_gang(profile, pool, workloads))
+        budget = pool.blast_budget(largest_gang(profile, pool, workloads, snapshot))
         fv = fvs.get(pool.name)
         before = stored(fv)
         pb = PoolBreakers(pool.name, len(members), budget.allowed(len(members)))
@@ -208,7 +212,12 @@ def judge_breakers(profile: PlatformProfile, nodes: list[dict[str, Any]], fvs: d
         res.pools[pool.name] = pb
         kept = {c: s for c, s in pb.states.items() if s.open or s.resets or c in failing}
         if to_status(kept) != to_status(before):
-            res.fv_status[pool.name] = {"breakers": to_status(kept)}
+            res.fv_status.setdefault(pool.name, {})["breakers"] = to_status(kept)
+        # The node count the agents size their taint slots by (agent/taint_slots.py): rewritten when it changes and
+        # every PUBLISH_REFRESH_S, so that an agent can tell a count the controller still keeps from a stale one.
+        published = taint_slots.published(pool, len(members), now)
+        if fv is not None and taint_slots.publish_due(((fv.get("status") or {}).get("blastBudget")), published, now):
+            res.fv_status.setdefault(pool.name, {})["blastBudget"] = published
         observing = profile.mode_of(pool, mode) == "observe"
         pb.muted = observing or bool(open_checks) or bool(pb.exhausted)
         res.actions += _rule_actions(pool, rules, dry_run=pb.muted)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from fabricguard.controller.facts import CanaryFiles, LustreFacts
 from fabricguard.controller.outcome import JUDGED, CanaryRun, Outcome, creation_reason, scheduler_reason
 from fabricguard.controller.storage_proof import StorageProof, StorageStanding
 from fabricguard.controller.storage_proof import standing as storage_standing
+from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import Canary, PlatformProfile, Pool
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -98,24 +100,34 @@ class Inventory:
 PodIndex = tuple[dict[tuple[str, str], list[dict[str, Any]]], dict[tuple[str, str], int]]
 
 
-def index_pods(pods: list[dict[str, Any]], gpu_resources: set[str]) -> PodIndex:
-    """(pods by JobSet, GPUs live pods request on each (node, resource)): what the inventory reads of pods."""
+def index_pods(pods: list[dict[str, Any]], gpu_resources: set[str], snapshot: Snapshot | None = None) -> PodIndex:
+    """(pods by JobSet, GPUs live pods request on each (node, resource)): what the inventory reads of pods. With
+    ``snapshot`` (whose pods these are), what each pod adds is kept while it is the same object."""
     by_js: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     used: dict[tuple[str, str], int] = defaultdict(int)
-    for p in pods:
-        js = o.labels_of(p).get(names.JOBSET_NAME)
-        if js:
-            by_js[(o.namespace_of(p) or "", js)].append(p)
-        st = p.get("status") or {}
-        spec = p.get("spec") or {}
-        node = spec.get("nodeName")
-        if not node or st.get("phase") in TERMINAL_PHASES:
-            continue
-        for r in gpu_resources:
-            n = o.pod_gpus(spec, r)
-            if n:
-                used[(node, r)] += n
+    view = partial(_pod_part, tuple(gpu_resources))
+    for p, (js, uses) in (snapshot.select("pod index", pods, view) if snapshot is not None
+                          else [(p, v) for p in pods if (v := view(p))]):
+        if js is not None:
+            by_js[js].append(p)
+        for where, n in uses:
+            used[where] += n
     return dict(by_js), dict(used)
+
+
+def _pod_part(gpu_resources: tuple[str, ...], p: dict[str, Any]
+              ) -> tuple[tuple[str, str] | None, tuple[tuple[tuple[str, str], int], ...]] | None:
+    """What one pod adds to the index: its JobSet's (namespace, name), and the GPUs it holds on its node by
+    resource while it is live (None: nothing)."""
+    js = o.labels_of(p).get(names.JOBSET_NAME)
+    key = (o.namespace_of(p) or "", js) if js else None
+    st = p.get("status") or {}
+    spec = p.get("spec") or {}
+    node = spec.get("nodeName")
+    uses: tuple[tuple[tuple[str, str], int], ...] = ()
+    if node and st.get("phase") not in TERMINAL_PHASES:
+        uses = tuple(((node, r), n) for r in gpu_resources if (n := o.pod_gpus(spec, r)))
+    return (key, uses) if key is not None or uses else None
 
 
 def run_is_over(js: dict[str, Any], pods: list[dict[str, Any]], canary: Canary) -> bool:

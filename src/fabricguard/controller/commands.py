@@ -460,9 +460,14 @@ def breaker_status_cmd(
     fvs = _breaker_call(kubeconfig, context, work)
     rows = [{"pool": fv["metadata"]["name"], "check": c, **s.to_dict()}
             for fv in fvs for c, s in stored(fv).items()]
+    # The taint slots' budget the controller published per pool (agent/taint_slots.py): what --manage-taints
+    # agents may taint before a breaker can open.
+    budgets = [{"pool": fv["metadata"]["name"], **bb} for fv in fvs
+               if isinstance(bb := (fv.get("status") or {}).get("blastBudget"), dict)]
     opened = [r for r in rows if r["open"]]
     if wants_json(fmt, as_json):
-        print_json({"verdict": "degraded" if opened else "pass", "breakers": rows}, "BreakerStatus")
+        print_json({"verdict": "degraded" if opened else "pass", "breakers": rows, "budgets": budgets},
+                   "BreakerStatus")
     else:
         verdict_line("degraded" if opened else "pass", "breaker status",
                      f"{len(opened)} open breaker(s)" if opened else "no breaker is open")
@@ -479,6 +484,12 @@ def breaker_status_cmd(
         if items:
             console.print()
             blocks(items)
+        if budgets:
+            console.print()
+            for b in budgets:
+                paragraph(f"pool {b['pool']}: {b.get('allowed', '?')} node(s) may newly fail a check within "
+                          f"{b.get('windowSeconds', '?')} s of {b.get('nodes', '?')} (the agents' taint slots; "
+                          f"counted {b.get('observedAt', '?')})", first="", indent="  ")
     raise typer.Exit(1 if opened else 0)
 
 

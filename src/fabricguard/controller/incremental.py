@@ -69,12 +69,10 @@ ATTRIBUTE_READS: dict[str, frozenset[str]] = {
     "claims_by_name": frozenset({"ResourceClaim"}),
     "dra_index": frozenset({"ResourceSlice", "ResourceClaim"}),
     "node_by_name": frozenset({"Node"}),
-    "pods_by_owner": frozenset({"Pod"}),
+    "daemonset_pods": frozenset({"Pod"}),
     "revisions_by_owner": frozenset({"ControllerRevision"}),
     "notes": frozenset({NOTES}),
     "pool_members": frozenset({"Node"}),
-    "pools_seen": frozenset({"Node"}),
-    "known_pools": frozenset({"Node"}),
     "derived": frozenset(),  # a function of the one object the rule passes, which it read through a kind
     "derived_seen": frozenset(),
     "known_derived": frozenset(),
@@ -253,6 +251,8 @@ class PassStats:
     built: list[str] = field(default_factory=list)  # the kept parts built again this pass (keep())
     kept: list[str] = field(default_factory=list)  # the kept parts taken from the previous pass
     seconds_diff: float = 0.0  # finding what changed (the objects by identity, then the comparison)
+    computed: int = 0  # per-object answers computed again (Snapshot.select / derived), not kept
+    folded: int = 0  # objects of the groups whose aggregate was computed again (Snapshot.fold)
 
 
 @dataclass
@@ -279,7 +279,6 @@ class Incremental:
         self._force = ""
         self._rules: dict[str, _RuleResult] = {}
         self._kept: dict[str, tuple[Any, Any]] = {}  # name -> (key, value): keep()
-        self._pools: dict[str, tuple[dict[str, Any], str | None]] = {}  # node -> (the Node, its pool's name)
         self._snapshot: Snapshot | None = None
         self._derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] = {}  # Snapshot.derived, kept
         self._prune_derived_at = 0
@@ -318,8 +317,6 @@ class Incremental:
             self._changed[NOTES] = {("", "")}
         self._full = bool(why)
         self._pending = by_id
-        # Each Node's pool, from the previous pass for the Nodes that are the same objects (doctor/snapshot.py).
-        snapshot.known_pools = None if why else self._pools
         snapshot.known_derived = None if why else self._derived
         snapshot.known_memo = None if why else self._memo
         self._snapshot = snapshot
@@ -331,7 +328,6 @@ class Incremental:
         if why:
             self._rules.clear()
             self._kept.clear()
-            self._pools = {}
             self._derived = {}
             self._memo = {}
             self.gate = None
@@ -341,7 +337,7 @@ class Incremental:
         self._objects, self._pending, self._open = self._pending, None, False
         snapshot = self._snapshot
         if snapshot is not None:
-            self._pools = snapshot.pools_seen() or self._pools
+            self.stats.computed, self.stats.folded = snapshot.computed, snapshot.folded
             # What this pass computed, over what earlier ones did (a rule kept this pass keeps its objects' facts
             # for the next pass that runs it); facts of objects gone from the cache are dropped now and then.
             self._derived.update(snapshot.derived_seen())
@@ -351,7 +347,7 @@ class Incremental:
                 self._prune_derived_at = 2 * len(self._derived) + 1024
             self._memo.update(snapshot.memo_seen())
             snapshot.known_derived, snapshot.known_memo = None, None
-            snapshot.known_pools, self._snapshot = None, None
+            self._snapshot = None
         if self._full:
             self._last_full = time.monotonic()
 
@@ -374,9 +370,10 @@ class Incremental:
             kept = self._rules.get(rule.id)
             if kept is not None and (not kept.clock.used or kept.clock.holds_at(now)) and not self.changed(*kept.reads):
                 self.stats.rules_kept += 1
-                # Copies: the pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
-                # rank_by_cause); a kept finding must not carry last pass's cause, whose finding may be gone.
-                out.extend(replace(f, cause="") for f in kept.findings)
+                # The pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
+                # rank_by_cause): a kept finding that carries last pass's cause (whose finding may be gone) is
+                # handed out as a copy without it.
+                out.extend(replace(f, cause="") if f.cause else f for f in kept.findings)
                 continue
             reads: set[str] = set()
             clock, use = reading_clock(now) if reads_clock(rule.fn) else (now, ClockUse())

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import kinds, names
 from fabricguard import objects as o
 from fabricguard.controller.actions import Action, Annotate, Counters, event
 from fabricguard.controller.facts import LustreFacts
+from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.profile.model import PlatformProfile, Pool, UnknownPoolError
 from fabricguard.verdict.claims import JobObjects
 from fabricguard.verdict.job import JobInputError, Level, claim_reasons, verdict_of
@@ -120,10 +122,16 @@ def judge_jobs(
     lustre: LustreFacts,
     now: datetime,
     counters: Counters,
+    snapshot: Snapshot | None = None,
 ) -> list[Action]:
+    """``snapshot`` (whose ``by_kind`` this is): whether each job awaits its verdict is kept while it is the
+    same object."""
     if lustre.root is None:
         return []
-    todo = [(k, obj) for k in kinds.MANAGED for obj in by_kind.get(k.kind, ()) if _may_await(obj, k.kind)]
+    todo = [(k, obj) for k in kinds.MANAGED
+            for obj, _ in (snapshot.select(("awaits verdict", k.kind), by_kind.get(k.kind, []),
+                                           partial(_may_await, kind=k.kind)) if snapshot is not None
+                           else [(x, True) for x in by_kind.get(k.kind, ()) if _may_await(x, k.kind)])]
     if not todo:
         return []  # every managed job has its verdict or is still running: no pod index to build
     out: list[Action] = []

@@ -16,6 +16,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,10 @@ from fabricguard.controller.canary import job_dir, log_dir
 from fabricguard.controller.facts import RunningJob as RunningJob  # re-exported: live.RunningJob
 from fabricguard.controller.hang import HangWatch
 from fabricguard.controller.live_io import JobIo, live_bound
+from fabricguard.doctor.snapshot import Snapshot
 from fabricguard.nccl.follow import LiveVerdict, LogFollower
 from fabricguard.nccl.report import Evidence, NcclReport
-from fabricguard.profile.model import PlatformProfile, Transport, UnknownPoolError
+from fabricguard.profile.model import PlatformProfile, Transport
 from fabricguard.userfiles import LinkFreeFolder
 from fabricguard.verdict.io import IoSummary
 
@@ -42,34 +44,49 @@ KUEUE_QUEUE = names.KUEUE_QUEUE_NAME
 _KNOWN = fabrics.wire_transports() | {Transport.socket, Transport.mixed}  # every proven answer
 
 
-def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]]) -> list[RunningJob]:
+def running_jobs(profile: PlatformProfile, by_kind: dict[str, list[dict[str, Any]]],
+                 snapshot: Snapshot | None = None) -> list[RunningJob]:
     """Managed jobs that run now on a fabric pool whose logs land on Lustre (canaries have their own judge): one
     per object, or one per replica group for a kind made of groups (a LeaderWorkerSet's groups each write their
-    own directory, ``<name>/<group index>``)."""
+    own directory, ``<name>/<group index>``). With ``snapshot`` (whose ``by_kind`` this is), each object's jobs
+    are kept while it is the same object."""
+    followed = frozenset(p.name for p in profile.spec.pools if p.fabric.has_fabric and p.lustre
+                         and profile.spec.storage.lustre is not None)
+    # A job without the pool label runs on the default pool (PlatformProfile.pool).
+    pools = profile.spec.pools
+    default = profile.spec.defaultPool or (pools[0].name if len(pools) == 1 else None)
     out: list[RunningJob] = []
     for k in kinds.MANAGED:
-        for obj in by_kind.get(k.kind, ()):
-            labels = o.labels_of(obj)
-            if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
-                continue
-            if k.finished(obj) or k.suspended(obj):
-                continue
-            try:
-                pool = profile.pool(labels.get(names.LABEL_POOL))
-            except UnknownPoolError:
-                continue
-            if not pool.fabric.has_fabric or profile.spec.storage.lustre is None or not pool.lustre:
-                continue
-            ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
-            if k.group_label:
-                groups = (obj.get("spec") or {}).get("replicas", 1)
-                logs = [f"{name}/{i}" for i in range(groups if isinstance(groups, int) and groups > 0 else 0)]
-            else:
-                log = k.log_name(obj)
-                logs = [log] if log else []  # a RayJob before its RayCluster exists has no logs yet
-            out += [RunningJob(k.kind, k.api_version, k.plural, ns, name, pool.name, obj,
-                               "" if log == name else log) for log in logs]
+        view = partial(_running, k, followed, default)
+        objs = by_kind.get(k.kind, [])
+        seen = (snapshot.select(("running jobs", k.kind), objs, view) if snapshot is not None
+                else [(obj, v) for obj in objs if (v := view(obj))])
+        for _, jobs in seen:
+            out += jobs
     return out
+
+
+def _running(k: kinds.WorkloadKind, followed: frozenset[str], default: str | None,
+             obj: dict[str, Any]) -> tuple[RunningJob, ...]:
+    """The jobs one managed object runs now on a pool of ``followed`` (those whose logs are followed; ``default``:
+    the pool of a job that names none)."""
+    labels = o.labels_of(obj)
+    if labels.get(names.LABEL_MANAGED) != "true" or names.LABEL_CANARY_POOL in labels:
+        return ()
+    if k.finished(obj) or k.suspended(obj):
+        return ()
+    pool = labels.get(names.LABEL_POOL) or default
+    if pool not in followed:
+        return ()
+    ns, name = o.namespace_of(obj) or "default", o.name_of(obj)
+    if k.group_label:
+        groups = (obj.get("spec") or {}).get("replicas", 1)
+        logs = [f"{name}/{i}" for i in range(groups if isinstance(groups, int) and groups > 0 else 0)]
+    else:
+        log = k.log_name(obj)
+        logs = [log] if log else []  # a RayJob before its RayCluster exists has no logs yet
+    return tuple(RunningJob(k.kind, k.api_version, k.plural, ns, name, str(pool), obj, "" if log == name else log)
+                 for log in logs)
 
 
 @dataclass

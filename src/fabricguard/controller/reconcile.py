@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import names, times
@@ -110,7 +111,8 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     counters = Counters()
     actions: list[Action] = []
     gpu_resources = {p.gpuResource for p in profile.spec.pools}
-    indexed = inc.keep("pod index", ("Pod",), lambda: index_pods(snapshot.pods, gpu_resources)) if inc else None
+    indexed = (inc.keep("pod index", ("Pod",), lambda: index_pods(snapshot.pods, gpu_resources, snapshot))
+               if inc else None)
     inv = Inventory.build(snapshot.nodes, snapshot.pods, snapshot.events, gpu_resources, indexed)
     fvs = {o.name_of(fv): fv for fv in snapshot.kind(names.FV_KIND)}
     jobsets = snapshot.kind("JobSet")
@@ -141,7 +143,7 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
     scanned = (inc.keep("breaker scan", ("Node",), lambda: scan_nodes(profile, snapshot.nodes, snapshot))
                if inc else None)
     blast = judge_breakers(profile, snapshot.nodes, fvs, snapshot.kind("Workload"),
-                           snapshot.kind("NodeReadinessRule"), now, cfg.mode, scanned)
+                           snapshot.kind("NodeReadinessRule"), now, cfg.mode, scanned, snapshot)
     # An open breaker releases its nodes' taints at once, but excuses them from holding the pool only once a canary
     # has passed after it opened: a typo of ours then costs at most one canary interval of held work, while a fabric
     # that really broke on every node at once (a switch, the 271-day plugin) stays held (never fail open).
@@ -189,20 +191,25 @@ def _reconcile(snapshot: Snapshot, profile: PlatformProfile, now: datetime, cfg:
         inc.stats.workloads_decided, inc.stats.workloads_kept = memo.decided, memo.kept
         inc.stats.reevaluated += memo.decided
     actions += gate.actions
-    actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters)
+    actions += judge_jobs(profile, snapshot.by_kind, lustre, now, counters, snapshot)
     actions += claim_template_actions(profile, snapshot, cfg.namespace)
     actions += [a for a in blast.actions if not isinstance(a, MergeStatus)]
     actions += proof_actions  # pair tests, quarantine taints, FabricProven, last-proven, their Events
     actions += [a for a in root if not isinstance(a, MergeStatus)]  # Events on the objects at fault, last
     drift = (diff_snapshots(reference.snapshot, snapshot, drift_scope([profile]), reference.environment,
                             "this cluster") if reference is not None else [])
-    running = running_jobs(profile, snapshot.by_kind)
-    namespaces = {j.namespace for j in running}
-    pods = [p for p in snapshot.kind("Pod") if o.namespace_of(p) in namespaces] if namespaces else []
+    running = running_jobs(profile, snapshot.by_kind, snapshot)
+    namespaces = frozenset(j.namespace for j in running)
+    pods = ([p for p, _ in snapshot.select("pods of running jobs", snapshot.kind("Pod"), partial(_in, namespaces))]
+            if namespaces else [])
     return PassResult(now, actions, states, findings, gate.pending, counters, running, snapshot.kind("Workload"),
                       drift, reference, gate.held, stale, breakers=blast.pools, would_hold=gate.would_hold,
                       observing=frozenset(p.name for p in profile.spec.pools
                                           if profile.mode_of(p, cfg.mode) == "observe"), pods=pods)
+
+
+def _in(namespaces: frozenset[str], obj: dict[str, Any]) -> bool:
+    return o.namespace_of(obj) in namespaces
 
 
 def _canary_passed_after(state: PoolState | None, pb: PoolBreakers) -> bool:

@@ -95,6 +95,18 @@ class Breaker(_Model):
     resetAt: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
 
 
+class BlastBudget(_Model):
+    """The pool's blast-radius budget as the controller last counted it (``agent/taint_slots.published``): the
+    taint slots ``--manage-taints`` agents share."""
+
+    nodes: int = Field(ge=0, description="The pool's nodes.")
+    allowed: int = Field(ge=0, description="Nodes that may newly fail one check within the window (blastRadius): "
+                         "the pool's taint slots.")
+    windowSeconds: int = Field(ge=1)
+    observedAt: str = Field(json_schema_extra={"format": "date-time"},
+                            description="When it was counted (rewritten at least every 10 minutes).")
+
+
 class NodeProofRow(_Model):
     """One node of the pool's proof table (``controller.proof.NodeProof`` as stored)."""
 
@@ -152,6 +164,8 @@ class FabricValidationStatus(_Model):
                                         "StorageReady.")
     breakers: list[Breaker] = Field(default_factory=list, max_length=64,
                                     description="Blast-radius breakers per check (controller/blast.py).")
+    blastBudget: BlastBudget | None = Field(default=None, description="The pool's node count and blast-radius "
+                                            "budget, for the agents' taint slots (agent/taint_slots.py).")
 
 
 def _structural(node: Any, defs: dict[str, Any]) -> Any:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fabricguard.doctor.model import SEVERITY_ORDER, CoverageCell, Finding, Severity
+from fabricguard.doctor.model import SEVERITY_ORDER, CoverageCell, Finding, ObjRef, Severity
 from fabricguard.doctor.rules import RULES, RuleFn, run_rules
 from fabricguard.doctor.rules import proof as proof_rules
 from fabricguard.doctor.rules._common import fabric_pools, pool_nodes
@@ -124,7 +124,7 @@ def _timelines(snapshot: Snapshot, findings: list[Finding], profile: PlatformPro
             if ready >= desired
             else "partial"
         )
-        pods = snapshot.pods_by_owner.get(("DaemonSet", *key), [])
+        pods = snapshot.daemonset_pods.get(key, [])
         since = template_since(snapshot, ds)[0] if int(meta.get("generation") or 1) > 1 else None
         out.append(
             Timeline(
@@ -181,12 +181,21 @@ def rank_by_cause(findings: list[Finding]) -> list[Finding]:
     deeper one on the same pool's device plugin."""
     deeper = sorted((f for f in findings if f.rule in CAUSE_RANK), key=lambda f: CAUSE_RANK[f.rule])
     parent: dict[int, Finding] = {}
+    # Nodes carry many stories: only the other objects two findings share make one the other's cause (a finding
+    # about thousands of nodes is not hashed node by node, pair after pair).
+    told: dict[int, set[ObjRef]] = {}
+
+    def others(f: Finding) -> set[ObjRef]:
+        if id(f) not in told:
+            told[id(f)] = {o for o in f.objects if o.kind != "Node"}
+        return told[id(f)]
+
     for f in findings:
         rank = CAUSE_RANK.get(f.rule, len(CAUSE_RANK) + 1)
         for c in deeper:
             if c is f or CAUSE_RANK[c.rule] >= rank:
                 continue
-            shared = {o for o in set(c.objects) & set(f.objects) if o.kind != "Node"}  # nodes carry many stories
+            shared = others(c) & others(f)
             if shared or (f.rule == NOT_ADVERTISED and set(c.pools) & set(f.pools)):
                 parent[id(f)] = c
                 break

@@ -18,10 +18,11 @@ import functools
 import json
 import operator
 import os
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import compress
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -52,12 +53,8 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     source: str = ""
     profile_path: Path | None = None
-    # Node name -> (the Node, its pool's name) from a previous snapshot whose objects are never edited in place
-    # (the controller's cache: controller/incremental.py): a Node that is the same object keeps its pool.
-    known_pools: dict[str, tuple[dict[str, Any], str | None]] | None = field(default=None, repr=False,
-                                                                            compare=False)
-    _members: tuple[Any, dict[str, list[dict[str, Any]]], dict[str, tuple[dict[str, Any], str | None]]] | None = \
-        field(default=None, init=False, repr=False, compare=False)
+    _members: tuple[Any, dict[str, list[dict[str, Any]]]] | None = field(default=None, init=False, repr=False,
+                                                                         compare=False)
     # (what, id of the object) -> (the object, what ``derived`` computed of it) from a previous snapshot whose
     # objects are never edited in place, and from this one.
     known_derived: dict[tuple[str, int], tuple[dict[str, Any], Any]] | None = field(default=None, repr=False,
@@ -68,6 +65,12 @@ class Snapshot:
     # and its arguments), from a previous snapshot whose objects are never edited in place, and from this one.
     known_memo: dict[Hashable, Memo] | None = field(default=None, repr=False, compare=False)
     _memo: dict[Hashable, Memo] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _places: dict[tuple[int, int], tuple[list[Any], list[Any], list[int]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    # Per-object answers computed (not kept) by select and derived, and the objects of the groups fold computed
+    # again: what a pass judged again (controller/incremental.py PassStats).
+    computed: int = field(default=0, init=False, repr=False, compare=False)
+    folded: int = field(default=0, init=False, repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -97,33 +100,13 @@ class Snapshot:
 
     def pool_members(self, profile: PlatformProfile) -> dict[str, list[dict[str, Any]]]:
         """The Nodes of each pool of ``profile`` (:meth:`PlatformProfile.pool_of`), in snapshot order; computed
-        once per snapshot and profile (a dozen rules ask), each Node's pool taken from ``known_pools`` when
-        the Node is the very object seen there. The lists are shared: read them, never change them."""
+        once per snapshot and profile (a dozen rules ask), each Node's pool kept while it is the same object
+        (:meth:`select`). The lists are shared: read them, never change them."""
         if self._members is not None and self._members[0] is profile:
             return self._members[1]
-        nodes = self.nodes
-        was = self._recall(("fold", "pool members"), profile)
-        if was is not None and same_objects(was[0], nodes):  # the very Nodes of a previous pass: its answer
-            self._memo[("fold", "pool members")] = (nodes, was[1], profile)
-            self._members = (profile, was[1][0], was[1][1])
-            return cast(dict[str, list[dict[str, Any]]], was[1][0])
-        out: dict[str, list[dict[str, Any]]] = {p.name: [] for p in profile.spec.pools}
-        pools = {p.name: p for p in profile.spec.pools}
-        known = self.known_pools or {}
-        seen: dict[str, tuple[dict[str, Any], str | None]] = {}
-        for n in nodes:
-            name = str((n.get("metadata") or {}).get("name") or "")
-            had = known.get(name)
-            if had is not None and had[0] is n:
-                pname = had[1]
-            else:
-                pool = profile.pool_of(n)
-                pname = pool.name if pool is not None else None
-            seen[name] = (n, pname)
-            if pname is not None and pname in pools:
-                out[pname].append(n)
-        self._members = (profile, out, seen)
-        self._memo[("fold", "pool members")] = (nodes, (out, seen), profile)
+        placed = self.select("pool of", self.nodes, partial(_pool_of, profile))
+        out = self.fold("pool members", placed, partial(_members, tuple(p.name for p in profile.spec.pools)))
+        self._members = (profile, out)
         return out
 
     def derived(self, what: str, obj: dict[str, Any], fn: Callable[[dict[str, Any]], T]) -> T:
@@ -135,7 +118,11 @@ class Snapshot:
         if got is not None and got[0] is obj:
             return cast(T, got[1])
         was = self.known_derived.get(key) if self.known_derived else None
-        value = was[1] if was is not None and was[0] is obj else fn(obj)
+        if was is not None and was[0] is obj:
+            value = was[1]
+        else:
+            value = fn(obj)
+            self.computed += 1
         self._derived[key] = (obj, value)
         return cast(T, value)
 
@@ -158,21 +145,55 @@ class Snapshot:
         if was is None:
             chosen, fresh = {}, objs
         else:
-            before, (chosen, out) = was[0], was[1]
+            before, (chosen, out, where) = was[0], was[1]
+            if len(before) == len(objs):
+                replaced = self._replaced(before, objs)
+                if len(replaced) <= 64 + len(objs) // 64:
+                    out, where = self._patch(objs, replaced, fn, chosen, out, where)
+                    self._memo[key] = (objs, (chosen, out, where), sig)
+                    return cast(list[tuple[dict[str, Any], T]], out)
             fresh = fresh_objects(before, objs)
-            if not fresh and len(before) == len(objs):  # the same objects in the same order
-                self._memo[key] = (objs, (chosen, out), sig)
-                return cast(list[tuple[dict[str, Any], T]], out)
+        self.computed += len(fresh)
         for x in fresh:
             # An answer kept for an object is its answer for ever: the dict is only ever added to (the old
             # entries hold their objects, so no other object can take their id); pruned below.
-            if (v := fn(x)) and id(x) not in chosen:
+            if id(x) not in chosen and (v := fn(x)):
                 chosen[id(x)] = (x, v)
-        out = [chosen[id(x)] for x in compress(objs, map(chosen.__contains__, map(id, objs)))]
+        where = list(compress(range(len(objs)), map(chosen.__contains__, map(id, objs))))
+        out = [chosen[id(objs[i])] for i in where]
         if len(chosen) > 2 * len(out) + 64:  # answers for objects gone since: drop them
-            chosen = {id(x): e for e in out for x in (e[0],)}
-        self._memo[key] = (objs, (chosen, out), sig)
+            chosen = {id(e[0]): e for e in out}
+        self._memo[key] = (objs, (chosen, out, where), sig)
         return cast(list[tuple[dict[str, Any], T]], out)
+
+    def _patch(self, objs: list[dict[str, Any]], replaced: list[int], fn: Callable[[dict[str, Any]], Any],
+               chosen: dict[int, tuple[dict[str, Any], Any]], out: list[tuple[dict[str, Any], Any]],
+               where: list[int]) -> tuple[list[tuple[dict[str, Any], Any]], list[int]]:
+        """:meth:`select`'s answer after the objects at ``replaced`` (positions in ``objs``) were replaced in
+        place: ``out`` (chosen answers in order) and ``where`` (their positions) patched there alone; the
+        lists themselves when no chosen answer changed (a new list otherwise: the old ones stay last pass's)."""
+        copied = False
+        for i in replaced:
+            x = objs[i]
+            if id(x) not in chosen:
+                self.computed += 1
+                if v := fn(x):
+                    chosen[id(x)] = (x, v)
+            new = chosen.get(id(x))
+            k = bisect_left(where, i)
+            had = k < len(where) and where[k] == i
+            if not had and new is None:
+                continue
+            if not copied:
+                out, where, copied = list(out), list(where), True
+            if had and new is not None:
+                out[k] = new
+            elif had:
+                del out[k], where[k]
+            else:
+                out.insert(k, cast(tuple[dict[str, Any], Any], new))
+                where.insert(k, i)
+        return out, where
 
     def fold(self, what: Hashable, objs: list[Any], fn: Callable[[list[Any]], T]) -> T:
         """``fn(objs)``, kept while ``objs`` are the very objects (in order) it was last computed for.
@@ -182,7 +203,11 @@ class Snapshot:
         touch elsewhere; callers read what it gives, never change it."""
         key, sig = ("fold", what), signature(fn)
         was = self._recall(key, sig)
-        value = was[1] if was is not None and same_objects(was[0], objs) else fn(objs)
+        if was is not None and same_objects(was[0], objs, self._replaced):
+            value = was[1]
+        else:
+            value = fn(objs)
+            self.folded += len(objs)
         self._memo[key] = (objs, value, sig)
         return cast(T, value)
 
@@ -191,6 +216,15 @@ class Snapshot:
         was = self._memo.get(key) or (self.known_memo.get(key) if self.known_memo else None)
         return was if was is not None and (was[2] is sig or was[2] == sig) else None
 
+    def _replaced(self, before: list[Any], objs: list[Any]) -> list[int]:
+        """``replaced_places(before, objs)``, once per pair of lists in this snapshot (a dozen calls compare the
+        same Nodes with the same previous ones)."""
+        key = (id(before), id(objs))
+        got = self._places.get(key)
+        if got is None or got[0] is not before or got[1] is not objs:
+            got = self._places[key] = (before, objs, replaced_places(before, objs))
+        return got[2]
+
     def memo_seen(self) -> dict[Hashable, Memo]:
         """What :meth:`select` and :meth:`fold` computed or kept for this snapshot."""
         return self._memo
@@ -198,10 +232,6 @@ class Snapshot:
     def derived_seen(self) -> dict[tuple[str, int], tuple[dict[str, Any], Any]]:
         """What :meth:`derived` computed or kept for this snapshot's objects."""
         return self._derived
-
-    def pools_seen(self) -> dict[str, tuple[dict[str, Any], str | None]]:
-        """Node name -> (the Node, its pool's name) as :meth:`pool_members` found them (empty before)."""
-        return self._members[2] if self._members is not None else {}
 
     @cached_property
     def claims_by_name(self) -> dict[tuple[str, str], dict[str, Any]]:
@@ -219,13 +249,11 @@ class Snapshot:
         return {name: n for n, (name,) in self.select("node name", self.nodes, _node_name)}
 
     @cached_property
-    def pods_by_owner(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-        """Pods by their controller ``(kind, namespace, name)`` (each pod's controller kept while it is the same
-        object)."""
-        out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-        for p, owner in self.select("pod owner", self.pods, _controller_of):
-            out[owner].append(p)
-        return out
+    def daemonset_pods(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Pods whose controller is a DaemonSet, by its ``(namespace, name)`` (each pod's controller kept while it
+        is the same object; the whole kept while no DaemonSet's pod changed: an event on a training pod costs
+        nothing here)."""
+        return self.fold("daemonset pods", self.select("daemonset of", self.pods, _daemonset_of), _by_daemonset)
 
     @cached_property
     def revisions_by_owner(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -257,20 +285,47 @@ def fresh_objects(before: list[dict[str, Any]], objs: list[dict[str, Any]]) -> l
     return [x for x in objs if id(x) not in seen]
 
 
-def same_objects(before: list[Any], objs: list[Any]) -> bool:
+def replaced_places(before: list[Any], objs: list[Any]) -> list[int]:
+    """The positions where ``objs`` (as long as ``before``) holds another object than ``before``."""
+    return list(compress(range(len(objs)), map(operator.is_not, objs, before)))
+
+
+def same_objects(before: list[Any], objs: list[Any],
+                 replaced: Callable[[list[Any], list[Any]], list[int]] = replaced_places) -> bool:
     """Whether ``objs`` are the very objects of ``before``, in order."""
-    return before is objs or (len(before) == len(objs) and not any(map(operator.is_not, objs, before)))
+    return before is objs or (len(before) == len(objs) and not replaced(before, objs))
+
+
+def _pool_of(profile: PlatformProfile, n: dict[str, Any]) -> str | None:
+    pool = profile.pool_of(n)
+    return pool.name if pool is not None else None
+
+
+def _members(pools: tuple[str, ...], placed: list[tuple[dict[str, Any], str]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {p: [] for p in pools}
+    for n, pool in placed:
+        if pool in out:
+            out[pool].append(n)
+    return out
+
+
+def _by_daemonset(owned: list[tuple[dict[str, Any], tuple[str, str]]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p, owner in owned:
+        out[owner].append(p)
+    return out
 
 
 def _node_name(n: dict[str, Any]) -> tuple[str]:
     return (n["metadata"]["name"],)
 
 
-def _controller_of(p: dict[str, Any]) -> tuple[str, str, str] | None:
+def _daemonset_of(p: dict[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the pod's controller when it is a DaemonSet (its first controller reference)."""
     meta = p.get("metadata") or {}
     for ref in meta.get("ownerReferences") or ():
         if ref.get("controller", True):
-            return ref.get("kind", ""), meta.get("namespace", ""), ref.get("name", "")
+            return (meta.get("namespace", ""), ref.get("name", "")) if ref.get("kind", "") == "DaemonSet" else None
     return None
 
 

@@ -21,6 +21,7 @@ The order is chosen so that no step leaves something fail-closed without its ser
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricguard import __version__, dnsnames, names, quantity, yamlout
+from fabricguard.admission import claimmount as admission_claimmount
 from fabricguard.admission import daemonsets as admission_daemonsets
 from fabricguard.admission import podsecurity as admission_podsecurity
 from fabricguard.admission import render as admission_render
@@ -37,6 +39,8 @@ from fabricguard.controller import manifests as controller_manifests
 from fabricguard.netpolicy import MONITORING
 from fabricguard.placement import kueue
 from fabricguard.profile.model import MODES, PlatformProfile
+from fabricguard.storage import jobdir, layout
+from fabricguard.storage.layout import lustre_namespaces as lustre_namespaces  # re-exported
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 PART_OF = {names.LABEL_APP_PART_OF: "fabricguard"}
@@ -115,7 +119,8 @@ class Options:
 # follow their pools' nodeSelector and tolerations, never ``--node-selector``/``--toleration``.
 OWN_COMPONENTS = {"controller": controller_manifests.NAME, "webhook": admission_render.NAME,
                   "agent": agent_render.NAME, "sweep": agent_render.SWEEPER}
-POD_KINDS = ("Deployment", "DaemonSet", "CronJob")
+POD_KINDS = ("Deployment", "DaemonSet", "CronJob", "Job")
+NAMESPACE_DIRS_JOB = "fabricguard-lustre-dirs"
 
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -191,6 +196,8 @@ def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def _component_of(obj: dict[str, Any]) -> str | None:
     name = str((obj.get("metadata") or {}).get("name", ""))
+    if obj.get("kind") == "Job" and name.startswith(NAMESPACE_DIRS_JOB + "-"):
+        return "storage"  # placed like the controller, which mounts the same root claim
     for comp, base in OWN_COMPONENTS.items():
         if name == base or (comp == "agent" and name.startswith(base + "-") and obj.get("kind") == "DaemonSet"
                             and not name.startswith(agent_render.SWEEPER)):
@@ -266,35 +273,31 @@ def namespace_objects(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def lustre_namespaces(profile: PlatformProfile) -> list[str]:
-    """The team namespaces whose workloads mount the profile's Lustre claim (the queues of Lustre pools)."""
-    out: list[str] = []
-    for p in profile.spec.pools:
-        if p.lustre and p.queue is not None:
-            out.extend(n for n in p.queue.namespaces if n not in out)
-    return out
-
-
-def lustre_claim(profile: PlatformProfile, namespace: str) -> list[dict[str, Any]]:
+def lustre_claim(profile: PlatformProfile, namespace: str, *, root: bool = False) -> list[dict[str, Any]]:
     """A static PersistentVolume of the profile's file system and the claim bound to it in ``namespace``.
 
     Static, never dynamic: a dynamically provisioned claim of the same name is another file system (on a managed
     service a new, billed one), where no rank's logs are. ``storageClassName: ""`` keeps the default class from
     provisioning one; ``claimRef`` binds the pair; ``Retain`` keeps the file system when the claim is deleted.
+
+    A training namespace's volume is rooted at that namespace's directory where the driver can
+    (``storage/layout.namespace_dir``: tenant isolation by the mount itself); ``root``: the file system's root
+    (the install's own namespace, whose controller reads every namespace's job directories).
     """
     lustre = profile.spec.storage.lustre
     assert lustre is not None and lustre.volume is not None
     vol = lustre.volume
+    directory = None if root else layout.namespace_dir(profile, namespace)
     pv_name = f"fabricguard-{lustre.claimName}-{namespace}"[:253]
-    csi: dict[str, Any] = {"driver": vol.csi_driver, "volumeHandle": vol.volumeHandle}
-    if vol.volumeAttributes:
-        csi["volumeAttributes"] = dict(vol.volumeAttributes)
+    labels = {**PART_OF, "fabricguard.io/lustre-claim": lustre.claimName}
+    annotations = {"fabricguard.io/claim-root": directory if directory is not None else "/"}
     pv: dict[str, Any] = {
         "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": pv_name, "labels": {**PART_OF, "fabricguard.io/lustre-claim": lustre.claimName}},
+        "metadata": {"name": pv_name, "labels": labels, "annotations": annotations},
         "spec": {"capacity": {"storage": vol.capacity}, "accessModes": [vol.access_mode],
                  "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "", "volumeMode": "Filesystem",
-                 "claimRef": {"namespace": namespace, "name": lustre.claimName}, "csi": csi},
+                 "claimRef": {"namespace": namespace, "name": lustre.claimName},
+                 "csi": vol.csi_source(directory)},
     }
     if vol.mountOptions:
         pv["spec"]["mountOptions"] = list(vol.mountOptions)
@@ -305,6 +308,35 @@ def lustre_claim(profile: PlatformProfile, namespace: str) -> list[dict[str, Any
                  "volumeMode": "Filesystem", "resources": {"requests": {"storage": vol.capacity}}},
     }
     return [pv, pvc]
+
+
+def namespace_dirs_job(profile: PlatformProfile, namespace: str, image: str) -> dict[str, Any] | None:
+    """The Job that makes each training namespace's directory before its volume, rooted there, is mounted (a
+    Lustre subdirectory mount of a missing directory fails): ``fabricguard storage namespace-dirs`` on the root
+    claim in the install's namespace, as root with only CHOWN/FOWNER. Its name carries a digest of the directories
+    (a Job's template cannot change: a new namespace is a new Job). None where no namespace's volume is rooted so."""
+    lustre = profile.spec.storage.lustre
+    assert lustre is not None
+    dirs = [d for n in layout.lustre_namespaces(profile) if n != namespace
+            for d in [layout.namespace_dir(profile, n)] if d is not None]
+    if not dirs:
+        return None
+    digest = hashlib.sha256("\n".join(dirs).encode()).hexdigest()[:10]
+    mount = "/lustre"
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": f"{NAMESPACE_DIRS_JOB}-{digest}", "namespace": namespace, "labels": dict(PART_OF)},
+        "spec": {"backoffLimit": 4, "activeDeadlineSeconds": 600, "template": {
+            "metadata": {"labels": dict(PART_OF)},
+            "spec": {"restartPolicy": "OnFailure", "containers": [{
+                "name": "namespace-dirs", "image": image, "imagePullPolicy": "IfNotPresent",
+                "command": ["fabricguard"],
+                "args": ["storage", "namespace-dirs", "--root", mount, *dirs],
+                "resources": {k: dict(v) for k, v in jobdir.RESOURCES.items()},
+                "securityContext": jobdir.security_context(),
+                "volumeMounts": [{"name": "lustre", "mountPath": mount}]}],
+                "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": lustre.claimName}}]}}},
+    }
 
 
 def _monitoring(profile: PlatformProfile, opts: Options) -> list[dict[str, Any]]:
@@ -347,17 +379,31 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
             "new, empty file system); set provider (gke-managed-lustre, fsx or csi), volumeHandle and "
             "volumeAttributes (docs/install.md)")
     ns = opts.namespace
+    if ns in lustre_namespaces(profile) and layout.namespace_dir(profile, ns) is not None:
+        raise InstallError(f"--namespace {ns} is also a training namespace of a Lustre pool (spec.pools[].queue."
+                           "namespaces): the install's claim there is the file system's root, which the controller "
+                           "reads; install fabricguard in a namespace of its own")
     out: list[Component] = []
     out.append(Component(NAMESPACE, "Namespace (Pod Security: privileged, for the agent) and GKE's critical-pod quota",
                          namespace_objects(ns), remove=[]))
     team = [o for n in lustre_namespaces(profile) for o in lustre_claim(profile, n) if n != ns]
+    dirs_job = namespace_dirs_job(profile, ns, opts.agent_image)
     storage = Component(STORAGE, f"Lustre claim {lustre.claimName!r} in {ns}: a static PV of the training file system",
-                        lustre_claim(profile, ns), after_apply=[
+                        lustre_claim(profile, ns, root=True) + ([dirs_job] if dirs_job else []), after_apply=[
                             f"kubectl -n {ns} wait pvc/{lustre.claimName} --for=jsonpath='{{.status.phase}}'=Bound "
-                            "--timeout=2m"])
+                            "--timeout=2m"] + ([
+                            f"kubectl -n {ns} wait job/{dirs_job['metadata']['name']} --for=condition=Complete "
+                            "--timeout=10m"] if dirs_job else []))
     if team:
         storage.overlays[TEAM_STORAGE] = {"resources": ["manifests.yaml"]}
         storage.overlay_objects[TEAM_STORAGE] = team
+    if dirs_job:
+        storage.notes += [
+            "Each training namespace's volume is rooted at its own directory. From an install before 0.2.0 (volumes",
+            "at the file system's root) a team claim cannot change in place: for each namespace NS, when no pod",
+            f"mounts it, `kubectl -n NS delete pvc {lustre.claimName} && kubectl delete pv "
+            f"fabricguard-{lustre.claimName}-NS`,",
+            f"then apply {STORAGE}/{TEAM_STORAGE} (the data stays; `fabricguard preflight` names each one)."]
     out.append(storage)
 
     ds_hook = admission_daemonsets.webhook(profile, ns, admission_render.NAME)
@@ -367,9 +413,11 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                                          mode=opts.mode, port=opts.webhook_port, monitoring=opts.monitoring,
                                          job_dir_image=opts.agent_image)
     out.append(Component(ADMISSION, "Admission webhook server (Deployment, Service, cert-manager CA chain), "
-                         "compensating Pod Security policy for opted-in namespaces",
+                         "compensating Pod Security policy for opted-in namespaces, the Lustre claim's "
+                         "job-directory-only policy",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
-                         + admission_podsecurity.policy(profile, opts.mode),
+                         + admission_podsecurity.policy(profile, opts.mode)
+                         + admission_claimmount.policy(profile, ns),
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
                          remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
     rules = agent_render.readiness_rules(profile, mode=opts.mode, dry_run=opts.dry_run_rules)

@@ -476,6 +476,11 @@ def _queue_namespaces(profile: PlatformProfile, queue: str) -> set[str]:
     return {n for p in profile.spec.pools if p.queue is not None and p.queue.name == queue for n in p.queue.namespaces}
 
 
+def csi_dir(csi: dict[str, Any]) -> str:
+    """What a rooted volume's source names, for a message: its attributes' values."""
+    return ", ".join(f"{k}={v}" for k, v in sorted((csi.get("volumeAttributes") or {}).items()))
+
+
 async def _storage(kube: Kube, profile: PlatformProfile, namespace: str, installed: bool = True) -> list[Row]:
     lustre = profile.spec.storage.lustre
     if lustre is None:
@@ -504,15 +509,24 @@ async def _storage(kube: Kube, profile: PlatformProfile, namespace: str, install
                             "claim of 10-storage"))
             continue
         pv = await kube.get("v1", "persistentvolumes", pv_name)
-        got = ((pv or {}).get("spec") or {}).get("csi", {}).get("volumeHandle")
+        csi = ((pv or {}).get("spec") or {}).get("csi") or {}
+        got = csi.get("volumeHandle")
+        want = install.lustre_claim(profile, ns, root=ns == namespace)[0]["spec"]["csi"] if lustre.volume else None
         if pv is None:
             rows.append(Row("Lustre", target, "fail", f"names volume {pv_name}, which does not exist",
                             "apply the static PersistentVolume of 10-storage, then re-create the claim"))
-        elif handle and got != handle:
-            rows.append(Row("Lustre", target, "fail", f"bound to {got!r}, not the profile's file system {handle!r}: "
-                            "the logs would be written where verdicts never look",
-                            f"re-create the claim bound to the profile's volume (10-storage); see it: "
-                            f"`kubectl -n {ns} get pvc {lustre.claimName} -o wide`"))
+        elif want is not None and got == handle and want["volumeHandle"] != handle:
+            # An install before tenant isolation: the team's volume is the file system's root (docs/storage.md).
+            rows.append(Row("Lustre", target, "fail", f"bound to {pv_name}, the file system's root: a pod here can "
+                            "reach every namespace's job directories; the profile roots it at "
+                            f"{csi_dir(want)!r}", f"when no pod of {ns} mounts it: `kubectl -n {ns} delete pvc "
+                            f"{lustre.claimName} && kubectl delete pv {pv_name}`, then apply "
+                            "10-storage/team-namespaces (the data stays: Retain)"))
+        elif want is not None and (got != want["volumeHandle"] or csi_dir(want) not in ("", csi_dir(csi))):
+            rows.append(Row("Lustre", target, "fail", f"bound to {got!r} ({csi_dir(csi)}), not the volume the "
+                            f"profile gives {ns} ({want['volumeHandle']!r}): the logs would be written where "
+                            "verdicts never look", f"re-create the claim bound to the profile's volume (10-storage); "
+                            f"see it: `kubectl -n {ns} get pvc {lustre.claimName} -o wide`"))
         elif status.get("phase") != "Bound":
             rows.append(Row("Lustre", target, "warn", f"phase {status.get('phase')}: bindable to {pv_name}",
                             f"wait for it to bind, or read why not: `kubectl -n {ns} describe pvc {lustre.claimName}`"))

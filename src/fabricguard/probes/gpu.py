@@ -112,10 +112,21 @@ def measure_gpu(
     return out
 
 
+# Device nodes through which the NVIDIA driver is reached: the control node everywhere, WSL's GPU node under WSL.
+# Without any of them CUDA cannot see a GPU, so the check says so without importing torch (seconds of CPU).
+DRIVER_NODES = (Path("/dev/nvidiactl"), Path("/dev/dxg"))
+
+
 def gpu_check(ceilings: Path | None = None, fraction: float = DEFAULT_FRACTION) -> tuple[list[Check], dict[str, Any]]:
     """The GPU check as validate runs it: skipped with the reason when torch or CUDA is missing."""
+    import importlib.util
     import warnings
 
+    if importlib.util.find_spec("torch") is None:
+        return [Check("gpu.perf", Status.skipped, "torch is not installed (pip install 'fabricguard[probe]')")], {}
+    if not any(node.exists() for node in DRIVER_NODES):
+        return [Check("gpu.perf", Status.skipped, f"no CUDA device (no NVIDIA driver node: "
+                      f"{', '.join(map(str, DRIVER_NODES))}): GPU check skipped")], {}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's CPU wheels warn about a missing numpy

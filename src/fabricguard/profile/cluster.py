@@ -7,7 +7,8 @@
 - ``LustreVolume`` (``spec.storage.lustre.volume``): the file system behind the profile's Lustre claim, as a static
   PersistentVolume source (CSI driver, ``volumeHandle``, attributes). ``render install`` binds one claim per
   namespace that mounts Lustre to it, so fabricguard-system and the training namespaces read the same file
-  system (a dynamically provisioned claim of the same name would be a new, empty, billed file system).
+  system (a dynamically provisioned claim of the same name would be a new, empty, billed file system). Where the
+  driver can (``NamespaceDirectory``), a training namespace's volume is rooted at that namespace's directory.
 - ``FabricDaemonSet`` (``spec.fabricDaemonSets``): the DaemonSets a fabric node needs before it can become ready
   (CSI node plugin, Multus/CNI, ...). They must tolerate the readiness
   taints, or the node never advertises its fabric and the taint stays forever; the webhook adds the tolerations,
@@ -126,6 +127,37 @@ class PodAdditions(_Strict):
         return not (self.volumes or self.volumeMounts or self.env or self.imagePullSecrets or self.tolerations)
 
 
+class NamespaceDirectory(_Strict):
+    """How the CSI driver roots a PersistentVolume at a directory of the file system, so that a training
+    namespace's claim cannot reach another namespace's directories (docs/storage.md, "Tenant isolation").
+
+    ``attribute`` is the ``volumeAttributes`` key that names the directory: ``form: path`` sets it to the directory
+    (relative to the file system's root: Azure's ``sub-dir``); ``form: append`` adds ``/<directory>`` to the value
+    the profile gives it (a Lustre mount source or name: FSx's ``mountname``, which the driver mounts as
+    ``<dnsname>@tcp:/<mountname>``); none where the handle alone names it (DDN EXAScaler's static handle ends in
+    the volume's directory: ``{volumeHandle}/{dir}``). ``volumeHandle`` makes each namespace's handle unique
+    (``{volumeHandle}`` and ``{dir}`` are filled in): the kubelet keys a node's mounts by driver and handle, so
+    two PersistentVolumes of one handle would share one mount, the file system root's among them."""
+
+    attribute: str | None = None
+    form: Literal["path", "append"] = "path"
+    volumeHandle: str = "{volumeHandle}:{dir}"
+
+    @field_validator("volumeHandle")
+    @classmethod
+    def _handle(cls, v: str) -> str:
+        unknown = set(re.findall(r"{([^}]*)}", v)) - {"volumeHandle", "dir"}
+        if unknown or "{dir}" not in v:
+            raise ValueError(f"namespaceDirectory.volumeHandle {v!r} must name {{dir}} (and may name "
+                             "{volumeHandle}), nothing else: each namespace's handle must be its own")
+        return v
+
+
+# FSx for Lustre: the node plugin mounts "<dnsname>@tcp:/<mountname>" (aws-fsx-csi-driver pkg/driver/node.go,
+# NodePublishVolume, v1.9), so a mountname of "<mountname>/<dir>" mounts that directory (a Lustre subdirectory
+# mount); the handle is only an identifier there.
+FSX_NAMESPACE_DIRECTORY = NamespaceDirectory(attribute="mountname", form="append")
+
 LustreProvider = Literal["gke-managed-lustre", "fsx", "csi"]
 PROVIDER_DRIVER: dict[str, str] = {"gke-managed-lustre": "lustre.csi.storage.gke.io", "fsx": "fsx.csi.aws.com"}
 _GKE_HANDLE = re.compile(r"^[a-z][-a-z0-9]*/[-a-z0-9]+/[a-z][-a-z0-9]*(:.+)?$")
@@ -141,10 +173,23 @@ class LustreVolume(_Strict):
     volumeAttributes: dict[str, str] = Field(default_factory=dict)
     capacity: str = Field(default="1Ti", description="The PV's capacity (informational for Lustre).")
     mountOptions: list[str] = Field(default_factory=list)
+    namespaceDirectory: NamespaceDirectory | None = Field(
+        default=None, description="How the driver roots a namespace's PV at its own directory (FSx: implied; GKE "
+        "Managed Lustre: not possible, admission keeps namespaces apart).")
 
     @model_validator(mode="after")
     def _per_provider(self) -> LustreVolume:
         attrs = self.volumeAttributes
+        nsdir = self.namespaceDirectory
+        if self.provider == "gke-managed-lustre" and nsdir is not None:
+            raise ValueError("namespaceDirectory: the GKE Managed Lustre CSI driver mounts only a whole instance "
+                             "(its mountpoint is <ip>@tcp:/<fsname>, and a second volume of the same file system on "
+                             "a node is refused): remove namespaceDirectory; admission keeps namespaces apart")
+        if self.provider == "fsx" and nsdir is None and "namespaceDirectory" not in self.model_fields_set:
+            self.namespaceDirectory = nsdir = FSX_NAMESPACE_DIRECTORY
+        if nsdir is not None and nsdir.form == "append" and nsdir.attribute not in attrs:
+            raise ValueError(f"namespaceDirectory.attribute {nsdir.attribute!r} (form append) must be one of "
+                             "volumeAttributes: the directory is added to its value")
         if self.provider == "gke-managed-lustre":
             if not _GKE_HANDLE.match(self.volumeHandle):
                 raise ValueError(f"volumeHandle {self.volumeHandle!r}: GKE Managed Lustre takes "
@@ -169,6 +214,33 @@ class LustreVolume(_Strict):
     @property
     def access_mode(self) -> str:
         return "ReadWriteMany"
+
+    def csi_source(self, directory: str | None = None) -> dict[str, Any]:
+        """The PersistentVolume's ``csi`` source: the file system's root, or rooted at ``directory`` (relative to
+        the root) by :attr:`namespaceDirectory`; None there is a bug of the caller (:func:`roots_namespaces`)."""
+        csi: dict[str, Any] = {"driver": self.csi_driver, "volumeHandle": self.volumeHandle}
+        attrs = dict(self.volumeAttributes)
+        if directory is not None:
+            nsdir = self.namespaceDirectory
+            if nsdir is None:
+                raise ValueError(f"{self.csi_driver}: no namespaceDirectory, the volume cannot be rooted at "
+                                 f"{directory!r}")
+            csi["volumeHandle"] = nsdir.volumeHandle.replace("{volumeHandle}", self.volumeHandle).replace(
+                "{dir}", directory)
+            if nsdir.attribute is None:
+                pass  # the handle alone names the directory
+            elif nsdir.form == "append":
+                attrs[nsdir.attribute] = attrs[nsdir.attribute].rstrip("/") + "/" + directory
+            else:
+                attrs[nsdir.attribute] = directory
+        if attrs:
+            csi["volumeAttributes"] = attrs
+        return csi
+
+    @property
+    def roots_namespaces(self) -> bool:
+        """Whether each namespace's PersistentVolume can be rooted at that namespace's directory."""
+        return self.namespaceDirectory is not None
 
 
 class FabricDaemonSet(_Strict):

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fabricguard import dnsnames, fabrics, names, quantity
+from fabricguard import breaker, dnsnames, fabrics, names, quantity
 from fabricguard.fabrics import FabricSpec
 from fabricguard.fabrics import FabricType as FabricType  # re-exported: profile.FabricType
 from fabricguard.fabrics import Transport as Transport  # re-exported: profile.Transport
@@ -732,6 +732,13 @@ class Pool(_Strict):
         "readiness.k8s.io/: the Node Readiness Controller removes it. startup-taint.cluster-autoscaler.kubernetes.io/:"
         " for a pool a managed autoscaler (GKE, AKS) scales from zero, which ignores only that prefix when it "
         "simulates a new node; NRC refuses it (NRC #279), so the agent removes it (rendered with --manage-taints).")
+
+    def blast_budget(self, keep: int = 0) -> breaker.Budget:
+        """The pool's blast-radius budget (``blastRadius``): the one number the controller's breakers enforce and the
+        agents' taint slots count (``controller/blast.py``, ``agent/taint_slots.py``). ``keep``: the largest admitted
+        gang (counted only with ``keepLargestGang``)."""
+        br = self.blastRadius
+        return breaker.Budget(br.fraction, br.minimum, br.window_s, keep if br.keepLargestGang else 0)
 
     @property
     def bootstrap_taint(self) -> str:

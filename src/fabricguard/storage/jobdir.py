@@ -1,13 +1,15 @@
 """The job's directory on the shared file system, made writable by the workload before it starts.
 
-The webhook mounts ``<claim>/<namespace>/<job>`` into every GPU container with ``subPathExpr``. The kubelet creates
-a missing ``subPath`` directory itself, as root, with the volume root's mode: a workload that runs as a non-root
-user (``runAsUser``, or the image's ``USER``) then cannot write its NCCL logs or Inspector records there, and every
-verdict of the job is ``missing-logs``. So the webhook puts one init container first in the pod
-(:func:`init_container`): it runs ``fabricguard storage job-dir`` (:func:`prepare`), which creates the directory
-and the log directories under it and gives them to the workload, before the kubelet looks for the subPath (the
-kubelet makes a container's subPath when that container starts, so the init container's directory is the one it
-finds).
+The webhook mounts the job's directory (``{namespace}/{job}`` below the file system's root, ``{job}`` below a
+claim rooted at the namespace's own directory: ``storage/layout.py``) into every GPU container with
+``subPathExpr``. The kubelet creates a missing ``subPath`` directory itself, as root, with the volume root's mode:
+a workload that runs as a non-root user (``runAsUser``, or the image's ``USER``) then cannot write its NCCL logs
+or Inspector records there, and every verdict of the job is ``missing-logs``. So the webhook puts one init
+container first in the pod (:func:`init_container`). It mounts the namespace's directory, never the file
+system's root (admission holds every mount of the claim to the job's or, in an init container, the namespace's
+directory: ``admission/claimmount.py``), and runs ``fabricguard storage job-dir`` (:func:`prepare`), which creates
+the job's directory and the log directories under it and gives them to the workload, before the kubelet looks for
+the GPU containers' subPath (it makes a container's subPath when that container starts).
 
 Who gets the directory (:func:`owner_for`, from the pod as admitted):
 
@@ -19,10 +21,11 @@ Who gets the directory (:func:`owner_for`, from the pod as admitted):
 - neither (the image's own ``USER``, which the webhook cannot see): ``1777``, like ``/tmp`` (anyone may write,
   only a file's owner may remove it).
 
-Only the directories it creates or finds on the way to ``<namespace>/<job>`` are touched, never what is inside
-them (no recursive ``chown``: a tenant's files are never followed). Every part is opened without following a
-link, relative to its parent (``userfiles.dir_fd_in``): a tenant who made ``<namespace>/<job>`` a link to
-another tenant's directory, or to ``/``, gets a refusal that names the link, and the pod does not start.
+Only the directories it creates or finds on the way to the job's are touched, never what is inside them (no
+recursive ``chown``: a tenant's files are never followed). Every part is opened without following a link, relative
+to its parent (``userfiles.dir_fd_in``): a tenant who made its job's directory a link to another tenant's
+directory, or to ``/``, gets a refusal that names the link, and the pod does not start (the kubelet itself would
+follow such a link inside the volume when it mounts the GPU containers' ``subPath``).
 
 The init container runs as root with every capability dropped but ``CHOWN`` and ``FOWNER`` (both in Pod Security
 baseline's list and in the compensating policy's, ``admission/podsecurity.py``), no privilege escalation and a
@@ -48,7 +51,7 @@ from typing import Any
 from fabricguard.userfiles import FolderRefused, SourceError, dir_fd_in
 
 INIT_CONTAINER = "fabricguard-job-dir"
-ROOT_MOUNT = "/fabricguard-lustre-root"  # the claim's root, in the init container only
+JOB_MOUNT = "/fabricguard-namespace"  # the namespace's directory, in the init container only
 # What the init container gets: requests equal to limits (a Guaranteed pod stays Guaranteed). Measured: the
 # command's peak RSS is about 46 MiB and it takes about 0.8 s of CPU (bench/admission/README.md).
 RESOURCES = {"requests": {"cpu": "500m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
@@ -107,14 +110,37 @@ def owner_for(pod_spec: dict[str, Any], containers: Sequence[dict[str, Any]]) ->
     return Owner(uid, group, MODE_GROUP if group is not None else MODE_OWNER)
 
 
-def init_container(image: str, volume: str, path_expr: str, subdirs: Sequence[str], owner: Owner,
-                   env: list[dict[str, Any]]) -> dict[str, Any]:
-    """The init container that prepares ``path_expr`` (the mount's ``subPathExpr``, expanded by the kubelet from
-    ``env``) under the claim ``volume``'s root. ``command`` is set, so any image with the ``fabricguard`` CLI
-    works whatever its entrypoint."""
-    args = ["storage", "job-dir", "--root", ROOT_MOUNT, "--path", path_expr]
+def security_context() -> dict[str, Any]:
+    """Root with only ``CHOWN`` and ``FOWNER`` (module docstring); also the install's namespace-directory Job."""
+    return {
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        "runAsNonRoot": False,  # a pod-level runAsNonRoot: true would otherwise stop it
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES)},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def init_container(image: str, volume: str, mount_expr: str, path_expr: str | None, subdirs: Sequence[str],
+                   owner: Owner, env: list[dict[str, Any]], expect_root: str | None = None) -> dict[str, Any]:
+    """The init container that prepares the job's directory: the claim ``volume`` mounted at the namespace's
+    directory (``mount_expr``, a ``subPathExpr``; "" for the claim's root, the namespace's directory already), and
+    ``path_expr`` below it (expanded by the kubelet from ``env``) walked without following a link
+    (``storage/layout.JobDirMount``). ``command`` is set, so any image with the ``fabricguard`` CLI works
+    whatever its entrypoint. ``expect_root``: the namespace directory (an expression the kubelet expands) the
+    claim must be rooted at, checked by its :data:`NAMESPACE_MARK`."""
+    args = ["storage", "job-dir", "--root", JOB_MOUNT]
+    if expect_root:
+        args += ["--expect-namespace-dir", expect_root]
+    if path_expr:
+        args += ["--path", path_expr]
     for d in subdirs:
         args += ["--subdir", d]
+    mount: dict[str, Any] = {"name": volume, "mountPath": JOB_MOUNT}
+    if mount_expr:
+        mount["subPathExpr"] = mount_expr
     return {
         "name": INIT_CONTAINER,
         "image": image,
@@ -123,20 +149,18 @@ def init_container(image: str, volume: str, path_expr: str, subdirs: Sequence[st
         "args": args + owner.args(),
         "env": env,
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
-        "securityContext": {
-            "runAsUser": 0,
-            "runAsGroup": 0,
-            "runAsNonRoot": False,  # a pod-level runAsNonRoot: true would otherwise stop it
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"], "add": list(CAPABILITIES)},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "volumeMounts": [{"name": volume, "mountPath": ROOT_MOUNT}],
+        "securityContext": security_context(),
+        "volumeMounts": [mount],
     }
 
 
 # ---------------------------------------------------------------------------------------------- the command
+
+# In each namespace directory a volume is rooted at: the directory's own name relative to the file system's root,
+# written by ``storage namespace-dirs``. The init container of a namespace rooted so checks that its mount is that
+# directory (``--expect-namespace-dir``): a claim still at the file system's root (an install from before, whose
+# volume a person has not re-created yet) would put the job's directory where the controller never reads.
+NAMESPACE_MARK = ".fabricguard-namespace"
 
 
 class JobDirError(RuntimeError):
@@ -194,7 +218,7 @@ def _missing(at: int, part: str) -> bool:
     return False
 
 
-def prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[str]:
+def prepare(root: Path, rel: str | None, subdirs: Sequence[str], owner: Owner) -> list[str]:
     """:func:`_prepare`; a folder the file system refuses to open or create (a root-squashed Lustre answers
     root's ``mkdir`` with ``EACCES``) is a :class:`JobDirError`, like a refused ``chown``: the input was fine."""
     try:
@@ -203,8 +227,9 @@ def prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[
         raise _refused(exc.source, exc.problem, exc.errno) from None
 
 
-def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list[str]:
-    """Create ``root/rel`` and ``root/rel/<subdir>`` (never through a link) and give the job's directory and
+def _prepare(root: Path, rel: str | None, subdirs: Sequence[str], owner: Owner) -> list[str]:
+    """Create ``root/rel`` (``rel`` None or empty: ``root`` is the job's directory) and ``root/rel/<subdir>``
+    (never through a link) and give the job's directory and
     everything under it on the way to a subdir ``owner``; the parents made on the way to the job's are root's,
     ``0755``. Returns what it did, one line per directory changed ([] when everything already was so: a rerun
     changes nothing).
@@ -212,7 +237,7 @@ def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list
     Everything is created first and given away last: root without ``DAC_OVERRIDE`` cannot create in a directory
     it gave away, so one that is someone else's already (a rerun that adds a subdir) is taken back for the moment
     (``CHOWN``) and given again at the end."""
-    parts = parts_of(rel, "--path")
+    parts = parts_of(rel, "--path") if rel else []  # none: root is the job's directory itself
     subs = [parts_of(s, "--subdir") for s in subdirs]
     made: list[str] = []
     os.close(dir_fd_in(root, parts[:-1], create=0o755, made=made))
@@ -265,3 +290,51 @@ def _prepare(root: Path, rel: str, subdirs: Sequence[str], owner: Owner) -> list
         for fd, *_ in held:
             os.close(fd)
     return done
+
+
+def mark_namespace(root: Path, directory: str) -> bool:
+    """Write :data:`NAMESPACE_MARK` in ``root/directory`` (walked without following a link); False when it already
+    said so."""
+    fd = dir_fd_in(root, parts_of(directory, "directory"))
+    try:
+        if read_namespace_mark(fd) == directory:
+            return False
+        try:
+            out = os.open(NAMESPACE_MARK, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                          dir_fd=fd)
+        except OSError as exc:
+            raise _fs_error(root / directory / NAMESPACE_MARK, "write it", exc) from None
+        with os.fdopen(out, "w") as fh:
+            fh.write(directory + "\n")
+        return True
+    finally:
+        os.close(fd)
+
+
+def read_namespace_mark(dir_fd: int) -> str | None:
+    """What :data:`NAMESPACE_MARK` says in the open directory ``dir_fd`` (never through a link, 4 KiB at most);
+    None when there is none."""
+    try:
+        fd = os.open(NAMESPACE_MARK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, 4096).decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
+
+
+def check_namespace_root(root: Path, expected: str) -> None:
+    """``JobDirError`` unless ``root`` (the init container's mount of the claim) is the namespace directory
+    ``expected``: its :data:`NAMESPACE_MARK` says so."""
+    fd = dir_fd_in(root, [])
+    try:
+        got = read_namespace_mark(fd)
+    finally:
+        os.close(fd)
+    if got != expected:
+        raise JobDirError(f"{root}: the claim is not rooted at the namespace's directory {expected!r} ("
+                          f"{NAMESPACE_MARK} says {got!r}): a volume from before tenant isolation, still at the file "
+                          "system's root; re-create the namespace's claim and volume (docs/storage.md, 'Upgrading')")

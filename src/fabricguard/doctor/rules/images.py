@@ -86,6 +86,16 @@ def _name_arch(node: dict[str, Any]) -> tuple[str, str | None]:
     return node["metadata"]["name"], node_arch(node)
 
 
+def _by_arch(named: list[tuple[dict[str, Any], tuple[str, str | None]]]) -> dict[str, frozenset[str]]:
+    """Node names by their architecture (a name listed twice: its last node's, as a lookup by name gives)."""
+    arch_of = {name: arch for _, (name, arch) in named}
+    out: dict[str, set[str]] = {}
+    for name, arch in arch_of.items():
+        if arch:
+            out.setdefault(arch, set()).add(name)
+    return {arch: frozenset(names) for arch, names in out.items()}
+
+
 def _event_says(ev: dict[str, Any]) -> str:
     """The event's message when it says 'exec format error', else ''."""
     msg = ev.get("message") or ev.get("note") or ""
@@ -106,9 +116,10 @@ def exec_format_error(snapshot: Snapshot, profile: PlatformProfile | None, now: 
     hit = snapshot.select("exec-format-pod", snapshot.pods, _exec_hits)
     groups = {k: dict(g) for k, g in snapshot.fold("exec-format-groups", hit, _groups).items()}  # ours to extend
     if groups:
-        arch_of = {name: arch for _, (name, arch) in snapshot.select("node arch", snapshot.nodes, _name_arch)}
+        by_arch = snapshot.fold("nodes by arch", snapshot.select("node arch", snapshot.nodes, _name_arch), _by_arch)
         for g in groups.values():
-            g["arches"] = {a for name in g.pop("nodes") if (a := arch_of.get(name))}
+            on = g.pop("nodes")
+            g["arches"] = {arch for arch, named in by_arch.items() if not named.isdisjoint(on)}
     said_events = snapshot.select("exec-format-event", snapshot.events, _event_says)
     pods_by_name = snapshot.fold("pods-by-name", snapshot.pods, _by_name) if said_events else {}
     for ev, msg in said_events:
