@@ -25,7 +25,7 @@ import pytest
 from admission_support import KINDS, load_review, pod_specs, with_object
 from apiserver_defaults import stored_form
 
-from fabricguard.admission import claimmount
+from fabricguard.admission import claimmount, mutate
 from fabricguard.admission import review as rv
 from fabricguard.admission.decide import Admission
 from fabricguard.admission.mutate import LUSTRE_VOLUME
@@ -39,10 +39,20 @@ IMAGE = "ghcr.io/acme/fabricguard-agent:0.2.0@sha256:" + "a" * 64
 ENV = celpy.Environment()
 
 
+def _index_of(items: Any, item: Any) -> Any:
+    return celpy.celtypes.IntType(list(items).index(item) if item in items else -1)
+
+
+# The API server compiles CEL with Kubernetes' lists library; cel-python has the standard library only, so the one
+# function of it the policy uses (``indexOf``: the first position of an item, -1 when absent) is supplied here.
+K8S_FUNCTIONS = {"indexOf": _index_of}
+
+
 @functools.cache
 def program(expr: str) -> Any:
     """A compiled CEL program, once per expression (compiling is most of an evaluation's cost)."""
-    return ENV.program(ENV.compile(expr))
+    return ENV.program(ENV.compile(expr), functions=K8S_FUNCTIONS)
+
 CASES = [(GKE, "ml-search", "$(FG_NAMESPACE)/$(FG_JOB)"), (FSX, "ml-training", "$(FG_JOB)"),
          (FSX, "ml-team", "$(FG_NAMESPACE)/$(FG_JOB)")]
 
@@ -217,6 +227,64 @@ def test_the_layout_splits_the_subpath_at_the_namespace() -> None:
     assert layout.namespace_dir(fsx, "ml-training") == "ml-training"
     assert layout.namespace_dir(fsx, "elsewhere") is None  # not a Lustre pool's namespace: the root, admission
     assert layout.namespace_dir(load_profile(GKE), "ml-search") is None  # the driver mounts whole instances
+
+
+def test_fg_job_comes_from_the_pods_labels_only() -> None:
+    """The kubelet follows a link inside the volume when it mounts a subPath: an ``FG_JOB`` a tenant writes
+    (``llm-7b/escape``, where ``escape`` is a link it left in its own job directory to ``../../ml-ranking``)
+    would reach another namespace's directory on a root claim. A label's value has no ``/`` (and cannot be
+    ``.``/``..``), so ``FG_JOB`` must be a label's (or a LeaderWorkerSet's two labels, defined before it). The
+    root claim (GKE), where the link would lead out of the namespace; the rule is the same below a rooted one."""
+    path, namespace, _expr = CASES[0]
+    profile = load_profile(path)
+    claim = profile.spec.storage.lustre.claimName
+    adm = Admission(profile, job_dir_image=IMAGE)
+    pol = _policy(profile)
+    review = _review("pod-bare-group", namespace)
+    pod = stored_form(_mutated(adm, review))
+
+    def fg_job(value: dict[str, Any]) -> Any:
+        def change(env: list[dict[str, Any]]) -> None:
+            env[next(i for i, e in enumerate(env) if e["name"] == "FG_JOB")] = {"name": "FG_JOB", **value}
+        return change
+
+    def only_env_from(env: list[dict[str, Any]]) -> None:
+        env[:] = [e for e in env if e["name"] != "FG_JOB"]
+
+    def lws_after(env: list[dict[str, Any]]) -> None:
+        # FG_WORKLOAD defined after FG_JOB: the kubelet expands $(FG_WORKLOAD) with envFrom's value then.
+        i = next(i for i, e in enumerate(env) if e["name"] == "FG_JOB")
+        env[i] = {"name": "FG_JOB", "value": "$(FG_WORKLOAD)/$(FG_GROUP)"}
+        env += [{"name": "FG_WORKLOAD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                {"name": "FG_GROUP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['g']"}}}]
+
+    attacks = {
+        "written": fg_job({"value": "llm-7b/escape"}),
+        "from a ConfigMap": fg_job({"valueFrom": {"configMapKeyRef": {"name": "cm", "key": "job"}}}),
+        "from an annotation": fg_job({"valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['j']"}}}),
+        "only from envFrom": only_env_from,
+        "a LeaderWorkerSet form of written parts": fg_job({"value": "$(FG_WORKLOAD)/$(FG_GROUP)"}),
+        "a LeaderWorkerSet form before its parts": lws_after,
+    }
+    for what, change in attacks.items():
+        bad = copy.deepcopy(pod)
+        gpu = bad["spec"]["containers"][0]
+        change(gpu["env"])
+        gpu["envFrom"] = [{"configMapRef": {"name": "mine"}}]
+        bad["metadata"].setdefault("annotations", {})["fabricguard.io/allow-override"] = "FG_JOB"
+        assert any("FG_JOB" in m for m in vap_refusals(pol, bad, namespace)), what
+        assert "FG_JOB" in _denied(adm, review, bad), what  # the webhook: this check, or FG_JOB unreadable
+        [refused] = claimmount.problems(claimmount.rule_of(profile), bad["spec"], namespace, "the pod")
+        assert f"Lustre claim {claim}" in str(refused) and "remove your FG_JOB" in str(refused), what
+    # What a LeaderWorkerSet's pods get (its name and group index, labels both, before FG_JOB) passes.
+    lws = copy.deepcopy(pod)
+    env = lws["spec"]["containers"][0]["env"]
+    at = next(i for i, e in enumerate(env) if e["name"] == "FG_JOB")
+    env[at:at + 1] = mutate.job_env("leaderworkerset.sigs.k8s.io/name",
+                                    "leaderworkerset.sigs.k8s.io/group-index")[1:]
+    lws["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "mine"}}]
+    assert vap_refusals(pol, lws, namespace) == []
+    assert claimmount.problems(claimmount.rule_of(profile), lws["spec"], namespace, "the pod") == []
 
 
 def test_observe_mode_relaxes_the_fabric_never_the_boundary_between_tenants() -> None:

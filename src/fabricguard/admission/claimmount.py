@@ -8,9 +8,13 @@ tenant could forge another tenant's verdict). So every mount of the claim, in ev
 the ``subPathExpr`` the webhook injects (``$(FG_NAMESPACE)/$(FG_JOB)``, or ``$(FG_JOB)`` below a namespace's own
 root), and where it names ``$(FG_NAMESPACE)`` the container must take that variable from the pod's own namespace
 (``fieldRef: metadata.namespace``), not a value a tenant writes (``victim-team``) or a ConfigMap's. The kubelet
-refuses an expanded ``subPath`` that is absolute or holds ``..``, so ``$(FG_JOB)`` stays inside the namespace's
-directory whatever it expands to. Ephemeral containers (``kubectl debug``) may not set ``subPath`` at all: they may
-not mount the claim.
+refuses an expanded ``subPath`` that is absolute or holds ``..``, but it follows links inside the volume (only
+the result must stay in it): an ``FG_JOB`` of a tenant's choosing (``llm-7b/escape``, ``escape`` a link it left in
+its own job directory to ``../../victim-team``) would reach another namespace's directory on a root claim. So
+``FG_JOB`` must be one of the pod's labels (``fieldRef: metadata.labels[...]``: a label's value has no ``/`` and is
+never ``.`` or ``..``), or a LeaderWorkerSet's ``$(FG_WORKLOAD)/$(FG_GROUP)`` with both parts labels defined before
+it (the kubelet expands a value with what is defined so far, ``envFrom`` first). Ephemeral containers (``kubectl
+debug``) may not set ``subPath`` at all: they may not mount the claim.
 
 The same rule twice, from one description (:class:`Rule`): :func:`problems` (Python, the webhook's validation of
 a workload's pod templates: each refusal a :class:`ClaimMountRefused` saying what to change) and :func:`policy`
@@ -91,6 +95,31 @@ def _namespace_from_pod(container: dict[str, Any], inherited: list[Any]) -> bool
         ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == "metadata.namespace" for e in env)
 
 
+LWS_JOB = f"$({layout.ENV_WORKLOAD})/$({layout.ENV_GROUP})"
+
+
+def _label_ref(e: Any) -> bool:
+    path = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") if isinstance(e, dict) else None
+    return isinstance(path, str) and path.startswith("metadata.labels[")
+
+
+def _job_from_labels(container: dict[str, Any], inherited: list[Any]) -> bool:
+    """``FG_JOB`` is defined in the container, and every entry of it is a label's value, or the LeaderWorkerSet
+    form whose two parts are labels only, each defined before the first ``FG_JOB`` (module docstring)."""
+    env = [e for e in [*inherited, *(container.get("env") or ())] if isinstance(e, dict)]
+    names_ = [e.get("name") for e in env]
+    if layout.ENV_JOB not in names_:
+        return False
+    first = names_.index(layout.ENV_JOB)
+
+    def parts_are_labels() -> bool:
+        return all(part in names_[:first] and all(_label_ref(e) for e in env if e.get("name") == part)
+                   for part in (layout.ENV_WORKLOAD, layout.ENV_GROUP))
+
+    return all(_label_ref(e) or (e.get("value") == LWS_JOB and parts_are_labels())
+               for e in env if e.get("name") == layout.ENV_JOB)
+
+
 def problems(rule: Rule, spec: dict[str, Any], namespace: str, where: str,
              inherited_env: list[Any] | None = None) -> list[ClaimMountRefused]:
     """Every mount of the claim in pod ``spec`` (in ``namespace``) that is not its job's directory.
@@ -131,6 +160,11 @@ def problems(rule: Rule, spec: dict[str, Any], namespace: str, where: str,
                     f"{label} mounts the Lustre claim {rule.claim} but its env {layout.ENV_NS} is not the pod's "
                     f"namespace: remove your {layout.ENV_NS} entries, fabricguard sets it from fieldRef "
                     "metadata.namespace"))
+            if key != "ephemeralContainers" and f"$({layout.ENV_JOB})" in used and not _job_from_labels(c, inherited):
+                out.append(ClaimMountRefused(
+                    f"{label} mounts the Lustre claim {rule.claim} but its env {layout.ENV_JOB} is not one of the "
+                    f"pod's labels (a value, a ConfigMap's or envFrom's could name a link out of the job's "
+                    f"directory): remove your {layout.ENV_JOB} entries, fabricguard sets it from the job's label"))
     return out
 
 
@@ -139,6 +173,11 @@ def problems(rule: Rule, spec: dict[str, Any], namespace: str, where: str,
 
 def _list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{x}'" for x in items) + "]"
+
+
+def _cel_label(e: str) -> str:
+    return (f"(has({e}.valueFrom) && has({e}.valueFrom.fieldRef) && "
+            f"{e}.valueFrom.fieldRef.fieldPath.startsWith('metadata.labels['))")
 
 
 def policy_expressions(rule: Rule) -> dict[str, str]:
@@ -166,6 +205,18 @@ def policy_expressions(rule: Rule) -> dict[str, str]:
                              f"has(c.env) && c.env.exists(e, e.name == '{layout.ENV_NS}') && "
                              f"c.env.all(e, e.name != '{layout.ENV_NS}' || (has(e.valueFrom) && "
                              "has(e.valueFrom.fieldRef) && e.valueFrom.fieldRef.fieldPath == 'metadata.namespace')))"),
+        # FG_JOB: a label, or the LeaderWorkerSet form of two labels defined before it (module docstring).
+        # FG_JOB: a label, or the LeaderWorkerSet form of two labels defined before it (module docstring). The
+        # parts' positions are looked at once per container, not once per entry.
+        "jobFromLabels": ("variables.mounters.all(c, "
+                          f"has(c.env) && c.env.exists(e, e.name == '{layout.ENV_JOB}') && "
+                          f"c.env.all(e, e.name != '{layout.ENV_JOB}' || {_cel_label('e')} || "
+                          f"(has(e.value) && e.value == '{LWS_JOB}')) && "
+                          f"(c.env.all(e, e.name != '{layout.ENV_JOB}' || {_cel_label('e')}) || "
+                          f"['{layout.ENV_WORKLOAD}', '{layout.ENV_GROUP}'].all(n, "
+                          "c.env.map(w, w.name).indexOf(n) >= 0 && "
+                          f"c.env.map(w, w.name).indexOf(n) < c.env.map(w, w.name).indexOf('{layout.ENV_JOB}') && "
+                          f"c.env.all(w, w.name != n || {_cel_label('w')}))))"),
         "noEphemeralMount": ("!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
                              f"!has(c.volumeMounts) || !{mounts_claim})"),
     }
@@ -181,6 +232,9 @@ def validations(rule: Rule) -> tuple[tuple[str, str], ...]:
                        "in a namespace rooted at its own directory) and no subPath; remove other mounts of the claim"),
         ("namespaceFromPod", f"a container that mounts the Lustre claim {rule.claim} must take {layout.ENV_NS} from "
                              f"fieldRef metadata.namespace (fabricguard sets it); remove your {layout.ENV_NS} entries"),
+        ("jobFromLabels", f"a container that mounts the Lustre claim {rule.claim} must take {layout.ENV_JOB} from "
+                          "one of the pod's labels (fieldRef metadata.labels, as fabricguard sets it), not a value, "
+                          f"a ConfigMap or envFrom; remove your {layout.ENV_JOB} entries"),
         ("noEphemeralMount", f"an ephemeral container may not mount the Lustre claim {rule.claim} (it cannot use "
                              "subPathExpr); read the job's files in one of the pod's own containers"),
     )

@@ -60,8 +60,8 @@ GKE_INTERFACES = names.GKE_INTERFACES
 MULTUS_NETWORKS = names.MULTUS_NETWORKS
 ENV_NS = layout.ENV_NS
 ENV_JOB = layout.ENV_JOB
-ENV_WORKLOAD = "FG_WORKLOAD"  # a grouped kind's name, before its group index makes FG_JOB
-ENV_GROUP = "FG_GROUP"
+ENV_WORKLOAD = layout.ENV_WORKLOAD
+ENV_GROUP = layout.ENV_GROUP
 
 
 def _same_toleration(a: Any, b: Any) -> bool:

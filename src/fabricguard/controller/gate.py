@@ -113,7 +113,7 @@ class GateMemo:
     its write carries the time, and one the API server refused is retried by the next pass."""
 
     context: str = ""
-    quiet: dict[int, tuple[dict[str, Any], _Decision | None]] = field(default_factory=dict)
+    quiet: dict[int, tuple[dict[str, Any], _Decision | None, tuple[str, str]]] = field(default_factory=dict)
     decided: int = 0  # Workloads decided this pass
     kept: int = 0  # Workloads whose previous decision was kept
 
@@ -158,23 +158,23 @@ def gate_workloads(
         if context != memo.context:
             memo.context, memo.quiet = context, {}
         memo.decided = memo.kept = 0
-        quiet: dict[int, tuple[dict[str, Any], _Decision | None]] = {}
+        quiet: dict[int, tuple[dict[str, Any], _Decision | None, tuple[str, str]]] = {}
     for wl in workloads:
         # By the object's identity: the memo holds the Workload, so its id stays its own while kept.
         kept = memo.quiet.get(id(wl)) if memo is not None else None
         d: _Decision | None
         if memo is not None and kept is not None and kept[0] is wl:
-            d = kept[1]
+            d, key = kept[1], kept[2]
             memo.kept += 1
         else:
             d = _decide_one(wl, check_names, flavor_pool, states, observing, stale, now)
+            key = (o.namespace_of(wl) or "", o.name_of(wl))
             if memo is not None:
                 memo.decided += 1
         if memo is not None and (d is None or not d.actions):
-            quiet[id(wl)] = (wl, d)
+            quiet[id(wl)] = (wl, d, key)
         if d is None:
             continue
-        key = (o.namespace_of(wl) or "", o.name_of(wl))
         if d.observed:
             for p in d.pools:
                 res.would_hold[p] = res.would_hold.get(p, 0) + 1

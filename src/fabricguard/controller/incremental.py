@@ -69,7 +69,7 @@ ATTRIBUTE_READS: dict[str, frozenset[str]] = {
     "claims_by_name": frozenset({"ResourceClaim"}),
     "dra_index": frozenset({"ResourceSlice", "ResourceClaim"}),
     "node_by_name": frozenset({"Node"}),
-    "pods_by_owner": frozenset({"Pod"}),
+    "daemonset_pods": frozenset({"Pod"}),
     "revisions_by_owner": frozenset({"ControllerRevision"}),
     "notes": frozenset({NOTES}),
     "pool_members": frozenset({"Node"}),
@@ -251,7 +251,8 @@ class PassStats:
     built: list[str] = field(default_factory=list)  # the kept parts built again this pass (keep())
     kept: list[str] = field(default_factory=list)  # the kept parts taken from the previous pass
     seconds_diff: float = 0.0  # finding what changed (the objects by identity, then the comparison)
-    computed: int = 0  # per-object answers computed again (Snapshot.select / fold / derived), not kept
+    computed: int = 0  # per-object answers computed again (Snapshot.select / derived), not kept
+    folded: int = 0  # objects of the groups whose aggregate was computed again (Snapshot.fold)
 
 
 @dataclass
@@ -336,7 +337,7 @@ class Incremental:
         self._objects, self._pending, self._open = self._pending, None, False
         snapshot = self._snapshot
         if snapshot is not None:
-            self.stats.computed = snapshot.computed
+            self.stats.computed, self.stats.folded = snapshot.computed, snapshot.folded
             # What this pass computed, over what earlier ones did (a rule kept this pass keeps its objects' facts
             # for the next pass that runs it); facts of objects gone from the cache are dropped now and then.
             self._derived.update(snapshot.derived_seen())
@@ -369,9 +370,10 @@ class Incremental:
             kept = self._rules.get(rule.id)
             if kept is not None and (not kept.clock.used or kept.clock.holds_at(now)) and not self.changed(*kept.reads):
                 self.stats.rules_kept += 1
-                # Copies: the pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
-                # rank_by_cause); a kept finding must not carry last pass's cause, whose finding may be gone.
-                out.extend(replace(f, cause="") for f in kept.findings)
+                # The pass ranks its findings by cause and writes ``cause`` into them (doctor/engine.py
+                # rank_by_cause): a kept finding that carries last pass's cause (whose finding may be gone) is
+                # handed out as a copy without it.
+                out.extend(replace(f, cause="") if f.cause else f for f in kept.findings)
                 continue
             reads: set[str] = set()
             clock, use = reading_clock(now) if reads_clock(rule.fn) else (now, ClockUse())

@@ -124,7 +124,7 @@ def _timelines(snapshot: Snapshot, findings: list[Finding], profile: PlatformPro
             if ready >= desired
             else "partial"
         )
-        pods = snapshot.pods_by_owner.get(("DaemonSet", *key), [])
+        pods = snapshot.daemonset_pods.get(key, [])
         since = template_since(snapshot, ds)[0] if int(meta.get("generation") or 1) > 1 else None
         out.append(
             Timeline(

@@ -67,9 +67,10 @@ class Snapshot:
     _memo: dict[Hashable, Memo] = field(default_factory=dict, init=False, repr=False, compare=False)
     _places: dict[tuple[int, int], tuple[list[Any], list[Any], list[int]]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
-    # Per-object answers computed (not kept) by select, fold (each object of a group) and derived: what a pass
-    # judged again (controller/incremental.py PassStats.computed).
+    # Per-object answers computed (not kept) by select and derived, and the objects of the groups fold computed
+    # again: what a pass judged again (controller/incremental.py PassStats).
     computed: int = field(default=0, init=False, repr=False, compare=False)
+    folded: int = field(default=0, init=False, repr=False, compare=False)
 
     @cached_property
     def by_kind(self) -> dict[str, list[dict[str, Any]]]:
@@ -206,7 +207,7 @@ class Snapshot:
             value = was[1]
         else:
             value = fn(objs)
-            self.computed += len(objs)
+            self.folded += len(objs)
         self._memo[key] = (objs, value, sig)
         return cast(T, value)
 
@@ -248,10 +249,11 @@ class Snapshot:
         return {name: n for n, (name,) in self.select("node name", self.nodes, _node_name)}
 
     @cached_property
-    def pods_by_owner(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-        """Pods by their controller ``(kind, namespace, name)`` (each pod's controller kept while it is the same
-        object)."""
-        return self.fold("pods by owner", self.select("pod owner", self.pods, _controller_of), _by_owner)
+    def daemonset_pods(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Pods whose controller is a DaemonSet, by its ``(namespace, name)`` (each pod's controller kept while it
+        is the same object; the whole kept while no DaemonSet's pod changed: an event on a training pod costs
+        nothing here)."""
+        return self.fold("daemonset pods", self.select("daemonset of", self.pods, _daemonset_of), _by_daemonset)
 
     @cached_property
     def revisions_by_owner(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -307,9 +309,8 @@ def _members(pools: tuple[str, ...], placed: list[tuple[dict[str, Any], str]]) -
     return out
 
 
-def _by_owner(owned: list[tuple[dict[str, Any], tuple[str, str, str]]]
-              ) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+def _by_daemonset(owned: list[tuple[dict[str, Any], tuple[str, str]]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for p, owner in owned:
         out[owner].append(p)
     return out
@@ -319,11 +320,12 @@ def _node_name(n: dict[str, Any]) -> tuple[str]:
     return (n["metadata"]["name"],)
 
 
-def _controller_of(p: dict[str, Any]) -> tuple[str, str, str] | None:
+def _daemonset_of(p: dict[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the pod's controller when it is a DaemonSet (its first controller reference)."""
     meta = p.get("metadata") or {}
     for ref in meta.get("ownerReferences") or ():
         if ref.get("controller", True):
-            return ref.get("kind", ""), meta.get("namespace", ""), ref.get("name", "")
+            return (meta.get("namespace", ""), ref.get("name", "")) if ref.get("kind", "") == "DaemonSet" else None
     return None
 
 

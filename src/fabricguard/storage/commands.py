@@ -105,10 +105,15 @@ def namespace_dirs(
 ) -> None:
     """Make each training namespace's directory (root's, 0755, marked with its name), never through a link, before
     its volume rooted there is mounted (the install's Job). Exit 0 done, 2 refused, 3 a link or a non-directory."""
-    from fabricguard.storage.jobdir import NAMESPACE_MARK, JobDirError, Owner, mark_namespace, prepare
+    from fabricguard.storage.jobdir import NAMESPACE_MARK, JobDirError, Owner, mark_namespace, parts_of, prepare
 
     if not root.is_dir():
         fail(f"--root: {root} is not a directory here", hint="mount the file system's root claim at --root")
+    for d in directory:  # every argument named as itself, before any directory is made
+        try:
+            parts_of(d, "DIRECTORY")
+        except SourceError as exc:
+            fail(str(exc), hint="name each directory relative to --root, e.g. ml-training")
     owner = Owner(None, None, 0o755)
     for d in directory:
         try:

@@ -25,6 +25,8 @@ from fabricguard.profile.model import PlatformProfile
 
 ENV_NS = "FG_NAMESPACE"
 ENV_JOB = "FG_JOB"
+ENV_WORKLOAD = "FG_WORKLOAD"  # a grouped kind's name, before its group index makes FG_JOB
+ENV_GROUP = "FG_GROUP"
 
 
 def lustre_namespaces(profile: PlatformProfile) -> list[str]:

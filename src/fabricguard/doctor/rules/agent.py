@@ -83,7 +83,7 @@ def agent_daemonset_short(snapshot: Snapshot, profile: PlatformProfile | None, n
                 continue
             pod_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
             running = {
-                (p.get("spec") or {}).get("nodeName") for p in snapshot.pods_by_owner.get(("DaemonSet", ns, name), ())
+                (p.get("spec") or {}).get("nodeName") for p in snapshot.daemonset_pods.get((ns, name), ())
             }
             without = [n for n in nodes if n["metadata"]["name"] not in running]
             evidence: dict[str, Any] = {

@@ -160,7 +160,7 @@ def template_since(snapshot: Snapshot, ds: dict[str, Any]) -> tuple[datetime | N
             return t, f"ControllerRevision {newest['metadata']['name']} (revision {newest.get('revision')})"
     gen = (meta.get("annotations") or {}).get("deprecated.daemonset.template.generation")
     if gen:
-        pods = snapshot.pods_by_owner.get(("DaemonSet", ns, name), [])
+        pods = snapshot.daemonset_pods.get((ns, name), [])
         oldest = snapshot.fold(("template since", ns, name), pods, partial(_oldest_of_generation, gen))
         if oldest is not None:
             return oldest, f"oldest pod with pod-template-generation={gen} (the template is no newer)"
@@ -219,7 +219,7 @@ def daemonset_never_ready(snapshot: Snapshot, profile: PlatformProfile | None, n
         if desired <= 0 or ready > 0 or available > 0:
             continue
         ns, name = meta.get("namespace", ""), meta.get("name", "")
-        pods = snapshot.pods_by_owner.get(("DaemonSet", ns, name), [])
+        pods = snapshot.daemonset_pods.get((ns, name), [])
         created = parse_time(meta.get("creationTimestamp"))
         age = human_age((now - created).total_seconds()) if created else "an unknown time"
         evidence: dict[str, Any] = {
@@ -347,7 +347,7 @@ def daemonset_no_nodes(snapshot: Snapshot, profile: PlatformProfile | None, now:
             )
             continue
         desired = _status_int(ds.get("status") or {}, "desiredNumberScheduled")
-        plugin = snapshot.pods_by_owner.get(("DaemonSet", dp.namespace, dp.daemonSet), [])
+        plugin = snapshot.daemonset_pods.get((dp.namespace, dp.daemonSet), [])
         on = snapshot.fold((NO_NODES, "on", dp.namespace, dp.daemonSet), plugin, _on_nodes)
         if desired > 0 and any(n["metadata"]["name"] in on for n in nodes):  # the first such node will do
             continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from fabricguard import fabrics, names
@@ -137,12 +138,16 @@ def _scheduler_message(events: dict[tuple[str, str], str], pod: dict[str, Any] |
     return events.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))
 
 
+def _pods_by_name(pods: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(str(_m(p.get("metadata")).get("namespace", "")), str(_m(p.get("metadata")).get("name", ""))): p
+            for p in pods}
+
+
 def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     pools = {p.fabric.dra.deviceClassName: p for p in _dra_pools(profile) if p.fabric.dra}
     if not pools:
         return []
-    pods = {(str(_m(p.get("metadata")).get("namespace", "")), str(_m(p.get("metadata")).get("name", ""))): p
-            for p in snapshot.pods}
+    pods: dict[tuple[str, str], dict[str, Any]] | None = None  # by (namespace, name): only when a claim asks
     by_pool: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None, float]]] = {}
     for claim in snapshot.kind(dra.RESOURCE_CLAIM):
         if _m(_m(claim.get("status")).get("allocation")):
@@ -157,7 +162,9 @@ def claim_unallocated(snapshot: Snapshot, profile: PlatformProfile | None, now: 
             continue
         owner = next((r for r in meta.get("ownerReferences") or () if isinstance(r, dict) and r.get("kind") == "Pod"),
                      None)
-        pod = pods.get((str(meta.get("namespace", "")), str(owner.get("name")))) if owner else None
+        if owner and pods is None:
+            pods = snapshot.fold((UNALLOCATED, "pods"), snapshot.pods, _pods_by_name)
+        pod = pods.get((str(meta.get("namespace", "")), str(owner.get("name")))) if owner and pods else None
         by_pool.setdefault(pools[sorted(classes)[0]].name, []).append((claim, pod, age))
     _pending_extended(snapshot, profile, now, by_pool)
     events = _failed_scheduling(snapshot) if by_pool else {}
@@ -202,21 +209,30 @@ def _pending_extended(snapshot: Snapshot, profile: PlatformProfile | None, now: 
               if p.fabric.dra and p.fabric.dra.extendedResourceName}
     if not wanted:
         return
-    for pod in snapshot.pods:
-        spec, status = _m(pod.get("spec")), _m(pod.get("status"))
-        if status.get("phase") != "Pending" or spec.get("nodeName"):
-            continue
-        cond = find_condition(pod, names.POD_SCHEDULED)
-        if not cond or cond.get("status") != "False":
-            continue
-        asked = {k for c in spec.get("containers") or () for part in ("requests", "limits")
-                 for k in _m(_m(_m(c).get("resources")).get(part))}
-        pool = next((wanted[r] for r in sorted(asked) if r in wanted), None)
-        since = (parse_time(cond.get("lastTransitionTime"))
-                 or parse_time(_m(pod.get("metadata")).get("creationTimestamp")))
-        if pool is None or since is None or (now - since).total_seconds() < UNALLOCATED_SECONDS:
+    unplaced = partial(_unplaced, tuple(sorted(wanted)))
+    for pod, (resource, since) in snapshot.select((UNALLOCATED, "unplaced"), snapshot.pods, unplaced):
+        pool = wanted[resource]
+        if since is None or (now - since).total_seconds() < UNALLOCATED_SECONDS:
             continue
         by_pool.setdefault(pool.name, []).append((pod, pod, (now - since).total_seconds()))
+
+
+def _unplaced(wanted: tuple[str, ...], pod: dict[str, Any]) -> tuple[str, datetime | None] | None:
+    """(the first of ``wanted`` (sorted) it requests, since when it waits) of a Pending pod the scheduler could not
+    place, else None: what the KEP-5004 check reads of one pod (the clock is compared by the caller)."""
+    spec, status = _m(pod.get("spec")), _m(pod.get("status"))
+    if status.get("phase") != "Pending" or spec.get("nodeName"):
+        return None
+    cond = find_condition(pod, names.POD_SCHEDULED)
+    if not cond or cond.get("status") != "False":
+        return None
+    asked = {k for c in spec.get("containers") or () for part in ("requests", "limits")
+             for k in _m(_m(_m(c).get("resources")).get(part))}
+    resource = next((r for r in sorted(asked) if r in wanted), None)
+    if resource is None:
+        return None
+    return resource, (parse_time(cond.get("lastTransitionTime"))
+                      or parse_time(_m(pod.get("metadata")).get("creationTimestamp")))
 
 
 def _class_drivers(cls: dict[str, Any]) -> set[str]:
@@ -226,6 +242,12 @@ def _class_drivers(cls: dict[str, Any]) -> set[str]:
         if isinstance(expr, str):
             out |= set(_CEL_DRIVER.findall(expr))
     return out
+
+
+def _offers(res: str, n: dict[str, Any]) -> Any:
+    """What the node lists for ``res`` in allocatable, when it is at least 1 (else None)."""
+    have = _m(_m(n.get("status")).get("allocatable")).get(res)
+    return have if quantity(have) >= 1 else None
 
 
 def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
@@ -248,11 +270,8 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
                for n in pool_nodes(snapshot, profile).get(p.name, [])}
     for res, (cls_name, drivers) in sorted(backing.items()):
         bad: list[tuple[str, Any, str]] = []
-        for n in snapshot.nodes:
+        for n, have in snapshot.select((DOUBLE_OFFER, res), snapshot.nodes, partial(_offers, res)):
             name = n["metadata"]["name"]
-            have = _m(_m(n.get("status")).get("allocatable")).get(res)
-            if quantity(have) < 1:
-                continue
             from_dra = next((drv for drv in sorted(drivers) if snapshot.dra_index.slices(name, drv)), None)
             if from_dra:
                 bad.append((name, have, from_dra))
@@ -276,6 +295,12 @@ def double_offer(snapshot: Snapshot, profile: PlatformProfile | None, now: datet
 DEVICE_PLUGIN_FABRIC_PREFIXES = fabrics.device_plugin_prefixes()
 
 
+def _plugin_offer(n: dict[str, Any]) -> dict[str, Any]:
+    """The fabric device plugins' resources the node lists in allocatable (at least 1 each)."""
+    alloc = _m(_m(n.get("status")).get("allocatable"))
+    return {k: v for k, v in alloc.items() if k.startswith(DEVICE_PLUGIN_FABRIC_PREFIXES) and quantity(v) >= 1}
+
+
 def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None) -> list[Finding]:
     """A node of a DRA claim pool whose NICs a device plugin also advertises in allocatable."""
     out: list[Finding] = []
@@ -285,13 +310,9 @@ def _claim_pool_double_offer(snapshot: Snapshot, profile: PlatformProfile | None
         if d is None or d.extended:
             continue
         bad: list[tuple[str, dict[str, Any], int]] = []
-        for n in members.get(pool.name, []):
+        for n, plugin in snapshot.select((DOUBLE_OFFER, "plugin", pool.name), members.get(pool.name, []),
+                                         _plugin_offer):
             name = n["metadata"]["name"]
-            alloc = _m(_m(n.get("status")).get("allocatable"))
-            plugin = {k: v for k, v in alloc.items()
-                      if k.startswith(DEVICE_PLUGIN_FABRIC_PREFIXES) and quantity(v) >= 1}
-            if not plugin:
-                continue
             offer = dra.node_offer(pool, name, snapshot.dra_index)
             if offer.matching:
                 bad.append((name, plugin, offer.matching))
