@@ -424,7 +424,8 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
     # With --manage-taints the agent keeps the taints itself: no rules, no NRC; likewise when every pool's bootstrap
     # taint is the autoscaler's startup taint (NRC cannot manage that key: readiness_rules renders none).
     nrc = not opts.manage_taints and bool(rules)
-    out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node and taint-slot policies, staleness sweep",
+    out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node and taint-slot policies, "
+                         "staleness sweep",
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
                                                       nvml_access=opts.nvml_access, mode=opts.mode,
