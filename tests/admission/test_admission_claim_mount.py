@@ -91,6 +91,15 @@ def _mutated(adm: Admission, review: dict[str, Any]) -> dict[str, Any]:
     return jsonpatch.apply_patch(review["request"]["object"], patch) if patch else review["request"]["object"]
 
 
+def _bare_pod(path: Path, namespace: str) -> tuple[PlatformProfile, Admission, dict[str, Any], dict[str, Any],
+                                                  dict[str, Any]]:
+    """(profile, webhook, policy, review, the webhook's bare group pod as stored) in ``namespace``."""
+    profile = load_profile(path)
+    adm = Admission(profile, job_dir_image=IMAGE)
+    review = _review("pod-bare-group", namespace)
+    return profile, adm, _policy(profile), review, stored_form(_mutated(adm, review))
+
+
 def _denied(adm: Admission, review: dict[str, Any], obj: dict[str, Any]) -> str:
     d = adm.handle("review", json.dumps(with_object(review, obj)))
     assert d.body["response"]["allowed"] is False, "admitted"
@@ -170,12 +179,8 @@ def _attacks(claim: str, victim: str) -> dict[str, Any]:
 @pytest.mark.parametrize(("path", "namespace", "expr"), CASES[:2], ids=["gke-root", "fsx-rooted"])
 def test_every_way_out_of_the_job_directory_is_refused_saying_what_to_change(path: Path, namespace: str,
                                                                               expr: str) -> None:
-    profile = load_profile(path)
+    profile, adm, pol, review, pod = _bare_pod(path, namespace)
     claim = profile.spec.storage.lustre.claimName
-    adm = Admission(profile, job_dir_image=IMAGE)
-    pol = _policy(profile)
-    review = _review("pod-bare-group", namespace)
-    pod = stored_form(_mutated(adm, review))
     for what, change in _attacks(claim, "ml-ranking").items():
         if what.startswith("FG_NAMESPACE") and "$(FG_NAMESPACE)" not in expr:
             continue  # below a namespace's own root the variable names nothing the pod could reach
@@ -236,12 +241,8 @@ def test_fg_job_comes_from_the_pods_labels_only() -> None:
     ``.``/``..``), so ``FG_JOB`` must be a label's (or a LeaderWorkerSet's two labels, defined before it). The
     root claim (GKE), where the link would lead out of the namespace; the rule is the same below a rooted one."""
     path, namespace, _expr = CASES[0]
-    profile = load_profile(path)
+    profile, adm, pol, review, pod = _bare_pod(path, namespace)
     claim = profile.spec.storage.lustre.claimName
-    adm = Admission(profile, job_dir_image=IMAGE)
-    pol = _policy(profile)
-    review = _review("pod-bare-group", namespace)
-    pod = stored_form(_mutated(adm, review))
 
     def fg_job(value: dict[str, Any]) -> Any:
         def change(env: list[dict[str, Any]]) -> None:
@@ -321,11 +322,7 @@ def test_only_fabricguards_own_job_dir_init_container_mounts_the_namespaces_dire
     name (its image, its command, as root) could leave a link there in place of another job's directory, which the
     kubelet follows on a root claim for a pod without fabricguard's init container. The policy holds that exception
     to the install's image running ``fabricguard storage job-dir``; the webhook puts its own back on a GPU pod."""
-    profile = load_profile(path)
-    adm = Admission(profile, job_dir_image=IMAGE)
-    pol = _policy(profile)
-    review = _review("pod-bare-group", namespace)
-    pod = stored_form(_mutated(adm, review))
+    profile, adm, pol, review, pod = _bare_pod(path, namespace)
     assert vap_refusals(pol, pod, namespace) == []
     for change in ({"image": "busybox"}, {"command": ["sh", "-c", "ln -s ../ml-ranking /fabricguard-namespace/j2"]},
                    {"args": ["sh"]}):
