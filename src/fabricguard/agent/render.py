@@ -391,13 +391,17 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
             ],
         },
     }
-    binding = {
+    binding = _deny_binding(policy_name)
+    return [policy, binding, *slot_policy(namespace)]
+
+
+def _deny_binding(policy_name: str) -> dict[str, Any]:
+    return {
         "apiVersion": names.ADMISSIONREGISTRATION_API,
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": policy_name, "labels": _labels()},
         "spec": {"policyName": policy_name, "validationActions": ["Deny"]},
     }
-    return [policy, binding, *slot_policy(namespace)]
 
 
 def slot_policy_expressions() -> dict[str, str]:
@@ -424,36 +428,26 @@ def slot_policy(namespace: str) -> list[dict[str, Any]]:
     node's agent token could take the controller's leadership (no pass would run) or another node's slot."""
     expr = slot_policy_expressions()
     policy_name = f"{NAME}-taint-slots"
-    policy = {
-        "apiVersion": names.ADMISSIONREGISTRATION_API,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": policy_name, "labels": _labels()},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                "resources": ["leases"]}]},
-            "matchConditions": [{
-                "name": "is-fabricguard-agent",
-                "expression": f"request.userInfo.username == 'system:serviceaccount:{namespace}:{NAME}'",
-            }],
-            "validations": [
-                {"expression": expr["slotOnly"], "reason": "Forbidden",
-                 "messageExpression": f"'the fabricguard agent may write only taint slots (Leases {SLOT_PREFIX}*), "
-                                      "not ' + object.metadata.name"},
-                {"expression": expr["ownHolder"], "reason": "Forbidden",
-                 "message": "the fabricguard agent may take a taint slot only in its own Node's name, and give back "
-                            "only its own"},
-            ],
-        },
+    spec = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{
+            "apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+            "resources": ["leases"]}]},
+        "matchConditions": [{
+            "name": "is-fabricguard-agent",
+            "expression": f"request.userInfo.username == 'system:serviceaccount:{namespace}:{NAME}'",
+        }],
+        "validations": [
+            {"expression": expr["slotOnly"], "reason": "Forbidden",
+             "messageExpression": f"'the fabricguard agent may write only taint slots (Leases {SLOT_PREFIX}*), "
+                                  "not ' + object.metadata.name"},
+            {"expression": expr["ownHolder"], "reason": "Forbidden",
+             "message": "the fabricguard agent may take a taint slot only in its own Node's name, and give back "
+                        "only its own"},
+        ],
     }
-    binding = {
-        "apiVersion": names.ADMISSIONREGISTRATION_API,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy_name, "labels": _labels()},
-        "spec": {"policyName": policy_name, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    return [{"apiVersion": names.ADMISSIONREGISTRATION_API, "kind": "ValidatingAdmissionPolicy",
+             "metadata": {"name": policy_name, "labels": _labels()}, "spec": spec}, _deny_binding(policy_name)]
 
 
 SWEEPER = "fabricguard-agent-sweep"
