@@ -549,6 +549,9 @@ def test_a_rooted_namespace_refuses_a_claim_still_at_the_file_system_root(open_t
     args = ["storage", "job-dir", "--root", str(root), "--expect-namespace-dir", "ml-training", "--path", "llm"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and "not rooted at the namespace's directory 'ml-training'" in res.output, res.output
+    # The hint is the upgrade's, not a root-squash one (capabilities change nothing here), and says what it found.
+    assert "CAP_CHOWN" not in res.output and "kubectl delete pv" in res.output, res.output
+    assert "has no .fabricguard-namespace" in res.output, res.output
     assert not (root / "llm").exists()
     made = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-training"])
     assert made.exit_code == 0 and jobdir.NAMESPACE_MARK in made.output, made.output

@@ -72,7 +72,7 @@ def job_dir(
 ) -> None:
     """Create the job's directory for a non-root workload, never through a link (the webhook's init
     container). Exit 0 done, 2 the file system refused, 3 a link or a non-directory in the way."""
-    from fabricguard.storage.jobdir import JobDirError, Owner, check_namespace_root, prepare
+    from fabricguard.storage.jobdir import JobDirError, NotRooted, Owner, check_namespace_root, prepare
 
     owner = Owner(uid, gid, _octal_mode(mode))
     if not root.is_dir():
@@ -87,6 +87,10 @@ def job_dir(
             fail(str(exc), hint="give --path as <job> below --root (or leave it out when --root is the job's "
                                 "directory) and --subdir relative to it, e.g. nccl-logs")
         fail(str(exc), hint="the job's directory must be a plain directory; a person removes what is in the way")
+    except NotRooted as exc:
+        fail(str(exc), code=EXIT_FAILED,
+             hint="when no pod of the namespace mounts it: kubectl -n NS delete pvc CLAIM && kubectl delete pv "
+                  "fabricguard-CLAIM-NS, apply 10-storage (fabricguard preflight names each), then resubmit the job")
     except JobDirError as exc:
         fail(str(exc), code=EXIT_FAILED,
              hint="give the container CAP_CHOWN and CAP_FOWNER as root, or storage.lustre.jobDirectory.enabled: "
