@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio.abc
+import httpcore._backends.anyio as httpcore_anyio
 import httpx._transports.default as httpx_transport
 import kubernetes_validate.utils
 import pytest
@@ -38,6 +40,24 @@ def _default_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool =
 
 _DEFAULT_SSL: dict[int, Any] = {}
 httpx_transport.create_ssl_context = _default_ssl_context
+
+# httpcore asks every pooled connection "has the server closed you?" before and after each request: the answer
+# polls the connection's socket, which anyio hands out by building its whole attribute map (a getpeername call
+# and a dict of lambdas) each time. The socket of a stream never changes: it is looked up once per stream, and
+# the poll itself still happens on every check. A canary replay chunk: 8.1 -> 6.7 CPU-s (mean of three).
+_httpcore_extra_info = httpcore_anyio.AnyIOStream.get_extra_info
+
+
+def _stream_extra_info(self: Any, info: str) -> Any:
+    if info != "is_readable":
+        return _httpcore_extra_info(self, info)
+    sock = self.__dict__.get("_fg_raw_socket")
+    if sock is None:
+        sock = self.__dict__["_fg_raw_socket"] = self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    return httpcore_anyio.is_socket_readable(sock)
+
+
+httpcore_anyio.AnyIOStream.get_extra_info = _stream_extra_info  # type: ignore[method-assign]
 
 
 @pytest.fixture

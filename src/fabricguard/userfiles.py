@@ -407,7 +407,8 @@ class LinkFreeFolder:
             now = os.stat(self._str)
         except OSError:
             now = None
-        if now is not None and self._proven == (now.st_dev, now.st_ino):
+        if now is not None and self._proven is not None and now.st_ino == self._proven[1] \
+                and now.st_dev == self._proven[0]:
             return now
         self._proven = None
         no_link_below(self.base, self.path)

@@ -73,7 +73,7 @@ def vap_refusals(pol: dict[str, Any], pod: dict[str, Any], namespace: str) -> li
 
 
 def _policy(profile: PlatformProfile) -> dict[str, Any]:
-    objs = claimmount.policy(profile, "fabricguard-system")
+    objs = claimmount.policy(profile, "fabricguard-system", job_dir_image=IMAGE)  # as render install does
     return next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicy")
 
 
@@ -89,6 +89,15 @@ def _mutated(adm: Admission, review: dict[str, Any]) -> dict[str, Any]:
     assert d.body["response"]["allowed"], d.body
     patch = rv.decode_patch(d.body)
     return jsonpatch.apply_patch(review["request"]["object"], patch) if patch else review["request"]["object"]
+
+
+def _bare_pod(path: Path, namespace: str) -> tuple[PlatformProfile, Admission, dict[str, Any], dict[str, Any],
+                                                  dict[str, Any]]:
+    """(profile, webhook, policy, review, the webhook's bare group pod as stored) in ``namespace``."""
+    profile = load_profile(path)
+    adm = Admission(profile, job_dir_image=IMAGE)
+    review = _review("pod-bare-group", namespace)
+    return profile, adm, _policy(profile), review, stored_form(_mutated(adm, review))
 
 
 def _denied(adm: Admission, review: dict[str, Any], obj: dict[str, Any]) -> str:
@@ -170,12 +179,8 @@ def _attacks(claim: str, victim: str) -> dict[str, Any]:
 @pytest.mark.parametrize(("path", "namespace", "expr"), CASES[:2], ids=["gke-root", "fsx-rooted"])
 def test_every_way_out_of_the_job_directory_is_refused_saying_what_to_change(path: Path, namespace: str,
                                                                               expr: str) -> None:
-    profile = load_profile(path)
+    profile, adm, pol, review, pod = _bare_pod(path, namespace)
     claim = profile.spec.storage.lustre.claimName
-    adm = Admission(profile, job_dir_image=IMAGE)
-    pol = _policy(profile)
-    review = _review("pod-bare-group", namespace)
-    pod = stored_form(_mutated(adm, review))
     for what, change in _attacks(claim, "ml-ranking").items():
         if what.startswith("FG_NAMESPACE") and "$(FG_NAMESPACE)" not in expr:
             continue  # below a namespace's own root the variable names nothing the pod could reach
@@ -236,12 +241,8 @@ def test_fg_job_comes_from_the_pods_labels_only() -> None:
     ``.``/``..``), so ``FG_JOB`` must be a label's (or a LeaderWorkerSet's two labels, defined before it). The
     root claim (GKE), where the link would lead out of the namespace; the rule is the same below a rooted one."""
     path, namespace, _expr = CASES[0]
-    profile = load_profile(path)
+    profile, adm, pol, review, pod = _bare_pod(path, namespace)
     claim = profile.spec.storage.lustre.claimName
-    adm = Admission(profile, job_dir_image=IMAGE)
-    pol = _policy(profile)
-    review = _review("pod-bare-group", namespace)
-    pod = stored_form(_mutated(adm, review))
 
     def fg_job(value: dict[str, Any]) -> Any:
         def change(env: list[dict[str, Any]]) -> None:
@@ -312,3 +313,26 @@ def test_a_pod_of_a_workload_admitted_before_the_upgrade_is_refused_in_a_rooted_
     message = _denied(Admission(profile, job_dir_image=IMAGE), review, stored_form(before))
     assert "subPathExpr '$(FG_NAMESPACE)/$(FG_JOB)'" in message and "subPathExpr $(FG_JOB)" in message, message
     assert vap_refusals(_policy(profile), stored_form(before), "ml-training")
+
+
+@pytest.mark.parametrize(("path", "namespace", "expr"), CASES[:2], ids=["gke-root", "fsx-rooted"])
+def test_only_fabricguards_own_job_dir_init_container_mounts_the_namespaces_directory(path: Path, namespace: str,
+                                                                                       expr: str) -> None:
+    """The namespace's directory is open to an init container named ``fabricguard-job-dir``; a tenant's own of that
+    name (its image, its command, as root) could leave a link there in place of another job's directory, which the
+    kubelet follows on a root claim for a pod without fabricguard's init container. The policy holds that exception
+    to the install's image running ``fabricguard storage job-dir``; the webhook puts its own back on a GPU pod."""
+    profile, adm, pol, review, pod = _bare_pod(path, namespace)
+    assert vap_refusals(pol, pod, namespace) == []
+    for change in ({"image": "busybox"}, {"command": ["sh", "-c", "ln -s ../ml-ranking /fabricguard-namespace/j2"]},
+                   {"args": ["sh"]}):
+        bad = copy.deepcopy(pod)
+        ours = next(c for c in bad["spec"]["initContainers"] if c["name"] == jobdir.INIT_CONTAINER)
+        ours.update(change)
+        assert any("job's directory" in m for m in vap_refusals(pol, bad, namespace)), change
+        fixed = stored_form(_mutated(adm, with_object(review, bad)))
+        assert vap_refusals(pol, fixed, namespace) == [], change
+    # Without the job-dir init container in the install (no image), nobody mounts the namespace's directory.
+    unpinned = next(o for o in claimmount.policy(profile, "fabricguard-system") if o["kind"] ==
+                    "ValidatingAdmissionPolicy")
+    assert vap_refusals(unpinned, pod, namespace)

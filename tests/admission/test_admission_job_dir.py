@@ -529,6 +529,10 @@ def test_namespace_dirs_are_roots_and_never_made_through_a_link(open_tmp: Path) 
     res = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-adhoc"])
     assert res.exit_code == 3 and "ml-adhoc" in res.output, res.output
     assert stat.S_IMODE(os.lstat(elsewhere).st_mode) == 0o700
+    # A bad argument is named as the argument it is (there is no --path here), before anything is made.
+    res = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-new", "../etc"])
+    assert res.exit_code == 3 and "DIRECTORY: '../etc'" in res.output and "--path" not in res.output, res.output
+    assert not (root / "ml-new").exists()
 
 
 def test_a_rooted_namespace_refuses_a_claim_still_at_the_file_system_root(open_tmp: Path) -> None:
@@ -545,6 +549,9 @@ def test_a_rooted_namespace_refuses_a_claim_still_at_the_file_system_root(open_t
     args = ["storage", "job-dir", "--root", str(root), "--expect-namespace-dir", "ml-training", "--path", "llm"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 2 and "not rooted at the namespace's directory 'ml-training'" in res.output, res.output
+    # The hint is the upgrade's, not a root-squash one (capabilities change nothing here), and says what it found.
+    assert "CAP_CHOWN" not in res.output and "kubectl delete pv" in res.output, res.output
+    assert "has no .fabricguard-namespace" in res.output, res.output
     assert not (root / "llm").exists()
     made = CliRunner().invoke(app, ["storage", "namespace-dirs", "--root", str(root), "ml-training"])
     assert made.exit_code == 0 and jobdir.NAMESPACE_MARK in made.output, made.output

@@ -9,6 +9,8 @@ unmodified through the CLI (``fabricguard controller --once --now``) over real H
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import hashlib
 import json
 import shutil
@@ -122,12 +124,22 @@ CONTROLLER_USER = "system:serviceaccount:fabricguard-system:fabricguard-controll
 
 
 def controller_rbac(profile_text: str = PROFILE, namespace: str = NS) -> Any:
-    """What the rendered controller manifests (``render controller``) let its ServiceAccount do."""
-    from fabricguard.controller.manifests import manifests
-    from fabricguard.profile import loads_profile
+    """What the rendered controller manifests (``render controller``) let its ServiceAccount do (a new Rbac each
+    time, from manifests rendered once per profile and namespace)."""
     from kube_support import Rbac
 
-    return Rbac.from_manifests(manifests(loads_profile(profile_text), profile_text, CANARY_IMAGE, namespace))
+    return Rbac.from_manifests(copy.deepcopy(_controller_manifests(profile_text, namespace)))
+
+
+@functools.cache
+def _controller_manifests(profile_text: str, namespace: str) -> list[dict[str, Any]]:
+    # Rendering them builds the CRDs' JSON schemas from the models: a few percent of every emulated pass test.
+    from fabricguard.controller.manifests import manifests
+    from fabricguard.profile import loads_profile
+
+    rbac_kinds = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
+    return [o for o in manifests(loads_profile(profile_text), profile_text, CANARY_IMAGE, namespace)
+            if o.get("kind") in rbac_kinds]
 
 
 def apply_aware_emulator(fault: Any = None, *, rbac: bool = True) -> Any:

@@ -151,3 +151,42 @@ def test_following_real_pasted_logs_concludes_what_inspect_does(tmp_path: Path) 
         f.close()
         assert (got.inter_node_transport, got.failed, got.nodes) == (
             want.inter_node_transport, want.failed, want.nodes), case.name
+
+
+def test_a_folder_given_by_its_stat_is_listed_again_exactly_when_it_may_hold_a_new_file(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    """The live loop hands each follower the stat it took of the job's folder (the link check's): a quiet folder is
+    not listed again, a new rank file moves the mtime and is read, a listing taken within the mtime's granularity of
+    a change is not trusted, and a subfolder keeps its own stat."""
+    from fabricguard.nccl import follow
+
+    listings: list[Path] = []
+    real_walk = follow.walk_files
+    monkeypatch.setattr(follow, "walk_files", lambda d, **kw: (listings.append(d), real_walk(d, **kw))[1])
+    (a, b) = sorted(RDMA_JOB.iterdir())[:2]
+    (tmp_path / a.name).write_bytes(a.read_bytes())
+    old = time.time() - 60
+    os.utime(tmp_path, (old, old))
+    fol = LogFollower(tmp_path)
+    for _ in range(4):
+        fol.poll(os.stat(tmp_path))
+    assert len(listings) == 1 and fol.total.files == 1
+    (tmp_path / b.name).write_bytes(b.read_bytes())  # the mtime moves, just now: listed, and listed again until old
+    fol.poll(os.stat(tmp_path))
+    assert fol.total.files == 2 and len(listings) == 2
+    fol.poll(os.stat(tmp_path))
+    assert len(listings) == 3  # the listing came within the mtime's granularity of the change: not trusted
+    os.utime(tmp_path, (old, old))
+    fol.poll(os.stat(tmp_path))
+    fol.poll(os.stat(tmp_path))
+    assert len(listings) == 4
+    sub = tmp_path / "rank-1"
+    sub.mkdir()
+    os.utime(tmp_path, (old - 30, old - 30))  # changed (a minute ago): listed once more, the subfolder with it
+    fol.poll(os.stat(tmp_path))
+    n = len(listings)
+    assert n == 5
+    (sub / "late.log").write_bytes(a.read_bytes())  # only the subfolder's mtime moves
+    fol.poll(os.stat(tmp_path))
+    assert len(listings) == n + 1 and fol.total.files == 3
+    assert fol.verdict().transport == inspect_paths([tmp_path]).inter_node_transport

@@ -69,6 +69,8 @@ BODIES = [
     b"NCCL INFO comm 0x5 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3", b"NCCL INFO comm 0x5 rank 3 nRanks 16",
     b"NCCL INFO ncclCommInitRankConfig comm 0x1 rank 0 nranks 8 cudaDev 0", b"NCCL INFO nRanks 8 nNodes 1",
     b"NCCL INFO rank nranks x nRanks 4", b"NCCL INFO comm nranks nRanks 5 nNodes x", b"NCCL INFO comm 0x1 nRanks 7 nranks 9",
+    b"NCCL INFO comm nRanks x nRanks 3", b"NCCL INFO rank n nn nnRanks nranks  nRanks 2 nNodes 1", b"NCCL INFO nccl n" * 3,
+    b"NCCL INFO comm " + b"n" * 300 + b"nRanks 6 localRanks 2",
     b"NCCL WARN NET/IB : Got completion", b"NCCL version 2.18.1+cuda12.1", b"NCCL error: boom", b"NCCL failure x",
     b"NCCL WARNING x", b"NCCL versions", b"NCCL INFO WARN x", b"NCCL INFO version x", b"NCCL INFO AllReduce: opCount 1",
     b"ProcessGroupNCCL.cpp:1234] [Rank 0] Watchdog caught collective operation timeout",

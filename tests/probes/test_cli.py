@@ -84,3 +84,12 @@ def test_validate_local_end_to_end(tmp_path):
 def test_validate_with_unknown_pool_is_an_input_error():
     r = runner.invoke(app, ["validate", "--profile", str(EXAMPLES / "gke-a3-ultra.yaml"), "--pool", "nope"])
     assert r.exit_code == 3
+
+
+def test_local_ranks_below_one_is_one_line_and_exit_3() -> None:
+    """``--local-ranks 0`` ran the default two ranks; a negative count was a ValueError traceback (exit 1)."""
+    for cmd in (["probe", "collective"], ["validate", "--local"]):
+        for n in ("0", "-2"):
+            r = runner.invoke(app, [*cmd, "--local-ranks", n])
+            assert r.exit_code == 3, (cmd, n, r.output)
+            assert "--local-ranks" in r.output and "Traceback" not in r.output, (cmd, n, r.output)

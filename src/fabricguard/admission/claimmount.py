@@ -52,6 +52,9 @@ class Rule:
     root_expr: str
     rooted_ns_expr: str
     root_ns_expr: str
+    # The job-dir init container's image as the install renders it (None: none is injected, or not known here):
+    # the policy opens the namespace's directory only to that image running ``fabricguard storage job-dir``.
+    init_image: str | None = None
 
     def expr(self, namespace: str) -> str:
         return self.rooted_expr if namespace in self.rooted else self.root_expr
@@ -60,16 +63,18 @@ class Rule:
         return self.rooted_ns_expr if namespace in self.rooted else self.root_ns_expr
 
 
-def rule_of(profile: PlatformProfile) -> Rule | None:
-    """The rule of ``profile``; None without a Lustre claim."""
+def rule_of(profile: PlatformProfile, job_dir_image: str | None = None) -> Rule | None:
+    """The rule of ``profile``; None without a Lustre claim. ``job_dir_image``: the job-dir init container's image
+    where the profile names none (the install's agent image, as the webhook's ``--job-dir-image``)."""
     lustre = profile.spec.storage.lustre
     if lustre is None:
         return None
+    image = (lustre.jobDirectory.image or job_dir_image) if lustre.jobDirectory.enabled else None
     rooted = tuple(n for n in layout.lustre_namespaces(profile) if layout.namespace_dir(profile, n) is not None)
     root, at_root = layout.subpath_expr(lustre.subPath), layout.job_dir_mount(profile, "")
     first = rooted[0] if rooted else ""
     return Rule(lustre.claimName, lustre.mountPath, rooted, layout.job_dir_expr(profile, first), root,
-                layout.job_dir_mount(profile, first).mount_expr, at_root.mount_expr)
+                layout.job_dir_mount(profile, first).mount_expr, at_root.mount_expr, image)
 
 
 def _containers(spec: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -175,6 +180,15 @@ def _list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{x}'" for x in items) + "]"
 
 
+def _ours(rule: Rule) -> str:
+    """CEL: container ``c`` is fabricguard's job-dir init container as the install renders it."""
+    if rule.init_image is None:
+        return "false"
+    image = rule.init_image.replace("\\", "\\\\").replace("'", "\\'")
+    return (f"c.image == '{image}' && has(c.command) && c.command == ['fabricguard'] && has(c.args) && "
+            "size(c.args) >= 2 && c.args[0] == 'storage' && c.args[1] == 'job-dir'")
+
+
 def _cel_label(e: str) -> str:
     return (f"(has({e}.valueFrom) && has({e}.valueFrom.fieldRef) && "
             f"{e}.valueFrom.fieldRef.fieldPath.startsWith('metadata.labels['))")
@@ -192,12 +206,15 @@ def policy_expressions(rule: Rule) -> dict[str, str]:
         "mounters": ("((has(object.spec.containers) ? object.spec.containers : []) + "
                      "(has(object.spec.initContainers) ? object.spec.initContainers : []))"
                      f".filter(c, has(c.volumeMounts) && {mounts_claim})"),
-        # The job's directory in every container; the namespace's in fabricguard's job-dir init container only.
+        # The job's directory in every container; the namespace's in fabricguard's job-dir init container only: by
+        # name, and the install's image running `fabricguard storage job-dir` (a tenant's own of that name, as root,
+        # could leave a link there that the kubelet follows for a pod without ours); nobody's without an image.
         "jobDirOnly": ("variables.mounters.all(c, c.volumeMounts.all(m, !(m.name in variables.claimVolumes) || "
                        "((!has(m.subPath) || m.subPath == '') && "
                        "((has(m.subPathExpr) ? m.subPathExpr : '') == variables.jobDirExpr || "
                        f"(c.name == '{jobdir.INIT_CONTAINER}' && has(object.spec.initContainers) && "
                        "object.spec.initContainers.exists(i, i.name == c.name) && "
+                       f"{_ours(rule)} && "
                        "(has(m.subPathExpr) ? m.subPathExpr : '') == variables.namespaceDirExpr)))))"),
         # The namespace's directory is a prefix of the job's: one names $(FG_NAMESPACE) only if the other does.
         "namespaceFromPod": (f"!variables.jobDirExpr.contains('$({layout.ENV_NS})') || "
@@ -240,11 +257,12 @@ def validations(rule: Rule) -> tuple[tuple[str, str], ...]:
     )
 
 
-def policy(profile: PlatformProfile, install_namespace: str) -> list[dict[str, Any]]:
+def policy(profile: PlatformProfile, install_namespace: str, job_dir_image: str | None = None) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its bindings: the training namespaces of Lustre pools by name (where the
     install puts the claim, opted in or not) and every opted-in namespace (``fabricguard.io/enabled=true``) but
-    the install's own, whose controller and agents mount the root on purpose. [] without a Lustre claim."""
-    rule = rule_of(profile)
+    the install's own, whose controller and agents mount the root on purpose. [] without a Lustre claim.
+    ``job_dir_image``: the job-dir init container's image the webhook injects where the profile names none."""
+    rule = rule_of(profile, job_dir_image)
     if rule is None:
         return []
     expr = policy_expressions(rule)

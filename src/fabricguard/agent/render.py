@@ -36,6 +36,7 @@ from typing import Any
 from fabricguard import fabrics, names, yamlout
 from fabricguard.agent.kube import SWEEPER_GRANTS, agent_grants
 from fabricguard.agent.loop import HEARTBEAT_S
+from fabricguard.agent.taint_slots import SLOT_PREFIX
 from fabricguard.names import FABRIC_LINKS, TAINT_DEGRADED, TAINT_KEYS, TAINT_UNVERIFIED
 from fabricguard.names import FABRIC_READY as CONDITION_TYPE
 from fabricguard.netpolicy import metrics_policy
@@ -390,13 +391,63 @@ def admission_policy(namespace: str) -> list[dict[str, Any]]:
             ],
         },
     }
-    binding = {
+    binding = _deny_binding(policy_name)
+    return [policy, binding, *slot_policy(namespace)]
+
+
+def _deny_binding(policy_name: str) -> dict[str, Any]:
+    return {
         "apiVersion": names.ADMISSIONREGISTRATION_API,
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": policy_name, "labels": _labels()},
         "spec": {"policyName": policy_name, "validationActions": ["Deny"]},
     }
-    return [policy, binding]
+
+
+def slot_policy_expressions() -> dict[str, str]:
+    """The CEL of the taint-slot policy, by name (the test evaluates exactly these)."""
+
+    def own(holder: str) -> str:
+        return (f"(has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                f"request.userInfo.extra['{NODE_NAME_EXTRA}'].exists(n, n == {holder}))")
+
+    held = "(has(object.spec) && has(object.spec.holderIdentity) ? object.spec.holderIdentity : '')"
+    was = ("(oldObject == null || !has(oldObject.spec) || !has(oldObject.spec.holderIdentity) ? '' : "
+           "oldObject.spec.holderIdentity)")
+    return {
+        "slotOnly": f"object.metadata.name.startsWith('{SLOT_PREFIX}')",
+        # Taken, renewed or reclaimed in its own name; given back ('') only from itself or from nobody.
+        "ownHolder": f"{held} == '' ? ({was} == '' || {own(was)}) : {own(held)}",
+    }
+
+
+def slot_policy(namespace: str) -> list[dict[str, Any]]:
+    """The agents' Lease writes held to their pool's taint slots (``agent/taint_slots.py``), each in the writer's own
+    Node's name. The agent's Role must grant ``create`` and ``patch`` on ``leases`` in the install's namespace, where
+    the controller's leader-election Lease lives too, and RBAC cannot name Leases not made yet: without this one
+    node's agent token could take the controller's leadership (no pass would run) or another node's slot."""
+    expr = slot_policy_expressions()
+    policy_name = f"{NAME}-taint-slots"
+    spec = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{
+            "apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+            "resources": ["leases"]}]},
+        "matchConditions": [{
+            "name": "is-fabricguard-agent",
+            "expression": f"request.userInfo.username == 'system:serviceaccount:{namespace}:{NAME}'",
+        }],
+        "validations": [
+            {"expression": expr["slotOnly"], "reason": "Forbidden",
+             "messageExpression": f"'the fabricguard agent may write only taint slots (Leases {SLOT_PREFIX}*), "
+                                  "not ' + object.metadata.name"},
+            {"expression": expr["ownHolder"], "reason": "Forbidden",
+             "message": "the fabricguard agent may take a taint slot only in its own Node's name, and give back "
+                        "only its own"},
+        ],
+    }
+    return [{"apiVersion": names.ADMISSIONREGISTRATION_API, "kind": "ValidatingAdmissionPolicy",
+             "metadata": {"name": policy_name, "labels": _labels()}, "spec": spec}, _deny_binding(policy_name)]
 
 
 SWEEPER = "fabricguard-agent-sweep"

@@ -540,7 +540,11 @@ async def apply_actions(kube: Kube, actions: list[Action], known: dict[tuple[str
         while j < len(actions) and _parallel_write(actions[j]):
             j += 1
         if j > i:  # a run of Workload check writes or verdicts (and their Events): in parallel, within the bound
-            errors += await _apply_parallel(kube, actions[i:j], known, leading, fresh)
+            errs, left = await _apply_parallel(kube, actions[i:j], known, leading, fresh)
+            errors += errs
+            if left is not None:
+                errors.append(f"lost the Lease: {left + len(actions) - j} action(s) left to the new leader")
+                break
             i = j
             continue
         errors += await _apply_checked(kube, actions[i], known, fresh)
@@ -564,7 +568,10 @@ def _about(event: Emit, write: Action) -> bool:
 
 
 async def _apply_parallel(kube: Kube, run: list[Action], known: dict[tuple[str, str], dict[str, Any]],
-                          leading: Callable[[], bool] | None, fresh: Fresh | None) -> list[str]:
+                          leading: Callable[[], bool] | None, fresh: Fresh | None) -> tuple[list[str], int | None]:
+    """The run's errors, and how many of its actions were left unwritten because the Lease was lost (None: it
+    was not). ``leading`` was asked just before the run, for its first write; it is asked again before each
+    later one, and once it says no, no write of the run starts."""
     groups: list[list[Action]] = []
     for a in run:  # each write with the Event about it that follows it, in that order
         if (isinstance(a, Emit) and groups and len(groups[-1]) == 1
@@ -573,11 +580,13 @@ async def _apply_parallel(kube: Kube, run: list[Action], known: dict[tuple[str, 
         else:
             groups.append([a])
     gate = asyncio.Semaphore(WRITE_CONCURRENCY)
+    left: list[int] = []  # the sizes of the groups not written once the Lease was lost
 
-    async def one(group: list[Action]) -> list[str]:
+    async def one(n: int, group: list[Action]) -> list[str]:
         async with gate:
-            if leading is not None and not leading():
-                return [f"lost the Lease: {type(group[0]).__name__} left to the new leader"]
+            if left or (n and leading is not None and not leading()):
+                left.append(len(group))
+                return []
             out = await _apply_checked(kube, group[0], known, fresh)
             first = group[0]
             # The Event tells of its write: none for a refused admission or verdict (the next pass decides again)
@@ -586,8 +595,8 @@ async def _apply_parallel(kube: Kube, run: list[Action], known: dict[tuple[str, 
                 out += await _apply_checked(kube, group[1], known, None)
             return out
 
-    done = await asyncio.gather(*(one(g) for g in groups))
-    return [e for errs in done for e in errs]
+    done = await asyncio.gather(*(one(n, g) for n, g in enumerate(groups)))
+    return [e for errs in done for e in errs], (sum(left) if left else None)
 
 
 async def _apply_checked(kube: Kube, a: Action, known: dict[tuple[str, str], dict[str, Any]],

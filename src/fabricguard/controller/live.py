@@ -127,6 +127,8 @@ class _Followed:
     folders: dict[Path, LinkFreeFolder] = field(default_factory=dict)
     key: tuple[str, str, str] = ("", "", "")  # RunningJob.key, as LiveJobs keys it
     logs: LinkFreeFolder | None = None  # folders[follower.directory]
+    io: JobIo | None = None  # LiveJobs._io[key]
+    busbw: JobBusbw | None = None  # LiveJobs._busbw[key]
 
     # What the latest observation's I/O summary and bound were drawn from (profile, pool, transport, below the
     # floor): a quiet poll keeps them instead of drawing them again for each of tens of thousands of jobs.
@@ -202,13 +204,13 @@ class LiveJobs:
                 known.job = job
                 continue
             path = self.lustre_root / log_dir(self.profile, job.namespace, job.job)
-            self._followers[k] = _Followed(job, LogFollower(path), now, key=k)
-            self._io[k] = JobIo(path)  # its I/O phase records, beside its step times in the same directory
+            fol = self._followers[k] = _Followed(job, LogFollower(path), now, key=k)
+            fol.io = self._io[k] = JobIo(path)  # its I/O phase records, beside its step times in the same directory
             ins = self.profile.inspector_for(self.profile.pool(job.pool))
             if ins is not None:
                 where = self.lustre_root / dump_dir(self.profile, ins, job.namespace, job.job)
                 root = self.lustre_root / job_dir(self.profile, job.namespace, job.job)
-                self._busbw[k] = JobBusbw(where, ins, root)
+                fol.busbw = self._busbw[k] = JobBusbw(where, ins, root)
         return gone
 
     def unusable_job(self, key: tuple[str, str, str], why: str) -> None:
@@ -228,7 +230,8 @@ class LiveJobs:
         read = 0
         dir_stat = None
         try:  # one job's files cannot stop the others being followed: any exception is this job's alone
-            dir_stat = fol.no_link(self.lustre_root, follower.directory)
+            logs = fol.logs
+            dir_stat = logs.check() if logs is not None else fol.no_link(self.lustre_root, follower.directory)
             read = follower.poll(dir_stat).bytes
             verdict = follower.verdict()
         except Exception as exc:
@@ -242,7 +245,7 @@ class LiveJobs:
             return 0
         latest = fol.latest
         view = latest.busbw if latest is not None else None
-        jb = self._busbw.get(key)
+        jb = fol.busbw
         if jb is not None:
             try:
                 fol.no_link(self.lustre_root, jb.directory)
@@ -260,7 +263,7 @@ class LiveJobs:
         # drew last time instead of drawing them again: tens of thousands of jobs are quiet in most polls.
         same = latest is not None and bool(fol.drawn) and fol.drawn[0] is self.profile and fol.drawn[1] == job.pool
         failed_io = False
-        jio = self._io.get(key)
+        jio = fol.io
         if jio is not None:
             try:
                 if jio.directory is follower.directory or jio.directory == follower.directory:

@@ -110,6 +110,11 @@ class JobIo:
     def poll(self, dir_stat: os.stat_result | None = None) -> int:
         """Read what the job's JSONL files gained since the last poll; returns the bytes read. ``dir_stat``: the
         folder's ``os.stat`` the caller took just now (the log follower's folder is the same one)."""
+        listing = self._listing
+        if listing is not None and not listing[2] and dir_stat is not None and self._since_list + 1 < RELIST_EVERY \
+                and listing_current(dir_stat.st_mtime_ns, listing[0], listing[1]):
+            self._since_list += 1  # what _names does: no file, and the folder did not change (most jobs, most polls)
+            return 0
         budget = MAX_BYTES_PER_POLL
         names = self._names(dir_stat)
         root = os.path.realpath(self.directory) if names else ""  # a walk of every part: only when there is a file

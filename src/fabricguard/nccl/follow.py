@@ -103,7 +103,7 @@ class LiveVerdict:
     report: NcclReport
 
 
-@dataclass
+@dataclass(slots=True)
 class PollStats:
     files: int = 0
     bytes: int = 0
@@ -135,6 +135,9 @@ class LogFollower:
     _concluded: tuple[object, ...] = ()  # the scan state's fingerprint when it was drawn
     _fed: bool = False  # lines were fed since the latest conclusion
     _dkey: str = field(default="", init=False, repr=False)  # str(directory), as the listing keys it
+    # The folder's mtime at a listing it alone needed (no subfolder) and could trust (taken long enough after the
+    # folder last changed): then the listing is current exactly while the mtime is that one.
+    _flat: int | None = field(default=None, init=False, repr=False)
 
     # ------------------------------------------------------------------ listing
 
@@ -144,6 +147,9 @@ class LogFollower:
     def _listing_stale(self, dir_stat: os.stat_result | None) -> bool:
         if not self._dirs or self._since_list >= self.relist_every:
             return True
+        if dir_stat is not None and self._flat is not None:
+            # One folder (the common case), listed long enough after its last change: current while its mtime holds.
+            return dir_stat.st_mtime_ns != self._flat
         for d, mtime in self._dirs.items():
             if dir_stat is not None and d == self._dkey:
                 st = dir_stat
@@ -161,11 +167,11 @@ class LogFollower:
         try:
             dst = os.stat(self.directory)
         except OSError:
-            self._dirs = {}
+            self._dirs, self._flat = {}, None
             self._forget_all(stats)
             return
         if not stat.S_ISDIR(dst.st_mode):
-            self._dirs = {}
+            self._dirs, self._flat = {}, None
             self._forget_all(stats)
             return
         try:
@@ -188,6 +194,8 @@ class LogFollower:
             except OSError:
                 continue
         self._dirs = dirs
+        mtime = dirs[self._dkey]
+        self._flat = mtime if len(dirs) == 1 and listing_current(mtime, mtime, listed_at) else None
         self._unlisted = {str(p): why for p, why in walk.refused}
         if walk.truncated:
             self._unlisted[str(self.directory)] = f"{walk.truncated}: the rest is not followed"
@@ -354,12 +362,14 @@ class LogFollower:
             self._verdict = None
         self._fed = False
         stats.files = len(self._files)
-        self.total.files = stats.files
-        self.total.bytes += stats.bytes
-        self.total.rotations += stats.rotations
-        self.total.truncations += stats.truncations
-        self.total.opened += stats.opened
-        self.total.short += stats.short
+        total = self.total
+        total.files = stats.files
+        if stats.opened or stats.short or stats.rotations or stats.truncations:  # else nothing was read: no sums
+            total.bytes += stats.bytes
+            total.rotations += stats.rotations
+            total.truncations += stats.truncations
+            total.opened += stats.opened
+            total.short += stats.short
         return stats
 
     def verdict(self) -> LiveVerdict:

@@ -417,14 +417,15 @@ def components(profile: PlatformProfile, profile_text: str, opts: Options) -> li
                          "job-directory-only policy",
                          [o for o in webhook if o["kind"] not in WEBHOOK_KINDS]
                          + admission_podsecurity.policy(profile, opts.mode)
-                         + admission_claimmount.policy(profile, ns),
+                         + admission_claimmount.policy(profile, ns, job_dir_image=opts.agent_image),
                          after_apply=[f"kubectl -n {ns} rollout status deploy/{admission_render.NAME} --timeout=5m"],
                          remove=[Step("delete", WEBHOOKS), Step("delete", ADMISSION)]))
     rules = agent_render.readiness_rules(profile, mode=opts.mode, dry_run=opts.dry_run_rules)
     # With --manage-taints the agent keeps the taints itself: no rules, no NRC; likewise when every pool's bootstrap
     # taint is the autoscaler's startup taint (NRC cannot manage that key: readiness_rules renders none).
     nrc = not opts.manage_taints and bool(rules)
-    out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node policy, staleness sweep",
+    out.append(Component(AGENT, "Node agent DaemonSets (FabricReady), its RBAC, own-node and taint-slot policies, "
+                         "staleness sweep",
                          agent_render.agent_manifests(profile, profile_text, opts.agent_image, ns,
                                                       manage_taints=opts.manage_taints,
                                                       nvml_access=opts.nvml_access, mode=opts.mode,

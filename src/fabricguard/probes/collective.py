@@ -495,7 +495,10 @@ class _RowTail:
 def run_local(
     cfg: CollectiveConfig, nranks: int, *, timeout_s: float = 600.0, on_row: OnRow | None = None
 ) -> CollectiveResult:
-    """Spawn ``nranks`` ranks on this machine and collect rank 0's measurements, streaming rows to ``on_row``."""
+    """Start ``nranks`` ranks on this machine and collect rank 0's measurements, streaming rows to ``on_row``.
+
+    The ranks come from multiprocessing's forkserver, which prepares each child as it does any other: a script
+    that calls this needs the usual ``if __name__ == "__main__":`` guard (the CLI's entry points have it)."""
     cfg.validate()
     if nranks < 1:
         raise ValueError("need at least one rank")

@@ -59,7 +59,8 @@ def _sizes(b: str, e: str, f: float) -> list[int]:
 
 @probe_app.command("collective")
 def collective_cmd(
-    local_ranks: int = typer.Option(None, "--local-ranks", help="Spawn N ranks here (default: torchrun env, else 2)."),
+    local_ranks: int = typer.Option(None, "--local-ranks", min=1,
+                                    help="Spawn N ranks here (default: torchrun env, else 2)."),
     minbytes: str = typer.Option("1M", "-b", "--minbytes", help="Smallest message size (nccl-tests -b)."),
     maxbytes: str = typer.Option("64M", "-e", "--maxbytes", help="Largest message size (nccl-tests -e)."),
     stepfactor: float = typer.Option(2.0, "-f", "--stepfactor", help="Size multiplier (nccl-tests -f)."),
@@ -266,7 +267,7 @@ def validate_cmd(
     stepfactor: float = typer.Option(4.0, "-f", "--stepfactor"),
     warmup: int = typer.Option(2, "-w", "--warmup-iters"),
     iters: int = typer.Option(5, "-n", "--iters"),
-    local_ranks: int = typer.Option(None, "--local-ranks", help="Collective ranks to spawn (local mode: 2)."),
+    local_ranks: int = typer.Option(None, "--local-ranks", min=1, help="Collective ranks to spawn (local mode: 2)."),
     force_net: bool = typer.Option(None, "--force-net/--no-force-net"),
     storage_path: Path = typer.Option(
         None, "--storage-path", help="Default: the pool's Lustre mount, else a temp dir."

@@ -72,7 +72,7 @@ def job_dir(
 ) -> None:
     """Create the job's directory for a non-root workload, never through a link (the webhook's init
     container). Exit 0 done, 2 the file system refused, 3 a link or a non-directory in the way."""
-    from fabricguard.storage.jobdir import JobDirError, Owner, check_namespace_root, prepare
+    from fabricguard.storage.jobdir import JobDirError, NotRooted, Owner, check_namespace_root, prepare
 
     owner = Owner(uid, gid, _octal_mode(mode))
     if not root.is_dir():
@@ -87,6 +87,10 @@ def job_dir(
             fail(str(exc), hint="give --path as <job> below --root (or leave it out when --root is the job's "
                                 "directory) and --subdir relative to it, e.g. nccl-logs")
         fail(str(exc), hint="the job's directory must be a plain directory; a person removes what is in the way")
+    except NotRooted as exc:
+        fail(str(exc), code=EXIT_FAILED,
+             hint="when no pod of the namespace mounts it: kubectl -n NS delete pvc CLAIM && kubectl delete pv "
+                  "fabricguard-CLAIM-NS, apply 10-storage (fabricguard preflight names each), then resubmit the job")
     except JobDirError as exc:
         fail(str(exc), code=EXIT_FAILED,
              hint="give the container CAP_CHOWN and CAP_FOWNER as root, or storage.lustre.jobDirectory.enabled: "
@@ -105,10 +109,15 @@ def namespace_dirs(
 ) -> None:
     """Make each training namespace's directory (root's, 0755, marked with its name), never through a link, before
     its volume rooted there is mounted (the install's Job). Exit 0 done, 2 refused, 3 a link or a non-directory."""
-    from fabricguard.storage.jobdir import NAMESPACE_MARK, JobDirError, Owner, mark_namespace, prepare
+    from fabricguard.storage.jobdir import NAMESPACE_MARK, JobDirError, Owner, mark_namespace, parts_of, prepare
 
     if not root.is_dir():
         fail(f"--root: {root} is not a directory here", hint="mount the file system's root claim at --root")
+    for d in directory:  # every argument named as itself, before any directory is made
+        try:
+            parts_of(d, "DIRECTORY")
+        except SourceError as exc:
+            fail(str(exc), hint="name each directory relative to --root, e.g. ml-training")
     owner = Owner(None, None, 0o755)
     for d in directory:
         try:

@@ -167,6 +167,10 @@ class JobDirError(RuntimeError):
     """The file system refused a change (``chown`` under root squash, no space, read-only): names the path."""
 
 
+class NotRooted(JobDirError):
+    """The init container's mount of the claim is not the namespace's directory it expects (an upgrade half done)."""
+
+
 def parts_of(rel: str, what: str) -> list[str]:
     """The parts of a relative path; ``SourceError`` for an absolute one or one with ``.``/``..``/empty parts."""
     if not rel or rel.startswith("/"):
@@ -335,6 +339,7 @@ def check_namespace_root(root: Path, expected: str) -> None:
     finally:
         os.close(fd)
     if got != expected:
-        raise JobDirError(f"{root}: the claim is not rooted at the namespace's directory {expected!r} ("
-                          f"{NAMESPACE_MARK} says {got!r}): a volume from before tenant isolation, still at the file "
-                          "system's root; re-create the namespace's claim and volume (docs/storage.md, 'Upgrading')")
+        found = f"has no {NAMESPACE_MARK}" if got is None else f"{NAMESPACE_MARK} says {got[:64]!r}"
+        raise NotRooted(f"{root}: the claim is not rooted at the namespace's directory {expected!r} ({found}): a "
+                        "volume from before tenant isolation, still at the file system's root; re-create the "
+                        "namespace's claim and volume (docs/storage.md, 'Upgrading')")
