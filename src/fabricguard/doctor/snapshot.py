@@ -18,6 +18,7 @@ import functools
 import json
 import operator
 import os
+from array import array
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
@@ -140,52 +141,49 @@ class Snapshot:
         key, sig = ("select", what), signature(fn)
         was = self._recall(key, sig)
         if was is not None and was[0] is objs:
-            return cast(list[tuple[dict[str, Any], T]], was[1][1])
+            return cast(list[tuple[dict[str, Any], T]], was[1][0])
         chosen: dict[int, tuple[dict[str, Any], Any]]
         if was is None:
             chosen, fresh = {}, objs
         else:
-            before, (chosen, out, where) = was[0], was[1]
+            before, (out, where) = was[0], was[1]
             if len(before) == len(objs):
                 replaced = self._replaced(before, objs)
                 if len(replaced) <= 64 + len(objs) // 64:
-                    out, where = self._patch(objs, replaced, fn, chosen, out, where)
-                    self._memo[key] = (objs, (chosen, out, where), sig)
+                    out, where = self._patch(objs, replaced, fn, out, where)
+                    self._memo[key] = (objs, (out, where), sig)
                     return cast(list[tuple[dict[str, Any], T]], out)
+            # Many replaced, added or deleted: the kept answers by object (they hold their objects, so no other
+            # object can take their id), and only the objects not there before judged.
+            chosen = {id(e[0]): e for e in out}
             fresh = fresh_objects(before, objs)
         self.computed += len(fresh)
         for x in fresh:
-            # An answer kept for an object is its answer for ever: the dict is only ever added to (the old
-            # entries hold their objects, so no other object can take their id); pruned below.
             if id(x) not in chosen and (v := fn(x)):
                 chosen[id(x)] = (x, v)
-        where = list(compress(range(len(objs)), map(chosen.__contains__, map(id, objs))))
+        where = array("q", compress(range(len(objs)), map(chosen.__contains__, map(id, objs))))  # 8 B a place
         out = [chosen[id(objs[i])] for i in where]
-        if len(chosen) > 2 * len(out) + 64:  # answers for objects gone since: drop them
-            chosen = {id(e[0]): e for e in out}
-        self._memo[key] = (objs, (chosen, out, where), sig)
+        self._memo[key] = (objs, (out, where), sig)  # the answers in order and their places: nothing by id
         return cast(list[tuple[dict[str, Any], T]], out)
 
     def _patch(self, objs: list[dict[str, Any]], replaced: list[int], fn: Callable[[dict[str, Any]], Any],
-               chosen: dict[int, tuple[dict[str, Any], Any]], out: list[tuple[dict[str, Any], Any]],
-               where: list[int]) -> tuple[list[tuple[dict[str, Any], Any]], list[int]]:
+               out: list[tuple[dict[str, Any], Any]], where: array[int]
+               ) -> tuple[list[tuple[dict[str, Any], Any]], array[int]]:
         """:meth:`select`'s answer after the objects at ``replaced`` (positions in ``objs``) were replaced in
         place: ``out`` (chosen answers in order) and ``where`` (their positions) patched there alone; the
         lists themselves when no chosen answer changed (a new list otherwise: the old ones stay last pass's)."""
         copied = False
         for i in replaced:
             x = objs[i]
-            if id(x) not in chosen:
-                self.computed += 1
-                if v := fn(x):
-                    chosen[id(x)] = (x, v)
-            new = chosen.get(id(x))
+            self.computed += 1
+            v = fn(x)
+            new = (x, v) if v else None
             k = bisect_left(where, i)
             had = k < len(where) and where[k] == i
             if not had and new is None:
                 continue
             if not copied:
-                out, where, copied = list(out), list(where), True
+                out, where, copied = list(out), array("q", where), True
             if had and new is not None:
                 out[k] = new
             elif had:
