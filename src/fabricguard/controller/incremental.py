@@ -378,7 +378,9 @@ class Incremental:
             reads: set[str] = set()
             clock, use = reading_clock(now) if reads_clock(rule.fn) else (now, ClockUse())
             found = rule.fn(cast(Snapshot, ReadingSnapshot(snapshot, reads)), profile, clock)
-            self._rules[rule.id] = _RuleResult([replace(f) for f in found], frozenset(reads), use)
+            # A rule may give a finding it kept (Snapshot.fold) that an earlier pass ranked: without that cause.
+            found = [replace(f, cause="") if f.cause else f for f in found]
+            self._rules[rule.id] = _RuleResult(found, frozenset(reads), use)
             self.stats.rules_run += 1
             self.stats.reevaluated += (sum(counts.values()) if EVERYTHING in reads
                                        else sum(counts.get(k, 0) for k in reads))

@@ -152,6 +152,44 @@ def _request_view(gpus: frozenset[str], fabric: tuple[tuple[str, tuple[str, ...]
     return (pod.get("spec") or {}).get("nodeName"), workload_key(pod), counts, has
 
 
+def _request_finding(key: tuple[str, str, str], pool: Pool, running: int, nodes: int,
+                     pods: list[dict[str, Any]]) -> Finding:
+    """fabric-request-missing's finding on one workload: ``pods`` are its ``running`` pods, then those of them
+    without the fabric."""
+    label, ns, name = key
+    kind = KIND_OF_LABEL.get(label, label)
+    without = pods[running:]
+    objs = [ObjRef(kind, name, ns)] + [ObjRef("Pod", p["metadata"]["name"], ns) for p in without]
+    first = without[0]
+    evidence = {
+        "workload": f"{label}={name}" if "/" in label else f"{label} {name}",
+        "running pods": running,
+        "nodes": nodes,
+        "pods without fabric resources": len(without),
+        f"Pod {first['metadata']['name']}: spec.containers[*].resources": {
+            k: v for k, v in container_requests(first).items()
+        },
+        "pool fabric.resources": dict(pool.fabric.resources),
+    }
+    if pool.fabric.dra is not None:
+        evidence["pool fabric.dra.deviceClassName"] = pool.fabric.dra.deviceClassName
+        evidence[f"Pod {first['metadata']['name']}: spec.resourceClaims"] = (
+            (first.get("spec") or {}).get("resourceClaims") or "absent")
+    return Finding(
+        REQUEST_MISSING,
+        Severity.critical,
+        objs,
+        f"{kind} {ns}/{name} runs {running} GPU pods across {nodes} nodes of fabric pool {pool.name}, but "
+        f"{len(without)} of them {_lacking(pool)}: "
+        "NCCL has no RDMA device in those pods and falls back to TCP sockets without any error.",
+        evidence,
+        "Submit multi-node jobs through the fabricguard admission webhook (it injects the fabric resources, "
+        f"networks and NCCL_NET={pool.fabric.effective_nccl_net or ''} so a missing fabric fails loudly), or "
+        "add the resources to the pod template.",
+        pools=[pool.name],
+    )
+
+
 def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, now: datetime) -> list[Finding]:
     del now
     where = node_pool(snapshot, profile)
@@ -174,46 +212,14 @@ def fabric_request_missing(snapshot: Snapshot, profile: PlatformProfile | None, 
         if pool.name not in has and not dra.holds_fabric_claim(pod, pool, snapshot.claims_by_name):
             g["without"].append(pod)
     findings = []
-    for (label, ns, name), g in sorted(groups.items(), key=lambda kv: kv[0]):
+    for key, g in sorted(groups.items(), key=lambda kv: kv[0]):
         if len(g["nodes"]) < 2 or not g["without"]:
             continue
-        pool = g["pool"]
-        kind = KIND_OF_LABEL.get(label, label)
-        without = g["without"]
-        objs = [ObjRef(kind, name, ns)] + [ObjRef("Pod", p["metadata"]["name"], ns) for p in without]
-        first = without[0]
-        evidence = {
-            "workload": f"{label}={name}" if "/" in label else f"{label} {name}",
-            "running pods": len(g["pods"]),
-            "nodes": len(g["nodes"]),
-            "pods without fabric resources": len(without),
-            f"Pod {first['metadata']['name']}: spec.containers[*].resources": {
-                k: v for k, v in container_requests(first).items()
-            },
-            "pool fabric.resources": dict(pool.fabric.resources),
-        }
-        if pool.fabric.dra is not None:
-            evidence["pool fabric.dra.deviceClassName"] = pool.fabric.dra.deviceClassName
-            evidence[f"Pod {first['metadata']['name']}: spec.resourceClaims"] = (
-                (first.get("spec") or {}).get("resourceClaims") or "absent")
-        findings.append(
-            Finding(
-                REQUEST_MISSING,
-                Severity.critical,
-                objs,
-                f"{kind} {ns}/{name} runs {len(g['pods'])} GPU pods across {len(g['nodes'])} nodes of "
-                "fabric pool "
-                f"{pool.name}, but {len(without)} of them {_lacking(pool)}: "
-                "NCCL has no RDMA device in those pods and falls back to TCP sockets without any error.",
-                evidence,
-                "Submit multi-node jobs through the fabricguard admission webhook (it injects the "
-                "fabric resources, "
-                f"networks and NCCL_NET={pool.fabric.effective_nccl_net or ''} so a missing fabric "
-                "fails loudly), or "
-                "add the resources to the pod template.",
-                pools=[pool.name],
-            )
-        )
+        # The finding of a workload whose running pods, and those of them without the fabric, are the very
+        # objects of a previous pass is that pass's (a Pod event elsewhere builds none of the others again).
+        pods, without = g["pods"], g["without"]
+        findings.append(snapshot.fold((REQUEST_MISSING, key), pods + without,
+                                      partial(_request_finding, key, g["pool"], len(pods), len(g["nodes"]))))
     return findings
 
 
