@@ -625,12 +625,14 @@ def test_cluster_size_sizes_the_controllers_memory_and_resources_still_wins(tmp_
         res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
         return {part: res[part]["memory"] for part in ("requests", "limits")}
 
-    assert memory_for(20000, 200000, 50000) == {"requests": "4096Mi", "limits": "5824Mi"}
+    # Cache 26 KiB a node + 17 KiB a pod, what incremental passes keep (1,200 B an object, a job's JobSet and
+    # Workload included), followers 32 KiB a job: 4,451 MiB -> 4480Mi and 6,157 MiB -> 6208Mi.
+    assert memory_for(20000, 200000, 50000) == {"requests": "4480Mi", "limits": "6208Mi"}
     assert memory_for(100, 1000, 50) == {"requests": "320Mi", "limits": "1024Mi"}  # never below the default
     # One render: the request comes from the size, the limit from the explicit --resources that wins over it.
     render(profile, tmp_path / "both", "--cluster-size", "20000:200000:50000", "--resources",
            "controller:limits.memory=8Gi")
-    assert controller_memory(tmp_path / "both") == {"requests": "4096Mi", "limits": "8Gi"}
+    assert controller_memory(tmp_path / "both") == {"requests": "4480Mi", "limits": "8Gi"}
     r = CliRunner().invoke(app, ["render", "install", "-p", str(profile), "--image", IMAGE, "--agent-image",
                                  AGENT_IMAGE, "--canary-image", CANARY_IMAGE, "-o", str(tmp_path / "bad"),
                                  "--apiserver-cidr", "172.16.0.0/28", "--cluster-size", "20k"])

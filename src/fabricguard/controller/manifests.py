@@ -174,21 +174,26 @@ def scavenger_priority(profile: PlatformProfile, labels: dict[str, str]) -> list
 
 # The controller's memory by what it holds (bench/controller/bench_memory.py, objects as the API server stores them,
 # trimmed by controller/trim.py; bench/README.md): a node and a pod that is not Succeeded in the watch cache, a
-# running managed job's followers; the base is the process, the profile and one pass's working set.
+# running managed job's followers, and what incremental passes keep of each object between passes (its answers,
+# bench_incremental.py --memory: 1.1-1.2 KB an object; a job is two objects, its JobSet and its Workload); the base
+# is the process, the profile and one pass's working set.
 MEMORY_BASE_MIB = 400
 REQUEST_BASE_MIB = 256
 KIB_PER_NODE = 26
 KIB_PER_POD = 17
 KIB_PER_JOB = 32
+KEPT_BYTES_PER_OBJECT = 1200
 DEFAULT_MEMORY = {"requests": "256Mi", "limits": "1Gi"}
 
 
 def memory_for(nodes: int, pods: int, jobs: int) -> dict[str, str]:
     """The controller's memory request and limit for a cluster of this size (docs/install.md, "Memory").
 
-    The limit holds the cache, the followers and a pass; the request holds the cache, which is filled at start and
-    after every relist. Neither goes below the rendered default (256Mi, 1Gi); both are rounded up to 64 MiB."""
-    cache_kib = KIB_PER_NODE * nodes + KIB_PER_POD * pods
+    The limit holds the cache, what incremental passes keep, the followers and a pass; the request holds the cache
+    (filled at start and after every relist) and what the passes keep. Neither goes below the rendered default
+    (256Mi, 1Gi); both are rounded up to 64 MiB."""
+    kept_kib = -(-KEPT_BYTES_PER_OBJECT * (nodes + pods + 2 * jobs) // 1024)
+    cache_kib = KIB_PER_NODE * nodes + KIB_PER_POD * pods + kept_kib
 
     def mib(base: int, kib: int, floor: int) -> str:
         want = base + -(-kib // 1024)
