@@ -93,3 +93,16 @@ def test_local_ranks_below_one_is_one_line_and_exit_3() -> None:
             r = runner.invoke(app, [*cmd, "--local-ranks", n])
             assert r.exit_code == 3, (cmd, n, r.output)
             assert "--local-ranks" in r.output and "Traceback" not in r.output, (cmd, n, r.output)
+
+
+def test_the_rank_servers_torch_import_warns_nothing_on_the_commands_stderr() -> None:
+    """The forkserver shares the command's stderr: importing torch there (without NumPy, as here) must not print
+    its UserWarning into `validate`'s report. ``-W error`` turns any warning that escapes into a failure."""
+    import subprocess
+    import sys
+
+    from fabricguard.probes.collective import RANK_PRELOAD
+
+    code = f"import importlib; [importlib.import_module(m) for m in {RANK_PRELOAD!r}]"
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr[-2000:]

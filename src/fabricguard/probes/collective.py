@@ -388,9 +388,10 @@ def rank_main(
     }
 
 
-# What the rank server imports before it forks any rank. Loaded once per process that runs local ranks (the
-# server outlives one run_local: a second run in the same process forks from the same server).
-RANK_PRELOAD = ("torch", "torch.distributed")
+# What the rank server imports before it forks any rank (torch, without its import warnings on our stderr).
+# Loaded once per process that runs local ranks (the server outlives one run_local: a second run in the same
+# process forks from the same server).
+RANK_PRELOAD = ("fabricguard.probes.rank_preload",)
 
 
 def _rank_context() -> Any:
