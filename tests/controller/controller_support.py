@@ -432,3 +432,36 @@ async def until(cond: Any, seconds: float = 20.0) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {seconds:g} s waiting")
+
+
+class WriteRecorder:
+    """Stands in for the API connection to watch the order and overlap of writes (the semantics of each write
+    are tested against the emulator in the other controller tests); ``refuse`` names the objects whose write is
+    answered 403."""
+
+    def __init__(self, delay_s: float = 0.01, refuse: frozenset[str] = frozenset()) -> None:
+        self.in_flight = self.most = 0
+        self.order: list[str] = []
+        self.delay_s = delay_s
+        self.refuse = refuse
+
+    async def _write(self, what: str, name: str) -> dict[str, Any]:
+        from fabricguard.kube_errors import Forbidden
+
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        await asyncio.sleep(self.delay_s)
+        self.in_flight -= 1
+        if name in self.refuse:
+            raise Forbidden(403, f"{what} {name!r} is forbidden")
+        self.order.append(f"{what} {name}")
+        return {}
+
+    async def apply(self, _v: str, _p: str, name: str, _body: Any, **_k: Any) -> dict[str, Any]:
+        return await self._write("status", name)
+
+    async def patch(self, _v: str, _p: str, name: str, _body: Any, **_k: Any) -> dict[str, Any]:
+        return await self._write("annotate", name)
+
+    async def create(self, _v: str, _p: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._write("event", body["involvedObject"]["name"])

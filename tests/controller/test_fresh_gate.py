@@ -18,6 +18,7 @@ from controller_support import (
     NOW,
     NS,
     WORKLOADS,
+    WriteRecorder,
     admin_kubeconfig,
     agents_report,
     canary_passed,
@@ -101,29 +102,6 @@ async def test_a_ready_decision_is_not_written_once_the_pools_nodes_broke_during
         await kube.close()
 
 
-class _Recorder:
-    """Stands in for the API connection to watch the order and overlap of writes (the semantics of each write
-    are tested against the emulator above and in the other controller tests)."""
-
-    def __init__(self) -> None:
-        self.in_flight = self.most = 0
-        self.order: list[str] = []
-
-    async def _write(self, what: str) -> dict[str, Any]:
-        self.in_flight += 1
-        self.most = max(self.most, self.in_flight)
-        await asyncio.sleep(0.01)
-        self.in_flight -= 1
-        self.order.append(what)
-        return {}
-
-    async def apply(self, _v: str, _p: str, name: str, _body: Any, **_k: Any) -> dict[str, Any]:
-        return await self._write(f"status {name}")
-
-    async def create(self, _v: str, _p: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._write(f"event {body['involvedObject']['name']}")
-
-
 async def test_workload_writes_go_out_in_parallel_within_the_bound() -> None:
     from controller_support import PROFILE, admission_check
 
@@ -136,7 +114,7 @@ async def test_workload_writes_go_out_in_parallel_within_the_bound() -> None:
     states = {"gh200-roce": PoolState("gh200-roce", True, True, "passed", "pool gh200-roce: canary passed")}
     res = gate_workloads(prof, wls, [admission_check()], states, NOW)
     assert len(res.actions) == 400
-    rec = _Recorder()
+    rec = WriteRecorder()
     t0 = time.monotonic()
     errors = await apply_actions(rec, res.actions, {}, fresh=lambda pools: "")  # type: ignore[arg-type]
     took = time.monotonic() - t0
@@ -146,6 +124,6 @@ async def test_workload_writes_go_out_in_parallel_within_the_bound() -> None:
         assert rec.order.index(f"status queued-{i:03d}") < rec.order.index(f"event queued-{i:03d}")
     print(f"400 writes, {WRITE_CONCURRENCY} in flight: {took:.2f} s (one at a time: {400 * 0.01:.1f} s or more)")
     # And a fresh check that says no holds every admitting write and its Event.
-    rec2 = _Recorder()
+    rec2 = WriteRecorder()
     errors = await apply_actions(rec2, res.actions, {}, fresh=lambda pools: "pool broke")  # type: ignore[arg-type]
     assert rec2.order == [] and len(errors) == 200

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from controller_support import NOW, PROFILE
+from controller_support import NOW, PROFILE, WriteRecorder
 
 from fabricguard.controller.actions import Annotate
 from fabricguard.controller.lustre import LustreFacts, VerdictReads, load_jobs, reconcile_reading_lustre
@@ -109,36 +109,8 @@ def test_a_verdict_budget_past_half_the_stall_limit_is_refused(profile_path: Pat
 
 
 async def test_verdict_writes_go_out_in_parallel_each_event_after_its_annotation() -> None:
-    import asyncio
-    from typing import Any
-
     from fabricguard.controller.actions import event
     from fabricguard.controller.kube import WRITE_CONCURRENCY, apply_actions
-    from fabricguard.kube_errors import Forbidden
-
-    class Recorder:
-        """Stands in for the API connection to watch the order and overlap of writes (each write's semantics are
-        tested against the emulator in test_jobs_and_skips)."""
-
-        def __init__(self) -> None:
-            self.in_flight = self.most = 0
-            self.order: list[str] = []
-
-        async def _write(self, what: str) -> dict[str, Any]:
-            self.in_flight += 1
-            self.most = max(self.most, self.in_flight)
-            await asyncio.sleep(0.005)
-            self.in_flight -= 1
-            if what == "annotate j007":
-                raise Forbidden(403, "jobsets.jobset.x-k8s.io \"j007\" is forbidden")
-            self.order.append(what)
-            return {}
-
-        async def patch(self, _v: str, _p: str, name: str, _body: Any, **_k: Any) -> dict[str, Any]:
-            return await self._write(f"annotate {name}")
-
-        async def create(self, _v: str, _p: str, body: dict[str, Any]) -> dict[str, Any]:
-            return await self._write(f"event {body['involvedObject']['name']}")
 
     actions: list = []
     for i in range(100):
@@ -147,7 +119,7 @@ async def test_verdict_writes_go_out_in_parallel_each_event_after_its_annotation
                              {"fabricguard.io/verdict": "pass"}),
                     event(js, "jobset.x-k8s.io/v1alpha2", "JobSet", "JobVerdict", "verdict pass", NOW,
                           warning=False)]
-    rec = Recorder()
+    rec = WriteRecorder(delay_s=0.005, refuse=frozenset({"j007"}))
     errors = await apply_actions(rec, actions, {})  # type: ignore[arg-type]
     assert rec.most == WRITE_CONCURRENCY, rec.most
     assert len(errors) == 1 and "j007" in errors[0] and "forbidden" in errors[0]
