@@ -12,6 +12,7 @@ import os
 import shutil
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from controller_support import JOBSETS, NOW, PROFILE, ROCE_LOGS, SOCKET_LOGS, live, run_once
 
@@ -49,6 +50,19 @@ def _steps(d: Path, rank: int, first: int, last: int, *, ckpt_s: float, every: i
 def _append(f: Path, text: str) -> None:
     with f.open("a") as fh:
         fh.write(text)
+
+
+def _followed_roce_job(root: Path) -> tuple[LiveJobs, Any, Path]:
+    """A running job followed on ``root``: RoCE NCCL logs and rank 0's first 100 steps (a 120 s checkpoint)."""
+    lj = LiveJobs(PROF, root)
+    (job,) = running_jobs(PROF, {"JobSet": [_jobset()]})
+    lj.sync([job])
+    d = root / log_dir(PROF, NS, JOB)
+    d.mkdir(parents=True)
+    for f in ROCE_LOGS:
+        shutil.copy(f, d / f.name)
+    _append(d / "steps.rank0.jsonl", _steps(d, 0, 1, 100, ckpt_s=120.0))
+    return lj, job, d
 
 
 def test_records_are_read_as_appended_never_twice(tmp_path: Path) -> None:
@@ -113,14 +127,7 @@ def test_hostile_files_are_refused_and_named_the_rest_still_read(tmp_path: Path)
 
 
 def test_live_jobs_see_the_bound_while_the_job_runs(tmp_path: Path) -> None:
-    lj = LiveJobs(PROF, tmp_path)
-    (job,) = running_jobs(PROF, {"JobSet": [_jobset()]})
-    lj.sync([job])
-    d = tmp_path / log_dir(PROF, NS, JOB)
-    d.mkdir(parents=True)
-    for f in ROCE_LOGS:
-        shutil.copy(f, d / f.name)
-    _append(d / "steps.rank0.jsonl", _steps(d, 0, 1, 100, ckpt_s=120.0))
+    lj, _job, _dir = _followed_roce_job(tmp_path)
     (ob,) = lj.poll()
     assert ob.verdict.transport.value == "roce" and ob.bound == "storage" and ob.io is not None
     m = Metrics()
@@ -177,14 +184,7 @@ def test_a_quiet_poll_stats_the_folder_once_and_keeps_what_it_drew_until_somethi
     """At 50,000 jobs the quiet poll is the cost: one ``stat`` of the job's folder serves the link check, the log
     follower and the I/O follower, and the observation is kept (nothing new is made); whatever is kept equals what
     drawing it again gives, and an appended line or record is seen by the next poll."""
-    lj = LiveJobs(PROF, tmp_path)
-    (job,) = running_jobs(PROF, {"JobSet": [_jobset()]})
-    lj.sync([job])
-    d = tmp_path / log_dir(PROF, NS, JOB)
-    d.mkdir(parents=True)
-    for f in ROCE_LOGS:
-        shutil.copy(f, d / f.name)
-    _append(d / "steps.rank0.jsonl", _steps(d, 0, 1, 100, ckpt_s=120.0))
+    lj, job, d = _followed_roce_job(tmp_path)
     old = os.stat(d).st_mtime - 60
     os.utime(d, (old, old))  # listed a minute after its last change: the listing is trusted
     jio = lj._io[job.key]

@@ -128,3 +128,22 @@ async def test_verdict_writes_go_out_in_parallel_each_event_after_its_annotation
             assert rec.order.index(f"annotate j{i:03d}") < rec.order.index(f"event j{i:03d}")
     # The refused verdict says nothing yet: the next pass judges it again and emits its Event then.
     assert "event j007" not in rec.order
+
+
+async def test_a_pass_that_leaves_jobs_waiting_says_so_in_its_log(cluster, profile_path, lustre, caplog) -> None:
+    import logging
+
+    from controller_support import JOBSETS
+
+    from fabricguard.controller.runner import RunConfig, run_pass
+    from fabricguard.profile import load_profile
+
+    k8s, kc = cluster
+    for name in ("w1", "w2", "w3"):
+        k8s.objects[JOBSETS, "ml-training", name] = _jobset(name)
+    cfg = RunConfig(load_profile(profile_path), image="img:1", lustre_root=lustre, kubeconfig=kc,
+                    verdict_budget_s=0.0)
+    with caplog.at_level(logging.INFO, logger="fabricguard.controller"):
+        rep = await run_pass(cfg, act=False)
+    assert rep.result.counters.job_verdicts_waiting == 2
+    assert "2 finished job(s) wait for their verdict" in caplog.text and "--verdict-budget of 0 s" in caplog.text

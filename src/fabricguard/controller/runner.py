@@ -307,6 +307,10 @@ async def run_pass(cfg: RunConfig, now: datetime | None = None, *, act: bool = T
         result = await asyncio.to_thread(reconcile_reading_lustre, snapshot, cfg.profile, at,
                                          cfg.canary_config(), reference, stale, incremental,
                                          reads if reads is not None else VerdictReads(cfg.verdict_budget_s))
+        if result.counters.job_verdicts_waiting:  # the bound is said, not only counted
+            log.info("%d finished job(s) wait for their verdict: this pass spent its --verdict-budget of %g s "
+                     "reading logs; the next passes read them first", result.counters.job_verdicts_waiting,
+                     cfg.verdict_budget_s)
         known = {(names.FV_PLURAL, o.name_of(fv)): fv for fv in snapshot.kind(names.FV_KIND)}
         fresh = gate_freshness(cache, cfg) if cache is not None else None
         errors += await apply_actions(k, result.actions, known, leading, fresh) if act else []
