@@ -104,6 +104,7 @@ async def test_a_trickled_head_on_the_health_port_is_cut_at_its_deadline(webhook
     r, w = await asyncio.open_connection("127.0.0.1", srv.health_port)
     t = time.monotonic()
     answer = b""
+    reset = False  # a byte written after the server's close draws a RST, which may discard its unread 408
     for ch in b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
         w.write(bytes([ch]))
         try:
@@ -111,9 +112,12 @@ async def test_a_trickled_head_on_the_health_port_is_cut_at_its_deadline(webhook
             break
         except TimeoutError:
             continue
+        except ConnectionResetError:
+            reset = True
+            break
     w.close()
-    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - t < 2.0
-    assert closed(srv, "header_timeout") == 1
+    assert (answer.startswith(b"HTTP/1.1 408") or reset) and time.monotonic() - t < 2.0, answer
+    assert closed(srv, "header_timeout") == 1  # the server cut it for its header deadline, whichever way it ended
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
